@@ -1,0 +1,22 @@
+/*
+ * codec_priv.h - the context shared by the codecs in this folder.
+ */
+#ifndef LD_CODEC_PRIV_H
+#define LD_CODEC_PRIV_H
+
+#include <zstd.h>
+#include <turbojpeg.h>
+
+#include "codec.h"
+
+struct codec_ctx {
+	ZSTD_DCtx *zd;		/* created on first zstd use */
+	tjhandle tj;		/* created on first jpeg use */
+	uint64_t max_pixels;
+};
+
+extern const struct codec_ops codec_raw_ops;
+extern const struct codec_ops codec_zstd_ops;
+extern const struct codec_ops codec_jpeg_ops;
+
+#endif /* LD_CODEC_PRIV_H */

@@ -1,0 +1,104 @@
+/*
+ * schema.h - the fields of a sample: names, types, shapes, compression.
+ *
+ * A schema is what both a shard footer and a dataset manifest describe
+ * (man/loader-shard.5). Its text form, one field per string, is shared by
+ * loaderctl, the manifest and the man pages:
+ *
+ *	NAME: bytes|jpeg|int64|tensor DTYPE [D0,D1,...] [zstd [LEVEL] [dict]]
+ *
+ * e.g. "image: tensor u8 [28,28] zstd 3 dict" or "label: int64".
+ * "int64" is shorthand for "tensor i64 []", a scalar.
+ */
+#ifndef LD_SCHEMA_H
+#define LD_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+
+#define SCHEMA_MAX_FIELDS 64
+#define SCHEMA_MAX_DIMS 4
+#define SCHEMA_NAME_MAX 31
+/* Largest text form of one field, with its terminating NUL. */
+#define FIELD_TEXT_MAX 128
+
+enum field_kind {
+	FIELD_BYTES = 1,	/* opaque bytes */
+	FIELD_JPEG = 2,		/* a JPEG file, stored as-is */
+	FIELD_TENSOR = 3,	/* dtype + fixed shape */
+};
+
+enum dtype {
+	DT_NONE = 0,
+	DT_U8, DT_I8, DT_U16, DT_I16, DT_U32, DT_I32, DT_U64, DT_I64,
+	DT_F16, DT_F32, DT_F64,
+	DT_COUNT
+};
+
+enum field_comp {
+	COMP_NONE = 0,
+	COMP_ZSTD = 1,
+	COMP_ZSTD_DICT = 2,	/* zstd with a dictionary stored in the shard */
+};
+
+struct field {
+	char name[SCHEMA_NAME_MAX + 1];
+	uint8_t kind;		/* enum field_kind */
+	uint8_t dtype;		/* enum dtype; DT_NONE unless a tensor */
+	uint8_t ndim;		/* 0..SCHEMA_MAX_DIMS; 0 unless a tensor */
+	uint8_t comp;		/* enum field_comp */
+	int32_t level;		/* zstd level; 0 without compression */
+	uint32_t dims[SCHEMA_MAX_DIMS];	/* unused ones are 0 */
+};
+
+struct schema {
+	uint32_t nfields;
+	struct field f[SCHEMA_MAX_FIELDS];
+};
+
+/* Bytes per element of a dtype; 0 for an invalid one. */
+size_t dtype_size(unsigned dt);
+
+/* Short name ("u8", "f32"); NULL for an invalid dtype. */
+const char *dtype_name(unsigned dt);
+
+/* Parse a dtype name; returns DT_NONE if unknown. */
+unsigned dtype_parse(const char *name);
+
+/*
+ * Parse one field's text form into f. Returns 0, or LOADER_ESCHEMA with
+ * the reason (and the column) in d.
+ */
+int field_parse(struct field *f, const char *text, struct diag *d);
+
+/*
+ * Write the text form of f into buf (FIELD_TEXT_MAX bytes suffice).
+ * Returns the length, as snprintf.
+ */
+int field_format(const struct field *f, char *buf, size_t n);
+
+/*
+ * Check that f is well formed: a valid name, kind, dtype and shape, and
+ * a compression that the kind allows. Returns 0 or LOADER_ESCHEMA.
+ */
+int field_check(const struct field *f, struct diag *d);
+
+/*
+ * The decoded size of a tensor field (product of dims times the element
+ * size), or 0 for a variable-size field (bytes, jpeg).
+ */
+uint64_t field_fixed_size(const struct field *f);
+
+/* Check every field and that names are unique. Returns 0 or LOADER_ESCHEMA. */
+int schema_check(const struct schema *s, struct diag *d);
+
+/* Index of the field called name, or -1. */
+int schema_find(const struct schema *s, const char *name);
+
+/* True when a and b describe the same fields in the same order. */
+bool schema_equal(const struct schema *a, const struct schema *b);
+
+#endif /* LD_SCHEMA_H */

@@ -1,0 +1,173 @@
+/*
+ * shard.h - shard files, format v1 (the spec is man/loader-shard.5).
+ *
+ * A shard is: a 64-byte header, records back to back, a footer (schema,
+ * zstd dictionaries, index of offset/length/XXH3-64 per record) and a
+ * 64-byte trailer that locates the footer. Opening a shard reads only the
+ * header, the trailer and the footer, and checks every offset and length
+ * in them against the file before anything uses them.
+ *
+ * Records are read by the caller (the daemon plans its own io_uring reads
+ * from shard_rec()); shard_parse_record() then checks a record's bytes
+ * and splits them into fields.
+ */
+#ifndef LD_SHARD_H
+#define LD_SHARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "schema.h"
+
+#define SHARD_MAGIC "LDSHARD"	/* 7 characters and a NUL: 8 bytes */
+#define SHARD_VERSION 1
+#define SHARD_HEADER_SIZE 64
+#define SHARD_TRAILER_SIZE 64
+#define SHARD_FOOTER_HEAD 32
+#define SHARD_FIELD_DESC 96
+#define SHARD_INDEX_ENTRY 24
+/* No record may be larger than this (lengths are u32 on disk). */
+#define SHARD_MAX_RECORD UINT32_MAX
+
+struct zrec_ddict;
+
+/* A field's payload as the writer takes it and the reader returns it. */
+struct shard_field {
+	const void *data;
+	uint32_t len;		/* stored (possibly compressed) bytes */
+	uint64_t raw_len;	/* writer: bytes before compression */
+};
+
+/* One index entry. */
+struct shard_rec {
+	uint64_t offset;	/* absolute file offset of the record */
+	uint32_t length;
+	uint64_t xxh3;		/* XXH3-64 of the record's bytes */
+};
+
+/* Per-field totals kept in the footer. */
+struct shard_field_stats {
+	uint64_t raw_bytes;	/* before compression */
+	uint64_t stored_bytes;	/* as stored, without the length prefix */
+};
+
+/* A dictionary handed to the writer (NULL data for none). */
+struct shard_dict {
+	const void *data;
+	size_t len;
+};
+
+/* --- writing --------------------------------------------------------- */
+
+struct shard_writer;
+
+/*
+ * Start a shard on fd (opened for writing, positioned at 0; the writer
+ * does not close it). name is used in error messages. dicts has one
+ * entry per field and may be NULL when no field uses COMP_ZSTD_DICT; the
+ * schema and dictionaries are copied. Returns 0 or a negative code.
+ */
+int shard_writer_new(struct shard_writer **out, int fd, const char *name,
+		     const struct schema *s, const struct shard_dict *dicts,
+		     struct diag *d);
+
+/*
+ * Append one record: one payload per schema field, already compressed as
+ * the schema says. Uncompressed tensors must have exactly their fixed
+ * size. Returns 0 or a negative code.
+ */
+int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
+		     struct diag *d);
+
+/* Records added so far. */
+uint64_t shard_writer_count(const struct shard_writer *w);
+
+/* Bytes the shard would have if finished now (header to trailer). */
+uint64_t shard_writer_size(const struct shard_writer *w);
+
+/* Write the footer and trailer and flush. Returns 0 or a negative code. */
+int shard_writer_finish(struct shard_writer *w, struct diag *d);
+
+/* Free the writer (finished or not). NULL is a no-op. */
+void shard_writer_free(struct shard_writer *w);
+
+/* --- reading --------------------------------------------------------- */
+
+struct shard;
+
+/*
+ * Open the shard on fd: read and check header, trailer and footer, and
+ * digest any dictionaries. fd stays owned by the caller and must stay
+ * open while the shard is in use. Errors name the file and the offset:
+ * LOADER_EFORMAT (bad magic or structure), LOADER_EVERSION,
+ * LOADER_ETRUNC, LOADER_ECHECKSUM (header, trailer or footer), LOADER_ESCHEMA,
+ * LOADER_ERANGE (an offset or length outside the file), -errno for I/O.
+ */
+int shard_open(struct shard **out, int fd, const char *name, struct diag *d);
+
+/* Close a shard (not its fd). NULL is a no-op. */
+void shard_close(struct shard *sh);
+
+/* Number of records. */
+uint64_t shard_count(const struct shard *sh);
+
+/* The schema; valid until shard_close(). */
+const struct schema *shard_schema(const struct shard *sh);
+
+/* The name given to shard_open(); valid until shard_close(). */
+const char *shard_name(const struct shard *sh);
+
+/* File size, and the [begin, end) byte range that holds the records. */
+uint64_t shard_file_size(const struct shard *sh);
+void shard_data_range(const struct shard *sh, uint64_t *begin, uint64_t *end);
+
+/* Index entry i. Returns 0 or LOADER_ERANGE. */
+int shard_rec(const struct shard *sh, uint64_t i, struct shard_rec *r);
+
+/* Footer totals of field i (i < nfields). */
+struct shard_field_stats shard_stats(const struct shard *sh, unsigned i);
+
+/*
+ * The digested dictionary of field i, or NULL if it has none. Valid until
+ * shard_close(); shareable between threads.
+ */
+const struct zrec_ddict *shard_ddict(const struct shard *sh, unsigned i);
+
+/* The dictionary bytes of field i (NULL and 0 if none). */
+const void *shard_dict(const struct shard *sh, unsigned i, size_t *len);
+
+/*
+ * Check record i's bytes (buf, len, as read from the file at its index
+ * offset) against its length and checksum, then split it into one
+ * shard_field per schema field (out has nfields entries, pointing into
+ * buf). Uncompressed tensors are checked against their fixed size.
+ * Returns 0, LOADER_ECHECKSUM or LOADER_EFORMAT, naming file, record and
+ * offset in d.
+ */
+int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
+		       size_t len, struct shard_field *out, struct diag *d);
+
+/*
+ * Read record i with pread into buf (cap bytes) and parse it as above.
+ * A convenience for tools; the daemon plans its own reads.
+ */
+int shard_read_record(const struct shard *sh, uint64_t i, void *buf,
+		      size_t cap, struct shard_field *out, struct diag *d);
+
+/*
+ * Undo field i's compression: the size payload f unpacks to (probe), and
+ * the unpacking itself into dst (cap bytes). Uncompressed fields are
+ * copied; the caller may as well use f->data directly. Errors name the
+ * file and field; the caller adds the record.
+ */
+struct codec_ctx;
+int shard_field_size(const struct shard *sh, struct codec_ctx *ctx,
+		     unsigned i, const struct shard_field *f, size_t *size,
+		     struct diag *d);
+int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
+		       unsigned i, const struct shard_field *f, void *dst,
+		       size_t cap, size_t *out_len, struct diag *d);
+
+#endif /* LD_SHARD_H */
