@@ -1,0 +1,18 @@
+/*
+ * ctl.h - loaderctl's subcommands. Each takes the arguments after its
+ * name (argv[0] is the subcommand) and returns the process exit status:
+ * 0 success, 1 the command ran and found a problem (verify), 2 usage or
+ * an error that stopped it.
+ */
+#ifndef LD_CTL_H
+#define LD_CTL_H
+
+#define CTL_OK 0
+#define CTL_FOUND 1
+#define CTL_FAIL 2
+
+int ctl_pack(int argc, char **argv);
+int ctl_inspect(int argc, char **argv);
+int ctl_verify(int argc, char **argv);
+
+#endif /* LD_CTL_H */

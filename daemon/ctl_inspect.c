@@ -1,0 +1,289 @@
+/*
+ * ctl_inspect.c - loaderctl inspect: what a dataset or shard holds.
+ *
+ * Reads only manifests and shard headers and footers, so it is quick on
+ * any size of dataset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ctl.h"
+#include "dataset.h"
+#include "loader.h"
+#include "opts.h"
+#include "progress.h"
+#include "shard.h"
+
+struct inspect_cli {
+	bool json;
+	bool shards;
+};
+
+#define O(f) offsetof(struct inspect_cli, f)
+static const struct opt inspect_table[] = {
+	{ "shards", 's', OPT_FLAG, O(shards), NULL, NULL,
+	  "list every shard of a dataset" },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON" },
+	OPT_END,
+};
+#undef O
+
+/* What the footers of a set of shards add up to. */
+struct inspect_sum {
+	const struct schema *schema;
+	struct shard_field_stats f[SCHEMA_MAX_FIELDS];
+	size_t dict[SCHEMA_MAX_FIELDS];
+	uint64_t records, bytes;
+};
+
+static void add_shard(struct inspect_sum *s, const struct shard *sh)
+{
+	s->schema = shard_schema(sh);
+	for (uint32_t k = 0; k < s->schema->nfields; k++) {
+		struct shard_field_stats st = shard_stats(sh, k);
+		size_t len;
+
+		s->f[k].raw_bytes += st.raw_bytes;
+		s->f[k].stored_bytes += st.stored_bytes;
+		shard_dict(sh, k, &len);
+		s->dict[k] = len;
+	}
+	s->records += shard_count(sh);
+	s->bytes += shard_file_size(sh);
+}
+
+static double ratio(uint64_t raw, uint64_t stored)
+{
+	return stored ? (double)raw / (double)stored : 1.0;
+}
+
+static json_t *fields_json(const struct inspect_sum *s)
+{
+	json_t *a = json_array();
+	char text[FIELD_TEXT_MAX];
+
+	for (uint32_t k = 0; s->schema && k < s->schema->nfields; k++) {
+		field_format(&s->schema->f[k], text, sizeof(text));
+		json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:f, s:I}",
+			"name", s->schema->f[k].name, "schema", text,
+			"raw_bytes", (json_int_t)s->f[k].raw_bytes,
+			"stored_bytes", (json_int_t)s->f[k].stored_bytes,
+			"ratio", ratio(s->f[k].raw_bytes, s->f[k].stored_bytes),
+			"dict_bytes", (json_int_t)s->dict[k]));
+	}
+	return a;
+}
+
+static void print_fields(const struct inspect_sum *s)
+{
+	char text[FIELD_TEXT_MAX], a[32], b[32];
+
+	printf("fields:\n");
+	for (uint32_t k = 0; s->schema && k < s->schema->nfields; k++) {
+		field_format(&s->schema->f[k], text, sizeof(text));
+		printf("  %-40s %10s raw %10s stored  ratio %5.2f", text,
+		       progress_bytes((double)s->f[k].raw_bytes, a, sizeof(a)),
+		       progress_bytes((double)s->f[k].stored_bytes, b, sizeof(b)),
+		       ratio(s->f[k].raw_bytes, s->f[k].stored_bytes));
+		if (s->dict[k])
+			printf("  dictionary %zu B", s->dict[k]);
+		printf("\n");
+	}
+}
+
+static uint64_t total_raw(const struct inspect_sum *s)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; s->schema && k < s->schema->nfields; k++)
+		n += s->f[k].raw_bytes;
+	return n;
+}
+
+static int inspect_shard(const struct inspect_cli *o, const char *path)
+{
+	struct inspect_sum s = { 0 };
+	struct shard *sh;
+	struct diag d;
+	char a[32];
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "loaderctl inspect: %s: %s\n", path,
+			strerror(errno));
+		return CTL_FAIL;
+	}
+	err = shard_open(&sh, fd, path, &d);
+	if (err) {
+		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		close(fd);
+		return CTL_FAIL;
+	}
+	add_shard(&s, sh);
+	if (o->json) {
+		json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:f, s:o}",
+			"shard", path, "format", "loaderd-shard",
+			"version", SHARD_VERSION,
+			"records", (json_int_t)s.records,
+			"bytes", (json_int_t)s.bytes,
+			"ratio", ratio(total_raw(&s), s.bytes),
+			"fields", fields_json(&s));
+		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("\n");
+		json_decref(j);
+	} else {
+		printf("shard:    %s\n", path);
+		printf("format:   loaderd shard v%d\n", SHARD_VERSION);
+		printf("records:  %" PRIu64 "\n", s.records);
+		printf("size:     %s (%" PRIu64 " bytes), ratio %.2f\n",
+		       progress_bytes((double)s.bytes, a, sizeof(a)), s.bytes,
+		       ratio(total_raw(&s), s.bytes));
+		print_fields(&s);
+	}
+	shard_close(sh);
+	close(fd);
+	return CTL_OK;
+}
+
+static int inspect_dataset(const struct inspect_cli *o, const char *dir)
+{
+	struct inspect_sum s = { 0 };
+	struct dataset *ds;
+	struct diag d;
+	char a[32], b[32];
+	json_t *shards = json_array();
+	int rc = CTL_OK;
+
+	if (dataset_load(&ds, dir, &d)) {
+		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		json_decref(shards);
+		return CTL_FAIL;
+	}
+	for (uint32_t i = 0; i < ds->nshards; i++) {
+		struct shard *sh;
+		int fd;
+
+		if (dataset_open_shard(ds, i, &fd, &sh, &d)) {
+			fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+			rc = CTL_FAIL;
+			goto out;
+		}
+		add_shard(&s, sh);
+		json_array_append_new(shards, json_pack("{s:s, s:I, s:I}",
+			"file", ds->shards[i].file,
+			"records", (json_int_t)shard_count(sh),
+			"bytes", (json_int_t)shard_file_size(sh)));
+		shard_close(sh);
+		close(fd);
+	}
+	s.schema = &ds->schema;
+	if (o->json) {
+		json_t *cl = json_array();
+		json_t *j;
+
+		for (uint32_t i = 0; i < ds->nclasses; i++)
+			json_array_append_new(cl, json_string(ds->classes[i]));
+		j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:o, s:o, s:o}",
+			"dataset", dir, "format", DATASET_FORMAT,
+			"version", DATASET_VERSION,
+			"records", (json_int_t)s.records,
+			"shard_count", (json_int_t)ds->nshards,
+			"bytes", (json_int_t)s.bytes,
+			"ratio", ratio(total_raw(&s), s.bytes),
+			"fields", fields_json(&s), "classes", cl,
+			"shards", json_incref(shards));
+		if (ds->origin.source)
+			json_object_set_new(j, "packed", json_pack("{s:s, s:s, s:I, s:I}",
+				"source", ds->origin.source,
+				"source_format", ds->origin.source_format ?
+					ds->origin.source_format : "",
+				"bytes_in", (json_int_t)ds->origin.bytes_in,
+				"shuffle_seed", (json_int_t)ds->origin.shuffle_seed));
+		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("\n");
+		json_decref(j);
+		goto out;
+	}
+	printf("dataset:  %s\n", dir);
+	printf("records:  %" PRIu64 " in %" PRIu32 " shard%s\n", s.records,
+	       ds->nshards, ds->nshards == 1 ? "" : "s");
+	printf("size:     %s (%" PRIu64 " bytes), ratio %.2f\n",
+	       progress_bytes((double)s.bytes, a, sizeof(a)), s.bytes,
+	       ratio(total_raw(&s), s.bytes));
+	if (ds->origin.source) {
+		printf("packed:   from %s (%s), %s in, ratio %.2f",
+		       ds->origin.source,
+		       ds->origin.source_format ? ds->origin.source_format : "?",
+		       progress_bytes((double)ds->origin.bytes_in, b, sizeof(b)),
+		       ratio(ds->origin.bytes_in, s.bytes));
+		if (ds->origin.shuffle_seed >= 0)
+			printf(", shuffled with seed %" PRId64,
+			       ds->origin.shuffle_seed);
+		printf("\n");
+	}
+	print_fields(&s);
+	if (ds->nclasses) {
+		printf("classes:  %" PRIu32 ":", ds->nclasses);
+		for (uint32_t i = 0; i < ds->nclasses && i < 20; i++)
+			printf("%s %u=%s", i ? "," : "", i, ds->classes[i]);
+		if (ds->nclasses > 20)
+			printf(", ... (%" PRIu32 " more)", ds->nclasses - 20);
+		printf("\n");
+	} else {
+		printf("classes:  none recorded\n");
+	}
+	if (o->shards) {
+		printf("shards:\n");
+		for (uint32_t i = 0; i < ds->nshards; i++)
+			printf("  %-24s %10" PRIu64 " records %10s\n",
+			       ds->shards[i].file, ds->shards[i].records,
+			       progress_bytes((double)ds->shards[i].bytes, a,
+					      sizeof(a)));
+	}
+out:
+	json_decref(shards);
+	dataset_free(ds);
+	return rc;
+}
+
+int ctl_inspect(int argc, char **argv)
+{
+	static const char usage[] = "loaderctl inspect [OPTIONS] DATASET|SHARD";
+	struct inspect_cli o = { 0 };
+	struct diag d = { { 0 } };
+	struct stat st;
+	int nargs, help, err;
+
+	err = opts_parse(inspect_table, &o, argc, argv, &nargs, &help, &d);
+	if (err || help || nargs != 1) {
+		if (help) {
+			opts_help(stdout, usage,
+				  "Show the schema, record count, sizes, compression ratio per\n"
+				  "field and class names of a dataset directory or one shard file.\n"
+				  "Reads only the manifest and the shards' headers and footers.",
+				  inspect_table);
+			return CTL_OK;
+		}
+		fprintf(stderr, "loaderctl inspect: %s\nusage: %s (--help for options)\n",
+			err ? d.msg : "expected one dataset directory or shard file",
+			usage);
+		return CTL_FAIL;
+	}
+	if (stat(argv[0], &st)) {
+		fprintf(stderr, "loaderctl inspect: %s: %s\n", argv[0],
+			strerror(errno));
+		return CTL_FAIL;
+	}
+	return S_ISDIR(st.st_mode) ? inspect_dataset(&o, argv[0]) :
+				     inspect_shard(&o, argv[0]);
+}

@@ -1,0 +1,250 @@
+/*
+ * ctl_verify.c - loaderctl verify: every record of a dataset or shard.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ctl.h"
+#include "dataset.h"
+#include "loader.h"
+#include "opts.h"
+#include "progress.h"
+#include "shard.h"
+#include "verify.h"
+
+struct verify_cli {
+	bool quick;
+	bool json;
+	uint64_t max_report;
+};
+
+#define O(f) offsetof(struct verify_cli, f)
+static const struct opt verify_table[] = {
+	{ "quick", 'q', OPT_FLAG, O(quick), NULL, NULL,
+	  "check structure and checksums only; do not decode fields" },
+	{ "max-report", 0, OPT_U64, O(max_report), "100", "N",
+	  "name at most N bad records per shard (all are counted)" },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
+	  "print the summary as a JSON object" },
+	OPT_END,
+};
+#undef O
+
+struct verify_run {
+	const struct verify_cli *o;
+	struct progress pg;
+	struct verify_stats st;
+	uint64_t bad_shards, shards, reported;
+	json_t *bad;		/* --json: list of problems */
+};
+
+static void report(struct verify_run *r, const char *msg)
+{
+	progress_end(&r->pg);
+	if (r->bad)
+		json_array_append_new(r->bad, json_string(msg));
+	else
+		printf("bad: %s\n", msg);
+	fflush(stdout);
+}
+
+static void on_bad(void *arg, const struct shard *sh, uint64_t index, int err,
+		   const char *msg)
+{
+	struct verify_run *r = arg;
+
+	if (r->reported++ < r->o->max_report)
+		report(r, msg);
+	else if (r->reported == r->o->max_report + 1)
+		report(r, "... more bad records in this shard (--max-report)");
+}
+
+static void on_progress(void *arg, uint64_t bytes)
+{
+	struct verify_run *r = arg;
+
+	progress_add(&r->pg, bytes);
+}
+
+/* Verify one open shard; I/O errors make the shard bad. */
+static void verify_one(struct verify_run *r, struct verify_ctx *vc,
+		       struct shard *sh, int fd)
+{
+	struct verify_opts vo = {
+		.decode = !r->o->quick, .bad = on_bad,
+		.progress = on_progress, .arg = r,
+	};
+	uint64_t bad0 = r->st.bad;
+	struct diag d;
+	int err;
+
+	r->reported = 0;
+	r->shards++;
+	err = verify_shard(vc, sh, fd, &vo, &r->st, &d);
+	if (err)
+		report(r, d.msg);
+	if (err || r->st.bad != bad0)
+		r->bad_shards++;
+}
+
+static int open_file(struct verify_run *r, const char *path, int *fd,
+		     struct shard **sh)
+{
+	struct diag d;
+	int err;
+
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		diag_set(&d, -errno, "%s: %s", path, strerror(errno));
+		err = -errno;
+		goto bad;
+	}
+	err = shard_open(sh, *fd, path, &d);
+	if (!err)
+		return 0;
+	close(*fd);
+	*fd = -1;
+bad:
+	r->shards++;
+	r->bad_shards++;
+	report(r, d.msg);
+	return err;
+}
+
+int ctl_verify(int argc, char **argv)
+{
+	static const char usage[] = "loaderctl verify [OPTIONS] DATASET|SHARD...";
+	struct verify_cli o = { 0 };
+	struct verify_run r = { .o = &o };
+	struct verify_ctx *vc = NULL;
+	struct diag d = { { 0 } };
+	uint64_t total = 0;
+	double t0, secs;
+	int nargs, help, err;
+
+	err = opts_parse(verify_table, &o, argc, argv, &nargs, &help, &d);
+	if (err || help || nargs < 1) {
+		if (help) {
+			opts_help(stdout, usage,
+				  "Check every shard's header, footer and index, every record's\n"
+				  "length and XXH3-64 checksum, and (without --quick) decode every\n"
+				  "field. Each bad record is named (shard, record, offset). Exit\n"
+				  "status: 0 all good, 1 something is bad, 2 could not run.",
+				  verify_table);
+			return CTL_OK;
+		}
+		fprintf(stderr, "loaderctl verify: %s\nusage: %s (--help for options)\n",
+			err ? d.msg : "expected a dataset directory or shard files",
+			usage);
+		return CTL_FAIL;
+	}
+	if (verify_ctx_new(&vc)) {
+		fprintf(stderr, "loaderctl verify: out of memory\n");
+		return CTL_FAIL;
+	}
+	if (o.json)
+		r.bad = json_array();
+	/* Total bytes first, for the progress bar. */
+	for (int a = 0; a < nargs; a++) {
+		struct stat st;
+
+		if (!stat(argv[a], &st) && S_ISREG(st.st_mode))
+			total += (uint64_t)st.st_size;
+	}
+	t0 = progress_now();
+	progress_start(&r.pg, "verify", "B", total);
+	for (int a = 0; a < nargs; a++) {
+		struct dataset *ds = NULL;
+		struct shard *sh = NULL;
+		struct stat st;
+		int fd = -1;
+
+		if (stat(argv[a], &st)) {
+			diag_set(&d, -errno, "%s: %s", argv[a], strerror(errno));
+			report(&r, d.msg);
+			r.shards++;
+			r.bad_shards++;
+			continue;
+		}
+		if (S_ISREG(st.st_mode)) {
+			if (!open_file(&r, argv[a], &fd, &sh)) {
+				verify_one(&r, vc, sh, fd);
+				shard_close(sh);
+				close(fd);
+			}
+			continue;
+		}
+		err = dataset_load(&ds, argv[a], &d);
+		if (err) {
+			report(&r, d.msg);
+			r.shards++;
+			r.bad_shards++;
+			continue;
+		}
+		for (uint32_t i = 0; i < ds->nshards; i++)
+			r.pg.total += ds->shards[i].bytes;
+		for (uint32_t i = 0; i < ds->nshards; i++) {
+			char path[4200];
+
+			err = dataset_open_shard(ds, i, &fd, &sh, &d);
+			if (!err && shard_file_size(sh) != ds->shards[i].bytes)
+				err = diag_set(&d, LOADER_EFORMAT,
+					       "%s: %" PRIu64 " bytes, the manifest says %" PRIu64,
+					       dataset_path(ds, ds->shards[i].file,
+							    path, sizeof(path)),
+					       shard_file_size(sh),
+					       ds->shards[i].bytes);
+			if (err) {
+				r.shards++;
+				r.bad_shards++;
+				report(&r, d.msg);
+			} else {
+				verify_one(&r, vc, sh, fd);
+			}
+			shard_close(sh);
+			sh = NULL;
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+		}
+		dataset_free(ds);
+	}
+	progress_end(&r.pg);
+	secs = progress_now() - t0;
+	if (o.json) {
+		json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:o}",
+			"records", (json_int_t)r.st.records,
+			"bad_records", (json_int_t)r.st.bad,
+			"shards", (json_int_t)r.shards,
+			"bad_shards", (json_int_t)r.bad_shards,
+			"bytes", (double)r.st.bytes, "seconds", secs,
+			"problems", r.bad);
+		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s ? s : "{}");
+		free(s);
+		json_decref(j);
+	} else {
+		char a[32], b[32];
+
+		printf("verified %" PRIu64 " records in %" PRIu64 " shard%s (%s in %.2f s, %s/s%s): %" PRIu64 " bad record%s, %" PRIu64 " bad shard%s\n",
+		       r.st.records, r.shards, r.shards == 1 ? "" : "s",
+		       progress_bytes((double)r.st.bytes, a, sizeof(a)), secs,
+		       progress_bytes(secs > 0 ? (double)r.st.bytes / secs : 0,
+				      b, sizeof(b)),
+		       o.quick ? ", checksums only" : "",
+		       r.st.bad, r.st.bad == 1 ? "" : "s", r.bad_shards,
+		       r.bad_shards == 1 ? "" : "s");
+	}
+	verify_ctx_free(vc);
+	return r.st.bad || r.bad_shards ? CTL_FOUND : CTL_OK;
+}
