@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,12 +14,34 @@
 #include "loader.h"
 #include "verify.h"
 
-#define VERIFY_CHUNK (8u << 20)
+/*
+ * Records are read in chunks of whole records by a reader thread while
+ * the calling thread checks the previous chunks: on a page-cached shard
+ * the kernel's copy and the checksum then run on two cores side by side.
+ * Chunks are small enough to stay in the cache between the two.
+ */
+#define VERIFY_CHUNK (1u << 20)
+#define VERIFY_SLOTS 4
+
+/* One chunk: records [first, last] read into buf. */
+struct verify_slot {
+	unsigned char *buf;
+	size_t cap;
+	uint64_t first, last, offset, span;
+	int err;		/* read error, described in msg */
+	char msg[DIAG_MAX];
+};
 
 struct verify_ctx {
 	struct codec_ctx *codec;
-	unsigned char *buf;
-	size_t cap;
+	struct verify_slot slot[VERIFY_SLOTS];
+	/* Reader state, valid during verify_shard(). */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t produced, consumed;	/* chunks; slot = count % SLOTS */
+	bool stop;
+	const struct shard *sh;
+	int fd;
 	unsigned char *scratch;	/* unpacked field */
 	size_t scratch_cap;
 	unsigned char *pixels;	/* decoded image */
@@ -30,9 +54,15 @@ int verify_ctx_new(struct verify_ctx **out)
 
 	if (!vc)
 		return -ENOMEM;
-	vc->cap = VERIFY_CHUNK;
-	vc->buf = malloc(vc->cap);
-	if (!vc->buf || codec_ctx_new(&vc->codec, 0)) {
+	for (unsigned k = 0; k < VERIFY_SLOTS; k++) {
+		vc->slot[k].cap = VERIFY_CHUNK;
+		vc->slot[k].buf = malloc(VERIFY_CHUNK);
+		if (!vc->slot[k].buf) {
+			verify_ctx_free(vc);
+			return -ENOMEM;
+		}
+	}
+	if (codec_ctx_new(&vc->codec, 0)) {
 		verify_ctx_free(vc);
 		return -ENOMEM;
 	}
@@ -45,7 +75,8 @@ void verify_ctx_free(struct verify_ctx *vc)
 	if (!vc)
 		return;
 	codec_ctx_free(vc->codec);
-	free(vc->buf);
+	for (unsigned k = 0; k < VERIFY_SLOTS; k++)
+		free(vc->slot[k].buf);
 	free(vc->scratch);
 	free(vc->pixels);
 	free(vc);
@@ -123,59 +154,143 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 	return err;
 }
 
+/* Plan the chunk that starts at record i: as many whole records as fit. */
+static void plan_chunk(const struct shard *sh, uint64_t i,
+		       struct verify_slot *sl)
+{
+	uint64_t n = shard_count(sh), j = i;
+	struct shard_rec first, r;
+
+	shard_rec(sh, i, &first);
+	sl->first = i;
+	sl->offset = first.offset;
+	sl->span = first.length;
+	while (j + 1 < n) {
+		shard_rec(sh, j + 1, &r);
+		if (r.offset + r.length - first.offset > VERIFY_CHUNK)
+			break;
+		sl->span = r.offset + r.length - first.offset;
+		j++;
+	}
+	sl->last = j;
+}
+
+static void *reader_main(void *arg)
+{
+	struct verify_ctx *vc = arg;
+	uint64_t n = shard_count(vc->sh), i = 0;
+
+	while (i < n) {
+		struct verify_slot *sl;
+
+		pthread_mutex_lock(&vc->lock);
+		while (!vc->stop && vc->produced - vc->consumed == VERIFY_SLOTS)
+			pthread_cond_wait(&vc->cond, &vc->lock);
+		pthread_mutex_unlock(&vc->lock);
+		if (vc->stop)
+			break;
+		sl = &vc->slot[vc->produced % VERIFY_SLOTS];
+		plan_chunk(vc->sh, i, sl);
+		sl->err = reserve(&sl->buf, &sl->cap, sl->span);
+		if (!sl->err)
+			sl->err = fdio_pread_all(vc->fd, sl->buf, sl->span,
+						 sl->offset);
+		if (sl->err)
+			snprintf(sl->msg, sizeof(sl->msg),
+				 "%s: read %" PRIu64 " bytes at offset %" PRIu64 ": %s",
+				 shard_name(vc->sh), sl->span, sl->offset,
+				 loader_strerror(sl->err));
+		i = sl->last + 1;
+		pthread_mutex_lock(&vc->lock);
+		vc->produced++;
+		pthread_cond_broadcast(&vc->cond);
+		pthread_mutex_unlock(&vc->lock);
+		if (sl->err)
+			break;
+	}
+	return NULL;
+}
+
+/* Check the records of one chunk. */
+static void check_chunk(struct verify_ctx *vc, const struct shard *sh,
+			const struct verify_slot *sl,
+			const struct verify_opts *o, struct verify_stats *st)
+{
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	const unsigned char *p = sl->buf;
+	struct shard_rec r;
+	struct diag rd;
+	int err;
+
+	for (uint64_t i = sl->first; i <= sl->last; i++) {
+		shard_rec(sh, i, &r);
+		err = shard_parse_record(sh, i, p, r.length, f, &rd);
+		if (!err && o->decode)
+			err = check_fields(vc, sh, i, f, &rd);
+		if (err) {
+			st->bad++;
+			if (o->bad)
+				o->bad(o->arg, sh, i, err, rd.msg);
+		}
+		st->records++;
+		p += r.length;
+	}
+	st->bytes += sl->span;
+	if (o->progress)
+		o->progress(o->arg, sl->span);
+}
+
 int verify_shard(struct verify_ctx *vc, const struct shard *sh, int fd,
 		 const struct verify_opts *o, struct verify_stats *st,
 		 struct diag *d)
 {
-	struct shard_field f[SCHEMA_MAX_FIELDS];
-	uint64_t n = shard_count(sh), i = 0, begin, end;
-	struct diag rd;
-	int err;
+	uint64_t n = shard_count(sh), done = 0, begin, end;
+	pthread_t reader;
+	int err = 0;
 
+	if (n == 0)
+		return 0;
 	shard_data_range(sh, &begin, &end);
 	posix_fadvise(fd, (off_t)begin, (off_t)(end - begin),
 		      POSIX_FADV_SEQUENTIAL);
-	while (i < n) {
-		struct shard_rec first, r;
-		uint64_t j = i, span;
-		unsigned char *p;
-
-		/* Take as many whole records as fit one chunk (at least one). */
-		shard_rec(sh, i, &first);
-		span = first.length;
-		while (j + 1 < n) {
-			shard_rec(sh, j + 1, &r);
-			if (r.offset + r.length - first.offset > vc->cap)
-				break;
-			span = r.offset + r.length - first.offset;
-			j++;
-		}
-		err = reserve(&vc->buf, &vc->cap, span);
-		if (err)
-			return diag_set(d, err, "%s: record %" PRIu64 " of %" PRIu64 " bytes",
-					shard_name(sh), i, span);
-		err = fdio_pread_all(fd, vc->buf, span, first.offset);
-		if (err)
-			return diag_set(d, err,
-					"%s: read %" PRIu64 " bytes at offset %" PRIu64 ": %s",
-					shard_name(sh), span, first.offset,
-					loader_strerror(err));
-		for (p = vc->buf; i <= j; i++) {
-			shard_rec(sh, i, &r);
-			err = shard_parse_record(sh, i, p, r.length, f, &rd);
-			if (!err && o->decode)
-				err = check_fields(vc, sh, i, f, &rd);
-			if (err) {
-				st->bad++;
-				if (o->bad)
-					o->bad(o->arg, sh, i, err, rd.msg);
-			}
-			st->records++;
-			p += r.length;
-		}
-		st->bytes += span;
-		if (o->progress)
-			o->progress(o->arg, span);
+	pthread_mutex_init(&vc->lock, NULL);
+	pthread_cond_init(&vc->cond, NULL);
+	vc->produced = vc->consumed = 0;
+	vc->stop = false;
+	vc->sh = sh;
+	vc->fd = fd;
+	err = -pthread_create(&reader, NULL, reader_main, vc);
+	if (err) {
+		diag_set(d, err, "%s: cannot start a reader thread: %s",
+			 shard_name(sh), loader_strerror(err));
+		goto out;
 	}
-	return 0;
+	while (done < n) {
+		struct verify_slot *sl;
+
+		pthread_mutex_lock(&vc->lock);
+		while (vc->produced == vc->consumed)
+			pthread_cond_wait(&vc->cond, &vc->lock);
+		pthread_mutex_unlock(&vc->lock);
+		sl = &vc->slot[vc->consumed % VERIFY_SLOTS];
+		if (sl->err) {
+			err = diag_set(d, sl->err, "%s", sl->msg);
+			break;
+		}
+		check_chunk(vc, sh, sl, o, st);
+		done = sl->last + 1;
+		pthread_mutex_lock(&vc->lock);
+		vc->consumed++;
+		pthread_cond_broadcast(&vc->cond);
+		pthread_mutex_unlock(&vc->lock);
+	}
+	pthread_mutex_lock(&vc->lock);
+	vc->stop = true;
+	pthread_cond_broadcast(&vc->cond);
+	pthread_mutex_unlock(&vc->lock);
+	pthread_join(reader, NULL);
+out:
+	pthread_cond_destroy(&vc->cond);
+	pthread_mutex_destroy(&vc->lock);
+	return err;
 }

@@ -1,0 +1,43 @@
+#!/bin/sh
+# deps.sh - install the Debian packages loaderd needs, only those missing.
+#
+#   scripts/deps.sh          build and run dependencies, and the bundled data
+#   scripts/deps.sh --test   the same plus what the test suite uses
+#
+# Idempotent: with everything present it changes nothing and needs no root.
+set -eu
+
+pkgs="gcc make libc6-dev autoconf automake libtool pkg-config git
+liburing-dev libuv1-dev libturbojpeg0-dev libzstd-dev liblmdb-dev
+libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
+dataset-fashion-mnist tar gzip"
+test_pkgs="libcriterion-dev"
+
+case "${1:-}" in
+--test) pkgs="$pkgs $test_pkgs" ;;
+"") ;;
+*) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
+
+missing=
+for p in $pkgs; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps.sh: installing:$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then
+	sudo=
+elif command -v sudo >/dev/null 2>&1; then
+	sudo=sudo
+else
+	echo "deps.sh: need root or sudo to install:$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,54 @@
+#!/bin/sh
+# loaderctl's command line: help, usage errors, errors on bad input, and
+# that the man page documents every option the code accepts.
+. "$top_srcdir/tests/integration/tap.sh"
+tmpdir
+plan 18
+
+out=$("$LOADERCTL" --help)
+is "$?" 0 "--help exits 0"
+for c in pack inspect verify; do
+	like "$out" "^  $c " "--help lists $c"
+done
+out=$("$LOADERCTL" frobnicate 2>&1)
+is "$?" 2 "an unknown command exits 2"
+like "$out" 'unknown command "frobnicate"' "and names it"
+out=$("$LOADERCTL" pack 2>&1)
+is "$?" 2 "pack without arguments exits 2"
+out=$("$LOADERCTL" pack --shard-size 12Q a b 2>&1)
+like "$out" '--shard-size: invalid value "12Q"' "a bad option value is named"
+out=$("$LOADERCTL" pack --no-such-option a b 2>&1)
+like "$out" 'unknown option --no-such-option' "an unknown option is named"
+out=$("$LOADERCTL" pack "$T/nothing-here" "$T/out" 2>&1)
+is "$?" 2 "packing a missing source exits 2"
+like "$out" 'nothing-here' "and names it"
+out=$("$LOADERCTL" inspect "$T/nothing-here" 2>&1)
+like "$out" 'nothing-here: No such file' "inspect names a missing path"
+mkdir "$T/empty"
+out=$("$LOADERCTL" verify "$T/empty" 2>&1)
+is "$?" 1 "verify of a directory without a manifest exits 1"
+like "$out" 'no manifest' "and says so"
+head -c 4096 /dev/urandom >"$T/junk.lds"
+out=$("$LOADERCTL" verify "$T/junk.lds" 2>&1)
+like "$out" 'junk.lds: offset 0: bad magic' "verify of a non-shard names file, offset and problem"
+out=$("$LOADERCTL" inspect "$T/junk.lds" 2>&1)
+is "$?" 2 "inspect of a non-shard exits 2"
+
+# Every option in --help appears in the man page, and the reverse.
+man=$top_srcdir/man/loaderctl.1
+missing=
+for c in pack inspect verify; do
+	for o in $("$LOADERCTL" $c --help | grep -Eo -- '--[a-z][a-z-]+' | sort -u); do
+		grep -q -- "\\\\-\\\\-${o#--}\\b" "$man" || missing="$missing $c:$o"
+	done
+done
+is "$missing" "" "loaderctl.1 documents every option of pack, inspect and verify"
+extra=
+for o in $(grep -Eo '\\-\\-[a-z][a-z-]+' "$man" | sed 's/\\//g' | sort -u); do
+	found=
+	for c in pack inspect verify; do
+		"$LOADERCTL" $c --help | grep -q -- "$o\\b" && found=1
+	done
+	[ -n "$found" ] || [ "$o" = --help ] || [ "$o" = --version ] || extra="$extra $o"
+done
+is "$extra" "" "loaderctl.1 documents no option the code lacks"

@@ -1,0 +1,59 @@
+# tap.sh - sourced by the shell integration tests: TAP output helpers.
+#
+#   plan N; ok COND-CMD... ; is GOT WANT DESC; skip_all REASON
+# Every check is a real assertion: a failing one prints "not ok".
+
+: "${top_srcdir:?run through make check}"
+: "${top_builddir:?run through make check}"
+LOADERCTL=$top_builddir/loaderctl
+TOOLS=$top_builddir/tests/tools
+tap_n=0
+
+plan() { echo "1..$1"; }
+
+skip_all() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+# ok DESC CMD...: pass when CMD succeeds.
+ok() {
+	desc=$1
+	shift
+	tap_n=$((tap_n + 1))
+	if "$@" >/dev/null 2>&1; then
+		echo "ok $tap_n - $desc"
+	else
+		echo "not ok $tap_n - $desc"
+	fi
+}
+
+# is GOT WANT DESC: pass when the strings are equal.
+is() {
+	tap_n=$((tap_n + 1))
+	if [ "$1" = "$2" ]; then
+		echo "ok $tap_n - $3"
+	else
+		echo "not ok $tap_n - $3"
+		echo "#   got:  '$1'"
+		echo "#   want: '$2'"
+	fi
+}
+
+# like TEXT PATTERN DESC: pass when TEXT matches the grep -E PATTERN.
+like() {
+	tap_n=$((tap_n + 1))
+	if printf '%s\n' "$1" | grep -Eq -- "$2"; then
+		echo "ok $tap_n - $3"
+	else
+		echo "not ok $tap_n - $3"
+		printf '%s\n' "$1" | head -5 | sed 's/^/#   got: /'
+		echo "#   want match: $2"
+	fi
+}
+
+# tmpdir: a private scratch directory, removed at exit.
+tmpdir() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/loaderd-test.XXXXXX")
+	trap 'rm -rf "$T"' EXIT
+}
