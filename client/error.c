@@ -26,7 +26,7 @@ LOADER_API const char *loader_strerror(int err)
 		return "success";
 	if (err >= -LOADER_ERRNO_MAX)
 		return strerror(-err);
-	i = (size_t)(-err) - 4096;
+	i = (size_t)(-(long long)err) - 4096;
 	if (i < sizeof(loader_errors) / sizeof(loader_errors[0]) &&
 	    loader_errors[i])
 		return loader_errors[i];

@@ -39,6 +39,8 @@ void codec_ctx_free(struct codec_ctx *ctx)
 	ZSTD_freeDCtx(ctx->zd);
 	if (ctx->tj)
 		tjDestroy(ctx->tj);
+	if (ctx->tjc)
+		tjDestroy(ctx->tjc);
 	free(ctx);
 }
 

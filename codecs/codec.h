@@ -55,7 +55,9 @@ struct codec_ops {
 	/*
 	 * Decode src into dst (cap bytes). Fails with LOADER_ETOOBIG if the
 	 * result does not fit and LOADER_EDECODE if the payload is corrupt.
-	 * On success info describes what was written.
+	 * On success info describes what was written: info->size bytes at
+	 * dst. A decoder may use the rest of dst as scratch, so bytes past
+	 * info->size are undefined after the call.
 	 */
 	int (*decode)(struct codec_ctx *ctx, const struct codec_src *src,
 		      void *dst, size_t cap, struct codec_info *info,

@@ -11,7 +11,8 @@
 
 struct codec_ctx {
 	ZSTD_DCtx *zd;		/* created on first zstd use */
-	tjhandle tj;		/* created on first jpeg use */
+	tjhandle tj;		/* created on first jpeg decode */
+	tjhandle tjc;		/* created on first jpeg encode */
 	uint64_t max_pixels;
 };
 

@@ -48,6 +48,7 @@ static int jpg_header(struct codec_ctx *ctx, const void *src, size_t len,
 		return err;
 	if (len == 0 || len > (unsigned long)-1)
 		return diag_set(d, LOADER_EDECODE, "empty JPEG payload");
+	*w = *h = 0;	/* left unset for a tables-only stream */
 	if (tjDecompressHeader3(ctx->tj, src, (unsigned long)len, w, h, &sub,
 				cs) != 0)
 		return diag_set(d, LOADER_EDECODE, "jpeg header: %s",
@@ -118,30 +119,36 @@ int jpg_encode(struct codec_ctx *ctx, const void *pixels, uint32_t width,
 	       uint32_t height, uint32_t channels, int quality,
 	       unsigned char **out, size_t *out_len, struct diag *d)
 {
-	tjhandle tc = tjInitCompress();
-	unsigned long n = 0;
 	int pf = channels == 1 ? TJPF_GRAY : TJPF_RGB;
 	int sub = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
-	int err = 0;
+	unsigned long n = 0;
 
-	if (!tc)
-		return -ENOMEM;
-	if (channels != 1 && channels != 3) {
-		err = diag_set(d, -EINVAL, "cannot encode %u channels",
-			       channels);
-		goto out;
+	if (channels != 1 && channels != 3)
+		return diag_set(d, -EINVAL,
+				"jpeg encode: %u channels (1 gray or 3 RGB only)",
+				channels);
+	if (quality < 1 || quality > 100)
+		return diag_set(d, -EINVAL,
+				"jpeg encode: quality %d out of range 1..100",
+				quality);
+	if (!width || !height || width > 65535 || height > 65535)
+		return diag_set(d, -EINVAL, "jpeg encode: %ux%u pixels",
+				width, height);
+	if (!ctx->tjc) {
+		ctx->tjc = tjInitCompress();
+		if (!ctx->tjc)
+			return -ENOMEM;
 	}
 	*out = NULL;
-	if (tjCompress2(tc, pixels, (int)width, 0, (int)height, pf, out, &n,
-			sub, quality, 0) != 0) {
-		err = diag_set(d, LOADER_EDECODE, "jpeg encode: %s",
-			       tjGetErrorStr2(tc));
-		goto out;
+	if (tjCompress2(ctx->tjc, pixels, (int)width, 0, (int)height, pf, out,
+			&n, sub, quality, 0) != 0) {
+		tjFree(*out);
+		*out = NULL;
+		return diag_set(d, LOADER_EDECODE, "jpeg encode: %s",
+				tjGetErrorStr2(ctx->tjc));
 	}
 	*out_len = n;
-out:
-	tjDestroy(tc);
-	return err;
+	return 0;
 }
 
 void jpg_free(unsigned char *buf)

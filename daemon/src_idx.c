@@ -325,9 +325,9 @@ static int idx_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	struct idx_source *s = (struct idx_source *)base;
 	uint64_t v;
 
+	snprintf(where, wn, "IDX item %" PRIu64, i);
 	if (i >= base->count)
 		return diag_set(d, LOADER_ERANGE, "IDX item %" PRIu64, i);
-	snprintf(where, wn, "IDX item %" PRIu64, i);
 	f[0].data = s->img.data + i * s->img.item;
 	f[0].len = (uint32_t)s->img.item;
 	f[0].raw_len = f[0].len;

@@ -145,6 +145,7 @@ int field_check(const struct field *f, struct diag *d)
 struct lex {
 	const char *s, *p;
 	char tok[64];
+	bool overlong;		/* a token did not fit tok */
 };
 
 static bool lex_next(struct lex *lx)
@@ -160,10 +161,14 @@ static bool lex_next(struct lex *lx)
 			lx->tok[n++] = *lx->p++;
 		if (*lx->p == ']')
 			lx->tok[n++] = *lx->p++;
+		else if (*lx->p)
+			lx->overlong = true;
 	} else {
 		while (*lx->p && !isspace((unsigned char)*lx->p) &&
 		       *lx->p != '[' && n < sizeof(lx->tok) - 1)
 			lx->tok[n++] = *lx->p++;
+		if (*lx->p && !isspace((unsigned char)*lx->p) && *lx->p != '[')
+			lx->overlong = true;
 	}
 	lx->tok[n] = '\0';
 	return true;
@@ -200,7 +205,7 @@ static int parse_shape(struct field *f, const char *tok, struct diag *d)
 		p = end;
 		while (*p == ' ')
 			p++;
-		if (*p == ',')
+		if (*p == ',' && p[1] != ']')
 			p++;
 		else if (*p != ']')
 			return diag_set(d, LOADER_ESCHEMA,
@@ -265,6 +270,8 @@ int field_parse(struct field *f, const char *text, struct diag *d)
 			return diag_set(d, LOADER_ESCHEMA,
 					"field %s: unexpected \"%s\" (compression is zstd [LEVEL] [dict])",
 					f->name, lx.tok);
+		bool have_level = false;
+
 		f->comp = COMP_ZSTD;
 		f->level = 3;
 		while (lex_next(&lx)) {
@@ -277,13 +284,18 @@ int field_parse(struct field *f, const char *text, struct diag *d)
 			}
 			v = strtol(lx.tok, &end, 10);
 			if (*end || end == lx.tok || v < 1 || v > 22 ||
-			    f->comp == COMP_ZSTD_DICT)
+			    f->comp == COMP_ZSTD_DICT || have_level)
 				return diag_set(d, LOADER_ESCHEMA,
 						"field %s: unexpected \"%s\" after zstd",
 						f->name, lx.tok);
 			f->level = (int32_t)v;
+			have_level = true;
 		}
 	}
+	if (lx.overlong)
+		return diag_set(d, LOADER_ESCHEMA,
+				"field %s: a word longer than %zu characters",
+				f->name, sizeof(lx.tok) - 1);
 	return field_check(f, d);
 }
 

@@ -110,7 +110,7 @@ static int wput(struct shard_writer *w, const void *p, size_t len)
 		err = fdio_write_all(w->fd, p, len);
 		if (err)
 			return err;
-	} else {
+	} else if (len) {	/* p may be NULL when len is 0 */
 		memcpy(w->buf + w->buf_len, p, len);
 		w->buf_len += len;
 	}
@@ -222,7 +222,9 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 		XXH3_64bits_update(w->xx, f[i].data, f[i].len);
 		err = wput(w, f[i].data, f[i].len);
 		w->stats[i].stored_bytes += f[i].len;
-		w->stats[i].raw_bytes += f[i].raw_len;
+		/* Without compression, raw is what is stored, whatever given. */
+		w->stats[i].raw_bytes += w->schema.f[i].comp == COMP_NONE ?
+						 f[i].len : f[i].raw_len;
 	}
 	if (err) {
 		w->failed = true;
@@ -468,7 +470,8 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 			/* Dictionaries follow the descriptors in field order. */
 			uint64_t o = get64(p + 56), n = get64(p + 64);
 
-			if (o != pos || n == 0 || n > sh->footer_size - pos)
+			if (o != pos || n == 0 || pos > sh->footer_size ||
+			    n > sh->footer_size - pos)
 				return diag_set(d, LOADER_ERANGE,
 						"%s: offset %" PRIu64 ": dictionary of field %s at %" PRIu64 "+%" PRIu64 " is not where it belongs (%" PRIu64 ") or overruns the footer",
 						sh->name, at + 56, f->name, o, n, pos);
@@ -481,6 +484,13 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 			return diag_set(d, LOADER_EFORMAT,
 					"%s: offset %" PRIu64 ": field %s is uncompressed but raw and stored totals differ",
 					sh->name, at + 72, f->name);
+		if (f->kind == FIELD_TENSOR &&
+		    sh->stats[i].raw_bytes != field_fixed_size(f) * sh->count)
+			return diag_set(d, LOADER_EFORMAT,
+					"%s: offset %" PRIu64 ": field %s totals %" PRIu64 " raw bytes, %" PRIu64 " records of its shape need %" PRIu64,
+					sh->name, at + 72, f->name,
+					sh->stats[i].raw_bytes, sh->count,
+					field_fixed_size(f) * sh->count);
 		if (f->kind == FIELD_TENSOR && f->comp == COMP_NONE &&
 		    sh->stats[i].stored_bytes != field_fixed_size(f) * sh->count)
 			return diag_set(d, LOADER_EFORMAT,

@@ -84,7 +84,10 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 /* Records added so far. */
 uint64_t shard_writer_count(const struct shard_writer *w);
 
-/* Bytes the shard would have if finished now (header to trailer). */
+/*
+ * Bytes the shard would have if finished now (header to trailer); call
+ * before shard_writer_finish().
+ */
 uint64_t shard_writer_size(const struct shard_writer *w);
 
 /* Write the footer and trailer and flush. Returns 0 or a negative code. */

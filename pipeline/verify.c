@@ -120,9 +120,11 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 				err = diag_set(d, LOADER_ETOOBIG,
 					       "%s: field %s unpacks to %zu bytes",
 					       shard_name(sh), fd->name, len);
-			if (!err)
-				err = reserve(&vc->scratch, &vc->scratch_cap,
-					      len ? len : 1);
+			if (!err && reserve(&vc->scratch, &vc->scratch_cap,
+					    len ? len : 1))
+				err = diag_set(d, -ENOMEM,
+					       "%s: field %s: no memory for %zu bytes",
+					       shard_name(sh), fd->name, len);
 			if (!err)
 				err = shard_unpack_field(sh, vc->codec, k,
 							 &f[k], vc->scratch,
@@ -137,8 +139,9 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		src.data = payload;
 		src.len = len;
 		err = jpeg->probe(vc->codec, &src, &info, d);
-		if (!err)
-			err = reserve(&vc->pixels, &vc->pixels_cap, info.size);
+		if (!err && reserve(&vc->pixels, &vc->pixels_cap, info.size))
+			err = diag_set(d, -ENOMEM, "no memory for %zu pixels",
+				       info.size);
 		if (!err)
 			err = jpeg->decode(vc->codec, &src, vc->pixels,
 					   vc->pixels_cap, &info, d);

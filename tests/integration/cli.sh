@@ -35,20 +35,14 @@ out=$("$LOADERCTL" inspect "$T/junk.lds" 2>&1)
 is "$?" 2 "inspect of a non-shard exits 2"
 
 # Every option in --help appears in the man page, and the reverse.
-man=$top_srcdir/man/loaderctl.1
-missing=
-for c in pack inspect verify; do
-	for o in $("$LOADERCTL" $c --help | grep -Eo -- '--[a-z][a-z-]+' | sort -u); do
-		grep -q -- "\\\\-\\\\-${o#--}\\b" "$man" || missing="$missing $c:$o"
-	done
-done
+manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
+	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
+helpopts=$(for c in pack inspect verify; do "$LOADERCTL" $c --help; done |
+	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
+missing=$(printf '%s\n' "$helpopts" | while read -r o; do
+	printf '%s\n' "$manopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
 is "$missing" "" "loaderctl.1 documents every option of pack, inspect and verify"
-extra=
-for o in $(grep -Eo '\\-\\-[a-z][a-z-]+' "$man" | sed 's/\\//g' | sort -u); do
-	found=
-	for c in pack inspect verify; do
-		"$LOADERCTL" $c --help | grep -q -- "$o\\b" && found=1
-	done
-	[ -n "$found" ] || [ "$o" = --help ] || [ "$o" = --version ] || extra="$extra $o"
-done
+extra=$(printf '%s\n' "$manopts" | while read -r o; do
+	[ "$o" = --version ] && continue
+	printf '%s\n' "$helpopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
 is "$extra" "" "loaderctl.1 documents no option the code lacks"

@@ -1,0 +1,189 @@
+#!/bin/sh
+# Pack a generated ImageFolder tree and check it against the source files:
+# torchvision's class and file order, labels, JPEG bytes kept as they are,
+# --max-side re-encoding, --classes, corrupt files with and without
+# --skip-bad, and trees with nothing to pack.
+. "$top_srcdir/tests/integration/tap.sh"
+
+for t in mkjpeg dsdump jpegdims; do
+	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
+done
+tmpdir
+plan 26
+
+LC_ALL=C
+export LC_ALL
+tab=$(printf '\t')
+src=$T/src
+
+# mkimg REL W H [SEED] [--gray]: a JPEG at $src/REL.
+mkimg() {
+	mkdir -p "$(dirname "$src/$1")"
+	"$TOOLS/mkjpeg" "$src/$1" "$2" "$3" ${4:-1} $5 ||
+		echo "# mkjpeg $* failed"
+}
+
+# Classes that do not sort in creation order, one with a space. Sizes
+# on both sides of 64 and both orientations; two grayscale images.
+# "a_dog/sub b" sorts between "a_dog/sub" and "a_dog/sub/deep" by
+# directory path, as torchvision orders them, unlike a depth-first walk.
+mkimg "b_cat/01.jpg" 160 120 1
+mkimg "b_cat/02.jpg" 40 30 2
+mkimg "b_cat/g.jpg" 150 100 3 --gray
+mkimg "b_cat/g2.jpg" 50 40 4 --gray
+mkimg "b_cat/wide.jpg" 400 16 5
+mkimg "b_cat/tall.jpg" 16 400 6
+mkimg "b_cat/sq64.jpg" 64 64 7
+mkimg "b_cat/sq65.jpg" 65 65 8
+mkimg "b_cat/x/y.jpg" 90 200 9
+mkimg "b_cat/tiny.jpeg" 1 1 10
+mkimg "a_dog/01.jpg" 40 30 11
+mkimg "a_dog/02.jpeg" 200 150 12
+mkimg "a_dog/03.JPG" 64 64 13
+mkimg "a_dog/04.JPEG" 65 20 14
+mkimg "a_dog/z.jpg" 30 200 15
+mkimg "a_dog/sub/n.jpg" 120 90 16
+mkimg "a_dog/sub/deep/m.jpg" 17 33 17
+mkimg "a_dog/sub b/o.jpg" 90 91 18
+mkimg "a_dog/10.jpg" 300 10 19
+mkimg "a_dog/05.jpg" 8 8 20
+mkimg "c_x y/with space.jpg" 100 70 21
+mkimg "c_x y/a.jpg" 70 100 22
+mkimg "c_x y/b.jpg" 63 63 23
+mkimg "c_x y/c.jpg" 640 480 24
+mkimg "c_x y/d.jpg" 333 222 25
+mkimg "c_x y/e.jpg" 2 129 26
+mkimg "c_x y/f.jpg" 129 2 27
+mkimg "c_x y/g.jpg" 128 128 28
+mkimg "c_x y/h h/i.jpg" 99 66 29
+mkimg "c_x y/j.jpg" 45 45 30
+# What ImageFolder does not count: other extensions (even with JPEG
+# content), hidden files and directories, files directly in SRC.
+echo "not an image" >"$src/a_dog/notes.txt"
+cp "$src/a_dog/01.jpg" "$src/b_cat/image.png"
+cp "$src/a_dog/01.jpg" "$src/b_cat/.hidden.jpg"
+mkimg "c_x y/.cache/h.jpg" 20 20 31
+mkimg ".hidden_class/x.jpg" 20 20 32
+mkimg "top.jpg" 20 20 33
+
+# The expected samples, "LABEL<TAB>PATH" in order, built apart from the
+# source: classes sorted, then directory path, then file name.
+expect() {
+	(cd "$src" && label=0 &&
+	for cls in $(find . -mindepth 1 -maxdepth 1 -type d ! -name '.*' |
+		     sed 's|^\./||; s| |%20|g' | sort); do
+		cls=$(echo "$cls" | sed 's|%20| |g')
+		find "$cls" -name '.*' -prune -o -type f \
+			\( -iname '*.jpg' -o -iname '*.jpeg' \) \
+			-printf '%h\t%f\n' |
+			sort -t "$tab" -k1,1 -k2,2 |
+			sed "s|^|$label$tab|; s|$tab\([^$tab]*\)\$|/\1|"
+		label=$((label + 1))
+	done)
+}
+expect >"$T/expect"
+total=$(wc -l <"$T/expect")
+
+# check_records DS: labels and JPEG bytes against $T/expect; prints the
+# number of mismatches (each is described on stderr).
+check_records() {
+	i=0 bad=0
+	while IFS="$tab" read -r label path; do
+		got=$("$TOOLS/dsdump" --raw $i label "$1" | od -An -tu8 | tr -d ' ')
+		if [ "$got" != "$label" ]; then
+			echo "# record $i ($path): label $got, want $label" >&2
+			bad=$((bad + 1))
+		fi
+		"$TOOLS/dsdump" --raw $i image "$1" >"$T/img"
+		if ! cmp -s "$T/img" "$src/$path"; then
+			echo "# record $i: image differs from $path" >&2
+			bad=$((bad + 1))
+		fi
+		i=$((i + 1))
+	done <"$T/expect"
+	echo $bad
+}
+
+# classes_of DS: the manifest's class names, comma-separated.
+classes_of() {
+	sed -n '/"classes"/,/\]/p' "$1/manifest.json" |
+		sed -n 's/^ *"\(.*\)",\{0,1\}$/\1/p' | paste -sd, -
+}
+
+is "$total" 30 "the tree holds 30 ImageFolder samples"
+out=$("$LOADERCTL" pack "$src" "$T/plain" 2>&1)
+is "$?" 0 "pack detects and packs an ImageFolder tree"
+like "$out" '^packed 30 samples' "pack reports 30 samples"
+is "$("$TOOLS/dsdump" "$T/plain" | wc -l)" 30 "dataset holds 30 records"
+is "$(classes_of "$T/plain")" "a_dog,b_cat,c_x y" "manifest lists classes in sorted order"
+like "$(cat "$T/plain/manifest.json")" '"source_format": "imagefolder"' \
+	"manifest records the imagefolder format"
+is "$(check_records "$T/plain")" 0 \
+	"labels are class indices and JPEG bytes are the files', in torchvision order"
+# The walk order is the subtle part: say it once more in plain terms.
+is "$(sed -n 's/^0\t//p' "$T/expect" | tr '\n' ' ')" \
+	"a_dog/01.jpg a_dog/02.jpeg a_dog/03.JPG a_dog/04.JPEG a_dog/05.jpg a_dog/10.jpg a_dog/z.jpg a_dog/sub/n.jpg a_dog/sub b/o.jpg a_dog/sub/deep/m.jpg " \
+	"expected order is by directory path, then file name"
+"$LOADERCTL" verify "$T/plain" >"$T/verify.out" 2>&1
+is "$?" 0 "verify passes on the packed tree"
+
+ok "--classes renames the classes" "$LOADERCTL" pack \
+	--classes 'dog,cat,other' "$src" "$T/named"
+is "$(classes_of "$T/named")" "dog,cat,other" "renamed classes in label order"
+out=$("$LOADERCTL" pack --classes 'dog,cat' "$src" "$T/badnames" 2>&1)
+is "$?" 2 "--classes with the wrong count fails"
+like "$out" '2 classes.* 3 class directories' "and says how many there are"
+
+# --max-side 64: larger images are shrunk to exactly 64 on the longer
+# side with the aspect ratio kept; the others are stored byte for byte.
+out=$("$LOADERCTL" pack --max-side 64 "$src" "$T/small" 2>&1)
+is "$?" 0 "pack --max-side 64"
+i=0 bad=0 shrunk=0
+while IFS="$tab" read -r label path; do
+	set -- $("$TOOLS/jpegdims" "$src/$path")
+	sw=$1 sh=$2 sc=$3
+	"$TOOLS/dsdump" --raw $i image "$T/small" >"$T/img"
+	set -- $("$TOOLS/jpegdims" "$T/img")
+	if [ "$sw" -le 64 ] && [ "$sh" -le 64 ]; then
+		cmp -s "$T/img" "$src/$path" ||
+			{ echo "# $path: within 64 but changed"; bad=$((bad + 1)); }
+	else
+		want=$(awk -v w="$sw" -v h="$sh" -v c="$sc" 'BEGIN {
+			lo = w < h ? w : h; hi = w < h ? h : w
+			s = int((lo * 64 * 2 + hi) / (hi * 2)); if (s < 1) s = 1
+			print (w >= h ? 64 : s), (w >= h ? s : 64), c }')
+		[ "$1 $2 $3" = "$want" ] ||
+			{ echo "# $path: ${sw}x$sh shrunk to $1 $2 $3, want $want"; bad=$((bad + 1)); }
+		shrunk=$((shrunk + 1))
+	fi
+	i=$((i + 1))
+done <"$T/expect"
+is "$bad" 0 "longer sides above 64 become 64 (aspect kept, gray stays gray), others untouched"
+is "$shrunk" 20 "20 of the images were above 64 and re-encoded"
+"$LOADERCTL" verify "$T/small" >"$T/verify.out" 2>&1
+is "$?" 0 "verify passes on the re-encoded dataset"
+
+# A file named .jpg that is no JPEG stops the pack, by name; --skip-bad
+# packs the rest and names it.
+printf 'GIF89a not a jpeg at all' >"$src/b_cat/corrupt.jpg"
+out=$("$LOADERCTL" pack "$src" "$T/corrupt" 2>&1)
+is "$?" 2 "a corrupt JPEG stops the pack"
+like "$out" 'b_cat/corrupt\.jpg' "the error names the file"
+ok "and no dataset is left behind" test ! -e "$T/corrupt/manifest.json"
+out=$("$LOADERCTL" pack --skip-bad "$src" "$T/skip" 2>&1)
+is "$?" 0 "--skip-bad packs the rest"
+like "$out" 'skipped .*b_cat/corrupt\.jpg' "and names the skipped file"
+is "$("$TOOLS/dsdump" "$T/skip" | wc -l)" 30 "all 30 good samples packed"
+rm -f "$src/b_cat/corrupt.jpg"
+
+# Nothing to pack.
+mkdir "$T/empty"
+out=$("$LOADERCTL" pack "$T/empty" "$T/e1" 2>&1)
+is "$?" 2 "an empty directory is not detected as anything"
+out=$("$LOADERCTL" pack --format imagefolder "$T/empty" "$T/e2" 2>&1)
+like "$out" 'no class directories' "--format imagefolder on it: no class directories"
+mkdir -p "$T/noimg/cls"
+echo text >"$T/noimg/cls/readme.txt"
+out=$("$LOADERCTL" pack --format imagefolder "$T/noimg" "$T/e3" 2>&1)
+rc=$?
+like "$rc: $out" '^2: .*no \.jpg or \.jpeg files' "class directories without JPEGs: exit 2, said so"
