@@ -6,16 +6,16 @@
 #include "loader.h"
 
 static const char *const loader_errors[] = {
-	[-(LOADER_EFORMAT) - 4096] = "malformed data",
-	[-(LOADER_EVERSION) - 4096] = "unsupported version",
-	[-(LOADER_ETRUNC) - 4096] = "data truncated",
-	[-(LOADER_ECHECKSUM) - 4096] = "checksum mismatch",
-	[-(LOADER_ESCHEMA) - 4096] = "invalid or mismatched schema",
-	[-(LOADER_EDECODE) - 4096] = "payload does not decode",
-	[-(LOADER_ERANGE) - 4096] = "value out of range",
-	[-(LOADER_ETOOBIG) - 4096] = "size above limit",
-	[-(LOADER_EUSAGE) - 4096] = "invalid option or argument",
-	[-(LOADER_EPROTO) - 4096] = "malformed protocol message",
+	[-(LOADER_EFORMAT)-4096] = "malformed data",
+	[-(LOADER_EVERSION)-4096] = "unsupported version",
+	[-(LOADER_ETRUNC)-4096] = "data truncated",
+	[-(LOADER_ECHECKSUM)-4096] = "checksum mismatch",
+	[-(LOADER_ESCHEMA)-4096] = "invalid or mismatched schema",
+	[-(LOADER_EDECODE)-4096] = "payload does not decode",
+	[-(LOADER_ERANGE)-4096] = "value out of range",
+	[-(LOADER_ETOOBIG)-4096] = "size above limit",
+	[-(LOADER_EUSAGE)-4096] = "invalid option or argument",
+	[-(LOADER_EPROTO)-4096] = "malformed protocol message",
 };
 
 LOADER_API const char *loader_strerror(int err)

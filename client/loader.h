@@ -33,14 +33,15 @@ extern "C" {
 #define LOADER_ERRNO_MAX 4095
 
 enum loader_error {
-	LOADER_EFORMAT = -4096,	/* malformed data: bad magic, bad structure */
-	LOADER_EVERSION = -4097,	/* a format or protocol version we do not know */
-	LOADER_ETRUNC = -4098,	/* data ends before its structure says it does */
-	LOADER_ECHECKSUM = -4099,	/* stored and computed checksums differ */
-	LOADER_ESCHEMA = -4100,	/* a schema that is invalid or does not match */
-	LOADER_EDECODE = -4101,	/* a field's payload does not decode */
+	LOADER_EFORMAT = -4096, /* malformed data: bad magic, bad structure */
+	LOADER_EVERSION =
+		-4097,	       /* a format or protocol version we do not know */
+	LOADER_ETRUNC = -4098, /* data ends before its structure says it does */
+	LOADER_ECHECKSUM = -4099, /* stored and computed checksums differ */
+	LOADER_ESCHEMA = -4100, /* a schema that is invalid or does not match */
+	LOADER_EDECODE = -4101, /* a field's payload does not decode */
 	LOADER_ERANGE = -4102,	/* an index, offset or size out of range */
-	LOADER_ETOOBIG = -4103,	/* a size above a configured limit */
+	LOADER_ETOOBIG = -4103, /* a size above a configured limit */
 	LOADER_EUSAGE = -4104,	/* invalid option or argument */
 	LOADER_EPROTO = -4105,	/* a malformed protocol message */
 };

@@ -18,12 +18,7 @@
 
 #include "diag.h"
 
-enum codec_id {
-	CODEC_RAW = 0,
-	CODEC_ZSTD,
-	CODEC_JPEG,
-	CODEC_COUNT
-};
+enum codec_id { CODEC_RAW = 0, CODEC_ZSTD, CODEC_JPEG, CODEC_COUNT };
 
 struct zrec_ddict;
 
@@ -37,7 +32,7 @@ struct codec_src {
 
 /* What a payload decodes to. width/height/channels are set for images. */
 struct codec_info {
-	size_t size;		/* decoded bytes */
+	size_t size; /* decoded bytes */
 	uint32_t width, height, channels;
 };
 

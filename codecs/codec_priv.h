@@ -10,9 +10,9 @@
 #include "codec.h"
 
 struct codec_ctx {
-	ZSTD_DCtx *zd;		/* created on first zstd use */
-	tjhandle tj;		/* created on first jpeg decode */
-	tjhandle tjc;		/* created on first jpeg encode */
+	ZSTD_DCtx *zd; /* created on first zstd use */
+	tjhandle tj;   /* created on first jpeg decode */
+	tjhandle tjc;  /* created on first jpeg encode */
 	uint64_t max_pixels;
 };
 

@@ -48,7 +48,7 @@ static int jpg_header(struct codec_ctx *ctx, const void *src, size_t len,
 		return err;
 	if (len == 0 || len > (unsigned long)-1)
 		return diag_set(d, LOADER_EDECODE, "empty JPEG payload");
-	*w = *h = 0;	/* left unset for a tables-only stream */
+	*w = *h = 0; /* left unset for a tables-only stream */
 	if (tjDecompressHeader3(ctx->tj, src, (unsigned long)len, w, h, &sub,
 				cs) != 0)
 		return diag_set(d, LOADER_EDECODE, "jpeg header: %s",
@@ -57,9 +57,10 @@ static int jpg_header(struct codec_ctx *ctx, const void *src, size_t len,
 		return diag_set(d, LOADER_EDECODE, "jpeg of %dx%d pixels", *w,
 				*h);
 	if ((uint64_t)*w * (uint64_t)*h > ctx->max_pixels)
-		return diag_set(d, LOADER_ETOOBIG,
-				"jpeg of %dx%d pixels exceeds the limit of %llu pixels",
-				*w, *h, (unsigned long long)ctx->max_pixels);
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"jpeg of %dx%d pixels exceeds the limit of %llu pixels",
+			*w, *h, (unsigned long long)ctx->max_pixels);
 	return 0;
 }
 
@@ -94,7 +95,8 @@ static int tj_fail(struct codec_ctx *ctx, struct diag *d)
 	int warn = tjGetErrorCode(ctx->tj) == TJERR_WARNING;
 
 	return diag_set(d, LOADER_EDECODE, "jpeg %s: %s",
-			warn ? "data damaged" : "decode", tjGetErrorStr2(ctx->tj));
+			warn ? "data damaged" : "decode",
+			tjGetErrorStr2(ctx->tj));
 }
 
 int jpg_decode_scaled(struct codec_ctx *ctx, const void *src, size_t len,
@@ -124,16 +126,17 @@ int jpg_encode(struct codec_ctx *ctx, const void *pixels, uint32_t width,
 	unsigned long n = 0;
 
 	if (channels != 1 && channels != 3)
-		return diag_set(d, -EINVAL,
-				"jpeg encode: %u channels (1 gray or 3 RGB only)",
-				channels);
+		return diag_set(
+			d, -EINVAL,
+			"jpeg encode: %u channels (1 gray or 3 RGB only)",
+			channels);
 	if (quality < 1 || quality > 100)
 		return diag_set(d, -EINVAL,
 				"jpeg encode: quality %d out of range 1..100",
 				quality);
 	if (!width || !height || width > 65535 || height > 65535)
-		return diag_set(d, -EINVAL, "jpeg encode: %ux%u pixels",
-				width, height);
+		return diag_set(d, -EINVAL, "jpeg encode: %ux%u pixels", width,
+				height);
 	if (!ctx->tjc) {
 		ctx->tjc = tjInitCompress();
 		if (!ctx->tjc)
@@ -187,7 +190,9 @@ static int jpeg_decode(struct codec_ctx *ctx, const struct codec_src *src,
 				"jpeg decodes to %zu bytes, room for %zu",
 				info->size, cap);
 	tj_format(info->channels == 1 ? TJCS_GRAY :
-		  info->channels == 4 ? TJCS_CMYK : TJCS_RGB, &pf, &ch);
+		  info->channels == 4 ? TJCS_CMYK :
+					TJCS_RGB,
+		  &pf, &ch);
 	if (tjDecompress2(ctx->tj, src->data, (unsigned long)src->len, dst,
 			  (int)info->width, 0, (int)info->height, pf,
 			  TJFLAG_STOPONWARNING) != 0)

@@ -15,7 +15,7 @@
 
 struct zrec_enc {
 	ZSTD_CCtx *cc;
-	ZSTD_CDict *cdict;	/* NULL without a dictionary */
+	ZSTD_CDict *cdict; /* NULL without a dictionary */
 	int level;
 };
 
@@ -76,12 +76,12 @@ int zrec_compress(struct zrec_enc *enc, const void *src, size_t n, void *dst,
 	else
 		r = ZSTD_compressCCtx(enc->cc, dst, cap, src, n, enc->level);
 	if (ZSTD_isError(r))
-		return diag_set(d, ZSTD_getErrorCode(r) ==
-					   ZSTD_error_dstSize_tooSmall ?
-				       LOADER_ETOOBIG :
-				       -EINVAL,
-				"zstd compression failed: %s",
-				ZSTD_getErrorName(r));
+		return diag_set(
+			d,
+			ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ?
+				LOADER_ETOOBIG :
+				-EINVAL,
+			"zstd compression failed: %s", ZSTD_getErrorName(r));
 	*out_len = r;
 	return 0;
 }
@@ -113,16 +113,16 @@ void zrec_ddict_free(struct zrec_ddict *dd)
 	free(dd);
 }
 
-int zrec_train(void *dict, size_t cap, const void *samples,
-	       const size_t *sizes, unsigned n, size_t *out_len,
-	       struct diag *d)
+int zrec_train(void *dict, size_t cap, const void *samples, const size_t *sizes,
+	       unsigned n, size_t *out_len, struct diag *d)
 {
 	size_t r = ZDICT_trainFromBuffer(dict, cap, samples, sizes, n);
 
 	if (ZDICT_isError(r))
-		return diag_set(d, LOADER_EDECODE,
-				"zstd dictionary training on %u samples failed: %s",
-				n, ZDICT_getErrorName(r));
+		return diag_set(
+			d, LOADER_EDECODE,
+			"zstd dictionary training on %u samples failed: %s", n,
+			ZDICT_getErrorName(r));
 	*out_len = r;
 	return 0;
 }
@@ -166,15 +166,15 @@ static int zstd_decode(struct codec_ctx *ctx, const struct codec_src *src,
 		r = ZSTD_decompress_usingDDict(ctx->zd, dst, cap, src->data,
 					       src->len, src->ddict->dd);
 	else
-		r = ZSTD_decompressDCtx(ctx->zd, dst, cap, src->data,
-					src->len);
+		r = ZSTD_decompressDCtx(ctx->zd, dst, cap, src->data, src->len);
 	if (ZSTD_isError(r))
 		return diag_set(d, LOADER_EDECODE, "zstd: %s",
 				ZSTD_getErrorName(r));
 	if (r != info->size)
-		return diag_set(d, LOADER_EDECODE,
-				"zstd frame decoded to %zu bytes, header says %zu",
-				r, info->size);
+		return diag_set(
+			d, LOADER_EDECODE,
+			"zstd frame decoded to %zu bytes, header says %zu", r,
+			info->size);
 	return 0;
 }
 

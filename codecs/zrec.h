@@ -54,8 +54,7 @@ void zrec_ddict_free(struct zrec_ddict *dd);
  * with LOADER_EDECODE (and a reason) when the samples are too few or too
  * small for zstd to learn from.
  */
-int zrec_train(void *dict, size_t cap, const void *samples,
-	       const size_t *sizes, unsigned n, size_t *out_len,
-	       struct diag *d);
+int zrec_train(void *dict, size_t cap, const void *samples, const size_t *sizes,
+	       unsigned n, size_t *out_len, struct diag *d);
 
 #endif /* LD_ZREC_H */

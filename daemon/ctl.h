@@ -7,9 +7,9 @@
 #ifndef LD_CTL_H
 #define LD_CTL_H
 
-#define CTL_OK 0
+#define CTL_OK	  0
 #define CTL_FOUND 1
-#define CTL_FAIL 2
+#define CTL_FAIL  2
 
 int ctl_pack(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);

@@ -73,12 +73,15 @@ static json_t *fields_json(const struct inspect_sum *s)
 
 	for (uint32_t k = 0; s->schema && k < s->schema->nfields; k++) {
 		field_format(&s->schema->f[k], text, sizeof(text));
-		json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:f, s:I}",
-			"name", s->schema->f[k].name, "schema", text,
-			"raw_bytes", (json_int_t)s->f[k].raw_bytes,
-			"stored_bytes", (json_int_t)s->f[k].stored_bytes,
-			"ratio", ratio(s->f[k].raw_bytes, s->f[k].stored_bytes),
-			"dict_bytes", (json_int_t)s->dict[k]));
+		json_array_append_new(
+			a, json_pack("{s:s, s:s, s:I, s:I, s:f, s:I}", "name",
+				     s->schema->f[k].name, "schema", text,
+				     "raw_bytes", (json_int_t)s->f[k].raw_bytes,
+				     "stored_bytes",
+				     (json_int_t)s->f[k].stored_bytes, "ratio",
+				     ratio(s->f[k].raw_bytes,
+					   s->f[k].stored_bytes),
+				     "dict_bytes", (json_int_t)s->dict[k]));
 	}
 	return a;
 }
@@ -92,7 +95,8 @@ static void print_fields(const struct inspect_sum *s)
 		field_format(&s->schema->f[k], text, sizeof(text));
 		printf("  %-40s %10s raw %10s stored  ratio %5.2f", text,
 		       progress_bytes((double)s->f[k].raw_bytes, a, sizeof(a)),
-		       progress_bytes((double)s->f[k].stored_bytes, b, sizeof(b)),
+		       progress_bytes((double)s->f[k].stored_bytes, b,
+				      sizeof(b)),
 		       ratio(s->f[k].raw_bytes, s->f[k].stored_bytes));
 		if (s->dict[k])
 			printf("  dictionary %zu B", s->dict[k]);
@@ -132,12 +136,12 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 	add_shard(&s, sh);
 	if (o->json) {
 		json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:f, s:o}",
-			"shard", path, "format", "loaderd-shard",
-			"version", SHARD_VERSION,
-			"records", (json_int_t)s.records,
-			"bytes", (json_int_t)s.bytes,
-			"ratio", ratio(total_raw(&s), s.bytes),
-			"fields", fields_json(&s));
+				      "shard", path, "format", "loaderd-shard",
+				      "version", SHARD_VERSION, "records",
+				      (json_int_t)s.records, "bytes",
+				      (json_int_t)s.bytes, "ratio",
+				      ratio(total_raw(&s), s.bytes), "fields",
+				      fields_json(&s));
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);
@@ -179,10 +183,11 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 			goto out;
 		}
 		add_shard(&s, sh);
-		json_array_append_new(shards, json_pack("{s:s, s:I, s:I}",
-			"file", ds->shards[i].file,
-			"records", (json_int_t)shard_count(sh),
-			"bytes", (json_int_t)shard_file_size(sh)));
+		json_array_append_new(
+			shards,
+			json_pack("{s:s, s:I, s:I}", "file", ds->shards[i].file,
+				  "records", (json_int_t)shard_count(sh),
+				  "bytes", (json_int_t)shard_file_size(sh)));
 		shard_close(sh);
 		close(fd);
 	}
@@ -193,22 +198,27 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 
 		for (uint32_t i = 0; i < ds->nclasses; i++)
 			json_array_append_new(cl, json_string(ds->classes[i]));
-		j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:o, s:o, s:o}",
-			"dataset", dir, "format", DATASET_FORMAT,
-			"version", DATASET_VERSION,
-			"records", (json_int_t)s.records,
-			"shard_count", (json_int_t)ds->nshards,
-			"bytes", (json_int_t)s.bytes,
-			"ratio", ratio(total_raw(&s), s.bytes),
-			"fields", fields_json(&s), "classes", cl,
-			"shards", json_incref(shards));
+		j = json_pack(
+			"{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:o, s:o, s:o}",
+			"dataset", dir, "format", DATASET_FORMAT, "version",
+			DATASET_VERSION, "records", (json_int_t)s.records,
+			"shard_count", (json_int_t)ds->nshards, "bytes",
+			(json_int_t)s.bytes, "ratio",
+			ratio(total_raw(&s), s.bytes), "fields",
+			fields_json(&s), "classes", cl, "shards",
+			json_incref(shards));
 		if (ds->origin.source)
-			json_object_set_new(j, "packed", json_pack("{s:s, s:s, s:I, s:I}",
-				"source", ds->origin.source,
-				"source_format", ds->origin.source_format ?
-					ds->origin.source_format : "",
-				"bytes_in", (json_int_t)ds->origin.bytes_in,
-				"shuffle_seed", (json_int_t)ds->origin.shuffle_seed));
+			json_object_set_new(
+				j, "packed",
+				json_pack("{s:s, s:s, s:I, s:I}", "source",
+					  ds->origin.source, "source_format",
+					  ds->origin.source_format ?
+						  ds->origin.source_format :
+						  "",
+					  "bytes_in",
+					  (json_int_t)ds->origin.bytes_in,
+					  "shuffle_seed",
+					  (json_int_t)ds->origin.shuffle_seed));
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);
@@ -223,8 +233,10 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 	if (ds->origin.source) {
 		printf("packed:   from %s (%s), %s in, ratio %.2f",
 		       ds->origin.source,
-		       ds->origin.source_format ? ds->origin.source_format : "?",
-		       progress_bytes((double)ds->origin.bytes_in, b, sizeof(b)),
+		       ds->origin.source_format ? ds->origin.source_format :
+						  "?",
+		       progress_bytes((double)ds->origin.bytes_in, b,
+				      sizeof(b)),
 		       ratio(ds->origin.bytes_in, s.bytes));
 		if (ds->origin.shuffle_seed >= 0)
 			printf(", shuffled with seed %" PRId64,
@@ -267,15 +279,18 @@ int ctl_inspect(int argc, char **argv)
 	err = opts_parse(inspect_table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs != 1) {
 		if (help) {
-			opts_help(stdout, usage,
-				  "Show the schema, record count, sizes, compression ratio per\n"
-				  "field and class names of a dataset directory or one shard file.\n"
-				  "Reads only the manifest and the shards' headers and footers.",
-				  inspect_table);
+			opts_help(
+				stdout, usage,
+				"Show the schema, record count, sizes, compression ratio per\n"
+				"field and class names of a dataset directory or one shard file.\n"
+				"Reads only the manifest and the shards' headers and footers.",
+				inspect_table);
 			return CTL_OK;
 		}
-		fprintf(stderr, "loaderctl inspect: %s\nusage: %s (--help for options)\n",
-			err ? d.msg : "expected one dataset directory or shard file",
+		fprintf(stderr,
+			"loaderctl inspect: %s\nusage: %s (--help for options)\n",
+			err ? d.msg :
+			      "expected one dataset directory or shard file",
 			usage);
 		return CTL_FAIL;
 	}

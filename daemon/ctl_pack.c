@@ -256,9 +256,10 @@ static int prepare_outdir(struct pack_run *r)
 			continue;
 		if (!r->o->force) {
 			closedir(dir);
-			return diag_set(&r->d, -EEXIST,
-					"%s already holds a dataset (%s); pass --force to replace it",
-					r->outdir, e->d_name);
+			return diag_set(
+				&r->d, -EEXIST,
+				"%s already holds a dataset (%s); pass --force to replace it",
+				r->outdir, e->d_name);
 		}
 		snprintf(path, sizeof(path), "%s/%s", r->outdir, e->d_name);
 		unlink(path);
@@ -365,9 +366,10 @@ static int write_all(struct pack_run *r, const uint64_t *order)
 						    in[k].len, r->zbuf[k],
 						    r->zcap[k], &len, &r->d);
 			if (!err && len > UINT32_MAX)
-				err = diag_set(&r->d, LOADER_ETOOBIG,
-					       "field %s compresses to %zu bytes",
-					       r->schema.f[k].name, len);
+				err = diag_set(
+					&r->d, LOADER_ETOOBIG,
+					"field %s compresses to %zu bytes",
+					r->schema.f[k].name, len);
 			out[k].data = r->zbuf[k];
 			out[k].len = (uint32_t)len;
 			rec += len;
@@ -378,7 +380,8 @@ static int write_all(struct pack_run *r, const uint64_t *order)
 		}
 		/* Start a new shard when this record would overflow the target. */
 		if (w && shard_writer_count(w) &&
-		    shard_writer_size(w) + rec + SHARD_INDEX_ENTRY > o->shard_size) {
+		    shard_writer_size(w) + rec + SHARD_INDEX_ENTRY >
+			    o->shard_size) {
 			err = finish_shard(r, &w, &fd, name);
 			if (err)
 				break;
@@ -411,15 +414,14 @@ static void print_summary(struct pack_run *r, double secs)
 	char a[32], b[32];
 
 	if (r->o->json) {
-		json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
-			"split", r->split ? r->split : "",
-			"dataset", r->outdir,
-			"samples", (json_int_t)r->ds.records,
-			"skipped", (json_int_t)r->skipped,
-			"shards", (json_int_t)r->ds.nshards,
-			"bytes_in", (json_int_t)in,
-			"bytes_out", (json_int_t)r->bytes_out,
-			"ratio", ratio, "seconds", secs);
+		json_t *j = json_pack(
+			"{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+			"split", r->split ? r->split : "", "dataset", r->outdir,
+			"samples", (json_int_t)r->ds.records, "skipped",
+			(json_int_t)r->skipped, "shards",
+			(json_int_t)r->ds.nshards, "bytes_in", (json_int_t)in,
+			"bytes_out", (json_int_t)r->bytes_out, "ratio", ratio,
+			"seconds", secs);
 		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		if (s)
@@ -428,11 +430,12 @@ static void print_summary(struct pack_run *r, double secs)
 		json_decref(j);
 		return;
 	}
-	printf("packed %" PRIu64 " samples into %" PRIu32 " shard%s in %s: %s in, %s out, ratio %.2f, %.2f s (%.0f samples/s)",
+	printf("packed %" PRIu64 " samples into %" PRIu32
+	       " shard%s in %s: %s in, %s out, ratio %.2f, %.2f s (%.0f samples/s)",
 	       r->ds.records, r->ds.nshards, r->ds.nshards == 1 ? "" : "s",
 	       r->outdir, progress_bytes((double)in, a, sizeof(a)),
-	       progress_bytes((double)r->bytes_out, b, sizeof(b)), ratio,
-	       secs, secs > 0 ? (double)r->ds.records / secs : 0);
+	       progress_bytes((double)r->bytes_out, b, sizeof(b)), ratio, secs,
+	       secs > 0 ? (double)r->ds.records / secs : 0);
 	if (r->skipped)
 		printf(", %" PRIu64 " skipped", r->skipped);
 	printf("\n");
@@ -474,8 +477,10 @@ static int pack_one(const struct source_ops *ops, const struct pack_opts *o,
 		    const char *src, const char *outdir, const char *split)
 {
 	struct source_opts so = {
-		.split = split, .classes = o->classes,
-		.max_side = o->max_side, .quality = o->quality,
+		.split = split,
+		.classes = o->classes,
+		.max_side = o->max_side,
+		.quality = o->quality,
 	};
 	struct pack_run r = { .o = o, .src_path = src, .split = split };
 	uint64_t *order = NULL;
@@ -548,11 +553,12 @@ int ctl_pack(int argc, char **argv)
 	err = opts_parse(pack_table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs != 2) {
 		if (help) {
-			opts_help(stdout, usage,
-				  "Pack SRC into the dataset directory OUTDIR: an IDX directory\n"
-				  "(MNIST family; one dataset per split, in OUTDIR/SPLIT), an\n"
-				  "ImageFolder tree (CLASS/*.jpg) or a WebDataset-style tar.",
-				  pack_table);
+			opts_help(
+				stdout, usage,
+				"Pack SRC into the dataset directory OUTDIR: an IDX directory\n"
+				"(MNIST family; one dataset per split, in OUTDIR/SPLIT), an\n"
+				"ImageFolder tree (CLASS/*.jpg) or a WebDataset-style tar.",
+				pack_table);
 			return CTL_OK;
 		}
 		fprintf(stderr, "loaderctl pack: %s\n",
@@ -577,10 +583,12 @@ int ctl_pack(int argc, char **argv)
 	}
 	if (!ops) {
 		if (strcmp(o.format, "auto"))
-			fprintf(stderr, "loaderctl pack: --format: unknown format \"%s\" (idx, imagefolder, tar)\n",
+			fprintf(stderr,
+				"loaderctl pack: --format: unknown format \"%s\" (idx, imagefolder, tar)\n",
 				o.format);
 		else
-			fprintf(stderr, "loaderctl pack: %s: not an IDX directory, ImageFolder tree or tar file (or unreadable); --format names one\n",
+			fprintf(stderr,
+				"loaderctl pack: %s: not an IDX directory, ImageFolder tree or tar file (or unreadable); --format names one\n",
 				argv[0]);
 		return CTL_FAIL;
 	}

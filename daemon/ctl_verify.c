@@ -44,7 +44,7 @@ struct verify_run {
 	struct progress pg;
 	struct verify_stats st;
 	uint64_t bad_shards, shards, reported;
-	json_t *bad;		/* --json: list of problems */
+	json_t *bad; /* --json: list of problems */
 };
 
 static void report(struct verify_run *r, const char *msg)
@@ -80,8 +80,10 @@ static void verify_one(struct verify_run *r, struct verify_ctx *vc,
 		       struct shard *sh, int fd)
 {
 	struct verify_opts vo = {
-		.decode = !r->o->quick, .bad = on_bad,
-		.progress = on_progress, .arg = r,
+		.decode = !r->o->quick,
+		.bad = on_bad,
+		.progress = on_progress,
+		.arg = r,
 	};
 	uint64_t bad0 = r->st.bad;
 	struct diag d;
@@ -122,7 +124,8 @@ bad:
 
 int ctl_verify(int argc, char **argv)
 {
-	static const char usage[] = "loaderctl verify [OPTIONS] DATASET|SHARD...";
+	static const char usage[] =
+		"loaderctl verify [OPTIONS] DATASET|SHARD...";
 	struct verify_cli o = { 0 };
 	struct verify_run r = { .o = &o };
 	struct verify_ctx *vc = NULL;
@@ -134,16 +137,19 @@ int ctl_verify(int argc, char **argv)
 	err = opts_parse(verify_table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs < 1) {
 		if (help) {
-			opts_help(stdout, usage,
-				  "Check every shard's header, footer and index, every record's\n"
-				  "length and XXH3-64 checksum, and (without --quick) decode every\n"
-				  "field. Each bad record is named (shard, record, offset). Exit\n"
-				  "status: 0 all good, 1 something is bad, 2 could not run.",
-				  verify_table);
+			opts_help(
+				stdout, usage,
+				"Check every shard's header, footer and index, every record's\n"
+				"length and XXH3-64 checksum, and (without --quick) decode every\n"
+				"field. Each bad record is named (shard, record, offset). Exit\n"
+				"status: 0 all good, 1 something is bad, 2 could not run.",
+				verify_table);
 			return CTL_OK;
 		}
-		fprintf(stderr, "loaderctl verify: %s\nusage: %s (--help for options)\n",
-			err ? d.msg : "expected a dataset directory or shard files",
+		fprintf(stderr,
+			"loaderctl verify: %s\nusage: %s (--help for options)\n",
+			err ? d.msg :
+			      "expected a dataset directory or shard files",
 			usage);
 		return CTL_FAIL;
 	}
@@ -169,7 +175,8 @@ int ctl_verify(int argc, char **argv)
 		int fd = -1;
 
 		if (stat(argv[a], &st)) {
-			diag_set(&d, -errno, "%s: %s", argv[a], strerror(errno));
+			diag_set(&d, -errno, "%s: %s", argv[a],
+				 strerror(errno));
 			report(&r, d.msg);
 			r.shards++;
 			r.bad_shards++;
@@ -197,12 +204,14 @@ int ctl_verify(int argc, char **argv)
 
 			err = dataset_open_shard(ds, i, &fd, &sh, &d);
 			if (!err && shard_file_size(sh) != ds->shards[i].bytes)
-				err = diag_set(&d, LOADER_EFORMAT,
-					       "%s: %" PRIu64 " bytes, the manifest says %" PRIu64,
-					       dataset_path(ds, ds->shards[i].file,
-							    path, sizeof(path)),
-					       shard_file_size(sh),
-					       ds->shards[i].bytes);
+				err = diag_set(
+					&d, LOADER_EFORMAT,
+					"%s: %" PRIu64
+					" bytes, the manifest says %" PRIu64,
+					dataset_path(ds, ds->shards[i].file,
+						     path, sizeof(path)),
+					shard_file_size(sh),
+					ds->shards[i].bytes);
 			if (err) {
 				r.shards++;
 				r.bad_shards++;
@@ -221,13 +230,12 @@ int ctl_verify(int argc, char **argv)
 	progress_end(&r.pg);
 	secs = progress_now() - t0;
 	if (o.json) {
-		json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:o}",
-			"records", (json_int_t)r.st.records,
-			"bad_records", (json_int_t)r.st.bad,
-			"shards", (json_int_t)r.shards,
-			"bad_shards", (json_int_t)r.bad_shards,
-			"bytes", (double)r.st.bytes, "seconds", secs,
-			"problems", r.bad);
+		json_t *j = json_pack(
+			"{s:I, s:I, s:I, s:I, s:f, s:f, s:o}", "records",
+			(json_int_t)r.st.records, "bad_records",
+			(json_int_t)r.st.bad, "shards", (json_int_t)r.shards,
+			"bad_shards", (json_int_t)r.bad_shards, "bytes",
+			(double)r.st.bytes, "seconds", secs, "problems", r.bad);
 		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		printf("%s\n", s ? s : "{}");
@@ -236,13 +244,15 @@ int ctl_verify(int argc, char **argv)
 	} else {
 		char a[32], b[32];
 
-		printf("verified %" PRIu64 " records in %" PRIu64 " shard%s (%s in %.2f s, %s/s%s): %" PRIu64 " bad record%s, %" PRIu64 " bad shard%s\n",
+		printf("verified %" PRIu64 " records in %" PRIu64
+		       " shard%s (%s in %.2f s, %s/s%s): %" PRIu64
+		       " bad record%s, %" PRIu64 " bad shard%s\n",
 		       r.st.records, r.shards, r.shards == 1 ? "" : "s",
 		       progress_bytes((double)r.st.bytes, a, sizeof(a)), secs,
 		       progress_bytes(secs > 0 ? (double)r.st.bytes / secs : 0,
 				      b, sizeof(b)),
-		       o.quick ? ", checksums only" : "",
-		       r.st.bad, r.st.bad == 1 ? "" : "s", r.bad_shards,
+		       o.quick ? ", checksums only" : "", r.st.bad,
+		       r.st.bad == 1 ? "" : "s", r.bad_shards,
 		       r.bad_shards == 1 ? "" : "s");
 	}
 	verify_ctx_free(vc);

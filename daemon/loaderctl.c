@@ -12,9 +12,12 @@ static const struct ctl_cmd {
 	int (*run)(int argc, char **argv);
 	const char *summary;
 } ctl_cmds[] = {
-	{ "pack", ctl_pack, "pack IDX files, an ImageFolder or a tar into a sharded dataset" },
-	{ "inspect", ctl_inspect, "show a dataset's or shard's schema, counts and sizes" },
-	{ "verify", ctl_verify, "check every record's checksum and decode every field" },
+	{ "pack", ctl_pack,
+	  "pack IDX files, an ImageFolder or a tar into a sharded dataset" },
+	{ "inspect", ctl_inspect,
+	  "show a dataset's or shard's schema, counts and sizes" },
+	{ "verify", ctl_verify,
+	  "check every record's checksum and decode every field" },
 	{ NULL, NULL, NULL },
 };
 
@@ -23,7 +26,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: loaderctl COMMAND [OPTIONS] [ARGS]\n\ncommands:\n");
 	for (const struct ctl_cmd *c = ctl_cmds; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
-	fprintf(f, "\n'loaderctl COMMAND --help' describes a command; see loaderctl(1).\n");
+	fprintf(f,
+		"\n'loaderctl COMMAND --help' describes a command; see loaderctl(1).\n");
 }
 
 int main(int argc, char **argv)

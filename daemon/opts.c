@@ -26,10 +26,26 @@ int opts_parse_size(const char *s, unsigned long long *out)
 	if (end == s || errno || *s == '-')
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
 	}
 	if (*end == 'i' && shift)
 		end++;
@@ -49,12 +65,8 @@ static int set_value(const struct opt *o, void *dst, const char *val,
 	long long i;
 
 	switch (o->type) {
-	case OPT_FLAG:
-		*(bool *)p = true;
-		return 0;
-	case OPT_STR:
-		*(const char **)p = val;
-		return 0;
+	case OPT_FLAG: *(bool *)p = true; return 0;
+	case OPT_STR: *(const char **)p = val; return 0;
 	case OPT_U64:
 		errno = 0;
 		u = strtoull(val, &end, 10);
@@ -75,8 +87,8 @@ static int set_value(const struct opt *o, void *dst, const char *val,
 		*(uint64_t *)p = u;
 		return 0;
 	}
-	return diag_set(d, LOADER_EUSAGE, "--%s: invalid value \"%s\"",
-			o->name, val);
+	return diag_set(d, LOADER_EUSAGE, "--%s: invalid value \"%s\"", o->name,
+			val);
 }
 
 int opts_parse(const struct opt *table, void *dst, int argc, char **argv,
@@ -95,8 +107,10 @@ int opts_parse(const struct opt *table, void *dst, int argc, char **argv,
 				return err;
 		}
 		lo[n] = (struct option){ o->name,
-			o->type == OPT_FLAG ? no_argument : required_argument,
-			NULL, 256 + (int)n };
+					 o->type == OPT_FLAG ?
+						 no_argument :
+						 required_argument,
+					 NULL, 256 + (int)n };
 		if (o->short_name) {
 			so[ns++] = o->short_name;
 			if (o->type != OPT_FLAG)

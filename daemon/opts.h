@@ -15,24 +15,27 @@
 #include "diag.h"
 
 enum opt_type {
-	OPT_FLAG,	/* bool, no argument */
-	OPT_STR,	/* const char * */
-	OPT_U64,	/* uint64_t, decimal */
-	OPT_I64,	/* int64_t, decimal */
-	OPT_SIZE,	/* uint64_t bytes, with an optional K/M/G/T suffix (1024s) */
+	OPT_FLAG, /* bool, no argument */
+	OPT_STR,  /* const char * */
+	OPT_U64,  /* uint64_t, decimal */
+	OPT_I64,  /* int64_t, decimal */
+	OPT_SIZE, /* uint64_t bytes, with an optional K/M/G/T suffix (1024s) */
 };
 
 struct opt {
-	const char *name;	/* long name, without "--" */
-	char short_name;	/* 0 for none */
+	const char *name; /* long name, without "--" */
+	char short_name;  /* 0 for none */
 	enum opt_type type;
-	size_t offset;		/* of the value in the options struct */
-	const char *def;	/* default as text; NULL for none (flags: off) */
-	const char *arg;	/* argument name for help, e.g. "BYTES" */
+	size_t offset;	 /* of the value in the options struct */
+	const char *def; /* default as text; NULL for none (flags: off) */
+	const char *arg; /* argument name for help, e.g. "BYTES" */
 	const char *help;
 };
 
-#define OPT_END { NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL }
+#define OPT_END                                                                \
+	{                                                                      \
+		NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL                         \
+	}
 
 /*
  * Apply the defaults of table to dst, then parse argv. Non-option

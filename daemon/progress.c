@@ -49,7 +49,8 @@ static void draw(struct progress *p, double now)
 	char bar[31];
 
 	if (p->total)
-		fill = (int)((double)width * (double)p->done / (double)p->total);
+		fill = (int)((double)width * (double)p->done /
+			     (double)p->total);
 	if (fill > width)
 		fill = width;
 	memset(bar, '#', (size_t)fill);

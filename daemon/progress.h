@@ -12,7 +12,7 @@
 
 struct progress {
 	const char *label;
-	const char *unit;	/* "B" for bytes (shown scaled), else a word */
+	const char *unit; /* "B" for bytes (shown scaled), else a word */
 	uint64_t total, done;
 	double start, last;
 	bool on;

@@ -20,22 +20,22 @@ struct codec_ctx;
 
 /* The pack options a source may look at. */
 struct source_opts {
-	const char *split;	/* the split to open, from ops->splits() */
-	const char *classes;	/* comma-separated class names, or NULL */
-	uint64_t max_side;	/* ImageFolder: re-encode larger JPEGs; 0 = as-is */
-	uint64_t quality;	/* JPEG quality when re-encoding */
+	const char *split;   /* the split to open, from ops->splits() */
+	const char *classes; /* comma-separated class names, or NULL */
+	uint64_t max_side; /* ImageFolder: re-encode larger JPEGs; 0 = as-is */
+	uint64_t quality;  /* JPEG quality when re-encoding */
 };
 
 struct source {
 	const struct source_ops *ops;
-	struct schema schema;	/* fields, all without compression */
+	struct schema schema; /* fields, all without compression */
 	uint64_t count;
 	uint32_t nclasses;
-	char **classes;		/* owned by the source */
+	char **classes; /* owned by the source */
 };
 
 struct source_ops {
-	const char *name;	/* as given to --format */
+	const char *name; /* as given to --format */
 	/* True when path looks like this format (for auto-detection). */
 	bool (*detect)(const char *path);
 	/*

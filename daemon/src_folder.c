@@ -38,38 +38,38 @@
 #include "source.h"
 
 /* Deeper than any real tree; reaching it means a symbolic-link loop. */
-#define FOLDER_MAX_DEPTH 64
+#define FOLDER_MAX_DEPTH       64
 #define FOLDER_DEFAULT_QUALITY 90
 
 struct folder_source {
 	struct source base;
-	char *root;		/* SRC as given */
+	char *root; /* SRC as given */
 
 	/* The file list: relative paths, NUL-terminated, back to back. */
 	char *arena;
 	size_t arena_len, arena_cap;
-	uint64_t *off;		/* sample i's path is arena + off[i] */
+	uint64_t *off; /* sample i's path is arena + off[i] */
 	uint32_t *label;
-	uint32_t *dirlen;	/* open() only: length of the directory part */
+	uint32_t *dirlen; /* open() only: length of the directory part */
 	uint64_t cap;
 
-	uint32_t max_side;	/* 0: store every JPEG as-is */
+	uint32_t max_side; /* 0: store every JPEG as-is */
 	int quality;
 
 	/* get() state, reused from call to call. */
 	char path[PATH_MAX];
-	unsigned char *file;	/* the file's bytes */
+	unsigned char *file; /* the file's bytes */
 	size_t file_cap;
-	unsigned char *pix;	/* decoded at a reduced scale */
+	unsigned char *pix; /* decoded at a reduced scale */
 	size_t pix_cap;
-	unsigned char *small;	/* resampled to the final size */
+	unsigned char *small; /* resampled to the final size */
 	size_t small_cap;
-	unsigned char *scratch;	/* for rsz_run() */
+	unsigned char *scratch; /* for rsz_run() */
 	size_t scratch_cap;
-	struct rsz_plan *plan;	/* the last plan, for images of one size */
+	struct rsz_plan *plan; /* the last plan, for images of one size */
 	uint32_t plan_dims[4];
-	unsigned char *jpeg;	/* re-encoded payload, freed on the next get */
-	unsigned char lab[8];	/* the label, little-endian int64 */
+	unsigned char *jpeg;  /* re-encoded payload, freed on the next get */
+	unsigned char lab[8]; /* the label, little-endian int64 */
 	uint64_t bytes_in;
 };
 
@@ -285,9 +285,10 @@ static int walk(struct folder_source *s, char *rel, uint32_t label,
 	int err = 0;
 
 	if (depth > FOLDER_MAX_DEPTH)
-		return diag_set(d, -ELOOP,
-				"%s/%s: nested more than %d directories deep (a symbolic-link loop?)",
-				s->root, rel, FOLDER_MAX_DEPTH);
+		return diag_set(
+			d, -ELOOP,
+			"%s/%s: nested more than %d directories deep (a symbolic-link loop?)",
+			s->root, rel, FOLDER_MAX_DEPTH);
 	if (snprintf(dir, sizeof(dir), "%s/%s", s->root, rel) >=
 	    (int)sizeof(dir))
 		return diag_set(d, -ENAMETOOLONG, "%s/%s: path too long",
@@ -314,9 +315,8 @@ static int walk(struct folder_source *s, char *rel, uint32_t label,
 			continue;
 		nlen = strlen(e->d_name);
 		if (rlen + 1 + nlen >= PATH_MAX) {
-			err = diag_set(d, -ENAMETOOLONG,
-				       "%s/%s: path too long", dir,
-				       e->d_name);
+			err = diag_set(d, -ENAMETOOLONG, "%s/%s: path too long",
+				       dir, e->d_name);
 			break;
 		}
 		rel[rlen] = '/';
@@ -393,7 +393,9 @@ static int rename_classes(struct folder_source *s, const char *list,
 		return err;
 	if (n != s->base.nclasses) {
 		err = diag_set(d, LOADER_EUSAGE,
-			       "--classes names %" PRIu32 " classes, but %s has %" PRIu32 " class directories (first: %s)",
+			       "--classes names %" PRIu32
+			       " classes, but %s has %" PRIu32
+			       " class directories (first: %s)",
 			       n, s->root, s->base.nclasses,
 			       s->base.classes[0]);
 		source_free_classes(names, n);
@@ -431,9 +433,10 @@ static int folder_open(struct source **out, const char *path,
 	if (err)
 		goto fail;
 	if (!s->base.nclasses) {
-		err = diag_set(d, -ENOENT,
-			       "%s: no class directories (an ImageFolder is SRC/CLASS/*.jpg)",
-			       path);
+		err = diag_set(
+			d, -ENOENT,
+			"%s: no class directories (an ImageFolder is SRC/CLASS/*.jpg)",
+			path);
 		goto fail;
 	}
 	for (uint32_t c = 0; c < s->base.nclasses; c++) {
@@ -449,7 +452,8 @@ static int folder_open(struct source **out, const char *path,
 	}
 	if (!s->base.count) {
 		err = diag_set(d, -ENOENT,
-			       "%s: no .jpg or .jpeg files in its %" PRIu32 " class directories",
+			       "%s: no .jpg or .jpeg files in its %" PRIu32
+			       " class directories",
 			       path, s->base.nclasses);
 		goto fail;
 	}
@@ -510,7 +514,8 @@ static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 	/* A record field holds at most 4 GiB - 1 bytes. */
 	if ((uint64_t)st.st_size > UINT32_MAX) {
 		err = diag_set(d, LOADER_ETOOBIG,
-			       "%" PRIu64 " bytes, above a field's limit of %" PRIu32,
+			       "%" PRIu64
+			       " bytes, above a field's limit of %" PRIu32,
 			       (uint64_t)st.st_size, UINT32_MAX);
 		goto out;
 	}
@@ -520,7 +525,8 @@ static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 	err = fdio_pread_all(fd, s->file, (size_t)st.st_size, 0);
 	if (err == LOADER_ETRUNC)
 		err = diag_set(d, err,
-			       "offset %" PRIu64 ": file shrank while being read",
+			       "offset %" PRIu64
+			       ": file shrank while being read",
 			       (uint64_t)st.st_size);
 	else if (err)
 		err = diag_set(d, err, "read: %s", strerror(-err));
@@ -565,7 +571,8 @@ static int plan_for(struct folder_source *s, const uint32_t dims[4],
 	err = rsz_plan_new(dims[0], dims[1], dims[2], dims[3], &s->plan);
 	if (err)
 		return diag_set(d, err,
-				"resize %" PRIu32 "x%" PRIu32 " to %" PRIu32 "x%" PRIu32 ": %s",
+				"resize %" PRIu32 "x%" PRIu32 " to %" PRIu32
+				"x%" PRIu32 ": %s",
 				dims[0], dims[1], dims[2], dims[3],
 				strerror(-err));
 	memcpy(s->plan_dims, dims, sizeof(s->plan_dims));
@@ -660,7 +667,11 @@ static int folder_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		/* jpg_encode() writes gray or RGB; CMYK would be converted. */
 		if (info.channels != 1 && info.channels != 3)
 			return diag_set(d, -ENOTSUP,
-					"%" PRIu32 "-channel (CMYK) JPEG of %" PRIu32 "x%" PRIu32 " is larger than --max-side %" PRIu32 " and cannot be re-encoded",
+					"%" PRIu32
+					"-channel (CMYK) JPEG of %" PRIu32
+					"x%" PRIu32
+					" is larger than --max-side %" PRIu32
+					" and cannot be re-encoded",
 					info.channels, info.width, info.height,
 					s->max_side);
 		err = shrink(s, ctx, len, info.width, info.height, &len, d);

@@ -22,18 +22,18 @@
 #include "source.h"
 
 struct idx_file {
-	unsigned char *data;	/* payload after the header */
-	uint64_t n;		/* first dimension */
-	uint64_t item;		/* bytes per item */
+	unsigned char *data; /* payload after the header */
+	uint64_t n;	     /* first dimension */
+	uint64_t item;	     /* bytes per item */
 	unsigned dtype;
 	uint32_t ndim;
-	uint32_t dims[4];	/* dims after the first */
+	uint32_t dims[4]; /* dims after the first */
 };
 
 struct idx_source {
 	struct source base;
 	struct idx_file img, lab;
-	unsigned char label[8];	/* little-endian int64 */
+	unsigned char label[8]; /* little-endian int64 */
 };
 
 /* IDX type codes and our dtypes. */
@@ -155,17 +155,19 @@ static int read_idx(const char *path, struct idx_file *f, struct diag *d)
 				strerror(errno));
 	gzbuffer(gz, 1 << 20);
 	if (gzread(gz, hdr, 4) != 4 || hdr[0] || hdr[1]) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: offset 0: not an IDX file (magic 00 00 TYPE NDIM)",
-			       path);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset 0: not an IDX file (magic 00 00 TYPE NDIM)",
+			path);
 		goto out;
 	}
 	f->dtype = idx_dtype(hdr[2]);
 	f->ndim = hdr[3];
 	if (!f->dtype || f->ndim < 1 || f->ndim > 5) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: offset 2: IDX type %#x with %u dimensions is not supported",
-			       path, hdr[2], hdr[3]);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset 2: IDX type %#x with %u dimensions is not supported",
+			path, hdr[2], hdr[3]);
 		goto out;
 	}
 	total = dtype_size(f->dtype);
@@ -180,9 +182,10 @@ static int read_idx(const char *path, struct idx_file *f, struct diag *d)
 		n = (uint64_t)dim[0] << 24 | (uint64_t)dim[1] << 16 |
 		    (uint64_t)dim[2] << 8 | dim[3];
 		if (n == 0 || n > (1ull << 32) || total > (1ull << 40) / n) {
-			err = diag_set(d, LOADER_EFORMAT,
-				       "%s: offset %u: dimension %u is %" PRIu64,
-				       path, 4 + 4 * i, i, n);
+			err = diag_set(
+				d, LOADER_EFORMAT,
+				"%s: offset %u: dimension %u is %" PRIu64, path,
+				4 + 4 * i, i, n);
 			goto out;
 		}
 		total *= n;
@@ -197,7 +200,8 @@ static int read_idx(const char *path, struct idx_file *f, struct diag *d)
 	cap = total + 1;
 	f->data = malloc(cap);
 	if (!f->data) {
-		err = diag_set(d, -ENOMEM, "%s: %" PRIu64 " bytes", path, total);
+		err = diag_set(d, -ENOMEM, "%s: %" PRIu64 " bytes", path,
+			       total);
 		goto out;
 	}
 	/* Read one byte more than expected to notice trailing garbage. */
@@ -219,7 +223,8 @@ static int read_idx(const char *path, struct idx_file *f, struct diag *d)
 	}
 	if (len != total)
 		err = diag_set(d, len < total ? LOADER_ETRUNC : LOADER_EFORMAT,
-			       "%s: header promises %" PRIu64 " data bytes, file has %s%" PRIu64,
+			       "%s: header promises %" PRIu64
+			       " data bytes, file has %s%" PRIu64,
 			       path, total, len > total ? "more than " : "",
 			       len > total ? total : len);
 out:
@@ -231,8 +236,8 @@ static int idx_open(struct source **out, const char *path,
 		    const struct source_opts *o, struct diag *d)
 {
 	char ipath[4096], lpath[4096];
-	const char *prefix = o->split && strcmp(o->split, "test") ? o->split :
-				  "t10k";
+	const char *prefix =
+		o->split && strcmp(o->split, "test") ? o->split : "t10k";
 	struct idx_source *s;
 	struct field *f;
 	int err;
@@ -245,9 +250,10 @@ static int idx_open(struct source **out, const char *path,
 	s->base.ops = &source_idx_ops;
 	if (find_file(path, prefix, "images-idx3", ipath, sizeof(ipath)) ||
 	    find_file(path, prefix, "labels-idx1", lpath, sizeof(lpath))) {
-		err = diag_set(d, -ENOENT,
-			       "%s: split %s needs %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz]",
-			       path, o->split, prefix, prefix);
+		err = diag_set(
+			d, -ENOENT,
+			"%s: split %s needs %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz]",
+			path, o->split, prefix, prefix);
 		goto fail;
 	}
 	err = read_idx(ipath, &s->img, d);
@@ -257,9 +263,12 @@ static int idx_open(struct source **out, const char *path,
 		goto fail;
 	if (s->lab.ndim != 0 || s->lab.dtype == DT_F32 ||
 	    s->lab.dtype == DT_F64 || s->lab.n != s->img.n) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: %" PRIu64 " integer labels expected (one per image), found %" PRIu64 " items of %u dimensions",
-			       lpath, s->img.n, s->lab.n, s->lab.ndim + 1);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: %" PRIu64
+			" integer labels expected (one per image), found %" PRIu64
+			" items of %u dimensions",
+			lpath, s->img.n, s->lab.n, s->lab.ndim + 1);
 		goto fail;
 	}
 	/*
@@ -267,9 +276,10 @@ static int idx_open(struct source **out, const char *path,
 	 * little-endian; until a byte-swapping path exists, take 8-bit images.
 	 */
 	if (s->img.dtype != DT_U8 && s->img.dtype != DT_I8) {
-		err = diag_set(d, -ENOTSUP,
-			       "%s: IDX images of %s are not supported (8-bit only)",
-			       ipath, dtype_name(s->img.dtype));
+		err = diag_set(
+			d, -ENOTSUP,
+			"%s: IDX images of %s are not supported (8-bit only)",
+			ipath, dtype_name(s->img.dtype));
 		goto fail;
 	}
 	if (s->img.ndim > SCHEMA_MAX_DIMS) {

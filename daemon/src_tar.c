@@ -37,14 +37,14 @@
 
 /* Where one member of a sample lies, in schema order per sample. */
 struct tar_item {
-	uint64_t off;		/* data offset in the tar */
+	uint64_t off; /* data offset in the tar */
 	uint32_t len;
-	uint16_t spell;		/* the extension as written: spell[] */
+	uint16_t spell; /* the extension as written: spell[] */
 };
 
 /* A member of the sample being scanned. */
 struct scan_member {
-	char ext[EXT_MAX + 1];	/* lower case */
+	char ext[EXT_MAX + 1]; /* lower case */
 	uint16_t spell;
 	uint64_t off;
 	uint32_t len;
@@ -63,7 +63,7 @@ struct tar_source {
 	char *keys;
 	size_t keys_len, keys_cap;
 	uint64_t *key_off;	/* per sample */
-	struct tar_item *items;	/* count * nfields */
+	struct tar_item *items; /* count * nfields */
 	uint64_t cap;		/* samples that key_off and items hold */
 	unsigned char *buf;	/* the payloads of the last get() */
 	size_t buf_cap;
@@ -132,7 +132,7 @@ static const char *key_of(const struct tar_source *s, uint64_t i)
 
 static uint64_t hash_str(const char *p)
 {
-	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 
 	for (; *p; p++)
 		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -231,11 +231,12 @@ static int make_schema(struct tar_source *s, struct scan *sc, struct diag *d)
 		}
 		for (unsigned j = 0; j < k; j++)
 			if (!strcmp(sch->f[j].name, f->name))
-				return diag_set(d, LOADER_ESCHEMA,
-						"%s: offset %" PRIu64 ": sample \"%s\": extensions \"%s\" and \"%s\" both become field \"%s\"",
-						s->path, sc->first_off,
-						key_of(s, 0), s->ext[j], ext,
-						f->name);
+				return diag_set(
+					d, LOADER_ESCHEMA,
+					"%s: offset %" PRIu64
+					": sample \"%s\": extensions \"%s\" and \"%s\" both become field \"%s\"",
+					s->path, sc->first_off, key_of(s, 0),
+					s->ext[j], ext, f->name);
 	}
 	return 0;
 }
@@ -267,20 +268,23 @@ static int finish_sample(struct scan *sc, struct diag *d)
 		if (strcmp(s->ext[k], sc->m[k].ext))
 			break;
 	if (k < sch->nfields || k < sc->nm) {
-		bool missing = k == sc->nm ||
-			       (k < sch->nfields &&
-				strcmp(s->ext[k], sc->m[k].ext) < 0);
+		bool missing =
+			k == sc->nm || (k < sch->nfields &&
+					strcmp(s->ext[k], sc->m[k].ext) < 0);
 
 		if (missing)
-			return diag_set(d, LOADER_ESCHEMA,
-					"%s: offset %" PRIu64 ": sample \"%s\" has no .%s member (the first sample, \"%s\", has one)",
-					s->path, sc->first_off, key_of(s, n),
-					s->ext[k], key_of(s, 0));
-		return diag_set(d, LOADER_ESCHEMA,
-				"%s: offset %" PRIu64 ": sample \"%s\" has an extra member \"%s.%s\" (the first sample, \"%s\", has no .%s)",
-				s->path, sc->first_off, key_of(s, n),
-				key_of(s, n), s->spell[sc->m[k].spell],
-				key_of(s, 0), sc->m[k].ext);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"%s: offset %" PRIu64
+				": sample \"%s\" has no .%s member (the first sample, \"%s\", has one)",
+				s->path, sc->first_off, key_of(s, n), s->ext[k],
+				key_of(s, 0));
+		return diag_set(
+			d, LOADER_ESCHEMA,
+			"%s: offset %" PRIu64
+			": sample \"%s\" has an extra member \"%s.%s\" (the first sample, \"%s\", has no .%s)",
+			s->path, sc->first_off, key_of(s, n), key_of(s, n),
+			s->spell[sc->m[k].spell], key_of(s, 0), sc->m[k].ext);
 	}
 	if (!s->items) {
 		s->items = calloc(s->cap * sch->nfields, sizeof(*s->items));
@@ -349,9 +353,11 @@ static int start_sample(struct scan *sc, const char *name, size_t klen,
 	s->key_off[n] = s->keys_len;
 	slot = hash_slot(sc, key_of(s, n));
 	if (*slot)
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": key \"%s\" appears again after other samples (the members of a sample must be consecutive)",
-				s->path, hoff, key_of(s, n));
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64
+			": key \"%s\" appears again after other samples (the members of a sample must be consecutive)",
+			s->path, hoff, key_of(s, n));
 	*slot = n + 1;
 	s->keys_len += klen + 1;
 	sc->open = true;
@@ -379,14 +385,17 @@ static int add_member(struct scan *sc, const struct tar_member *m,
 	klen = (size_t)(dot - m->name);
 	elen = strlen(dot + 1);
 	if (elen > EXT_MAX)
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": member \"%s\": extension longer than %d characters",
-				s->path, m->header_off, m->name, EXT_MAX);
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64
+			": member \"%s\": extension longer than %d characters",
+			s->path, m->header_off, m->name, EXT_MAX);
 	if (m->size > UINT32_MAX)
-		return diag_set(d, LOADER_ETOOBIG,
-				"%s: offset %" PRIu64 ": member \"%s\" has %" PRIu64 " bytes (at most %" PRIu32 " fit a field)",
-				s->path, m->header_off, m->name, m->size,
-				UINT32_MAX);
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"%s: offset %" PRIu64 ": member \"%s\" has %" PRIu64
+			" bytes (at most %" PRIu32 " fit a field)",
+			s->path, m->header_off, m->name, m->size, UINT32_MAX);
 	if (!sc->open || strlen(key_of(s, s->base.count)) != klen ||
 	    memcmp(key_of(s, s->base.count), m->name, klen)) {
 		err = finish_sample(sc, d);
@@ -397,10 +406,10 @@ static int add_member(struct scan *sc, const struct tar_member *m,
 	}
 	if (sc->nm == SCHEMA_MAX_FIELDS)
 		return diag_set(d, LOADER_ESCHEMA,
-				"%s: offset %" PRIu64 ": sample \"%s\" has more than %d members",
+				"%s: offset %" PRIu64
+				": sample \"%s\" has more than %d members",
 				s->path, m->header_off,
-				key_of(s, s->base.count),
-				SCHEMA_MAX_FIELDS);
+				key_of(s, s->base.count), SCHEMA_MAX_FIELDS);
 	sm = &sc->m[sc->nm];
 	for (size_t i = 0; i <= elen; i++) {
 		char c = dot[1 + i];
@@ -410,13 +419,15 @@ static int add_member(struct scan *sc, const struct tar_member *m,
 	for (unsigned j = 0; j < sc->nm; j++)
 		if (!strcmp(sc->m[j].ext, sm->ext))
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": sample \"%s\" has two .%s members",
+					"%s: offset %" PRIu64
+					": sample \"%s\" has two .%s members",
 					s->path, m->header_off,
 					key_of(s, s->base.count), sm->ext);
 	err = intern_spell(s, dot + 1, &sm->spell);
 	if (err == LOADER_ETOOBIG)
 		return diag_set(d, err,
-				"%s: offset %" PRIu64 ": more than %u different extensions",
+				"%s: offset %" PRIu64
+				": more than %u different extensions",
 				s->path, m->header_off, UINT16_MAX + 1u);
 	if (err)
 		return err;
@@ -531,9 +542,10 @@ bad:
 	/* Show the text only if it is printable; it came from the tar. */
 	for (e = text; *e; e++)
 		if (*e < ' ' || *e > '~')
-			return diag_set(d, LOADER_EFORMAT,
-					"not a decimal integer (%zu bytes of binary data)",
-					len);
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"not a decimal integer (%zu bytes of binary data)",
+				len);
 	return diag_set(d, LOADER_EFORMAT,
 			"\"%s\" is not a decimal integer (or out of range)",
 			text);
@@ -559,7 +571,8 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	if (i >= base->count) {
 		snprintf(where, wn, "%s", s->path);
 		return diag_set(d, LOADER_ERANGE,
-				"sample %" PRIu64 " out of range (%" PRIu64 " samples)",
+				"sample %" PRIu64 " out of range (%" PRIu64
+				" samples)",
 				i, base->count);
 	}
 	it = s->items + i * sch->nfields;
@@ -582,10 +595,11 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		name_member(s, i, &it[k], where, wn);
 		err = fdio_pread_all(s->fd, data, len, it[k].off);
 		if (err)
-			return diag_set(d, err, "read: %s",
-					err == LOADER_ETRUNC ?
-						"the tar file shrank since it was scanned" :
-						loader_strerror(err));
+			return diag_set(
+				d, err, "read: %s",
+				err == LOADER_ETRUNC ?
+					"the tar file shrank since it was scanned" :
+					loader_strerror(err));
 		s->bytes_in += len;
 		pos += len;
 		f[k].data = data;
@@ -601,7 +615,8 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 			if (err)
 				return err;
 			for (unsigned b = 0; b < 8; b++)
-				s->ints[k][b] = (unsigned char)((uint64_t)v >> (8 * b));
+				s->ints[k][b] =
+					(unsigned char)((uint64_t)v >> (8 * b));
 			f[k].data = s->ints[k];
 			f[k].len = 8;
 		}

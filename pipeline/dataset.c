@@ -77,36 +77,39 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		if (access(path, F_OK))
-			err = diag_set(d, -ENOENT,
-				       "%s: no manifest: not a dataset directory (pack one with loaderctl pack)",
-				       path);
+			err = diag_set(
+				d, -ENOENT,
+				"%s: no manifest: not a dataset directory (pack one with loaderctl pack)",
+				path);
 		else
 			err = diag_set(d, LOADER_EFORMAT, "%s: line %d: %s",
 				       path, je.line, je.text);
 		goto fail;
 	}
 	j = json_object_get(root, "format");
-	if (!json_is_string(j) || strcmp(json_string_value(j), DATASET_FORMAT)) {
+	if (!json_is_string(j) ||
+	    strcmp(json_string_value(j), DATASET_FORMAT)) {
 		err = diag_set(d, LOADER_EFORMAT,
 			       "%s: \"format\" is not \"%s\"", path,
 			       DATASET_FORMAT);
 		goto fail;
 	}
 	if (get_u64(root, "version", &version) || version != DATASET_VERSION) {
-		err = diag_set(d, LOADER_EVERSION,
-			       "%s: \"version\" is not %d", path,
-			       DATASET_VERSION);
+		err = diag_set(d, LOADER_EVERSION, "%s: \"version\" is not %d",
+			       path, DATASET_VERSION);
 		goto fail;
 	}
 	j = json_object_get(root, "schema");
 	if (!json_is_array(j) || json_array_size(j) == 0 ||
 	    json_array_size(j) > SCHEMA_MAX_FIELDS) {
-		err = diag_set(d, LOADER_ESCHEMA,
-			       "%s: \"schema\" must be an array of 1..%d field strings",
-			       path, SCHEMA_MAX_FIELDS);
+		err = diag_set(
+			d, LOADER_ESCHEMA,
+			"%s: \"schema\" must be an array of 1..%d field strings",
+			path, SCHEMA_MAX_FIELDS);
 		goto fail;
 	}
-	json_array_foreach(j, k, v) {
+	json_array_foreach(j, k, v)
+	{
 		if (!json_is_string(v)) {
 			err = diag_set(d, LOADER_ESCHEMA,
 				       "%s: schema entry %zu is not a string",
@@ -137,7 +140,8 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 			err = -ENOMEM;
 			goto fail;
 		}
-		json_array_foreach(j, k, v) {
+		json_array_foreach(j, k, v)
+		{
 			if (!(ds->classes[k] = dup_str(v))) {
 				err = diag_set(d, LOADER_EFORMAT,
 					       "%s: class %zu is not a string",
@@ -158,7 +162,8 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 		err = -ENOMEM;
 		goto fail;
 	}
-	json_array_foreach(j, k, v) {
+	json_array_foreach(j, k, v)
+	{
 		struct dataset_shard *s = &ds->shards[k];
 
 		s->file = dup_str(json_object_get(v, "file"));
@@ -166,17 +171,20 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 		if (!s->file || !plain_name(s->file) ||
 		    get_u64(v, "records", &s->records) ||
 		    get_u64(v, "bytes", &s->bytes)) {
-			err = diag_set(d, LOADER_EFORMAT,
-				       "%s: shard %zu needs \"file\" (a plain file name), \"records\" and \"bytes\"",
-				       path, k);
+			err = diag_set(
+				d, LOADER_EFORMAT,
+				"%s: shard %zu needs \"file\" (a plain file name), \"records\" and \"bytes\"",
+				path, k);
 			goto fail;
 		}
 		sum += s->records;
 	}
 	if (get_u64(root, "records", &ds->records) || ds->records != sum) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: \"records\" does not equal the sum over shards (%" PRIu64 ")",
-			       path, sum);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: \"records\" does not equal the sum over shards (%" PRIu64
+			")",
+			path, sum);
 		goto fail;
 	}
 	j = json_object_get(root, "packed");
@@ -184,7 +192,8 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 		json_int_t seed;
 
 		ds->origin.source = dup_str(json_object_get(j, "source"));
-		ds->origin.source_format = dup_str(json_object_get(j, "source_format"));
+		ds->origin.source_format =
+			dup_str(json_object_get(j, "source_format"));
 		get_u64(j, "bytes_in", &ds->origin.bytes_in);
 		v = json_object_get(j, "shuffle_seed");
 		seed = json_is_integer(v) ? json_integer_value(v) : -1;
@@ -211,7 +220,8 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 		return -ENOMEM;
 	json_object_set_new(root, "format", json_string(DATASET_FORMAT));
 	json_object_set_new(root, "version", json_integer(DATASET_VERSION));
-	json_object_set_new(root, "records", json_integer((json_int_t)ds->records));
+	json_object_set_new(root, "records",
+			    json_integer((json_int_t)ds->records));
 	a = json_array();
 	for (uint32_t i = 0; i < ds->schema.nfields; i++) {
 		field_format(&ds->schema.f[i], text, sizeof(text));
@@ -224,21 +234,24 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 	json_object_set_new(root, "classes", a);
 	a = json_array();
 	for (uint32_t i = 0; i < ds->nshards; i++)
-		json_array_append_new(a, json_pack("{s:s, s:I, s:I}",
-			"file", ds->shards[i].file,
-			"records", (json_int_t)ds->shards[i].records,
-			"bytes", (json_int_t)ds->shards[i].bytes));
+		json_array_append_new(
+			a,
+			json_pack("{s:s, s:I, s:I}", "file", ds->shards[i].file,
+				  "records", (json_int_t)ds->shards[i].records,
+				  "bytes", (json_int_t)ds->shards[i].bytes));
 	json_object_set_new(root, "shards", a);
 	if (ds->origin.source) {
-		json_t *o = json_pack("{s:s, s:s, s:I}",
-			"source", ds->origin.source,
-			"source_format", ds->origin.source_format ?
-				ds->origin.source_format : "",
+		json_t *o = json_pack(
+			"{s:s, s:s, s:I}", "source", ds->origin.source,
+			"source_format",
+			ds->origin.source_format ? ds->origin.source_format :
+						   "",
 			"bytes_in", (json_int_t)ds->origin.bytes_in);
 
 		if (o && ds->origin.shuffle_seed >= 0)
-			json_object_set_new(o, "shuffle_seed",
-					    json_integer(ds->origin.shuffle_seed));
+			json_object_set_new(
+				o, "shuffle_seed",
+				json_integer(ds->origin.shuffle_seed));
 		json_object_set_new(root, "packed", o);
 	}
 	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
@@ -280,7 +293,8 @@ int dataset_open_shard(const struct dataset *ds, uint32_t i, int *fd,
 	}
 	if (shard_count(*sh) != s->records) {
 		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: %" PRIu64 " records, the manifest says %" PRIu64,
+			       "%s: %" PRIu64
+			       " records, the manifest says %" PRIu64,
 			       path, shard_count(*sh), s->records);
 		goto fail_shard;
 	}

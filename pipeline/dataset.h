@@ -15,23 +15,23 @@
 #include "schema.h"
 
 #define DATASET_MANIFEST "manifest.json"
-#define DATASET_FORMAT "loaderd-dataset"
-#define DATASET_VERSION 1
+#define DATASET_FORMAT	 "loaderd-dataset"
+#define DATASET_VERSION	 1
 
 struct shard;
 
 struct dataset_shard {
-	char *file;		/* plain file name inside the directory */
+	char *file; /* plain file name inside the directory */
 	uint64_t records;
 	uint64_t bytes;
 };
 
 /* Informational pack record, kept in the manifest. */
 struct dataset_origin {
-	char *source;		/* what was packed (path) */
-	char *source_format;	/* idx, imagefolder, tar */
-	uint64_t bytes_in;	/* source payload bytes */
-	int64_t shuffle_seed;	/* -1: not shuffled */
+	char *source;	      /* what was packed (path) */
+	char *source_format;  /* idx, imagefolder, tar */
+	uint64_t bytes_in;    /* source payload bytes */
+	int64_t shuffle_seed; /* -1: not shuffled */
 };
 
 /* A loaded manifest. Every pointer is owned by the struct. */

@@ -31,12 +31,12 @@
 
 struct rsz_axis {
 	uint32_t in, out;
-	bool identity;		/* in == out: the pass is a copy */
-	uint32_t ksize;		/* stride of coef between outputs */
-	uint32_t window;	/* input lines that must be held at once */
-	uint32_t *start;	/* first input line of output j */
-	uint32_t *count;	/* input lines output j reads */
-	int32_t *coef;		/* their weights, at coef + j * ksize */
+	bool identity;	 /* in == out: the pass is a copy */
+	uint32_t ksize;	 /* stride of coef between outputs */
+	uint32_t window; /* input lines that must be held at once */
+	uint32_t *start; /* first input line of output j */
+	uint32_t *count; /* input lines output j reads */
+	int32_t *coef;	 /* their weights, at coef + j * ksize */
 };
 
 struct rsz_plan {
@@ -126,16 +126,15 @@ static int axis_init(struct rsz_axis *a, uint32_t in, uint32_t out)
 	return 0;
 }
 
-int rsz_plan_new(uint32_t in_w, uint32_t in_h, uint32_t out_w,
-		 uint32_t out_h, struct rsz_plan **out)
+int rsz_plan_new(uint32_t in_w, uint32_t in_h, uint32_t out_w, uint32_t out_h,
+		 struct rsz_plan **out)
 {
 	struct rsz_plan *p;
 	int err;
 
 	*out = NULL;
 	if (!in_w || !in_h || !out_w || !out_h || in_w > RSZ_MAX_SIDE ||
-	    in_h > RSZ_MAX_SIDE || out_w > RSZ_MAX_SIDE ||
-	    out_h > RSZ_MAX_SIDE)
+	    in_h > RSZ_MAX_SIDE || out_w > RSZ_MAX_SIDE || out_h > RSZ_MAX_SIDE)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -232,7 +231,9 @@ static void hrow4(const struct rsz_axis *a, const uint8_t *in, uint8_t *out)
 typedef void (*hrow_fn)(const struct rsz_axis *, const uint8_t *, uint8_t *);
 
 static const hrow_fn hrow_by_ch[5] = {
-	[1] = hrow1, [3] = hrow3, [4] = hrow4,
+	[1] = hrow1,
+	[3] = hrow3,
+	[4] = hrow4,
 };
 
 int rsz_run(const struct rsz_plan *p, const uint8_t *src, size_t src_stride,
@@ -288,10 +289,12 @@ int rsz_run(const struct rsz_plan *p, const uint8_t *src, size_t src_stride,
 		for (size_t i = 0; i < out_row; i++)
 			acc[i] = RSZ_HALF;
 		for (uint32_t t = 0; t < n; t++) {
-			const uint8_t *line = p->x.identity ?
-				src + (size_t)(lo + t) * src_stride :
-				ring + (size_t)((lo + t) % p->y.window) *
-					       out_row;
+			const uint8_t *line =
+				p->x.identity ?
+					src + (size_t)(lo + t) * src_stride :
+					ring + (size_t)((lo + t) %
+							p->y.window) *
+							out_row;
 			int32_t kt = k[t];
 
 			for (size_t i = 0; i < out_row; i++)

@@ -40,8 +40,8 @@ struct rsz_plan;
  * for a size out of range or -ENOMEM. The plan belongs to the caller:
  * free it with rsz_plan_free().
  */
-int rsz_plan_new(uint32_t in_w, uint32_t in_h, uint32_t out_w,
-		 uint32_t out_h, struct rsz_plan **out);
+int rsz_plan_new(uint32_t in_w, uint32_t in_h, uint32_t out_w, uint32_t out_h,
+		 struct rsz_plan **out);
 
 /* Free a plan. NULL is a no-op. */
 void rsz_plan_free(struct rsz_plan *p);
@@ -65,7 +65,6 @@ size_t rsz_scratch_size(const struct rsz_plan *p, unsigned channels);
  * channel count or stride (nothing is written then).
  */
 int rsz_run(const struct rsz_plan *p, const uint8_t *src, size_t src_stride,
-	    uint8_t *dst, size_t dst_stride, unsigned channels,
-	    void *scratch);
+	    uint8_t *dst, size_t dst_stride, unsigned channels, void *scratch);
 
 #endif /* LD_RESIZE_H */

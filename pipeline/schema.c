@@ -69,8 +69,9 @@ int field_check(const struct field *f, struct diag *d)
 				SCHEMA_NAME_MAX);
 	for (size_t i = 0; i < len; i++)
 		if (!name_char((unsigned char)f->name[i]))
-			return diag_set(d, LOADER_ESCHEMA,
-					"field name has a character other than [A-Za-z0-9_.-]");
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field name has a character other than [A-Za-z0-9_.-]");
 	for (size_t i = len; i < sizeof(f->name); i++)
 		if (f->name[i])
 			return diag_set(d, LOADER_ESCHEMA,
@@ -79,9 +80,10 @@ int field_check(const struct field *f, struct diag *d)
 	case FIELD_BYTES:
 	case FIELD_JPEG:
 		if (f->dtype || f->ndim)
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: only tensors have a dtype or shape",
-					f->name);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: only tensors have a dtype or shape",
+				f->name);
 		break;
 	case FIELD_TENSOR:
 		if (!dtype_size(f->dtype))
@@ -100,9 +102,10 @@ int field_check(const struct field *f, struct diag *d)
 						f->name, i);
 			n *= f->dims[i];
 			if (n > UINT32_MAX)
-				return diag_set(d, LOADER_ESCHEMA,
-						"field %s: tensor larger than 4 GiB",
-						f->name);
+				return diag_set(
+					d, LOADER_ESCHEMA,
+					"field %s: tensor larger than 4 GiB",
+					f->name);
 		}
 		break;
 	default:
@@ -112,9 +115,10 @@ int field_check(const struct field *f, struct diag *d)
 	for (unsigned i = f->kind == FIELD_TENSOR ? f->ndim : 0;
 	     i < SCHEMA_MAX_DIMS; i++)
 		if (f->dims[i])
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: unused dimension %u is not 0",
-					f->name, i);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: unused dimension %u is not 0",
+				f->name, i);
 	switch (f->comp) {
 	case COMP_NONE:
 		if (f->level)
@@ -125,13 +129,15 @@ int field_check(const struct field *f, struct diag *d)
 	case COMP_ZSTD:
 	case COMP_ZSTD_DICT:
 		if (f->kind == FIELD_JPEG)
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: JPEG fields are stored as-is, not zstd",
-					f->name);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: JPEG fields are stored as-is, not zstd",
+				f->name);
 		if (f->level < 1 || f->level > 22)
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: zstd level %d out of range 1..22",
-					f->name, f->level);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: zstd level %d out of range 1..22",
+				f->name, f->level);
 		break;
 	default:
 		return diag_set(d, LOADER_ESCHEMA,
@@ -145,7 +151,7 @@ int field_check(const struct field *f, struct diag *d)
 struct lex {
 	const char *s, *p;
 	char tok[64];
-	bool overlong;		/* a token did not fit tok */
+	bool overlong; /* a token did not fit tok */
 };
 
 static bool lex_next(struct lex *lx)
@@ -198,9 +204,10 @@ static int parse_shape(struct field *f, const char *tok, struct diag *d)
 		errno = 0;
 		v = strtoul(p, &end, 10);
 		if (end == p || errno || v == 0 || v > UINT32_MAX)
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: bad dimension in shape \"%s\"",
-					f->name, tok);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: bad dimension in shape \"%s\"",
+				f->name, tok);
 		f->dims[f->ndim++] = (uint32_t)v;
 		p = end;
 		while (*p == ' ')
@@ -249,27 +256,32 @@ int field_parse(struct field *f, const char *text, struct diag *d)
 		f->dtype = DT_I64;
 	} else if (!strcmp(lx.tok, "tensor")) {
 		f->kind = FIELD_TENSOR;
-		if (!lex_next(&lx) || !(f->dtype = (uint8_t)dtype_parse(lx.tok)))
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: tensor needs a dtype (u8, i8, u16, i16, u32, i32, u64, i64, f16, f32, f64)",
-					f->name);
+		if (!lex_next(&lx) ||
+		    !(f->dtype = (uint8_t)dtype_parse(lx.tok)))
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: tensor needs a dtype (u8, i8, u16, i16, u32, i32, u64, i64, f16, f32, f64)",
+				f->name);
 		if (!lex_next(&lx) || lx.tok[0] != '[')
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: tensor needs a shape [D0,D1,...]",
-					f->name);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: tensor needs a shape [D0,D1,...]",
+				f->name);
 		err = parse_shape(f, lx.tok, d);
 		if (err)
 			return err;
 	} else {
-		return diag_set(d, LOADER_ESCHEMA,
-				"field %s: unknown type \"%s\" (bytes, jpeg, int64, tensor)",
-				f->name, lx.tok);
+		return diag_set(
+			d, LOADER_ESCHEMA,
+			"field %s: unknown type \"%s\" (bytes, jpeg, int64, tensor)",
+			f->name, lx.tok);
 	}
 	if (lex_next(&lx)) {
 		if (strcmp(lx.tok, "zstd"))
-			return diag_set(d, LOADER_ESCHEMA,
-					"field %s: unexpected \"%s\" (compression is zstd [LEVEL] [dict])",
-					f->name, lx.tok);
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"field %s: unexpected \"%s\" (compression is zstd [LEVEL] [dict])",
+				f->name, lx.tok);
 		bool have_level = false;
 
 		f->comp = COMP_ZSTD;
@@ -285,9 +297,10 @@ int field_parse(struct field *f, const char *text, struct diag *d)
 			v = strtol(lx.tok, &end, 10);
 			if (*end || end == lx.tok || v < 1 || v > 22 ||
 			    f->comp == COMP_ZSTD_DICT || have_level)
-				return diag_set(d, LOADER_ESCHEMA,
-						"field %s: unexpected \"%s\" after zstd",
-						f->name, lx.tok);
+				return diag_set(
+					d, LOADER_ESCHEMA,
+					"field %s: unexpected \"%s\" after zstd",
+					f->name, lx.tok);
 			f->level = (int32_t)v;
 			have_level = true;
 		}
@@ -316,8 +329,7 @@ int field_format(const struct field *f, char *buf, size_t n)
 						      "?");
 		for (unsigned i = 0; i < f->ndim && i < SCHEMA_MAX_DIMS; i++)
 			len += snprintf(type + len, sizeof(type) - (size_t)len,
-					"%s%" PRIu32, i ? "," : "",
-					f->dims[i]);
+					"%s%" PRIu32, i ? "," : "", f->dims[i]);
 		snprintf(type + len, sizeof(type) - (size_t)len, "]");
 	}
 	if (f->comp == COMP_NONE)

@@ -20,38 +20,47 @@
 #include "diag.h"
 
 #define SCHEMA_MAX_FIELDS 64
-#define SCHEMA_MAX_DIMS 4
-#define SCHEMA_NAME_MAX 31
+#define SCHEMA_MAX_DIMS	  4
+#define SCHEMA_NAME_MAX	  31
 /* Largest text form of one field, with its terminating NUL. */
 #define FIELD_TEXT_MAX 128
 
 enum field_kind {
-	FIELD_BYTES = 1,	/* opaque bytes */
-	FIELD_JPEG = 2,		/* a JPEG file, stored as-is */
-	FIELD_TENSOR = 3,	/* dtype + fixed shape */
+	FIELD_BYTES = 1,  /* opaque bytes */
+	FIELD_JPEG = 2,	  /* a JPEG file, stored as-is */
+	FIELD_TENSOR = 3, /* dtype + fixed shape */
 };
 
 enum dtype {
 	DT_NONE = 0,
-	DT_U8, DT_I8, DT_U16, DT_I16, DT_U32, DT_I32, DT_U64, DT_I64,
-	DT_F16, DT_F32, DT_F64,
+	DT_U8,
+	DT_I8,
+	DT_U16,
+	DT_I16,
+	DT_U32,
+	DT_I32,
+	DT_U64,
+	DT_I64,
+	DT_F16,
+	DT_F32,
+	DT_F64,
 	DT_COUNT
 };
 
 enum field_comp {
 	COMP_NONE = 0,
 	COMP_ZSTD = 1,
-	COMP_ZSTD_DICT = 2,	/* zstd with a dictionary stored in the shard */
+	COMP_ZSTD_DICT = 2, /* zstd with a dictionary stored in the shard */
 };
 
 struct field {
 	char name[SCHEMA_NAME_MAX + 1];
-	uint8_t kind;		/* enum field_kind */
-	uint8_t dtype;		/* enum dtype; DT_NONE unless a tensor */
-	uint8_t ndim;		/* 0..SCHEMA_MAX_DIMS; 0 unless a tensor */
-	uint8_t comp;		/* enum field_comp */
-	int32_t level;		/* zstd level; 0 without compression */
-	uint32_t dims[SCHEMA_MAX_DIMS];	/* unused ones are 0 */
+	uint8_t kind;  /* enum field_kind */
+	uint8_t dtype; /* enum dtype; DT_NONE unless a tensor */
+	uint8_t ndim;  /* 0..SCHEMA_MAX_DIMS; 0 unless a tensor */
+	uint8_t comp;  /* enum field_comp */
+	int32_t level; /* zstd level; 0 without compression */
+	uint32_t dims[SCHEMA_MAX_DIMS]; /* unused ones are 0 */
 };
 
 struct schema {

@@ -51,7 +51,8 @@ static inline uint64_t align8(uint64_t v)
 /* Bytes of the footer before the index: head, descriptors, dictionaries. */
 static uint64_t footer_pre_index(const struct schema *s, const uint64_t *dl)
 {
-	uint64_t pos = SHARD_FOOTER_HEAD + (uint64_t)s->nfields * SHARD_FIELD_DESC;
+	uint64_t pos =
+		SHARD_FOOTER_HEAD + (uint64_t)s->nfields * SHARD_FIELD_DESC;
 
 	for (uint32_t i = 0; i < s->nfields; i++)
 		if (s->f[i].comp == COMP_ZSTD_DICT)
@@ -71,8 +72,8 @@ struct shard_writer {
 	XXH3_state_t *xx;
 	unsigned char *buf;
 	size_t buf_len;
-	uint64_t off;		/* bytes of the file so far, buffered included */
-	unsigned char *index;	/* SHARD_INDEX_ENTRY bytes per record */
+	uint64_t off;	      /* bytes of the file so far, buffered included */
+	unsigned char *index; /* SHARD_INDEX_ENTRY bytes per record */
 	uint64_t count, index_cap;
 	bool failed;
 };
@@ -110,7 +111,7 @@ static int wput(struct shard_writer *w, const void *p, size_t len)
 		err = fdio_write_all(w->fd, p, len);
 		if (err)
 			return err;
-	} else if (len) {	/* p may be NULL when len is 0 */
+	} else if (len) { /* p may be NULL when len is 0 */
 		memcpy(w->buf + w->buf_len, p, len);
 		w->buf_len += len;
 	}
@@ -184,14 +185,17 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 	int err;
 
 	if (w->failed)
-		return diag_set(d, -EIO, "%s: an earlier write failed", w->name);
+		return diag_set(d, -EIO, "%s: an earlier write failed",
+				w->name);
 	for (uint32_t i = 0; i < nf; i++) {
 		const struct field *fd = &w->schema.f[i];
 
 		if (fd->comp == COMP_NONE && fd->kind == FIELD_TENSOR &&
 		    f[i].len != field_fixed_size(fd))
 			return diag_set(d, LOADER_ESCHEMA,
-					"%s: record %" PRIu64 ": field %s has %" PRIu32 " bytes, its shape needs %" PRIu64,
+					"%s: record %" PRIu64
+					": field %s has %" PRIu32
+					" bytes, its shape needs %" PRIu64,
 					w->name, w->count, fd->name, f[i].len,
 					field_fixed_size(fd));
 		put32(lens + 4 * i, f[i].len);
@@ -199,7 +203,8 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 	}
 	if (total > SHARD_MAX_RECORD)
 		return diag_set(d, LOADER_ETOOBIG,
-				"%s: record %" PRIu64 " of %" PRIu64 " bytes exceeds 4 GiB",
+				"%s: record %" PRIu64 " of %" PRIu64
+				" bytes exceeds 4 GiB",
 				w->name, w->count, total);
 	if (w->count == w->index_cap) {
 		uint64_t cap = w->index_cap ? w->index_cap * 2 : 1024;
@@ -224,7 +229,8 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 		w->stats[i].stored_bytes += f[i].len;
 		/* Without compression, raw is what is stored, whatever given. */
 		w->stats[i].raw_bytes += w->schema.f[i].comp == COMP_NONE ?
-						 f[i].len : f[i].raw_len;
+						 f[i].len :
+						 f[i].raw_len;
 	}
 	if (err) {
 		w->failed = true;
@@ -258,7 +264,8 @@ int shard_writer_finish(struct shard_writer *w, struct diag *d)
 	int err;
 
 	if (w->failed)
-		return diag_set(d, -EIO, "%s: an earlier write failed", w->name);
+		return diag_set(d, -EIO, "%s: an earlier write failed",
+				w->name);
 	ft = calloc(1, pre);
 	if (!ft)
 		return -ENOMEM;
@@ -270,7 +277,8 @@ int shard_writer_finish(struct shard_writer *w, struct diag *d)
 	pos = SHARD_FOOTER_HEAD + (uint64_t)s->nfields * SHARD_FIELD_DESC;
 	for (uint32_t i = 0; i < s->nfields; i++) {
 		const struct field *f = &s->f[i];
-		unsigned char *p = ft + SHARD_FOOTER_HEAD + i * SHARD_FIELD_DESC;
+		unsigned char *p =
+			ft + SHARD_FOOTER_HEAD + i * SHARD_FIELD_DESC;
 
 		memcpy(p, f->name, sizeof(f->name));
 		p[32] = f->kind;
@@ -353,15 +361,18 @@ static int check_header(struct shard *sh, const unsigned char *h,
 				sh->name);
 	if (get32(h + 8) != SHARD_VERSION)
 		return diag_set(d, LOADER_EVERSION,
-				"%s: offset 8: format version %" PRIu32 ", this reader knows %d",
+				"%s: offset 8: format version %" PRIu32
+				", this reader knows %d",
 				sh->name, get32(h + 8), SHARD_VERSION);
 	if (get64(h + 56) != want)
 		return diag_set(d, LOADER_ECHECKSUM,
-				"%s: offset 56: header checksum %016" PRIx64 ", computed %016" PRIx64,
+				"%s: offset 56: header checksum %016" PRIx64
+				", computed %016" PRIx64,
 				sh->name, get64(h + 56), want);
 	if (get32(h + 12) != SHARD_HEADER_SIZE)
 		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset 12: header size %" PRIu32 ", expected %d",
+				"%s: offset 12: header size %" PRIu32
+				", expected %d",
 				sh->name, get32(h + 12), SHARD_HEADER_SIZE);
 	if (get64(h + 16))
 		return diag_set(d, LOADER_EVERSION,
@@ -369,9 +380,10 @@ static int check_header(struct shard *sh, const unsigned char *h,
 				sh->name, get64(h + 16));
 	for (unsigned i = 24; i < 56; i++)
 		if (h[i])
-			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %u: reserved header byte is not zero",
-					sh->name, i);
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"%s: offset %u: reserved header byte is not zero",
+				sh->name, i);
 	return 0;
 }
 
@@ -382,32 +394,45 @@ static int check_trailer(struct shard *sh, const unsigned char *t,
 	uint64_t want = XXH3_64bits(t, 48);
 
 	if (memcmp(t + 56, SHARD_MAGIC, 8))
-		return diag_set(d, LOADER_ETRUNC,
-				"%s: offset %" PRIu64 ": no trailer magic at the end of the file: truncated or unfinished shard",
-				sh->name, at + 56);
+		return diag_set(
+			d, LOADER_ETRUNC,
+			"%s: offset %" PRIu64
+			": no trailer magic at the end of the file: truncated or unfinished shard",
+			sh->name, at + 56);
 	if (get64(t + 48) != want)
 		return diag_set(d, LOADER_ECHECKSUM,
-				"%s: offset %" PRIu64 ": trailer checksum %016" PRIx64 ", computed %016" PRIx64,
+				"%s: offset %" PRIu64
+				": trailer checksum %016" PRIx64
+				", computed %016" PRIx64,
 				sh->name, at + 48, get64(t + 48), want);
 	if (get32(t + 32) != SHARD_VERSION)
 		return diag_set(d, LOADER_EVERSION,
-				"%s: offset %" PRIu64 ": trailer version %" PRIu32 ", expected %d",
-				sh->name, at + 32, get32(t + 32), SHARD_VERSION);
+				"%s: offset %" PRIu64
+				": trailer version %" PRIu32 ", expected %d",
+				sh->name, at + 32, get32(t + 32),
+				SHARD_VERSION);
 	if (get32(t + 36) || get64(t + 40))
 		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": reserved trailer bytes are not zero",
+				"%s: offset %" PRIu64
+				": reserved trailer bytes are not zero",
 				sh->name, at + 36);
 	*foff = get64(t);
 	*fsize = get64(t + 8);
 	sh->count = get64(t + 16);
 	/* Footer must sit exactly between the records and the trailer. */
 	if (*foff < SHARD_HEADER_SIZE || *foff > at || *fsize != at - *foff)
-		return diag_set(d, LOADER_ERANGE,
-				"%s: offset %" PRIu64 ": footer at %" PRIu64 " of %" PRIu64 " bytes does not end at the trailer (offset %" PRIu64 ")",
-				sh->name, at, *foff, *fsize, at);
+		return diag_set(
+			d, LOADER_ERANGE,
+			"%s: offset %" PRIu64 ": footer at %" PRIu64
+			" of %" PRIu64
+			" bytes does not end at the trailer (offset %" PRIu64
+			")",
+			sh->name, at, *foff, *fsize, at);
 	if (sh->count > *fsize / SHARD_INDEX_ENTRY)
 		return diag_set(d, LOADER_ERANGE,
-				"%s: offset %" PRIu64 ": %" PRIu64 " records cannot fit a footer of %" PRIu64 " bytes",
+				"%s: offset %" PRIu64 ": %" PRIu64
+				" records cannot fit a footer of %" PRIu64
+				" bytes",
 				sh->name, at + 16, sh->count, *fsize);
 	return 0;
 }
@@ -421,25 +446,32 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 
 	if (nf == 0 || nf > SCHEMA_MAX_FIELDS)
 		return diag_set(d, LOADER_ESCHEMA,
-				"%s: offset %" PRIu64 ": %" PRIu32 " fields, expected 1..%d",
+				"%s: offset %" PRIu64 ": %" PRIu32
+				" fields, expected 1..%d",
 				sh->name, foff, nf, SCHEMA_MAX_FIELDS);
 	if (get32(ft + 4) != SHARD_FIELD_DESC ||
 	    get32(ft + 8) != SHARD_INDEX_ENTRY || get32(ft + 12))
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": descriptor size %" PRIu32 " / index entry size %" PRIu32 " not those of version 1",
-				sh->name, foff + 4, get32(ft + 4), get32(ft + 8));
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64 ": descriptor size %" PRIu32
+			" / index entry size %" PRIu32
+			" not those of version 1",
+			sh->name, foff + 4, get32(ft + 4), get32(ft + 8));
 	if (get64(ft + 16) != sh->count)
 		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": footer counts %" PRIu64 " records, trailer %" PRIu64,
+				"%s: offset %" PRIu64 ": footer counts %" PRIu64
+				" records, trailer %" PRIu64,
 				sh->name, foff + 16, get64(ft + 16), sh->count);
 	pos = SHARD_FOOTER_HEAD + (uint64_t)nf * SHARD_FIELD_DESC;
 	if (pos > sh->footer_size)
 		return diag_set(d, LOADER_ERANGE,
-				"%s: offset %" PRIu64 ": %" PRIu32 " field descriptors overrun the footer",
+				"%s: offset %" PRIu64 ": %" PRIu32
+				" field descriptors overrun the footer",
 				sh->name, foff, nf);
 	sh->schema.nfields = nf;
 	for (uint32_t i = 0; i < nf; i++) {
-		const unsigned char *p = ft + SHARD_FOOTER_HEAD + i * SHARD_FIELD_DESC;
+		const unsigned char *p =
+			ft + SHARD_FOOTER_HEAD + i * SHARD_FIELD_DESC;
 		uint64_t at = foff + SHARD_FOOTER_HEAD + i * SHARD_FIELD_DESC;
 		struct field *f = &sh->schema.f[i];
 
@@ -453,55 +485,76 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 			f->dims[k] = get32(p + 40 + 4 * k);
 		err = field_check(f, d);
 		if (err)
-			return diag_wrap(d, err, "%s: offset %" PRIu64 ": field %" PRIu32,
+			return diag_wrap(d, err,
+					 "%s: offset %" PRIu64
+					 ": field %" PRIu32,
 					 sh->name, at, i);
 		sh->stats[i].raw_bytes = get64(p + 72);
 		sh->stats[i].stored_bytes = get64(p + 80);
 		if (get64(p + 88))
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": reserved field bytes are not zero",
+					"%s: offset %" PRIu64
+					": reserved field bytes are not zero",
 					sh->name, at + 88);
 		if (f->comp != COMP_ZSTD_DICT) {
 			if (get64(p + 56) || get64(p + 64))
-				return diag_set(d, LOADER_EFORMAT,
-						"%s: offset %" PRIu64 ": field %s has a dictionary but no dictionary compression",
-						sh->name, at + 56, f->name);
+				return diag_set(
+					d, LOADER_EFORMAT,
+					"%s: offset %" PRIu64
+					": field %s has a dictionary but no dictionary compression",
+					sh->name, at + 56, f->name);
 		} else {
 			/* Dictionaries follow the descriptors in field order. */
 			uint64_t o = get64(p + 56), n = get64(p + 64);
 
 			if (o != pos || n == 0 || pos > sh->footer_size ||
 			    n > sh->footer_size - pos)
-				return diag_set(d, LOADER_ERANGE,
-						"%s: offset %" PRIu64 ": dictionary of field %s at %" PRIu64 "+%" PRIu64 " is not where it belongs (%" PRIu64 ") or overruns the footer",
-						sh->name, at + 56, f->name, o, n, pos);
+				return diag_set(
+					d, LOADER_ERANGE,
+					"%s: offset %" PRIu64
+					": dictionary of field %s at %" PRIu64
+					"+%" PRIu64
+					" is not where it belongs (%" PRIu64
+					") or overruns the footer",
+					sh->name, at + 56, f->name, o, n, pos);
 			sh->dict_off[i] = o;
 			sh->dict_len[i] = n;
 			pos = align8(pos + n);
 		}
 		if (f->comp == COMP_NONE &&
 		    sh->stats[i].raw_bytes != sh->stats[i].stored_bytes)
-			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": field %s is uncompressed but raw and stored totals differ",
-					sh->name, at + 72, f->name);
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"%s: offset %" PRIu64
+				": field %s is uncompressed but raw and stored totals differ",
+				sh->name, at + 72, f->name);
 		if (f->kind == FIELD_TENSOR &&
 		    sh->stats[i].raw_bytes != field_fixed_size(f) * sh->count)
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": field %s totals %" PRIu64 " raw bytes, %" PRIu64 " records of its shape need %" PRIu64,
+					"%s: offset %" PRIu64
+					": field %s totals %" PRIu64
+					" raw bytes, %" PRIu64
+					" records of its shape need %" PRIu64,
 					sh->name, at + 72, f->name,
 					sh->stats[i].raw_bytes, sh->count,
 					field_fixed_size(f) * sh->count);
 		if (f->kind == FIELD_TENSOR && f->comp == COMP_NONE &&
-		    sh->stats[i].stored_bytes != field_fixed_size(f) * sh->count)
+		    sh->stats[i].stored_bytes !=
+			    field_fixed_size(f) * sh->count)
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": field %s totals %" PRIu64 " bytes, %" PRIu64 " records of its shape need %" PRIu64,
+					"%s: offset %" PRIu64
+					": field %s totals %" PRIu64
+					" bytes, %" PRIu64
+					" records of its shape need %" PRIu64,
 					sh->name, at + 80, f->name,
 					sh->stats[i].stored_bytes, sh->count,
 					field_fixed_size(f) * sh->count);
 		if (sh->stats[i].stored_bytes > sh->file_size)
-			return diag_set(d, LOADER_ERANGE,
-					"%s: offset %" PRIu64 ": field %s totals more bytes than the file has",
-					sh->name, at + 80, f->name);
+			return diag_set(
+				d, LOADER_ERANGE,
+				"%s: offset %" PRIu64
+				": field %s totals more bytes than the file has",
+				sh->name, at + 80, f->name);
 		stored += sh->stats[i].stored_bytes;
 	}
 	err = schema_check(&sh->schema, d);
@@ -510,7 +563,10 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 	if (get64(ft + 24) != pos ||
 	    pos + sh->count * SHARD_INDEX_ENTRY != sh->footer_size)
 		return diag_set(d, LOADER_ERANGE,
-				"%s: offset %" PRIu64 ": index at %" PRIu64 " with %" PRIu64 " entries does not fill the footer (%" PRIu64 " bytes)",
+				"%s: offset %" PRIu64 ": index at %" PRIu64
+				" with %" PRIu64
+				" entries does not fill the footer (%" PRIu64
+				" bytes)",
 				sh->name, foff + 24, get64(ft + 24), sh->count,
 				sh->footer_size);
 	for (uint64_t k = SHARD_FOOTER_HEAD + (uint64_t)nf * SHARD_FIELD_DESC;
@@ -523,14 +579,19 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 				in_dict = true;
 		if (!in_dict && ft[k])
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: offset %" PRIu64 ": footer padding is not zero",
+					"%s: offset %" PRIu64
+					": footer padding is not zero",
 					sh->name, foff + k);
 	}
-	if (stored + (uint64_t)4 * nf * sh->count != sh->data_end - SHARD_HEADER_SIZE)
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": field totals (%" PRIu64 " bytes) do not add up to the record region (%" PRIu64 " bytes)",
-				sh->name, foff, stored + (uint64_t)4 * nf * sh->count,
-				sh->data_end - SHARD_HEADER_SIZE);
+	if (stored + (uint64_t)4 * nf * sh->count !=
+	    sh->data_end - SHARD_HEADER_SIZE)
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64 ": field totals (%" PRIu64
+			" bytes) do not add up to the record region (%" PRIu64
+			" bytes)",
+			sh->name, foff, stored + (uint64_t)4 * nf * sh->count,
+			sh->data_end - SHARD_HEADER_SIZE);
 	sh->index = ft + pos;
 	return 0;
 }
@@ -549,15 +610,22 @@ static int check_index(struct shard *sh, uint64_t foff, struct diag *d)
 
 		if (off != expect || len < min || len > sh->data_end - off ||
 		    get32(e + 12))
-			return diag_set(d, LOADER_ERANGE,
-					"%s: offset %" PRIu64 ": index entry %" PRIu64 " (record at %" PRIu64 ", %" PRIu32 " bytes) is not the next record (expected at %" PRIu64 ", at least %" PRIu64 " bytes, ending by %" PRIu64 ")",
-					sh->name, ioff + i * SHARD_INDEX_ENTRY,
-					i, off, len, expect, min, sh->data_end);
+			return diag_set(
+				d, LOADER_ERANGE,
+				"%s: offset %" PRIu64 ": index entry %" PRIu64
+				" (record at %" PRIu64 ", %" PRIu32
+				" bytes) is not the next record (expected at %" PRIu64
+				", at least %" PRIu64
+				" bytes, ending by %" PRIu64 ")",
+				sh->name, ioff + i * SHARD_INDEX_ENTRY, i, off,
+				len, expect, min, sh->data_end);
 		expect = off + len;
 	}
 	if (expect != sh->data_end)
 		return diag_set(d, LOADER_ERANGE,
-				"%s: offset %" PRIu64 ": records end at %" PRIu64 " but the footer starts at %" PRIu64,
+				"%s: offset %" PRIu64
+				": records end at %" PRIu64
+				" but the footer starts at %" PRIu64,
 				sh->name, expect, expect, sh->data_end);
 	return 0;
 }
@@ -576,16 +644,20 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	sh->fd = fd;
 	snprintf(sh->name, sizeof(sh->name), "%s", name);
 	if (fstat(fd, &st)) {
-		err = diag_set(d, -errno, "%s: stat: %s", name, strerror(errno));
+		err = diag_set(d, -errno, "%s: stat: %s", name,
+			       strerror(errno));
 		goto fail;
 	}
 	sh->file_size = (uint64_t)st.st_size;
-	if (sh->file_size < SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE +
-				    SHARD_FOOTER_HEAD) {
-		err = diag_set(d, sh->file_size >= 8 ? LOADER_ETRUNC : LOADER_EFORMAT,
-			       "%s: %" PRIu64 " bytes is too short for a shard (at least %d)",
-			       name, sh->file_size,
-			       SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE + SHARD_FOOTER_HEAD);
+	if (sh->file_size <
+	    SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE + SHARD_FOOTER_HEAD) {
+		err = diag_set(
+			d, sh->file_size >= 8 ? LOADER_ETRUNC : LOADER_EFORMAT,
+			"%s: %" PRIu64
+			" bytes is too short for a shard (at least %d)",
+			name, sh->file_size,
+			SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE +
+				SHARD_FOOTER_HEAD);
 		goto fail;
 	}
 	err = fdio_pread_all(fd, hdr, sizeof(hdr), 0);
@@ -618,13 +690,16 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	want = XXH3_64bits(sh->footer, fsize);
 	if (want != get64(tr + 24)) {
 		err = diag_set(d, LOADER_ECHECKSUM,
-			       "%s: offset %" PRIu64 ": footer checksum %016" PRIx64 ", computed %016" PRIx64,
+			       "%s: offset %" PRIu64
+			       ": footer checksum %016" PRIx64
+			       ", computed %016" PRIx64,
 			       name, foff, get64(tr + 24), want);
 		goto fail;
 	}
 	if (fsize < SHARD_FOOTER_HEAD) {
 		err = diag_set(d, LOADER_ERANGE,
-			       "%s: offset %" PRIu64 ": footer of %" PRIu64 " bytes",
+			       "%s: offset %" PRIu64 ": footer of %" PRIu64
+			       " bytes",
 			       name, foff, fsize);
 		goto fail;
 	}
@@ -636,7 +711,8 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	for (uint32_t i = 0; i < sh->schema.nfields; i++) {
 		if (!sh->dict_len[i])
 			continue;
-		err = zrec_ddict_new(&sh->ddict[i], sh->footer + sh->dict_off[i],
+		err = zrec_ddict_new(&sh->ddict[i],
+				     sh->footer + sh->dict_off[i],
 				     sh->dict_len[i], d);
 		if (err) {
 			diag_wrap(d, err, "%s: dictionary of field %s", name,
@@ -720,16 +796,20 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 
 	if (shard_rec(sh, i, &r))
 		return diag_set(d, LOADER_ERANGE,
-				"%s: record %" PRIu64 " out of range (%" PRIu64 " records)",
+				"%s: record %" PRIu64 " out of range (%" PRIu64
+				" records)",
 				sh->name, i, sh->count);
 	if (len != r.length)
 		return diag_set(d, LOADER_ETRUNC,
-				"%s: record %" PRIu64 " at offset %" PRIu64 ": %zu bytes given, index says %" PRIu32,
+				"%s: record %" PRIu64 " at offset %" PRIu64
+				": %zu bytes given, index says %" PRIu32,
 				sh->name, i, r.offset, len, r.length);
 	h = XXH3_64bits(buf, len);
 	if (h != r.xxh3)
 		return diag_set(d, LOADER_ECHECKSUM,
-				"%s: record %" PRIu64 " at offset %" PRIu64 ": checksum %016" PRIx64 ", computed %016" PRIx64,
+				"%s: record %" PRIu64 " at offset %" PRIu64
+				": checksum %016" PRIx64
+				", computed %016" PRIx64,
 				sh->name, i, r.offset, r.xxh3, h);
 	for (uint32_t k = 0; k < nf; k++) {
 		out[k].len = get32(p + 4 * k);
@@ -738,7 +818,9 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 	}
 	if (sum != len)
 		return diag_set(d, LOADER_EFORMAT,
-				"%s: record %" PRIu64 " at offset %" PRIu64 ": field lengths add up to %" PRIu64 " bytes, record has %zu",
+				"%s: record %" PRIu64 " at offset %" PRIu64
+				": field lengths add up to %" PRIu64
+				" bytes, record has %zu",
 				sh->name, i, r.offset, sum, len);
 	p += 4 * nf;
 	for (uint32_t k = 0; k < nf; k++) {
@@ -747,7 +829,10 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 		if (f->kind == FIELD_TENSOR && f->comp == COMP_NONE &&
 		    out[k].len != field_fixed_size(f))
 			return diag_set(d, LOADER_EFORMAT,
-					"%s: record %" PRIu64 " at offset %" PRIu64 ": field %s has %" PRIu32 " bytes, its shape needs %" PRIu64,
+					"%s: record %" PRIu64
+					" at offset %" PRIu64
+					": field %s has %" PRIu32
+					" bytes, its shape needs %" PRIu64,
 					sh->name, i, r.offset, f->name,
 					out[k].len, field_fixed_size(f));
 		out[k].data = p;
@@ -756,23 +841,27 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 	return 0;
 }
 
-int shard_read_record(const struct shard *sh, uint64_t i, void *buf,
-		      size_t cap, struct shard_field *out, struct diag *d)
+int shard_read_record(const struct shard *sh, uint64_t i, void *buf, size_t cap,
+		      struct shard_field *out, struct diag *d)
 {
 	struct shard_rec r;
 	int err;
 
 	if (shard_rec(sh, i, &r))
 		return diag_set(d, LOADER_ERANGE,
-				"%s: record %" PRIu64 " out of range (%" PRIu64 " records)",
+				"%s: record %" PRIu64 " out of range (%" PRIu64
+				" records)",
 				sh->name, i, sh->count);
 	if (r.length > cap)
 		return diag_set(d, LOADER_ETOOBIG,
-				"%s: record %" PRIu64 " has %" PRIu32 " bytes, buffer %zu",
+				"%s: record %" PRIu64 " has %" PRIu32
+				" bytes, buffer %zu",
 				sh->name, i, r.length, cap);
 	err = fdio_pread_all(sh->fd, buf, r.length, r.offset);
 	if (err)
-		return diag_set(d, err, "%s: record %" PRIu64 " at offset %" PRIu64 ": read: %s",
+		return diag_set(d, err,
+				"%s: record %" PRIu64 " at offset %" PRIu64
+				": read: %s",
 				sh->name, i, r.offset, loader_strerror(err));
 	return shard_parse_record(sh, i, buf, r.length, out, d);
 }
@@ -785,12 +874,11 @@ static void field_src(const struct shard *sh, unsigned i,
 	src->len = f->len;
 	src->ddict = sh->ddict[i];
 	*ops = codec_get(sh->schema.f[i].comp == COMP_NONE ? CODEC_RAW :
-							      CODEC_ZSTD);
+							     CODEC_ZSTD);
 }
 
-int shard_field_size(const struct shard *sh, struct codec_ctx *ctx,
-		     unsigned i, const struct shard_field *f, size_t *size,
-		     struct diag *d)
+int shard_field_size(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
+		     const struct shard_field *f, size_t *size, struct diag *d)
 {
 	const struct codec_ops *ops;
 	struct codec_src src;
@@ -821,10 +909,10 @@ int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 	if (err)
 		return diag_wrap(d, err, "%s: field %s", sh->name, fd->name);
 	if (fd->kind == FIELD_TENSOR && info.size != field_fixed_size(fd))
-		return diag_set(d, LOADER_EDECODE,
-				"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
-				sh->name, fd->name, info.size,
-				field_fixed_size(fd));
+		return diag_set(
+			d, LOADER_EDECODE,
+			"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
+			sh->name, fd->name, info.size, field_fixed_size(fd));
 	*out_len = info.size;
 	return 0;
 }

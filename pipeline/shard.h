@@ -21,13 +21,13 @@
 #include "diag.h"
 #include "schema.h"
 
-#define SHARD_MAGIC "LDSHARD"	/* 7 characters and a NUL: 8 bytes */
-#define SHARD_VERSION 1
-#define SHARD_HEADER_SIZE 64
+#define SHARD_MAGIC	   "LDSHARD" /* 7 characters and a NUL: 8 bytes */
+#define SHARD_VERSION	   1
+#define SHARD_HEADER_SIZE  64
 #define SHARD_TRAILER_SIZE 64
-#define SHARD_FOOTER_HEAD 32
-#define SHARD_FIELD_DESC 96
-#define SHARD_INDEX_ENTRY 24
+#define SHARD_FOOTER_HEAD  32
+#define SHARD_FIELD_DESC   96
+#define SHARD_INDEX_ENTRY  24
 /* No record may be larger than this (lengths are u32 on disk). */
 #define SHARD_MAX_RECORD UINT32_MAX
 
@@ -36,21 +36,21 @@ struct zrec_ddict;
 /* A field's payload as the writer takes it and the reader returns it. */
 struct shard_field {
 	const void *data;
-	uint32_t len;		/* stored (possibly compressed) bytes */
-	uint64_t raw_len;	/* writer: bytes before compression */
+	uint32_t len;	  /* stored (possibly compressed) bytes */
+	uint64_t raw_len; /* writer: bytes before compression */
 };
 
 /* One index entry. */
 struct shard_rec {
-	uint64_t offset;	/* absolute file offset of the record */
+	uint64_t offset; /* absolute file offset of the record */
 	uint32_t length;
-	uint64_t xxh3;		/* XXH3-64 of the record's bytes */
+	uint64_t xxh3; /* XXH3-64 of the record's bytes */
 };
 
 /* Per-field totals kept in the footer. */
 struct shard_field_stats {
-	uint64_t raw_bytes;	/* before compression */
-	uint64_t stored_bytes;	/* as stored, without the length prefix */
+	uint64_t raw_bytes;    /* before compression */
+	uint64_t stored_bytes; /* as stored, without the length prefix */
 };
 
 /* A dictionary handed to the writer (NULL data for none). */
@@ -156,8 +156,8 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
  * Read record i with pread into buf (cap bytes) and parse it as above.
  * A convenience for tools; the daemon plans its own reads.
  */
-int shard_read_record(const struct shard *sh, uint64_t i, void *buf,
-		      size_t cap, struct shard_field *out, struct diag *d);
+int shard_read_record(const struct shard *sh, uint64_t i, void *buf, size_t cap,
+		      struct shard_field *out, struct diag *d);
 
 /*
  * Undo field i's compression: the size payload f unpacks to (probe), and
@@ -166,9 +166,8 @@ int shard_read_record(const struct shard *sh, uint64_t i, void *buf,
  * file and field; the caller adds the record.
  */
 struct codec_ctx;
-int shard_field_size(const struct shard *sh, struct codec_ctx *ctx,
-		     unsigned i, const struct shard_field *f, size_t *size,
-		     struct diag *d);
+int shard_field_size(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
+		     const struct shard_field *f, size_t *size, struct diag *d);
 int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 		       unsigned i, const struct shard_field *f, void *dst,
 		       size_t cap, size_t *out_len, struct diag *d);

@@ -22,27 +22,27 @@
 #include "loader.h"
 #include "tar.h"
 
-#define OFF_NAME 0
-#define OFF_SIZE 124
-#define OFF_CHKSUM 148
-#define OFF_TYPE 156
-#define OFF_MAGIC 257
+#define OFF_NAME    0
+#define OFF_SIZE    124
+#define OFF_CHKSUM  148
+#define OFF_TYPE    156
+#define OFF_MAGIC   257
 #define OFF_VERSION 263
-#define OFF_PREFIX 345
-#define OFF_ISEXT 482
+#define OFF_PREFIX  345
+#define OFF_ISEXT   482
 /* In an old GNU sparse extension block, the "another one follows" flag. */
 #define OFF_EXT_ISEXT 504
 
 struct tar_reader {
 	int fd;
-	char *name;		/* the archive, for messages */
+	char *name; /* the archive, for messages */
 	uint64_t fsize;
-	uint64_t off;		/* the next header */
-	int state;		/* 0 reading, 1 at the end, < 0 the error */
-	struct diag err;	/* the error, repeated by later calls */
-	char *path;		/* the member handed out last */
+	uint64_t off;	 /* the next header */
+	int state;	 /* 0 reading, 1 at the end, < 0 the error */
+	struct diag err; /* the error, repeated by later calls */
+	char *path;	 /* the member handed out last */
 	size_t path_cap;
-	unsigned char *meta;	/* data of 'L' and 'x' members */
+	unsigned char *meta; /* data of 'L' and 'x' members */
 	size_t meta_cap;
 	/* What 'L' and 'x' headers say about the member that follows them. */
 	char *long_name;
@@ -50,8 +50,8 @@ struct tar_reader {
 	uint64_t pax_size;
 	bool has_pax_size;
 	bool pax_sparse;
-	bool pending;		/* some of the above is set */
-	uint64_t pending_off;	/* the first of those headers */
+	bool pending;	      /* some of the above is set */
+	uint64_t pending_off; /* the first of those headers */
 };
 
 static bool is_zero(const unsigned char *b)
@@ -130,8 +130,8 @@ static bool checksum_ok(const unsigned char *b, uint64_t *stored,
 	int64_t ssum = 0;
 
 	for (unsigned i = 0; i < TAR_BLOCK; i++) {
-		unsigned char c = i >= OFF_CHKSUM && i < OFF_CHKSUM + 8 ?
-					  ' ' : b[i];
+		unsigned char c =
+			i >= OFF_CHKSUM && i < OFF_CHKSUM + 8 ? ' ' : b[i];
 
 		usum += c;
 		ssum += (signed char)c;
@@ -191,8 +191,7 @@ static bool has_data(char type)
 	return !(type >= '1' && type <= '6');
 }
 
-int tar_open(struct tar_reader **out, int fd, const char *name,
-	     struct diag *d)
+int tar_open(struct tar_reader **out, int fd, const char *name, struct diag *d)
 {
 	struct tar_reader *t;
 	struct stat st;
@@ -261,7 +260,9 @@ static int read_meta(struct tar_reader *t, uint64_t hoff, uint64_t size,
 
 	if (size > TAR_META_MAX)
 		return diag_set(d, LOADER_ETOOBIG,
-				"%s: offset %" PRIu64 ": extended header of %" PRIu64 " bytes (at most %u accepted)",
+				"%s: offset %" PRIu64
+				": extended header of %" PRIu64
+				" bytes (at most %u accepted)",
 				t->name, hoff, size, TAR_META_MAX);
 	if (size + 1 > t->meta_cap) {
 		p = realloc(t->meta, size + 1);
@@ -361,10 +362,12 @@ static int parse_pax(struct tar_reader *t, uint64_t hoff, size_t len,
 		}
 		p = rec_end;
 		continue;
-bad:
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": malformed pax record in the extended header at offset %" PRIu64,
-				t->name, doff + (uint64_t)(p - buf), hoff);
+	bad:
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64
+			": malformed pax record in the extended header at offset %" PRIu64,
+			t->name, doff + (uint64_t)(p - buf), hoff);
 	}
 	return 0;
 }
@@ -373,8 +376,8 @@ bad:
 static int header_name(struct tar_reader *t, const unsigned char *b)
 {
 	size_t nlen = strnlen((const char *)b + OFF_NAME, 100);
-	size_t plen = is_ustar(b) ? strnlen((const char *)b + OFF_PREFIX, 155) :
-				    0;
+	size_t plen =
+		is_ustar(b) ? strnlen((const char *)b + OFF_PREFIX, 155) : 0;
 	size_t need = plen + 1 + nlen + 1;
 	char *p;
 
@@ -425,14 +428,16 @@ static int skip_sparse_ext(struct tar_reader *t, const unsigned char *b,
 
 	while (more) {
 		if (t->fsize - *data_off < TAR_BLOCK)
-			return diag_set(d, LOADER_ETRUNC,
-					"%s: offset %" PRIu64 ": truncated: the file ends inside the sparse map of the member at offset %" PRIu64,
-					t->name, *data_off, hoff);
+			return diag_set(
+				d, LOADER_ETRUNC,
+				"%s: offset %" PRIu64
+				": truncated: the file ends inside the sparse map of the member at offset %" PRIu64,
+				t->name, *data_off, hoff);
 		err = fdio_pread_all(t->fd, ext, TAR_BLOCK, *data_off);
 		if (err)
-			return diag_set(d, err, "%s: offset %" PRIu64 ": read: %s",
-					t->name, *data_off,
-					loader_strerror(err));
+			return diag_set(
+				d, err, "%s: offset %" PRIu64 ": read: %s",
+				t->name, *data_off, loader_strerror(err));
 		more = ext[OFF_EXT_ISEXT] != 0;
 		*data_off += TAR_BLOCK;
 	}
@@ -447,23 +452,29 @@ static int zero_block(struct tar_reader *t, uint64_t hoff, struct diag *d)
 	int err;
 
 	if (t->pending)
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": the extended header at offset %" PRIu64 " is followed by the end of the archive, not a member",
-				t->name, hoff, t->pending_off);
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64
+			": the extended header at offset %" PRIu64
+			" is followed by the end of the archive, not a member",
+			t->name, hoff, t->pending_off);
 	if (next == t->fsize)
 		return 0;
 	if (t->fsize - next < TAR_BLOCK)
 		return diag_set(d, LOADER_ETRUNC,
-				"%s: offset %" PRIu64 ": truncated: %" PRIu64 " bytes after a zero block, not a whole block",
+				"%s: offset %" PRIu64 ": truncated: %" PRIu64
+				" bytes after a zero block, not a whole block",
 				t->name, next, t->fsize - next);
 	err = fdio_pread_all(t->fd, b, TAR_BLOCK, next);
 	if (err)
 		return diag_set(d, err, "%s: offset %" PRIu64 ": read: %s",
 				t->name, next, loader_strerror(err));
 	if (!is_zero(b))
-		return diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": a lone zero block is followed by more headers",
-				t->name, hoff);
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: offset %" PRIu64
+			": a lone zero block is followed by more headers",
+			t->name, hoff);
 	return 0;
 }
 
@@ -484,21 +495,36 @@ int tar_next(struct tar_reader *t, struct tar_member *m, struct diag *d)
 		if (hoff == t->fsize) {
 			/* End of file at a block boundary: no zero blocks. */
 			if (t->pending)
-				return stop(t, diag_set(d, LOADER_ETRUNC,
-					"%s: offset %" PRIu64 ": truncated: the file ends after the extended header at offset %" PRIu64,
-					t->name, hoff, t->pending_off), d);
+				return stop(
+					t,
+					diag_set(
+						d, LOADER_ETRUNC,
+						"%s: offset %" PRIu64
+						": truncated: the file ends after the extended header at offset %" PRIu64,
+						t->name, hoff, t->pending_off),
+					d);
 			t->state = 1;
 			return 0;
 		}
 		if (t->fsize - hoff < TAR_BLOCK)
-			return stop(t, diag_set(d, LOADER_ETRUNC,
-				"%s: offset %" PRIu64 ": truncated: the file ends inside a header (%" PRIu64 " of %u bytes)",
-				t->name, hoff, t->fsize - hoff, TAR_BLOCK), d);
+			return stop(
+				t,
+				diag_set(
+					d, LOADER_ETRUNC,
+					"%s: offset %" PRIu64
+					": truncated: the file ends inside a header (%" PRIu64
+					" of %u bytes)",
+					t->name, hoff, t->fsize - hoff,
+					TAR_BLOCK),
+				d);
 		err = fdio_pread_all(t->fd, b, TAR_BLOCK, hoff);
 		if (err)
-			return stop(t, diag_set(d, err,
-				"%s: offset %" PRIu64 ": read: %s", t->name,
-				hoff, loader_strerror(err)), d);
+			return stop(t,
+				    diag_set(d, err,
+					     "%s: offset %" PRIu64 ": read: %s",
+					     t->name, hoff,
+					     loader_strerror(err)),
+				    d);
 		if (is_zero(b)) {
 			err = zero_block(t, hoff, d);
 			if (err)
@@ -507,19 +533,30 @@ int tar_next(struct tar_reader *t, struct tar_member *m, struct diag *d)
 			return 0;
 		}
 		if (!checksum_ok(b, &stored, &computed))
-			return stop(t, diag_set(d, LOADER_ECHECKSUM,
-				"%s: offset %" PRIu64 ": bad tar header checksum (stored \"%s\", computed %06" PRIo64 ", octal)",
-				t->name, hoff,
-				printable(b + OFF_CHKSUM, 8, text,
-					  sizeof(text)),
-				computed), d);
+			return stop(
+				t,
+				diag_set(
+					d, LOADER_ECHECKSUM,
+					"%s: offset %" PRIu64
+					": bad tar header checksum (stored \"%s\", computed %06" PRIo64
+					", octal)",
+					t->name, hoff,
+					printable(b + OFF_CHKSUM, 8, text,
+						  sizeof(text)),
+					computed),
+				d);
 		type = b[OFF_TYPE] ? (char)b[OFF_TYPE] : TAR_REG;
 		if (parse_number(b + OFF_SIZE, 12, &size))
-			return stop(t, diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": bad size field \"%s\" in tar header",
-				t->name, hoff + OFF_SIZE,
-				printable(b + OFF_SIZE, 12, text,
-					  sizeof(text))), d);
+			return stop(
+				t,
+				diag_set(
+					d, LOADER_EFORMAT,
+					"%s: offset %" PRIu64
+					": bad size field \"%s\" in tar header",
+					t->name, hoff + OFF_SIZE,
+					printable(b + OFF_SIZE, 12, text,
+						  sizeof(text))),
+				d);
 		data_off = hoff + TAR_BLOCK;
 		if (type == 'S') {
 			err = skip_sparse_ext(t, b, hoff, &data_off, d);
@@ -537,10 +574,19 @@ int tar_next(struct tar_reader *t, struct tar_member *m, struct diag *d)
 			err = header_name(t, b);
 			if (err)
 				return stop(t, err, d);
-			return stop(t, diag_set(d, LOADER_ETRUNC,
-				"%s: offset %" PRIu64 ": truncated: member \"%s\" has %" PRIu64 " data bytes at offset %" PRIu64 " (%" PRIu64 " padded), the file has only %" PRIu64 " more",
-				t->name, hoff, t->path, dlen, data_off, padded,
-				t->fsize - data_off), d);
+			return stop(
+				t,
+				diag_set(
+					d, LOADER_ETRUNC,
+					"%s: offset %" PRIu64
+					": truncated: member \"%s\" has %" PRIu64
+					" data bytes at offset %" PRIu64
+					" (%" PRIu64
+					" padded), the file has only %" PRIu64
+					" more",
+					t->name, hoff, t->path, dlen, data_off,
+					padded, t->fsize - data_off),
+				d);
 		}
 		t->off = data_off + padded;
 		switch (type) {
@@ -581,9 +627,12 @@ int tar_next(struct tar_reader *t, struct tar_member *m, struct diag *d)
 		m->name = t->path;
 		m->name_len = strlen(t->path);
 		if (!m->name_len)
-			return stop(t, diag_set(d, LOADER_EFORMAT,
-				"%s: offset %" PRIu64 ": member with an empty name",
-				t->name, hoff), d);
+			return stop(t,
+				    diag_set(d, LOADER_EFORMAT,
+					     "%s: offset %" PRIu64
+					     ": member with an empty name",
+					     t->name, hoff),
+				    d);
 		/* Old tars mark directories only by a trailing slash. */
 		if (type == TAR_REG && t->path[m->name_len - 1] == '/')
 			type = TAR_DIR;

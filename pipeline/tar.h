@@ -32,10 +32,10 @@
 #define TAR_META_MAX (1u << 20)
 
 /* Type flags the callers look at ('\0' from old tars is reported as '0'). */
-#define TAR_REG '0'
-#define TAR_LNK '1'
-#define TAR_SYM '2'
-#define TAR_DIR '5'
+#define TAR_REG	   '0'
+#define TAR_LNK	   '1'
+#define TAR_SYM	   '2'
+#define TAR_DIR	   '5'
 #define TAR_CONTIG '7'
 
 /* One member, as tar_next() returns it. */
@@ -46,10 +46,10 @@ struct tar_member {
 	 */
 	const char *name;
 	size_t name_len;
-	char type;		/* typeflag; 'S' also for pax sparse files */
-	uint64_t size;		/* bytes of data */
-	uint64_t header_off;	/* its first header (a long name or pax one) */
-	uint64_t data_off;	/* the data: [data_off, data_off + size) */
+	char type;	     /* typeflag; 'S' also for pax sparse files */
+	uint64_t size;	     /* bytes of data */
+	uint64_t header_off; /* its first header (a long name or pax one) */
+	uint64_t data_off;   /* the data: [data_off, data_off + size) */
 };
 
 struct tar_reader;
@@ -60,8 +60,7 @@ struct tar_reader;
  * reader is in use). name is used in error messages and copied. Returns
  * 0, or -ENOMEM or -errno from fstat.
  */
-int tar_open(struct tar_reader **out, int fd, const char *name,
-	     struct diag *d);
+int tar_open(struct tar_reader **out, int fd, const char *name, struct diag *d);
 
 /*
  * Read the next member's headers into *m. Returns 1 with *m filled, 0 at

@@ -28,7 +28,7 @@ struct verify_slot {
 	unsigned char *buf;
 	size_t cap;
 	uint64_t first, last, offset, span;
-	int err;		/* read error, described in msg */
+	int err; /* read error, described in msg */
 	char msg[DIAG_MAX];
 };
 
@@ -38,13 +38,13 @@ struct verify_ctx {
 	/* Reader state, valid during verify_shard(). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	uint64_t produced, consumed;	/* chunks; slot = count % SLOTS */
+	uint64_t produced, consumed; /* chunks; slot = count % SLOTS */
 	bool stop;
 	const struct shard *sh;
 	int fd;
-	unsigned char *scratch;	/* unpacked field */
+	unsigned char *scratch; /* unpacked field */
 	size_t scratch_cap;
-	unsigned char *pixels;	/* decoded image */
+	unsigned char *pixels; /* decoded image */
 	size_t pixels_cap;
 };
 
@@ -98,8 +98,7 @@ static int reserve(unsigned char **buf, size_t *cap, size_t n)
 }
 
 static int check_fields(struct verify_ctx *vc, const struct shard *sh,
-			uint64_t i, const struct shard_field *f,
-			struct diag *d)
+			uint64_t i, const struct shard_field *f, struct diag *d)
 {
 	const struct schema *s = shard_schema(sh);
 	const struct codec_ops *jpeg = codec_get(CODEC_JPEG);
@@ -115,21 +114,23 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		struct codec_info info;
 
 		if (fd->comp != COMP_NONE) {
-			err = shard_field_size(sh, vc->codec, k, &f[k], &len, d);
+			err = shard_field_size(sh, vc->codec, k, &f[k], &len,
+					       d);
 			if (!err && len > UINT32_MAX)
-				err = diag_set(d, LOADER_ETOOBIG,
-					       "%s: field %s unpacks to %zu bytes",
-					       shard_name(sh), fd->name, len);
+				err = diag_set(
+					d, LOADER_ETOOBIG,
+					"%s: field %s unpacks to %zu bytes",
+					shard_name(sh), fd->name, len);
 			if (!err && reserve(&vc->scratch, &vc->scratch_cap,
 					    len ? len : 1))
-				err = diag_set(d, -ENOMEM,
-					       "%s: field %s: no memory for %zu bytes",
-					       shard_name(sh), fd->name, len);
+				err = diag_set(
+					d, -ENOMEM,
+					"%s: field %s: no memory for %zu bytes",
+					shard_name(sh), fd->name, len);
 			if (!err)
-				err = shard_unpack_field(sh, vc->codec, k,
-							 &f[k], vc->scratch,
-							 vc->scratch_cap, &len,
-							 d);
+				err = shard_unpack_field(
+					sh, vc->codec, k, &f[k], vc->scratch,
+					vc->scratch_cap, &len, d);
 			if (err)
 				break;
 			payload = vc->scratch;
@@ -200,7 +201,8 @@ static void *reader_main(void *arg)
 						 sl->offset);
 		if (sl->err)
 			snprintf(sl->msg, sizeof(sl->msg),
-				 "%s: read %" PRIu64 " bytes at offset %" PRIu64 ": %s",
+				 "%s: read %" PRIu64 " bytes at offset %" PRIu64
+				 ": %s",
 				 shard_name(vc->sh), sl->span, sl->offset,
 				 loader_strerror(sl->err));
 		i = sl->last + 1;

@@ -18,22 +18,22 @@
 struct verify_ctx;
 
 /* Called once per bad record; msg names file, record and offset. */
-typedef void (*verify_bad_fn)(void *arg, const struct shard *sh,
-			      uint64_t index, int err, const char *msg);
+typedef void (*verify_bad_fn)(void *arg, const struct shard *sh, uint64_t index,
+			      int err, const char *msg);
 /* Called as records are done, with the bytes of records done since last. */
 typedef void (*verify_progress_fn)(void *arg, uint64_t bytes);
 
 struct verify_opts {
-	bool decode;		/* decode every field, not only checksums */
+	bool decode; /* decode every field, not only checksums */
 	verify_bad_fn bad;
 	verify_progress_fn progress;
 	void *arg;
 };
 
 struct verify_stats {
-	uint64_t records;	/* records checked */
-	uint64_t bad;		/* of which bad */
-	uint64_t bytes;		/* record bytes read */
+	uint64_t records; /* records checked */
+	uint64_t bad;	  /* of which bad */
+	uint64_t bytes;	  /* record bytes read */
 };
 
 /*

@@ -72,9 +72,10 @@ static inline void ut_picture(unsigned char *px, unsigned w, unsigned h,
 			unsigned char *p = px + ((size_t)y * w + x) * ch;
 
 			for (unsigned c = 0; c < ch; c++) {
-				unsigned v = (x * (60 + 40 * c)) / (w ? w : 1) +
-					     (y * (120 - 30 * c)) / (h ? h : 1) +
-					     seed * 7;
+				unsigned v =
+					(x * (60 + 40 * c)) / (w ? w : 1) +
+					(y * (120 - 30 * c)) / (h ? h : 1) +
+					seed * 7;
 
 				if (r2 < lim)
 					v += 60;

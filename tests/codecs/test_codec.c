@@ -64,8 +64,9 @@ static unsigned char *zcompress(int level, const void *dict, size_t dict_len,
 	cr_assert_not_null(frame);
 	cr_assert_eq(zrec_enc_new(&enc, level, dict, dict_len, &d), 0,
 		     "zrec_enc_new(level %d): %s", level, d.msg);
-	cr_assert_eq(zrec_compress(enc, src, n, frame, zrec_bound(n), out_len,
-				   &d), 0, "zrec_compress: %s", d.msg);
+	cr_assert_eq(
+		zrec_compress(enc, src, n, frame, zrec_bound(n), out_len, &d),
+		0, "zrec_compress: %s", d.msg);
 	zrec_enc_free(enc);
 	return frame;
 }
@@ -85,7 +86,8 @@ static void train(void)
 		sizes[i] = UT_DIGIT_SIZE;
 	}
 	cr_assert_eq(zrec_train(dict, sizeof(dict), samples, sizes, NSAMPLES,
-				&dict_len, &d), 0, "zrec_train: %s", d.msg);
+				&dict_len, &d),
+		     0, "zrec_train: %s", d.msg);
 	cr_assert(dict_len > 0 && dict_len <= sizeof(dict),
 		  "dictionary of %zu bytes", dict_len);
 }
@@ -112,7 +114,7 @@ Test(codec, table)
 		cr_expect_not_null(ops->decode);
 	}
 	cr_expect_null(codec_get(CODEC_COUNT));
-	cr_expect_null(codec_get((enum codec_id)-1));
+	cr_expect_null(codec_get((enum codec_id) - 1));
 	cr_expect_null(codec_get((enum codec_id)1000));
 }
 
@@ -136,8 +138,9 @@ Test(codec, raw_copy, .init = ctx_setup, .fini = ctx_teardown)
 	memset(dst, 0xee, sizeof(dst));
 	cr_assert_eq(probe(CODEC_RAW, src, sizeof(src), &info, &d), 0);
 	cr_expect_eq(info.size, sizeof(src));
-	cr_assert_eq(decode(CODEC_RAW, src, sizeof(src), NULL, dst,
-			    sizeof(src), &info, &d), 0);
+	cr_assert_eq(decode(CODEC_RAW, src, sizeof(src), NULL, dst, sizeof(src),
+			    &info, &d),
+		     0);
 	cr_expect_eq(info.size, sizeof(src));
 	cr_expect_eq(info.width, 0);
 	cr_expect_arr_eq(dst, src, sizeof(src));
@@ -148,7 +151,8 @@ Test(codec, raw_copy, .init = ctx_setup, .fini = ctx_teardown)
 	cr_expect_eq(info.size, 0);
 
 	cr_expect_eq(decode(CODEC_RAW, src, sizeof(src), NULL, dst,
-			    sizeof(src) - 1, &info, &d), LOADER_ETOOBIG);
+			    sizeof(src) - 1, &info, &d),
+		     LOADER_ETOOBIG);
 	cr_expect_str_not_empty(d.msg);
 }
 
@@ -169,8 +173,8 @@ Test(zstd, round_trip, .init = ctx_setup, .fini = ctx_teardown)
 	for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			size_t n = sizes[k], flen;
-			unsigned char *fr = zcompress(levels[l], NULL, 0, src,
-						      n, &flen);
+			unsigned char *fr =
+				zcompress(levels[l], NULL, 0, src, n, &flen);
 			struct codec_info info;
 			struct diag d;
 
@@ -181,8 +185,8 @@ Test(zstd, round_trip, .init = ctx_setup, .fini = ctx_teardown)
 			cr_expect_eq(info.size, n, "probe of %zu bytes", n);
 			memset(dst, 0xee, n + 1);
 			cr_assert_eq(decode(CODEC_ZSTD, fr, flen, NULL, dst, n,
-					    &info, &d), 0,
-				     "level %d, %zu bytes: %s", levels[l], n,
+					    &info, &d),
+				     0, "level %d, %zu bytes: %s", levels[l], n,
 				     d.msg);
 			cr_expect_eq(info.size, n);
 			cr_expect_arr_eq(dst, src, n, "level %d, %zu bytes",
@@ -220,13 +224,15 @@ Test(zstd, dict_round_trip, .init = ctx_setup, .fini = ctx_teardown)
 		cr_expect_eq(info.size, sizeof(img));
 		memset(out, 0, sizeof(out));
 		cr_assert_eq(decode(CODEC_ZSTD, fr, flen, dd, out, sizeof(out),
-				    &info, &d), 0, "sample %u: %s", i, d.msg);
+				    &info, &d),
+			     0, "sample %u: %s", i, d.msg);
 		cr_expect_arr_eq(out, img, sizeof(img), "sample %u", i);
 
 		/* A plain frame still decodes when a dictionary is given. */
 		memset(out, 0, sizeof(out));
 		cr_expect_eq(decode(CODEC_ZSTD, plain, plen, dd, out,
-				    sizeof(out), &info, &d), 0, "%s", d.msg);
+				    sizeof(out), &info, &d),
+			     0, "%s", d.msg);
 		cr_expect_arr_eq(out, img, sizeof(img));
 		free(plain);
 		free(fr);
@@ -253,8 +259,9 @@ Test(zstd, dict_frame_needs_dict, .init = ctx_setup, .fini = ctx_teardown)
 	cr_expect_eq(probe(CODEC_ZSTD, fr, flen, &info, &d), 0);
 	cr_expect_eq(info.size, sizeof(img));
 	/* ...but the frame does. */
-	cr_expect_eq(decode(CODEC_ZSTD, fr, flen, NULL, out, sizeof(out),
-			    &info, &d), LOADER_EDECODE);
+	cr_expect_eq(
+		decode(CODEC_ZSTD, fr, flen, NULL, out, sizeof(out), &info, &d),
+		LOADER_EDECODE);
 	cr_expect_str_not_empty(d.msg);
 	free(fr);
 }
@@ -275,13 +282,15 @@ Test(zstd, wrong_dict, .init = ctx_setup, .fini = ctx_teardown)
 		samples[i] = (unsigned char)~samples[i];
 	for (unsigned i = 0; i < NSAMPLES; i++)
 		sizes[i] = UT_DIGIT_SIZE;
-	cr_assert_eq(zrec_train(other, sizeof(other), samples, sizes,
-				NSAMPLES, &other_len, &d), 0, "%s", d.msg);
+	cr_assert_eq(zrec_train(other, sizeof(other), samples, sizes, NSAMPLES,
+				&other_len, &d),
+		     0, "%s", d.msg);
 	cr_assert_eq(zrec_ddict_new(&dd, other, other_len, &d), 0);
 	ut_digit(img, 11);
 	fr = zcompress(3, dict, dict_len, img, sizeof(img), &flen);
-	cr_expect_eq(decode(CODEC_ZSTD, fr, flen, dd, out, sizeof(out), &info,
-			    &d), LOADER_EDECODE);
+	cr_expect_eq(
+		decode(CODEC_ZSTD, fr, flen, dd, out, sizeof(out), &info, &d),
+		LOADER_EDECODE);
 	cr_expect_str_not_empty(d.msg);
 	free(fr);
 	zrec_ddict_free(dd);
@@ -380,7 +389,8 @@ Test(zstd, dst_too_small, .init = ctx_setup, .fini = ctx_teardown)
 	fr = zcompress(3, NULL, 0, img, sizeof(img), &flen);
 	memset(out, 0xee, sizeof(out));
 	cr_expect_eq(decode(CODEC_ZSTD, fr, flen, NULL, out, sizeof(out) - 1,
-			    &info, &d), LOADER_ETOOBIG);
+			    &info, &d),
+		     LOADER_ETOOBIG);
 	cr_expect_str_not_empty(d.msg);
 	cr_expect_eq(decode(CODEC_ZSTD, fr, flen, NULL, out, 0, &info, &d),
 		     LOADER_ETOOBIG);
@@ -405,7 +415,8 @@ Test(zstd, compress_errors)
 	ut_digit(img, 5);
 	cr_assert_eq(zrec_enc_new(&enc, 3, NULL, 0, &d), 0);
 	cr_expect_eq(zrec_compress(enc, img, sizeof(img), small, sizeof(small),
-				   &n, &d), LOADER_ETOOBIG);
+				   &n, &d),
+		     LOADER_ETOOBIG);
 	cr_expect_eq(n, 12345, "out_len set on failure");
 	zrec_enc_free(enc);
 }
@@ -456,7 +467,7 @@ Test(jpeg, encode_probe_decode, .init = ctx_setup, .fini = ctx_teardown)
 		unsigned w, h, ch;
 	} t[] = {
 		{ 64, 48, 3 }, { 64, 48, 1 }, { 33, 17, 3 }, { 33, 17, 1 },
-		{ 1, 1, 3 }, { 1, 1, 1 }, { 200, 8, 3 },
+		{ 1, 1, 3 },   { 1, 1, 1 },   { 200, 8, 3 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -476,17 +487,17 @@ Test(jpeg, encode_probe_decode, .init = ctx_setup, .fini = ctx_teardown)
 		cr_expect_eq(info.size, n);
 		memset(out, 0xee, n + 1);
 		memset(&info, 0, sizeof(info));
-		cr_assert_eq(decode(CODEC_JPEG, jpg, len, NULL, out, n, &info,
-				    &d), 0, "%ux%ux%u: %s", t[i].w, t[i].h,
-			     t[i].ch, d.msg);
+		cr_assert_eq(
+			decode(CODEC_JPEG, jpg, len, NULL, out, n, &info, &d),
+			0, "%ux%ux%u: %s", t[i].w, t[i].h, t[i].ch, d.msg);
 		cr_expect_eq(info.width, t[i].w);
 		cr_expect_eq(info.height, t[i].h);
 		cr_expect_eq(info.channels, t[i].ch);
 		cr_expect_eq(info.size, n);
 		cr_expect_eq(out[n], 0xee, "wrote past the image");
 		mae = ut_mae(out, px, n);
-		cr_expect_lt(mae, 4.0, "%ux%ux%u: mean abs error %.2f",
-			     t[i].w, t[i].h, t[i].ch, mae);
+		cr_expect_lt(mae, 4.0, "%ux%ux%u: mean abs error %.2f", t[i].w,
+			     t[i].h, t[i].ch, mae);
 		jpg_free(jpg);
 		free(px);
 		free(out);
@@ -507,8 +518,8 @@ Test(jpeg, cmyk, .init = ctx_setup, .fini = ctx_teardown)
 	cr_assert(px && out && tc);
 	ut_picture(px, w, h, 4, 2);
 	cr_assert_eq(tjCompress2(tc, px, (int)w, 0, (int)h, TJPF_CMYK, &jpg,
-				 &len, TJSAMP_444, 95, 0), 0, "%s",
-		     tjGetErrorStr2(tc));
+				 &len, TJSAMP_444, 95, 0),
+		     0, "%s", tjGetErrorStr2(tc));
 	cr_assert_eq(probe(CODEC_JPEG, jpg, len, &info, &d), 0, "%s", d.msg);
 	cr_expect_eq(info.channels, 4);
 	cr_expect_eq(info.size, n);
@@ -545,7 +556,7 @@ Test(jpeg, damaged, .init = ctx_setup, .fini = ctx_teardown)
 		const char *what;
 		const void *data;
 		size_t len;
-		bool no_header;	/* probe and scale_for must fail too */
+		bool no_header; /* probe and scale_for must fail too */
 	} t[] = {
 		{ "cut at half", NULL, 0, false },
 		{ "cut 2 bytes short (no EOI)", NULL, 0, false },
@@ -567,8 +578,8 @@ Test(jpeg, damaged, .init = ctx_setup, .fini = ctx_teardown)
 
 		/* Probe may pass on a truncated body; decode must not. */
 		dirty_stack();
-		err = decode(CODEC_JPEG, data, t[i].len, NULL, out,
-			     sizeof(out), &info, &d);
+		err = decode(CODEC_JPEG, data, t[i].len, NULL, out, sizeof(out),
+			     &info, &d);
 		cr_expect_eq(err, LOADER_EDECODE, "%s: decode %d (%s)",
 			     t[i].what, err, d.msg);
 		cr_expect_str_not_empty(d.msg, "%s", t[i].what);
@@ -595,7 +606,8 @@ Test(jpeg, dst_too_small, .init = ctx_setup, .fini = ctx_teardown)
 	unsigned char *jpg = make_jpeg(64, 48, 3, NULL, &len);
 
 	cr_expect_eq(decode(CODEC_JPEG, jpg, len, NULL, out, sizeof(out) - 1,
-			    &info, &d), LOADER_ETOOBIG);
+			    &info, &d),
+		     LOADER_ETOOBIG);
 	cr_expect_str_not_empty(d.msg);
 	jpg_free(jpg);
 }
@@ -603,8 +615,8 @@ Test(jpeg, dst_too_small, .init = ctx_setup, .fini = ctx_teardown)
 Test(jpeg, scale_for, .init = ctx_setup, .fini = ctx_teardown)
 {
 	static const struct {
-		unsigned w, h, ch, want;	/* image, requested long side */
-		unsigned num, gw, gh;		/* expected scale, geometry */
+		unsigned w, h, ch, want; /* image, requested long side */
+		unsigned num, gw, gh;	 /* expected scale, geometry */
 	} t[] = {
 		{ 800, 600, 3, 200, 2, 200, 150 },
 		{ 800, 600, 3, 100, 1, 100, 75 },
@@ -624,16 +636,16 @@ Test(jpeg, scale_for, .init = ctx_setup, .fini = ctx_teardown)
 		struct jpg_geom g;
 		struct diag d = { "" };
 		size_t len;
-		unsigned char *jpg = make_jpeg(t[i].w, t[i].h, t[i].ch, NULL,
-					       &len);
+		unsigned char *jpg =
+			make_jpeg(t[i].w, t[i].h, t[i].ch, NULL, &len);
 
 		memset(&g, 0, sizeof(g));
-		cr_assert_eq(jpg_scale_for(ctx, jpg, len, t[i].want, &g, &d),
-			     0, "%s", d.msg);
+		cr_assert_eq(jpg_scale_for(ctx, jpg, len, t[i].want, &g, &d), 0,
+			     "%s", d.msg);
 		cr_expect_eq(g.scale_num, t[i].num, "%ux%u for %u: %u/8",
 			     t[i].w, t[i].h, t[i].want, g.scale_num);
-		cr_expect_eq(g.width, t[i].gw, "%ux%u for %u: width %u",
-			     t[i].w, t[i].h, t[i].want, g.width);
+		cr_expect_eq(g.width, t[i].gw, "%ux%u for %u: width %u", t[i].w,
+			     t[i].h, t[i].want, g.width);
 		cr_expect_eq(g.height, t[i].gh, "%ux%u for %u: height %u",
 			     t[i].w, t[i].h, t[i].want, g.height);
 		cr_expect_eq(g.channels, t[i].ch);
@@ -646,8 +658,10 @@ Test(jpeg, decode_scaled, .init = ctx_setup, .fini = ctx_teardown)
 	static const struct {
 		unsigned w, h, ch, want;
 	} t[] = {
-		{ 800, 600, 3, 200 }, { 800, 600, 1, 300 },
-		{ 601, 401, 3, 77 }, { 64, 48, 3, 1000 },
+		{ 800, 600, 3, 200 },
+		{ 800, 600, 1, 300 },
+		{ 601, 401, 3, 77 },
+		{ 64, 48, 3, 1000 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -655,11 +669,11 @@ Test(jpeg, decode_scaled, .init = ctx_setup, .fini = ctx_teardown)
 		struct diag d = { "" };
 		unsigned char *px, *out, *ref;
 		size_t len, n;
-		unsigned char *jpg = make_jpeg(t[i].w, t[i].h, t[i].ch, &px,
-					       &len);
+		unsigned char *jpg =
+			make_jpeg(t[i].w, t[i].h, t[i].ch, &px, &len);
 
-		cr_assert_eq(jpg_scale_for(ctx, jpg, len, t[i].want, &g, &d),
-			     0, "%s", d.msg);
+		cr_assert_eq(jpg_scale_for(ctx, jpg, len, t[i].want, &g, &d), 0,
+			     "%s", d.msg);
 		n = (size_t)g.width * g.height * g.channels;
 		out = malloc(n + 1);
 		ref = malloc(n);
@@ -676,9 +690,10 @@ Test(jpeg, decode_scaled, .init = ctx_setup, .fini = ctx_teardown)
 					unsigned sy = y * t[i].h / g.height;
 
 					ref[((size_t)y * g.width + x) *
-						    g.channels + c] =
-						px[((size_t)sy * t[i].w + sx) *
-							   t[i].ch + c];
+						    g.channels +
+					    c] = px[((size_t)sy * t[i].w + sx) *
+							    t[i].ch +
+						    c];
 				}
 		cr_expect_lt(ut_mae(out, ref, n), 8.0,
 			     "%ux%u at %u/8: mean abs error %.2f", t[i].w,
@@ -707,8 +722,7 @@ Test(jpeg, pixel_limit)
 	cr_assert_not_null(px);
 	cr_assert_eq(codec_ctx_new(&enc_ctx, 0), 0);
 	ut_picture(px, 64, 48, 3, 0);
-	cr_assert_eq(jpg_encode(enc_ctx, px, 64, 48, 3, 90, &jpg, &len, &d),
-		     0);
+	cr_assert_eq(jpg_encode(enc_ctx, px, 64, 48, 3, 90, &jpg, &len, &d), 0);
 
 	/* 64x48 = 3072 pixels: one pixel over the limit, then at it. */
 	cr_assert_eq(codec_ctx_new(&small, 3071), 0);
@@ -717,17 +731,16 @@ Test(jpeg, pixel_limit)
 		     LOADER_ETOOBIG);
 	cr_expect_str_not_empty(d.msg);
 	diag_clear(&d);
-	cr_expect_eq(codec_get(CODEC_JPEG)->decode(small, &src, out,
-						   sizeof(out), &info, &d),
+	cr_expect_eq(codec_get(CODEC_JPEG)
+			     ->decode(small, &src, out, sizeof(out), &info, &d),
 		     LOADER_ETOOBIG);
 	cr_expect_str_not_empty(d.msg);
-	cr_expect_eq(jpg_scale_for(small, jpg, len, 8, &g, &d),
-		     LOADER_ETOOBIG);
+	cr_expect_eq(jpg_scale_for(small, jpg, len, 8, &g, &d), LOADER_ETOOBIG);
 	codec_ctx_free(small);
 
 	cr_assert_eq(codec_ctx_new(&small, 3072), 0);
-	cr_expect_eq(codec_get(CODEC_JPEG)->decode(small, &src, out,
-						   sizeof(out), &info, &d),
+	cr_expect_eq(codec_get(CODEC_JPEG)
+			     ->decode(small, &src, out, sizeof(out), &info, &d),
 		     0, "%s", d.msg);
 	codec_ctx_free(small);
 	codec_ctx_free(enc_ctx);
@@ -745,8 +758,8 @@ Test(jpeg, encode_errors, .init = ctx_setup, .fini = ctx_teardown)
 		struct diag d = { "" };
 
 		cr_expect_eq(jpg_encode(ctx, px, 16, 16, bad_ch[i], 90, &out,
-					&len, &d), -EINVAL, "%u channels",
-			     bad_ch[i]);
+					&len, &d),
+			     -EINVAL, "%u channels", bad_ch[i]);
 		cr_expect_str_not_empty(d.msg);
 	}
 }
@@ -785,9 +798,10 @@ Test(diag, set_and_wrap)
 Test(error, strerror)
 {
 	static const int ours[] = {
-		LOADER_EFORMAT, LOADER_EVERSION, LOADER_ETRUNC,
-		LOADER_ECHECKSUM, LOADER_ESCHEMA, LOADER_EDECODE,
-		LOADER_ERANGE, LOADER_ETOOBIG, LOADER_EUSAGE, LOADER_EPROTO,
+		LOADER_EFORMAT,	  LOADER_EVERSION, LOADER_ETRUNC,
+		LOADER_ECHECKSUM, LOADER_ESCHEMA,  LOADER_EDECODE,
+		LOADER_ERANGE,	  LOADER_ETOOBIG,  LOADER_EUSAGE,
+		LOADER_EPROTO,
 	};
 	static const int errnos[] = { EIO, ENOENT, ENOMEM, EINVAL, EAGAIN };
 	const size_t n = sizeof(ours) / sizeof(ours[0]);

@@ -16,16 +16,16 @@
 static const struct geom {
 	uint32_t in_w, in_h, out_w, out_h;
 } geoms[] = {
-	{ 64, 48, 32, 24 },	/* 2x down */
-	{ 100, 75, 33, 17 },	/* odd factors down */
-	{ 37, 29, 64, 51 },	/* up */
-	{ 80, 20, 23, 57 },	/* down in x, up in y */
-	{ 20, 80, 57, 23 },	/* up in x, down in y */
-	{ 50, 40, 50, 13 },	/* x unchanged */
-	{ 50, 40, 11, 40 },	/* y unchanged */
-	{ 1, 1, 7, 5 },		/* a single pixel */
-	{ 300, 7, 1, 1 },	/* everything to one pixel */
-	{ 257, 193, 64, 64 },	/* a typical thumbnail */
+	{ 64, 48, 32, 24 },   /* 2x down */
+	{ 100, 75, 33, 17 },  /* odd factors down */
+	{ 37, 29, 64, 51 },   /* up */
+	{ 80, 20, 23, 57 },   /* down in x, up in y */
+	{ 20, 80, 57, 23 },   /* up in x, down in y */
+	{ 50, 40, 50, 13 },   /* x unchanged */
+	{ 50, 40, 11, 40 },   /* y unchanged */
+	{ 1, 1, 7, 5 },	      /* a single pixel */
+	{ 300, 7, 1, 1 },     /* everything to one pixel */
+	{ 257, 193, 64, 64 }, /* a typical thumbnail */
 };
 
 static const unsigned chans[] = { 1, 3, 4 };
@@ -37,9 +37,9 @@ static const unsigned chans[] = { 1, 3, 4 };
  * Resize with a fresh plan and exactly the scratch the plan asks for, so
  * that a sanitizer build catches any write past it.
  */
-static void resize(uint32_t in_w, uint32_t in_h, uint32_t out_w,
-		   uint32_t out_h, const uint8_t *src, size_t src_stride,
-		   uint8_t *dst, size_t dst_stride, unsigned ch)
+static void resize(uint32_t in_w, uint32_t in_h, uint32_t out_w, uint32_t out_h,
+		   const uint8_t *src, size_t src_stride, uint8_t *dst,
+		   size_t dst_stride, unsigned ch)
 {
 	struct rsz_plan *p = NULL;
 	void *scratch;
@@ -50,8 +50,8 @@ static void resize(uint32_t in_w, uint32_t in_h, uint32_t out_w,
 	scratch = n ? malloc(n) : NULL;
 	cr_assert(!n || scratch);
 	cr_assert_eq(rsz_run(p, src, src_stride, dst, dst_stride, ch, scratch),
-		     0, "%ux%u -> %ux%u, %u channels", in_w, in_h, out_w,
-		     out_h, ch);
+		     0, "%ux%u -> %ux%u, %u channels", in_w, in_h, out_w, out_h,
+		     ch);
 	free(scratch);
 	rsz_plan_free(p);
 }
@@ -96,8 +96,8 @@ static double *ref_weights(uint32_t in, uint32_t out)
 }
 
 /* Both passes in double precision, rounded once at the end. */
-static void ref_resize(const struct geom *g, const uint8_t *src,
-		       size_t stride, uint8_t *dst, unsigned ch)
+static void ref_resize(const struct geom *g, const uint8_t *src, size_t stride,
+		       uint8_t *dst, unsigned ch)
 {
 	double *wx = ref_weights(g->in_w, g->out_w);
 	double *wy = ref_weights(g->in_h, g->out_h);
@@ -150,11 +150,12 @@ Test(resize, constant_stays_constant)
 				       src, (size_t)g->in_w * ch, dst,
 				       (size_t)g->out_w * ch, ch);
 				for (size_t i = 0; i < out; i++)
-					cr_assert_eq(dst[i], values[vi],
-						     "%ux%u -> %ux%u ch %u value %u: byte %zu is %u",
-						     g->in_w, g->in_h,
-						     g->out_w, g->out_h, ch,
-						     values[vi], i, dst[i]);
+					cr_assert_eq(
+						dst[i], values[vi],
+						"%ux%u -> %ux%u ch %u value %u: byte %zu is %u",
+						g->in_w, g->in_h, g->out_w,
+						g->out_h, ch, values[vi], i,
+						dst[i]);
 			}
 			free(src);
 			free(dst);

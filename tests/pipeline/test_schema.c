@@ -19,37 +19,82 @@ struct want {
 	uint8_t kind, dtype, ndim, comp;
 	int32_t level;
 	uint32_t dims[SCHEMA_MAX_DIMS];
-	uint64_t fixed;		/* field_fixed_size() */
+	uint64_t fixed; /* field_fixed_size() */
 };
 
 /* Texts in their canonical form: parse, then format back to the same. */
 static const struct want good[] = {
 	{ "label: int64", FIELD_TENSOR, DT_I64, 0, COMP_NONE, 0, { 0 }, 8 },
-	{ "x: tensor u8 [28,28] zstd 3 dict", FIELD_TENSOR, DT_U8, 2,
-	  COMP_ZSTD_DICT, 3, { 28, 28 }, 784 },
+	{ "x: tensor u8 [28,28] zstd 3 dict",
+	  FIELD_TENSOR,
+	  DT_U8,
+	  2,
+	  COMP_ZSTD_DICT,
+	  3,
+	  { 28, 28 },
+	  784 },
 	{ "image: jpeg", FIELD_JPEG, 0, 0, COMP_NONE, 0, { 0 }, 0 },
 	{ "b: bytes zstd 19", FIELD_BYTES, 0, 0, COMP_ZSTD, 19, { 0 }, 0 },
 	{ "b: bytes", FIELD_BYTES, 0, 0, COMP_NONE, 0, { 0 }, 0 },
-	{ "b: bytes zstd 1 dict", FIELD_BYTES, 0, 0, COMP_ZSTD_DICT, 1,
-	  { 0 }, 0 },
-	{ "t: tensor f32 [3,224,224]", FIELD_TENSOR, DT_F32, 3, COMP_NONE, 0,
-	  { 3, 224, 224 }, 4ull * 3 * 224 * 224 },
-	{ "t: tensor f64 [1,2,3,4] zstd 22", FIELD_TENSOR, DT_F64, 4,
-	  COMP_ZSTD, 22, { 1, 2, 3, 4 }, 8 * 24 },
-	{ "s: tensor u16 []", FIELD_TENSOR, DT_U16, 0, COMP_NONE, 0, { 0 },
-	  2 },
-	{ "n: int64 zstd 1", FIELD_TENSOR, DT_I64, 0, COMP_ZSTD, 1, { 0 },
+	{ "b: bytes zstd 1 dict",
+	  FIELD_BYTES,
+	  0,
+	  0,
+	  COMP_ZSTD_DICT,
+	  1,
+	  { 0 },
+	  0 },
+	{ "t: tensor f32 [3,224,224]",
+	  FIELD_TENSOR,
+	  DT_F32,
+	  3,
+	  COMP_NONE,
+	  0,
+	  { 3, 224, 224 },
+	  4ull * 3 * 224 * 224 },
+	{ "t: tensor f64 [1,2,3,4] zstd 22",
+	  FIELD_TENSOR,
+	  DT_F64,
+	  4,
+	  COMP_ZSTD,
+	  22,
+	  { 1, 2, 3, 4 },
+	  8 * 24 },
+	{ "s: tensor u16 []", FIELD_TENSOR, DT_U16, 0, COMP_NONE, 0, { 0 }, 2 },
+	{ "n: int64 zstd 1", FIELD_TENSOR, DT_I64, 0, COMP_ZSTD, 1, { 0 }, 8 },
+	{ "v: tensor i64 [5]", FIELD_TENSOR, DT_I64, 1, COMP_NONE, 0, { 5 }, 40 },
+	{ "h: tensor f16 [2,2] zstd 5 dict",
+	  FIELD_TENSOR,
+	  DT_F16,
+	  2,
+	  COMP_ZSTD_DICT,
+	  5,
+	  { 2, 2 },
 	  8 },
-	{ "v: tensor i64 [5]", FIELD_TENSOR, DT_I64, 1, COMP_NONE, 0, { 5 },
-	  40 },
-	{ "h: tensor f16 [2,2] zstd 5 dict", FIELD_TENSOR, DT_F16, 2,
-	  COMP_ZSTD_DICT, 5, { 2, 2 }, 8 },
-	{ "a.b-c_9: tensor i8 [4294967295]", FIELD_TENSOR, DT_I8, 1,
-	  COMP_NONE, 0, { 4294967295u }, 4294967295ull },
-	{ "ABCDEFGHIJKLMNOPQRSTUVWXYZabcde: bytes", FIELD_BYTES, 0, 0,
-	  COMP_NONE, 0, { 0 }, 0 },
-	{ "q: tensor u32 [1,1,1,1]", FIELD_TENSOR, DT_U32, 4, COMP_NONE, 0,
-	  { 1, 1, 1, 1 }, 4 },
+	{ "a.b-c_9: tensor i8 [4294967295]",
+	  FIELD_TENSOR,
+	  DT_I8,
+	  1,
+	  COMP_NONE,
+	  0,
+	  { 4294967295u },
+	  4294967295ull },
+	{ "ABCDEFGHIJKLMNOPQRSTUVWXYZabcde: bytes",
+	  FIELD_BYTES,
+	  0,
+	  0,
+	  COMP_NONE,
+	  0,
+	  { 0 },
+	  0 },
+	{ "q: tensor u32 [1,1,1,1]",
+	  FIELD_TENSOR,
+	  DT_U32,
+	  4,
+	  COMP_NONE,
+	  0,
+	  { 1, 1, 1, 1 },
+	  4 },
 };
 
 static void expect_field(const struct field *f, const struct want *w)
@@ -66,8 +111,7 @@ static void expect_field(const struct field *f, const struct want *w)
 	cr_expect_eq(f->level, w->level, "%s: level", w->text);
 	for (unsigned k = 0; k < SCHEMA_MAX_DIMS; k++)
 		cr_expect_eq(f->dims[k], w->dims[k], "%s: dim %u", w->text, k);
-	cr_expect_eq(field_fixed_size(f), w->fixed, "%s: fixed size",
-		     w->text);
+	cr_expect_eq(field_fixed_size(f), w->fixed, "%s: fixed size", w->text);
 }
 
 Test(schema, parse_good)
@@ -281,12 +325,24 @@ static struct field tensor_field(void)
 Test(schema, field_check)
 {
 	static const char *const what[] = {
-		"name not NUL-padded", "empty name", "bad name char",
-		"kind 0", "kind 4", "bytes with dtype", "jpeg with ndim",
-		"tensor dtype 0", "tensor dtype 12", "ndim 5", "dim 0",
-		"unused dim set", "level without compression",
-		"compression 3", "zstd level 0", "zstd level 23",
-		"jpeg with zstd", "name of 32 characters",
+		"name not NUL-padded",
+		"empty name",
+		"bad name char",
+		"kind 0",
+		"kind 4",
+		"bytes with dtype",
+		"jpeg with ndim",
+		"tensor dtype 0",
+		"tensor dtype 12",
+		"ndim 5",
+		"dim 0",
+		"unused dim set",
+		"level without compression",
+		"compression 3",
+		"zstd level 0",
+		"zstd level 23",
+		"jpeg with zstd",
+		"name of 32 characters",
 	};
 	struct field ok = tensor_field();
 
@@ -296,21 +352,11 @@ Test(schema, field_check)
 		struct diag d = { "" };
 
 		switch (i) {
-		case 0:
-			f.name[5] = 'y';
-			break;
-		case 1:
-			f.name[0] = '\0';
-			break;
-		case 2:
-			f.name[0] = '*';
-			break;
-		case 3:
-			f.kind = 0;
-			break;
-		case 4:
-			f.kind = 4;
-			break;
+		case 0: f.name[5] = 'y'; break;
+		case 1: f.name[0] = '\0'; break;
+		case 2: f.name[0] = '*'; break;
+		case 3: f.kind = 0; break;
+		case 4: f.kind = 4; break;
 		case 5:
 			f.kind = FIELD_BYTES;
 			f.ndim = 0;
@@ -320,27 +366,13 @@ Test(schema, field_check)
 			f.kind = FIELD_JPEG;
 			f.dtype = 0;
 			break;
-		case 7:
-			f.dtype = DT_NONE;
-			break;
-		case 8:
-			f.dtype = DT_COUNT;
-			break;
-		case 9:
-			f.ndim = 5;
-			break;
-		case 10:
-			f.dims[1] = 0;
-			break;
-		case 11:
-			f.dims[3] = 7;
-			break;
-		case 12:
-			f.level = 3;
-			break;
-		case 13:
-			f.comp = 3;
-			break;
+		case 7: f.dtype = DT_NONE; break;
+		case 8: f.dtype = DT_COUNT; break;
+		case 9: f.ndim = 5; break;
+		case 10: f.dims[1] = 0; break;
+		case 11: f.dims[3] = 7; break;
+		case 12: f.level = 3; break;
+		case 13: f.comp = 3; break;
 		case 14:
 			f.comp = COMP_ZSTD;
 			f.level = 0;
@@ -350,12 +382,12 @@ Test(schema, field_check)
 			f.level = 23;
 			break;
 		case 16:
-			f = (struct field){ .name = "img", .kind = FIELD_JPEG,
-					    .comp = COMP_ZSTD, .level = 3 };
+			f = (struct field){ .name = "img",
+					    .kind = FIELD_JPEG,
+					    .comp = COMP_ZSTD,
+					    .level = 3 };
 			break;
-		default:
-			memset(f.name, 'a', sizeof(f.name));
-			break;
+		default: memset(f.name, 'a', sizeof(f.name)); break;
 		}
 		cr_expect_eq(field_check(&f, &d), LOADER_ESCHEMA, "%s",
 			     what[i]);

@@ -29,10 +29,10 @@
 #include "zrec.h"
 #include "../unit_util.h"
 
-#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define NELEM(a)    (sizeof(a) / sizeof((a)[0]))
 #define PAYLOAD_MAX (64u << 10)
-#define NSAMPLES 200
-#define SHARD_NAME "unit.shard"
+#define NSAMPLES    200
+#define SHARD_NAME  "unit.shard"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -87,8 +87,7 @@ static void teardown(void)
 	cctx = NULL;
 }
 
-static void parse_schema(struct schema *s, const char *const *texts,
-			 unsigned n)
+static void parse_schema(struct schema *s, const char *const *texts, unsigned n)
 {
 	memset(s, 0, sizeof(*s));
 	s->nfields = n;
@@ -138,13 +137,13 @@ static void make_dicts(void)
 		sizes[i] = UT_DIGIT_SIZE;
 	}
 	/* An odd capacity, so that the footer has padding after it. */
-	cr_assert_eq(zrec_train(dict_trained, sizeof(dict_trained) - 3,
-				samples, sizes, NSAMPLES, &dict_trained_len,
-				&d), 0, "%s", d.msg);
+	cr_assert_eq(zrec_train(dict_trained, sizeof(dict_trained) - 3, samples,
+				sizes, NSAMPLES, &dict_trained_len, &d),
+		     0, "%s", d.msg);
 	cr_assert_gt(dict_trained_len, 256);
 	for (size_t i = 0; i < sizeof(dict_raw); i++)
-		dict_raw[i] = (unsigned char)("0123456789abcdef"[i % 16] ^
-					      (i / 16));
+		dict_raw[i] =
+			(unsigned char)("0123456789abcdef"[i % 16] ^ (i / 16));
 }
 
 /* The dictionary the tests give field k (alternating the two). */
@@ -181,7 +180,8 @@ static size_t gen_raw(const struct field *f, unsigned r, unsigned k,
 
 		ut_picture(px, w, h, ch, r + k);
 		cr_assert_eq(jpg_encode(cctx, px, w, h, ch, 60 + (int)r % 30,
-					&jpg, &n, &d), 0, "%s", d.msg);
+					&jpg, &n, &d),
+			     0, "%s", d.msg);
 		cr_assert_leq(n, PAYLOAD_MAX);
 		memcpy(buf, jpg, n);
 		jpg_free(jpg);
@@ -327,14 +327,16 @@ static void check_shard(int fd, const struct schema *s, unsigned nrec,
 			size_t len = pack(&s->f[k], k, raw, n, stored);
 			size_t size = 0, got = 0;
 
-			cr_assert_eq(f[k].len, len, "record %u field %s: %" PRIu32 " bytes stored, wrote %zu",
+			cr_assert_eq(f[k].len, len,
+				     "record %u field %s: %" PRIu32
+				     " bytes stored, wrote %zu",
 				     r, s->f[k].name, f[k].len, len);
 			cr_expect_arr_eq(f[k].data, stored, len,
 					 "record %u field %s stored bytes", r,
 					 s->f[k].name);
-			cr_assert_eq(shard_field_size(sh, cctx, k, &f[k],
-						      &size, &d), 0, "%s",
-				     d.msg);
+			cr_assert_eq(
+				shard_field_size(sh, cctx, k, &f[k], &size, &d),
+				0, "%s", d.msg);
 			cr_expect_eq(size, n, "record %u field %s size", r,
 				     s->f[k].name);
 			/*
@@ -350,8 +352,8 @@ static void check_shard(int fd, const struct schema *s, unsigned nrec,
 			cr_assert_eq(got, n, "record %u field %s unpacked", r,
 				     s->f[k].name);
 			cr_expect_arr_eq(out, raw, n,
-					 "record %u field %s unpacked bytes",
-					 r, s->f[k].name);
+					 "record %u field %s unpacked bytes", r,
+					 s->f[k].name);
 			cr_expect_eq(out[n], 0xee, "unpack wrote past %zu", n);
 		}
 	}
@@ -433,11 +435,16 @@ Test(shard, round_trip_zstd_dict, .init = setup, .fini = teardown)
 Test(shard, round_trip_mixed, .init = setup, .fini = teardown)
 {
 	static const char *const t[] = {
-		"a: bytes zstd 1 dict", "b: bytes", "c: bytes zstd 19",
-		"img: jpeg", "l0: int64 zstd 3 dict", "l1: int64",
+		"a: bytes zstd 1 dict",
+		"b: bytes",
+		"c: bytes zstd 19",
+		"img: jpeg",
+		"l0: int64 zstd 3 dict",
+		"l1: int64",
 		"px: tensor u8 [28,28] zstd 3 dict",
 		"px2: tensor u8 [28,28] zstd 3",
-		"px3: tensor u8 [28,28]", "one: tensor u8 [1] zstd 2",
+		"px3: tensor u8 [28,28]",
+		"one: tensor u8 [1] zstd 2",
 	};
 	struct schema s;
 	struct written wr;
@@ -460,7 +467,9 @@ Test(shard, round_trip_64_fields, .init = setup, .fini = teardown)
 	make_dicts();
 	for (unsigned i = 0; i < SCHEMA_MAX_FIELDS; i++) {
 		static const char *const kinds[] = {
-			"int64", "bytes zstd 3", "tensor u8 [28,28] zstd 4 dict",
+			"int64",
+			"bytes zstd 3",
+			"tensor u8 [28,28] zstd 4 dict",
 			"tensor f32 [2]",
 		};
 
@@ -548,8 +557,7 @@ Test(shard, read_record_errors, .init = setup, .fini = teardown)
 
 Test(writer, rejects_wrong_tensor_size, .init = setup, .fini = teardown)
 {
-	static const char *const t[] = { "b: bytes",
-					 "px: tensor u8 [28,28]" };
+	static const char *const t[] = { "b: bytes", "px: tensor u8 [28,28]" };
 	static const uint32_t bad_len[] = { 0, 783, 785, 784 * 2 };
 	unsigned char px[UT_DIGIT_SIZE * 2] = { 0 };
 	struct shard_writer *w = NULL;
@@ -559,8 +567,8 @@ Test(writer, rejects_wrong_tensor_size, .init = setup, .fini = teardown)
 	struct diag d = { "" };
 
 	parse_schema(&s, t, NELEM(t));
-	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d),
-		     0, "%s", d.msg);
+	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d), 0,
+		     "%s", d.msg);
 	f[0] = (struct shard_field){ "ab", 2, 2 };
 	for (size_t i = 0; i < NELEM(bad_len); i++) {
 		f[1] = (struct shard_field){ px, bad_len[i], bad_len[i] };
@@ -593,8 +601,8 @@ Test(writer, uncompressed_raw_len_ignored, .init = setup, .fini = teardown)
 	struct diag d = { "" };
 
 	parse_schema(&s, t, NELEM(t));
-	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d),
-		     0, "%s", d.msg);
+	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d), 0,
+		     "%s", d.msg);
 	cr_assert_eq(shard_writer_add(w, f, &d), 0, "%s", d.msg);
 	cr_assert_eq(shard_writer_finish(w, &d), 0, "%s", d.msg);
 	shard_writer_free(w);
@@ -616,8 +624,7 @@ Test(writer, rejects_bad_schema, .init = setup, .fini = teardown)
 	/* A dictionary field without a dictionary. */
 	cr_expect_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d),
 		     LOADER_ESCHEMA);
-	cr_expect(strstr(d.msg, SHARD_NAME) && strstr(d.msg, "a"), "%s",
-		  d.msg);
+	cr_expect(strstr(d.msg, SHARD_NAME) && strstr(d.msg, "a"), "%s", d.msg);
 	cr_expect_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, dicts, &d),
 		     LOADER_ESCHEMA);
 	/* Duplicate names, no fields. */
@@ -646,11 +653,10 @@ Test(writer, unfinished_shard_does_not_open, .init = setup, .fini = teardown)
 	struct diag d = { "" };
 
 	parse_schema(&s, t, 1);
-	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d),
-		     0);
+	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d), 0);
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(shard_writer_add(w, &f, &d), 0);
-	shard_writer_free(w);	/* never finished */
+	shard_writer_free(w); /* never finished */
 	cr_expect_lt(shard_open(&sh, tmp_fd, SHARD_NAME, &d), 0);
 	cr_expect(strstr(d.msg, SHARD_NAME), "%s", d.msg);
 }
@@ -671,9 +677,9 @@ static const char *const corrupt_texts[] = {
 
 /* Where things are in the pristine file. */
 struct layout {
-	unsigned char *buf;	/* pristine bytes */
+	unsigned char *buf; /* pristine bytes */
 	size_t size;
-	uint64_t foff, fsize, ipos;	/* footer offset, size; index in it */
+	uint64_t foff, fsize, ipos; /* footer offset, size; index in it */
 	uint64_t rec_off[CORRUPT_RECORDS];
 	uint32_t rec_len[CORRUPT_RECORDS];
 };
@@ -691,8 +697,10 @@ static void corrupt_setup(void)
 	parse_schema(&s, corrupt_texts, NELEM(corrupt_texts));
 	write_shard(tmp_fd, &s, CORRUPT_RECORDS, &wr);
 	L.buf = slurp(tmp_fd, &L.size);
-	cr_assert_lt(L.size, 32u << 10, "shard of %zu bytes is too big "
-		     "for the byte-by-byte tests", L.size);
+	cr_assert_lt(L.size, 32u << 10,
+		     "shard of %zu bytes is too big "
+		     "for the byte-by-byte tests",
+		     L.size);
 	tr = L.buf + L.size - SHARD_TRAILER_SIZE;
 	L.foff = get64(tr);
 	L.fsize = get64(tr + 8);
@@ -802,10 +810,12 @@ static void flip_one(uint64_t off, unsigned char x)
 		  x, off);
 	if (rec < 0) {
 		cr_assert_lt(o.open_err, 0,
-			     "flip ^%#x at offset %" PRIu64 " (outside the records) passed shard_open",
+			     "flip ^%#x at offset %" PRIu64
+			     " (outside the records) passed shard_open",
 			     x, off);
 		cr_assert(strstr(o.open_msg, SHARD_NAME),
-			  "offset %" PRIu64 ": message \"%s\"", off, o.open_msg);
+			  "offset %" PRIu64 ": message \"%s\"", off,
+			  o.open_msg);
 		return;
 	}
 	cr_assert_eq(o.open_err, 0, "flip in record %d: open: %s", rec,
@@ -855,14 +865,12 @@ Test(corrupt, flip_header, .init = corrupt_setup, .fini = corrupt_teardown)
 }
 
 /* Records in two halves, so that criterion can run them side by side. */
-Test(corrupt, flip_records_1, .init = corrupt_setup,
-     .fini = corrupt_teardown)
+Test(corrupt, flip_records_1, .init = corrupt_setup, .fini = corrupt_teardown)
 {
 	flip_range(SHARD_HEADER_SIZE, L.rec_off[CORRUPT_RECORDS / 2]);
 }
 
-Test(corrupt, flip_records_2, .init = corrupt_setup,
-     .fini = corrupt_teardown)
+Test(corrupt, flip_records_2, .init = corrupt_setup, .fini = corrupt_teardown)
 {
 	flip_range(L.rec_off[CORRUPT_RECORDS / 2], L.foff);
 }
@@ -910,8 +918,8 @@ Test(corrupt, truncate_every_length, .init = corrupt_setup,
 		err = shard_open(&sh, tmp_fd, SHARD_NAME, &d);
 		cr_assert_lt(err, 0, "shard cut to %zu of %zu bytes opened",
 			     len, L.size);
-		cr_assert(strstr(d.msg, SHARD_NAME), "cut to %zu: message \"%s\"",
-			  len, d.msg);
+		cr_assert(strstr(d.msg, SHARD_NAME),
+			  "cut to %zu: message \"%s\"", len, d.msg);
 	}
 }
 
@@ -975,7 +983,8 @@ Test(corrupt, resigned_structure, .init = corrupt_setup,
 		rewrite(tmp_fd, buf, L.size);
 		scan(&o);
 		checked++;
-		cr_assert(caught(&o), "re-signed flip at offset %" PRIu64 " went unnoticed",
+		cr_assert(caught(&o),
+			  "re-signed flip at offset %" PRIu64 " went unnoticed",
 			  off);
 		if (o.open_err)
 			cr_assert(strstr(o.open_msg, SHARD_NAME), "%s",
@@ -983,8 +992,9 @@ Test(corrupt, resigned_structure, .init = corrupt_setup,
 	}
 	cr_expect_gt(checked, 900, "only %u offsets checked", checked);
 	/* The dictionary's odd size leaves padding to damage. */
-	cr_expect_gt(L.ipos, SHARD_FOOTER_HEAD + NELEM(corrupt_texts) *
-			     SHARD_FIELD_DESC + dict_trained_len);
+	cr_expect_gt(L.ipos, SHARD_FOOTER_HEAD +
+				     NELEM(corrupt_texts) * SHARD_FIELD_DESC +
+				     dict_trained_len);
 	/* Re-signing the pristine bytes changes nothing. */
 	memcpy(buf, L.buf, L.size);
 	resign(buf);
@@ -1015,8 +1025,8 @@ Test(corrupt, verify_decodes_payloads, .init = corrupt_setup,
 	px9 = L.rec_off[9] + 12 + get32(buf + L.rec_off[9]);
 	cr_assert_eq(buf[img3], 0xff, "record 3 does not start with SOI");
 	cr_assert_eq(get32(buf + px9), 0xfd2fb528, "not a zstd frame");
-	buf[img3 + 1] = 0x00;	/* SOI marker */
-	buf[px9] ^= 0xff;	/* zstd magic */
+	buf[img3 + 1] = 0x00; /* SOI marker */
+	buf[px9] ^= 0xff;     /* zstd magic */
 	resign(buf);
 	rewrite(tmp_fd, buf, L.size);
 
@@ -1066,7 +1076,7 @@ Test(corrupt, named_errors, .init = corrupt_setup, .fini = corrupt_teardown)
 	static const struct {
 		const char *what;
 		int err;
-		const char *needle;	/* in the message, besides the name */
+		const char *needle; /* in the message, besides the name */
 	} t[] = {
 		{ "bad magic", LOADER_EFORMAT, "offset 0" },
 		{ "header version 2", LOADER_EVERSION, "offset 8" },
@@ -1090,15 +1100,9 @@ Test(corrupt, named_errors, .init = corrupt_setup, .fini = corrupt_teardown)
 
 		memcpy(buf, L.buf, L.size);
 		switch (i) {
-		case 0:
-			buf[0] ^= 0xff;
-			break;
-		case 1:
-			put32(buf + 8, 2);
-			break;
-		case 2:
-			put32(buf + tr + 32, 2);
-			break;
+		case 0: buf[0] ^= 0xff; break;
+		case 1: put32(buf + 8, 2); break;
+		case 2: put32(buf + tr + 32, 2); break;
 		case 3:
 			buf[30] = 1;
 			sign = false;
@@ -1107,22 +1111,14 @@ Test(corrupt, named_errors, .init = corrupt_setup, .fini = corrupt_teardown)
 			buf[L.foff + 40] ^= 1;
 			sign = false;
 			break;
-		case 5:
-			put64(buf + tr, L.size + 4096);
-			break;
-		case 6:
-			put64(buf + L.foff + 24, L.size * 2);
-			break;
+		case 5: put64(buf + tr, L.size + 4096); break;
+		case 6: put64(buf + L.foff + 24, L.size * 2); break;
 		case 7:
 			put64(buf + L.foff + L.ipos + 5 * SHARD_INDEX_ENTRY,
 			      L.size + 100);
 			break;
-		case 8:
-			buf[16] = 1;
-			break;
-		default:
-			buf[L.size - 2] ^= 0xff;
-			break;
+		case 8: buf[16] = 1; break;
+		default: buf[L.size - 2] ^= 0xff; break;
 		}
 		err = open_damaged(buf, sign, &d);
 		cr_expect_eq(err, t[i].err, "%s: %d (%s)", t[i].what, err,
@@ -1174,7 +1170,8 @@ Test(verify, large_record_and_progress, .init = setup, .fini = teardown)
 	static const char *const t[] = { "blob: bytes", "l: int64" };
 	static const size_t sizes[] = { 1000, 9u << 20, 10, 0, 3u << 20 };
 	struct progress p = { 0 };
-	struct verify_opts o = { .decode = true, .progress = on_progress,
+	struct verify_opts o = { .decode = true,
+				 .progress = on_progress,
 				 .arg = &p };
 	struct verify_stats st = { 0 };
 	struct shard_writer *w = NULL;
@@ -1188,8 +1185,7 @@ Test(verify, large_record_and_progress, .init = setup, .fini = teardown)
 	cr_assert_not_null(blob);
 	memset(blob, 'x', 9u << 20);
 	parse_schema(&s, t, NELEM(t));
-	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d),
-		     0);
+	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d), 0);
 	for (size_t i = 0; i < NELEM(sizes); i++) {
 		int64_t label = (int64_t)i;
 		struct shard_field f[2] = {
@@ -1204,8 +1200,7 @@ Test(verify, large_record_and_progress, .init = setup, .fini = teardown)
 
 	cr_assert_eq(shard_open(&sh, tmp_fd, SHARD_NAME, &d), 0, "%s", d.msg);
 	cr_assert_eq(verify_ctx_new(&vc), 0);
-	cr_expect_eq(verify_shard(vc, sh, tmp_fd, &o, &st, &d), 0, "%s",
-		     d.msg);
+	cr_expect_eq(verify_shard(vc, sh, tmp_fd, &o, &st, &d), 0, "%s", d.msg);
 	shard_data_range(sh, &begin, &end);
 	cr_expect_eq(st.records, NELEM(sizes));
 	cr_expect_eq(st.bad, 0);

@@ -69,8 +69,7 @@ static int unpack(struct dump *du, const struct shard *sh, unsigned k,
 }
 
 /* Dump the records of one shard; *index counts records across shards. */
-static int dump_shard(struct dump *du, const struct shard *sh,
-		      uint64_t *index)
+static int dump_shard(struct dump *du, const struct shard *sh, uint64_t *index)
 {
 	const struct schema *sch = shard_schema(sh);
 	struct shard_field f[SCHEMA_MAX_FIELDS];
@@ -132,7 +131,8 @@ static int dump(struct dump *du, const char *dir)
 				du->raw_field);
 	if (du->raw && du->raw_index >= du->ds->records)
 		return diag_set(&du->d, LOADER_ERANGE,
-				"%s: record %" PRIu64 " out of range (%" PRIu64 " records)",
+				"%s: record %" PRIu64 " out of range (%" PRIu64
+				" records)",
 				dir, du->raw_index, du->ds->records);
 	err = codec_ctx_new(&du->ctx, 0);
 	for (uint32_t i = 0; !err && i < du->ds->nshards && !du->raw_done;
@@ -149,7 +149,8 @@ static int dump(struct dump *du, const char *dir)
 	}
 	if (!err && index != du->ds->records && !du->raw_done)
 		err = diag_set(&du->d, LOADER_EFORMAT,
-			       "%s: %" PRIu64 " records read, the manifest says %" PRIu64,
+			       "%s: %" PRIu64
+			       " records read, the manifest says %" PRIu64,
 			       dir, index, du->ds->records);
 	return err;
 }

@@ -66,7 +66,8 @@ int main(int argc, char **argv)
 	uint64_t *ha, *hb, n, k = 0, same = 0;
 
 	if (argc - shuffled != 4) {
-		fprintf(stderr, "usage: idxcheck [--shuffled] IMAGES LABELS DATASET\n");
+		fprintf(stderr,
+			"usage: idxcheck [--shuffled] IMAGES LABELS DATASET\n");
 		return 2;
 	}
 	argv += shuffled;
@@ -74,7 +75,8 @@ int main(int argc, char **argv)
 	lab = load_idx(argv[2], 8, &nlab);
 	n = nlab;
 	if (nimg != n * item) {
-		fprintf(stderr, "idxcheck: %zu image bytes for %" PRIu64 " labels\n",
+		fprintf(stderr,
+			"idxcheck: %zu image bytes for %" PRIu64 " labels\n",
 			nimg, n);
 		return 2;
 	}
@@ -109,14 +111,17 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			if (got != item || f[1].len != 8) {
-				printf("record %" PRIu64 ": image %zu bytes, label %u bytes\n",
+				printf("record %" PRIu64
+				       ": image %zu bytes, label %u bytes\n",
 				       k, got, f[1].len);
 				return 1;
 			}
 			memcpy(&label, f[1].data, 8);
-			if (!shuffled &&
-			    (memcmp(buf, img + k * item, item) || label != lab[k])) {
-				printf("record %" PRIu64 " differs from IDX item %" PRIu64 " (label %" PRId64 " vs %u)\n",
+			if (!shuffled && (memcmp(buf, img + k * item, item) ||
+					  label != lab[k])) {
+				printf("record %" PRIu64
+				       " differs from IDX item %" PRIu64
+				       " (label %" PRId64 " vs %u)\n",
 				       k, k, label, lab[k]);
 				return 1;
 			}
@@ -144,6 +149,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("%" PRIu64 " records match%s\n", n, shuffled ? " (as a permutation)" : "");
+	printf("%" PRIu64 " records match%s\n", n,
+	       shuffled ? " (as a permutation)" : "");
 	return 0;
 }

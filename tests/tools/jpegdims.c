@@ -75,13 +75,13 @@ int main(int argc, char **argv)
 	}
 	if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &sub,
 				&cs)) {
-		fprintf(stderr, "jpegdims: %s: %s\n", path,
-			tjGetErrorStr2(tj));
+		fprintf(stderr, "jpegdims: %s: %s\n", path, tjGetErrorStr2(tj));
 		rc = 1;
 	} else {
 		printf("%d %d %d\n", w, h,
-		       cs == TJCS_GRAY ? 1 :
-		       cs == TJCS_CMYK || cs == TJCS_YCCK ? 4 : 3);
+		       cs == TJCS_GRAY			  ? 1 :
+		       cs == TJCS_CMYK || cs == TJCS_YCCK ? 4 :
+							    3);
 	}
 	tjDestroy(tj);
 out:

@@ -19,7 +19,7 @@
 
 #include <turbojpeg.h>
 
-#define GRID 8
+#define GRID	 8
 #define MAX_SIDE 16384
 
 static uint64_t splitmix(uint64_t *s)
