@@ -255,11 +255,12 @@ static int prepare_outdir(struct pack_run *r)
 		if (!ours)
 			continue;
 		if (!r->o->force) {
-			closedir(dir);
-			return diag_set(
+			diag_set(
 				&r->d, -EEXIST,
 				"%s already holds a dataset (%s); pass --force to replace it",
 				r->outdir, e->d_name);
+			closedir(dir);
+			return -EEXIST;
 		}
 		snprintf(path, sizeof(path), "%s/%s", r->outdir, e->d_name);
 		unlink(path);

@@ -151,5 +151,11 @@ int main(int argc, char **argv)
 	}
 	printf("%" PRIu64 " records match%s\n", n,
 	       shuffled ? " (as a permutation)" : "");
+	free(img);
+	free(lab);
+	free(ha);
+	free(hb);
+	codec_ctx_free(ctx);
+	dataset_free(ds);
 	return 0;
 }
