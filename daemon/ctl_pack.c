@@ -233,16 +233,40 @@ static int prepare(struct pack_run *r)
 	return 0;
 }
 
+/* mkdir -p: create dir and any missing parents. */
+static int mkdir_p(const char *dir)
+{
+	char path[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, n + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0777) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0777) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 /* Refuse to mix a new dataset into an old one, unless --force. */
 static int prepare_outdir(struct pack_run *r)
 {
 	DIR *dir;
 	struct dirent *e;
 	char path[4200];
+	int err;
 
-	if (mkdir(r->outdir, 0777) && errno != EEXIST)
-		return diag_set(&r->d, -errno, "%s: %s", r->outdir,
-				strerror(errno));
+	err = mkdir_p(r->outdir);
+	if (err)
+		return diag_set(&r->d, err, "%s: %s", r->outdir,
+				strerror(-err));
 	dir = opendir(r->outdir);
 	if (!dir)
 		return diag_set(&r->d, -errno, "%s: %s", r->outdir,
@@ -601,9 +625,10 @@ int ctl_pack(int argc, char **argv)
 		fprintf(stderr, "loaderctl pack: %s\n", d.msg);
 		return CTL_FAIL;
 	}
-	if (mkdir(argv[1], 0777) && errno != EEXIST) {
+	err = mkdir_p(argv[1]);
+	if (err) {
 		fprintf(stderr, "loaderctl pack: %s: %s\n", argv[1],
-			strerror(errno));
+			strerror(-err));
 		return CTL_FAIL;
 	}
 	for (int i = 0; i < n; i++) {

@@ -7,7 +7,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/train-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 26
+plan 27
 
 ok "pack plain" "$LOADERCTL" pack "$src" "$T/plain"
 ok "train split bit-exact against the IDX files" "$TOOLS/idxcheck" \
@@ -45,6 +45,7 @@ ok "shuffled test split is a permutation of the IDX items" "$TOOLS/idxcheck" --s
 "$LOADERCTL" pack --split test --shuffle 42 --shard-size 4M "$src" "$T/shuf2" >/dev/null
 ok "same seed, same bytes" cmp "$T/shuf/test/shard-00001.lds" "$T/shuf2/test/shard-00001.lds"
 ok "--split packs only that split" test ! -e "$T/shuf/train"
+ok "pack creates missing parent directories" "$LOADERCTL" pack --split test "$src" "$T/a/b/c"
 
 out=$("$LOADERCTL" pack "$src" "$T/plain" 2>&1)
 is "$?" 2 "packing over a dataset without --force fails"
