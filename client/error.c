@@ -16,6 +16,8 @@ static const char *const loader_errors[] = {
 	[-(LOADER_ETOOBIG)-4096] = "size above limit",
 	[-(LOADER_EUSAGE)-4096] = "invalid option or argument",
 	[-(LOADER_EPROTO)-4096] = "malformed protocol message",
+	[-(LOADER_EEND)-4096] = "end of stream",
+	[-(LOADER_ESTREAM)-4096] = "stream failed in the daemon",
 };
 
 LOADER_API const char *loader_strerror(int err)

@@ -9,12 +9,19 @@
  * LOADER_E* codes below, which live in a range that no errno reaches.
  * loader_strerror() describes both.
  *
- * The daemon's stream interface (connect, open a stream, loader_next(),
- * loader_release()) is added by the core-path work; today this header
- * carries the error space shared by every part of the project.
+ * A struct loader is one stream from the daemon: loader_open() connects,
+ * hands the daemon the dataset's files (opened here, with the caller's
+ * permissions) and maps the stream's batch ring. loader_next() returns a
+ * view of the next batch straight in that shared memory; the view stays
+ * valid until loader_release() gives the slot back. The library links no
+ * libuv or liburing; it is not thread-safe per handle (one consumer
+ * thread per stream).
  */
 #ifndef LOADER_H
 #define LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,7 +51,131 @@ enum loader_error {
 	LOADER_ETOOBIG = -4103, /* a size above a configured limit */
 	LOADER_EUSAGE = -4104,	/* invalid option or argument */
 	LOADER_EPROTO = -4105,	/* a malformed protocol message */
+	LOADER_EEND = -4106,	/* the stream delivered all its epochs */
+	LOADER_ESTREAM = -4107,	/* the daemon stopped the stream: see
+				   loader_reason() */
 };
+
+/* Sample orders (DESIGN.md, "Sample order"). */
+enum loader_order {
+	LOADER_ORDER_SEQUENTIAL = 0,
+	LOADER_ORDER_RANDOM = 1,
+	LOADER_ORDER_QUASI = 2,
+};
+
+/* Element types of outputs; the numbers are those of the shard format. */
+enum loader_dtype {
+	LOADER_DTYPE_U8 = 1,
+	LOADER_DTYPE_I8 = 2,
+	LOADER_DTYPE_U16 = 3,
+	LOADER_DTYPE_I16 = 4,
+	LOADER_DTYPE_U32 = 5,
+	LOADER_DTYPE_I32 = 6,
+	LOADER_DTYPE_U64 = 7,
+	LOADER_DTYPE_I64 = 8,
+	LOADER_DTYPE_F16 = 9,
+	LOADER_DTYPE_F32 = 10,
+	LOADER_DTYPE_F64 = 11,
+};
+
+#define LOADER_MAX_OUTPUTS 8
+#define LOADER_MAX_DIMS 5
+
+/*
+ * Stream options. Zero-initialise, then set what you need: every zero
+ * field means its default.
+ */
+struct loader_opts {
+	/* Daemon socket; NULL: $LOADERD_SOCKET, else
+	 * $XDG_RUNTIME_DIR/loaderd.sock, else /run/loaderd/loaderd.sock. */
+	const char *socket_path;
+	/*
+	 * Outputs, comma-separated: FIELD[:CAST], CAST being "unit" (u8 to
+	 * f32 in [0,1]) or "f32" (integer to f32). NULL: every field of the
+	 * schema as stored. E.g. "image:unit,label".
+	 */
+	const char *outputs;
+	uint32_t batch_size; /* default 256 */
+	uint32_t order; /* enum loader_order; default sequential (0) */
+	uint64_t seed;
+	uint32_t epochs; /* 0: endless */
+	uint32_t start_epoch;
+	uint32_t rank, world; /* world 0 means 1 */
+	uint32_t drop_last;
+	uint32_t ring_slots; /* default 8 */
+	uint64_t prefetch_bytes; /* default 64 MiB */
+	uint32_t threads; /* decode threads; default: the daemon's */
+	int timeout_ms; /* for connect and replies; default 10000 */
+};
+
+/* One output of a batch: a view into the ring, read-only. */
+struct loader_tensor {
+	const char *name;
+	const void *data;
+	uint32_t dtype; /* enum loader_dtype */
+	uint32_t ndim;
+	uint64_t shape[LOADER_MAX_DIMS]; /* shape[0] = count */
+	size_t bytes; /* of this batch's data */
+};
+
+/*
+ * A batch: valid from loader_next() until loader_release() (or
+ * loader_close()). All pointers point into the shared ring.
+ */
+struct loader_batch {
+	uint64_t seq; /* number of the batch in the stream, from 0 */
+	uint64_t index; /* within its epoch */
+	uint32_t epoch;
+	uint32_t count; /* samples */
+	const uint64_t *ids; /* global sample index of each sample */
+	uint32_t noutputs;
+	struct loader_tensor out[LOADER_MAX_OUTPUTS];
+};
+
+struct loader_stats {
+	uint64_t batches; /* received by this client */
+	uint64_t samples;
+	uint64_t bytes; /* output bytes received */
+	uint64_t wait_ns; /* time blocked in loader_next() */
+	uint64_t batches_per_epoch;
+	uint64_t dataset_samples;
+	/* From the daemon (loader_stats() asks it): */
+	uint64_t daemon_bytes_read;
+	uint64_t daemon_bad_samples;
+	uint64_t daemon_rss;
+};
+
+struct loader;
+
+/*
+ * Open a stream on the dataset directory `dataset` (made by loaderctl
+ * pack). Returns 0 and *out, or a negative code; the daemon's reason for
+ * a refusal is copied to errbuf (errlen bytes, may be 0).
+ */
+LOADER_API int loader_open(struct loader **out, const char *dataset,
+			   const struct loader_opts *opts, char *errbuf,
+			   size_t errlen);
+
+/*
+ * Wait up to timeout_ms (< 0: for ever) for the next batch and describe
+ * it in *b. Returns 0, -ETIMEDOUT, LOADER_EEND after the last epoch,
+ * LOADER_ESTREAM if the daemon failed the stream, -EPIPE if the daemon
+ * went away, or -EBUSY if the previous batch was not released.
+ */
+LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
+			   int timeout_ms);
+
+/* Give batch b's slot back to the daemon. b stops being valid. */
+LOADER_API int loader_release(struct loader *l, const struct loader_batch *b);
+
+/* Counters, including the daemon's (one round trip). */
+LOADER_API int loader_stats(struct loader *l, struct loader_stats *st);
+
+/* The daemon's reason for the last failure; never NULL. */
+LOADER_API const char *loader_reason(const struct loader *l);
+
+/* End the stream and free everything. NULL is a no-op. */
+LOADER_API void loader_close(struct loader *l);
 
 /*
  * Describe an error code: a LOADER_E* code or a -errno value.

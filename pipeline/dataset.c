@@ -11,7 +11,10 @@
 
 #include <jansson.h>
 
+#include <sys/stat.h>
+
 #include "dataset.h"
+#include "fdio.h"
 #include "loader.h"
 #include "shard.h"
 
@@ -58,34 +61,15 @@ static char *dup_str(json_t *j)
 	return json_is_string(j) ? strdup(json_string_value(j)) : NULL;
 }
 
-int dataset_load(struct dataset **out, const char *dir, struct diag *d)
+/* Check and take in a parsed manifest; path names it in messages. */
+static int parse_manifest(struct dataset *ds, json_t *root, const char *path,
+			  struct diag *d)
 {
-	char path[4096];
-	struct dataset *ds;
-	json_error_t je;
-	json_t *root = NULL, *j, *v;
+	json_t *j, *v;
 	uint64_t sum = 0, version;
 	size_t k;
 	int err = LOADER_EFORMAT;
 
-	ds = calloc(1, sizeof(*ds));
-	if (!ds || !(ds->dir = strdup(dir))) {
-		free(ds);
-		return -ENOMEM;
-	}
-	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
-		if (access(path, F_OK))
-			err = diag_set(
-				d, -ENOENT,
-				"%s: no manifest: not a dataset directory (pack one with loaderctl pack)",
-				path);
-		else
-			err = diag_set(d, LOADER_EFORMAT, "%s: line %d: %s",
-				       path, je.line, je.text);
-		goto fail;
-	}
 	j = json_object_get(root, "format");
 	if (!json_is_string(j) ||
 	    strcmp(json_string_value(j), DATASET_FORMAT)) {
@@ -201,13 +185,114 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 	} else {
 		ds->origin.shuffle_seed = -1;
 	}
-	json_decref(root);
-	*out = ds;
 	return 0;
 fail:
-	json_decref(root);
-	dataset_free(ds);
 	return err;
+}
+
+int dataset_load(struct dataset **out, const char *dir, struct diag *d)
+{
+	char path[4096];
+	struct dataset *ds;
+	json_error_t je;
+	json_t *root;
+	int err;
+
+	ds = calloc(1, sizeof(*ds));
+	if (!ds || !(ds->dir = strdup(dir))) {
+		free(ds);
+		return -ENOMEM;
+	}
+	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		if (access(path, F_OK))
+			err = diag_set(
+				d, -ENOENT,
+				"%s: no manifest: not a dataset directory (pack one with loaderctl pack)",
+				path);
+		else
+			err = diag_set(d, LOADER_EFORMAT, "%s: line %d: %s",
+				       path, je.line, je.text);
+		dataset_free(ds);
+		return err;
+	}
+	err = parse_manifest(ds, root, path, d);
+	json_decref(root);
+	if (err) {
+		dataset_free(ds);
+		return err;
+	}
+	*out = ds;
+	return 0;
+}
+
+int dataset_load_fd(struct dataset **out, int fd, const char *name,
+		    struct diag *d)
+{
+	struct dataset *ds;
+	json_error_t je;
+	json_t *root;
+	int err;
+
+	struct stat st;
+	char *buf;
+
+	/*
+	 * The descriptor comes from a client: take only a regular file of a
+	 * sane size (never a pipe that could block us), read with pread.
+	 */
+	if (fstat(fd, &st))
+		return diag_set(d, -errno, "%s: %s", name, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_size > DATASET_MANIFEST_MAX)
+		return diag_set(d, LOADER_EFORMAT,
+				"%s: not a regular file of at most %d bytes",
+				name, DATASET_MANIFEST_MAX);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -ENOMEM;
+	err = fdio_pread_all(fd, buf, (size_t)st.st_size, 0);
+	if (err) {
+		free(buf);
+		return diag_set(d, err, "%s: read: %s", name,
+				loader_strerror(err));
+	}
+	ds = calloc(1, sizeof(*ds));
+	if (!ds) {
+		free(buf);
+		return -ENOMEM;
+	}
+	root = json_loadb(buf, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &je);
+	free(buf);
+	if (!root) {
+		dataset_free(ds);
+		return diag_set(d, LOADER_EFORMAT, "%s: line %d: %s", name,
+				je.line, je.text);
+	}
+	err = parse_manifest(ds, root, name, d);
+	json_decref(root);
+	if (err) {
+		dataset_free(ds);
+		return err;
+	}
+	*out = ds;
+	return 0;
+}
+
+int dataset_check_shard(const struct dataset *ds, uint32_t i,
+			const struct shard *sh, struct diag *d)
+{
+	const struct dataset_shard *s = &ds->shards[i];
+
+	if (!schema_equal(shard_schema(sh), &ds->schema))
+		return diag_set(d, LOADER_ESCHEMA,
+				"%s: schema differs from the manifest's",
+				shard_name(sh));
+	if (shard_count(sh) != s->records)
+		return diag_set(d, LOADER_EFORMAT,
+				"%s: %" PRIu64 " records, the manifest says %" PRIu64,
+				shard_name(sh), shard_count(sh), s->records);
+	return 0;
 }
 
 int dataset_save(const struct dataset *ds, struct diag *d)
@@ -286,18 +371,9 @@ int dataset_open_shard(const struct dataset *ds, uint32_t i, int *fd,
 	err = shard_open(sh, *fd, path, d);
 	if (err)
 		goto fail;
-	if (!schema_equal(shard_schema(*sh), &ds->schema)) {
-		err = diag_set(d, LOADER_ESCHEMA,
-			       "%s: schema differs from the manifest's", path);
+	err = dataset_check_shard(ds, i, *sh, d);
+	if (err)
 		goto fail_shard;
-	}
-	if (shard_count(*sh) != s->records) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: %" PRIu64
-			       " records, the manifest says %" PRIu64,
-			       path, shard_count(*sh), s->records);
-		goto fail_shard;
-	}
 	return 0;
 fail_shard:
 	shard_close(*sh);

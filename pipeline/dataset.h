@@ -17,6 +17,7 @@
 #define DATASET_MANIFEST "manifest.json"
 #define DATASET_FORMAT	 "loaderd-dataset"
 #define DATASET_VERSION	 1
+#define DATASET_MANIFEST_MAX (16 << 20) /* bytes a manifest may have */
 
 struct shard;
 
@@ -52,6 +53,17 @@ struct dataset {
  * with the file and the problem in d.
  */
 int dataset_load(struct dataset **out, const char *dir, struct diag *d);
+
+/*
+ * Load a manifest from an open file (the daemon gets the client's file
+ * descriptor, never a path). name is used in messages; ds->dir is NULL.
+ */
+int dataset_load_fd(struct dataset **out, int fd, const char *name,
+		    struct diag *d);
+
+/* Check that shard sh agrees with the manifest's entry i. */
+int dataset_check_shard(const struct dataset *ds, uint32_t i,
+			const struct shard *sh, struct diag *d);
 
 /*
  * Write ds->dir/manifest.json (atomically: a temporary file renamed over

@@ -1,0 +1,1189 @@
+/*
+ * libloader.c - the client library: connect to loaderd, hand it the
+ * dataset's files, map the stream's batch ring and read batches from it.
+ *
+ * A handle is not thread-safe: one thread at a time calls into it (the
+ * trainer's consumer thread). The hot path, loader_next() with a batch
+ * already published and loader_release() with the daemon not waiting,
+ * makes no system call but the vDSO clock.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "futex.h"
+#include "loader.h"
+#include "msg.h"
+#include "outputs.h"
+#include "proto.h"
+#include "ring.h"
+
+_Static_assert(LOADER_MAX_OUTPUTS == PROTO_MAX_OUTPUTS, "outputs per batch");
+_Static_assert(LOADER_MAX_DIMS == RING_MAX_DIMS, "dimensions per output");
+
+#define LOADER_BATCH_DEFAULT	256
+#define LOADER_SLOTS_DEFAULT	8
+#define LOADER_PREFETCH_DEFAULT (64ull << 20)
+#define LOADER_TIMEOUT_DEFAULT	10000 /* ms */
+#define LOADER_MAX_BATCH	65536
+#define LOADER_MAX_WORLD	65536
+#define LOADER_MIN_SLOTS	2
+#define LOADER_MAX_SLOTS	1024
+#define LOADER_SOCK_NAME	"loaderd.sock"
+#define LOADER_SOCK_SYSTEM	"/run/loaderd/loaderd.sock"
+#define LOADER_MANIFEST		"manifest.json"
+#define LOADER_MANIFEST_FORMAT	"loaderd-dataset"
+#define LOADER_MANIFEST_VERSION 1
+#define LOADER_REASON_LEN	1024
+/*
+ * Spin this many rounds before sleeping: a batch that is a few
+ * microseconds away is cheaper to wait for awake than through a futex
+ * round trip.
+ */
+#define LOADER_SPINS 4000
+/* Sleep in slices this long, to notice a daemon that died. */
+#define LOADER_SLICE_NS (50 * 1000000ll)
+
+/* One output, as checked at open time: never read from the ring again. */
+struct loader_output {
+	char name[PROTO_NAME_MAX];
+	uint32_t dtype;
+	uint32_t ndim;
+	uint64_t shape[RING_MAX_DIMS];
+	uint64_t offset; /* in a slot */
+	uint64_t sample_bytes;
+};
+
+struct loader {
+	int sock;
+	int timeout_ms;	  /* < 0: no limit */
+	uint32_t seq;	  /* of the last request sent */
+	uint32_t max_fds; /* per FILES message */
+
+	struct ring_hdr *hdr; /* the ring, mapped read-only */
+	size_t ring_bytes;
+	struct ring_cons *cons; /* the consumer page, ours to write */
+	size_t cons_bytes;
+
+	/*
+	 * The ring's layout, copied from its header and checked once: the
+	 * header is the daemon's memory, so nothing there is trusted (or
+	 * re-read) after loader_open().
+	 */
+	const unsigned char *slots;
+	uint64_t slot_size;
+	uint32_t slot_count;
+	uint32_t batch_size;
+	uint64_t ids_offset;
+	uint32_t noutputs;
+	struct loader_output out[PROTO_MAX_OUTPUTS];
+
+	uint32_t next;	  /* our consumer index: the next batch to read */
+	bool outstanding; /* batch `next` is handed out, not released */
+	uint64_t outstanding_seq;
+	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
+
+	struct loader_stats st;
+	char reason[LOADER_REASON_LEN];
+};
+
+/* Every reply the client accepts, received in place. */
+union loader_reply {
+	struct proto_hello_ok hello;
+	struct proto_open_ok open;
+	struct proto_stats_ok stats;
+	struct {
+		struct proto_error e;
+		char reason[PROTO_REASON_MAX];
+	} err;
+};
+
+__attribute__((format(printf, 3, 4))) static int
+loader_fail(struct loader *l, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(l->reason, sizeof(l->reason), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static int64_t loader_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The deadline timeout_ms from now, or -1 for none. */
+static int64_t loader_deadline(int timeout_ms)
+{
+	if (timeout_ms < 0)
+		return -1;
+	return loader_now_ns() + (int64_t)timeout_ms * 1000000;
+}
+
+static inline void loader_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static size_t loader_dtype_size(uint32_t dtype)
+{
+	static const uint8_t size[] = {
+		[LOADER_DTYPE_U8] = 1,	[LOADER_DTYPE_I8] = 1,
+		[LOADER_DTYPE_U16] = 2, [LOADER_DTYPE_I16] = 2,
+		[LOADER_DTYPE_U32] = 4, [LOADER_DTYPE_I32] = 4,
+		[LOADER_DTYPE_U64] = 8, [LOADER_DTYPE_I64] = 8,
+		[LOADER_DTYPE_F16] = 2, [LOADER_DTYPE_F32] = 4,
+		[LOADER_DTYPE_F64] = 8,
+	};
+
+	return dtype < sizeof(size) ? size[dtype] : 0;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+/* Fill the OPEN message from the caller's options and their defaults. */
+static int loader_make_open(struct loader *l, const struct loader_opts *o,
+			    struct proto_open *po)
+{
+	char why[256];
+	int err;
+
+	memset(po, 0, sizeof(*po));
+	po->batch_size = o->batch_size ? o->batch_size : LOADER_BATCH_DEFAULT;
+	po->order = o->order;
+	po->seed = o->seed;
+	po->epochs = o->epochs;
+	po->start_epoch = o->start_epoch;
+	po->rank = o->rank;
+	po->world = o->world ? o->world : 1;
+	po->drop_last = o->drop_last;
+	po->ring_slots = o->ring_slots ? o->ring_slots : LOADER_SLOTS_DEFAULT;
+	po->prefetch_bytes =
+		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
+	po->threads = o->threads;
+
+	/*
+	 * The daemon checks all of this again; checking here too gives the
+	 * caller a precise message without a round trip.
+	 */
+	if (po->batch_size > LOADER_MAX_BATCH)
+		return loader_fail(l, LOADER_EUSAGE,
+				   "batch_size %u: at most %d", po->batch_size,
+				   LOADER_MAX_BATCH);
+	if (po->order > LOADER_ORDER_QUASI)
+		return loader_fail(l, LOADER_EUSAGE, "unknown order %u",
+				   po->order);
+	if (po->world > LOADER_MAX_WORLD || po->rank >= po->world)
+		return loader_fail(
+			l, LOADER_EUSAGE,
+			"rank %u of world %u: need rank < world <= %d",
+			po->rank, po->world, LOADER_MAX_WORLD);
+	if (po->drop_last > 1)
+		return loader_fail(l, LOADER_EUSAGE, "drop_last %u: 0 or 1",
+				   po->drop_last);
+	if (po->ring_slots < LOADER_MIN_SLOTS ||
+	    po->ring_slots > LOADER_MAX_SLOTS)
+		return loader_fail(l, LOADER_EUSAGE, "ring_slots %u: %d..%d",
+				   po->ring_slots, LOADER_MIN_SLOTS,
+				   LOADER_MAX_SLOTS);
+	err = loader_parse_outputs(o->outputs, po->out, &po->noutputs, why,
+				   sizeof(why));
+	if (err)
+		return loader_fail(l, err, "%s", why);
+	return 0;
+}
+
+/* opts->socket_path, $LOADERD_SOCKET, $XDG_RUNTIME_DIR/..., or /run/... */
+static int loader_sock_path(struct loader *l, const struct loader_opts *o,
+			    struct sockaddr_un *sa)
+{
+	const char *p = o->socket_path, *xdg;
+	int n;
+
+	if (!p || !*p)
+		p = getenv("LOADERD_SOCKET");
+	if (p && *p) {
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", p);
+	} else if ((xdg = getenv("XDG_RUNTIME_DIR")) && *xdg) {
+		p = xdg;
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", xdg,
+			     LOADER_SOCK_NAME);
+	} else {
+		p = LOADER_SOCK_SYSTEM;
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", p);
+	}
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
+		return loader_fail(l, -ENAMETOOLONG,
+				   "socket path %s: longer than %zu bytes", p,
+				   sizeof(sa->sun_path) - 1);
+	sa->sun_family = AF_UNIX;
+	return 0;
+}
+
+/* ---- control socket ------------------------------------------------------ */
+
+/* Wait until the socket has something to read (or hung up). */
+static int loader_wait_readable(int fd, int64_t deadline)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r, ms;
+
+	for (;;) {
+		ms = -1;
+		if (deadline >= 0) {
+			int64_t left = deadline - loader_now_ns();
+
+			if (left <= 0)
+				left = 0;
+			/* Round up: poll(0) would spin until the deadline. */
+			ms = (int)((left + 999999) / 1000000);
+		}
+		r = poll(&p, 1, ms);
+		if (r > 0)
+			return 0;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* The daemon's PROTO_ERROR: its code, and its reason in l->reason. */
+static int loader_daemon_error(struct loader *l, const union loader_reply *r)
+{
+	char text[PROTO_REASON_MAX + 1];
+	uint32_t len = r->err.e.len; /* <= PROTO_REASON_MAX: msg_recv */
+	int code = r->err.e.code;
+
+	/* The reason goes to terminals and logs: no control characters. */
+	for (uint32_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)r->err.reason[i];
+
+		text[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	text[len] = '\0';
+	if (code >= 0)
+		return loader_fail(l, LOADER_EPROTO,
+				   "loaderd sent an error with code %d: %s",
+				   code, text);
+	if (!len)
+		return loader_fail(l, code, "loaderd: %s",
+				   loader_strerror(code));
+	return loader_fail(l, code, "loaderd: %s", text);
+}
+
+/*
+ * Wait for the reply to the request l->seq. A PROTO_ERROR that answers
+ * any request from first_seq on (a FILES message gets no reply unless it
+ * fails) ends the wait with the daemon's code. Replies to requests before
+ * first_seq are late answers to calls that timed out: skipped.
+ */
+static int loader_reply(struct loader *l, uint32_t first_seq, uint16_t want,
+			union loader_reply *r, int *fds, unsigned maxfds,
+			unsigned *nfds)
+{
+	int64_t deadline = loader_deadline(l->timeout_ms);
+	char why[256];
+	struct proto_hdr h;
+	unsigned got;
+	int err;
+
+	for (;;) {
+		err = loader_wait_readable(l->sock, deadline);
+		if (err == -ETIMEDOUT)
+			return loader_fail(l, err,
+					   "no %s from loaderd within %d ms",
+					   msg_type_name(want), l->timeout_ms);
+		if (err)
+			return loader_fail(l, err, "poll: %s", strerror(-err));
+		err = msg_recv(l->sock, &h, r, sizeof(*r), fds, maxfds, &got,
+			       why, sizeof(why));
+		if (err == -EPIPE)
+			return loader_fail(
+				l, err,
+				"loaderd closed the connection (waiting for %s)",
+				msg_type_name(want));
+		if (err == LOADER_EPROTO)
+			return loader_fail(l, err,
+					   "malformed message from loaderd: %s",
+					   why);
+		if (err)
+			return loader_fail(l, err, "receiving from loaderd: %s",
+					   strerror(-err));
+		if ((int32_t)(h.seq - first_seq) < 0) {
+			for (unsigned i = 0; i < got; i++)
+				close(fds[i]);
+			continue;
+		}
+		if (h.type == PROTO_ERROR && (int32_t)(h.seq - l->seq) <= 0) {
+			err = loader_daemon_error(l, r);
+			goto fail;
+		}
+		if (h.seq != l->seq) {
+			err = loader_fail(
+				l, LOADER_EPROTO,
+				"loaderd answered request %u with %s, expected %s to %u",
+				h.seq, msg_type_name(h.type),
+				msg_type_name(want), l->seq);
+			goto fail;
+		}
+		if (h.type != want) {
+			err = loader_fail(
+				l, LOADER_EPROTO,
+				"loaderd answered with %s, expected %s",
+				msg_type_name(h.type), msg_type_name(want));
+			goto fail;
+		}
+		if (nfds)
+			*nfds = got;
+		return 0;
+	}
+fail:
+	for (unsigned i = 0; i < got; i++)
+		close(fds[i]);
+	return err;
+}
+
+/*
+ * A send failed. If the daemon refused something and hung up, its
+ * PROTO_ERROR may be waiting to be read: prefer its reason to EPIPE.
+ */
+static int loader_send_failed(struct loader *l, int err, uint16_t type)
+{
+	union loader_reply r;
+	struct pollfd p = { .fd = l->sock, .events = POLLIN };
+	struct proto_hdr h;
+	char why[64];
+
+	if (err == -EAGAIN)
+		return loader_fail(l, -ETIMEDOUT,
+				   "loaderd did not take %s within %d ms",
+				   msg_type_name(type), l->timeout_ms);
+	if ((err == -EPIPE || err == -ECONNRESET) && poll(&p, 1, 0) == 1 &&
+	    !msg_recv(l->sock, &h, &r, sizeof(r), NULL, 0, NULL, why,
+		      sizeof(why)) &&
+	    h.type == PROTO_ERROR)
+		return loader_daemon_error(l, &r);
+	if (err == -EPIPE || err == -ECONNRESET)
+		return loader_fail(l, -EPIPE,
+				   "loaderd closed the connection (sending %s)",
+				   msg_type_name(type));
+	return loader_fail(l, err, "sending %s: %s", msg_type_name(type),
+			   strerror(-err));
+}
+
+static int loader_connect(struct loader *l, const struct loader_opts *o)
+{
+	struct sockaddr_un sa;
+	int err;
+
+	memset(&sa, 0, sizeof(sa));
+	err = loader_sock_path(l, o, &sa);
+	if (err)
+		return err;
+	l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (l->sock < 0)
+		return loader_fail(l, -errno, "socket: %s", strerror(errno));
+	/*
+	 * A Unix connect() blocks while the daemon's listen queue is full,
+	 * and a send while its receive queue is: both for at most
+	 * SO_SNDTIMEO. (A non-blocking connect would not help: on a Unix
+	 * socket it fails with EAGAIN instead of going on in the
+	 * background.)
+	 */
+	if (l->timeout_ms > 0) {
+		struct timeval tv = {
+			.tv_sec = l->timeout_ms / 1000,
+			.tv_usec = (l->timeout_ms % 1000) * 1000,
+		};
+
+		if (setsockopt(l->sock, SOL_SOCKET, SO_SNDTIMEO, &tv,
+			       sizeof(tv)))
+			return loader_fail(l, -errno, "SO_SNDTIMEO: %s",
+					   strerror(errno));
+	}
+	while (connect(l->sock, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = -errno;
+		if (err == -EINTR)
+			continue;
+		if (err == -EAGAIN)
+			return loader_fail(
+				l, -ETIMEDOUT,
+				"connect %s: loaderd did not accept within %d ms",
+				sa.sun_path, l->timeout_ms);
+		if (err == -ENOENT || err == -ECONNREFUSED)
+			return loader_fail(
+				l, err, "connect %s: %s (is loaderd running?)",
+				sa.sun_path, strerror(-err));
+		return loader_fail(l, err, "connect %s: %s", sa.sun_path,
+				   strerror(-err));
+	}
+	return 0;
+}
+
+static int loader_hello(struct loader *l)
+{
+	struct proto_hello hello = { .version = PROTO_VERSION };
+	union loader_reply r;
+	int err;
+
+	err = msg_send(l->sock, PROTO_HELLO, ++l->seq, &hello, sizeof(hello),
+		       NULL, 0);
+	if (err)
+		return loader_send_failed(l, err, PROTO_HELLO);
+	err = loader_reply(l, l->seq, PROTO_HELLO_OK, &r, NULL, 0, NULL);
+	if (err)
+		return err;
+	if (r.hello.version != PROTO_VERSION)
+		return loader_fail(
+			l, LOADER_EVERSION,
+			"loaderd speaks protocol version %u, this library %d",
+			r.hello.version, PROTO_VERSION);
+	if (r.hello.max_fds == 0)
+		return loader_fail(l, LOADER_EPROTO,
+				   "loaderd takes 0 descriptors per message");
+	/* Never more than the protocol allows, whatever the daemon says. */
+	l->max_fds = r.hello.max_fds < PROTO_MAX_FDS ? r.hello.max_fds :
+						       PROTO_MAX_FDS;
+	return 0;
+}
+
+/* ---- dataset files ------------------------------------------------------- */
+
+static bool loader_plain_name(const char *s)
+{
+	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+/*
+ * Open a file of the dataset with the caller's permissions: that is the
+ * whole point of passing descriptors. O_NONBLOCK keeps a FIFO planted in
+ * the dataset from hanging the open; a regular file ignores it, and it is
+ * cleared again before the daemon gets the descriptor.
+ */
+static int loader_open_file(struct loader *l, int dfd, const char *dataset,
+			    const char *name, int *out)
+{
+	struct stat st;
+	int fd, fl;
+
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return loader_fail(l, -errno, "%s/%s: %s", dataset, name,
+				   strerror(errno));
+	if (fstat(fd, &st)) {
+		int err = -errno;
+
+		close(fd);
+		return loader_fail(l, err, "%s/%s: %s", dataset, name,
+				   strerror(-err));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return loader_fail(l, LOADER_EFORMAT,
+				   "%s/%s: not a regular file", dataset, name);
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+		int err = -errno;
+
+		close(fd);
+		return loader_fail(l, err, "%s/%s: fcntl: %s", dataset, name,
+				   strerror(-err));
+	}
+	*out = fd;
+	return 0;
+}
+
+/*
+ * The shard names, from the manifest read through the very descriptor
+ * that the daemon will get, so that both read the same file.
+ */
+static int loader_manifest(struct loader *l, int mfd, const char *dataset,
+			   json_t **rootp, json_t **shardsp)
+{
+	json_error_t je;
+	json_t *root, *j, *v;
+	size_t k;
+	int err;
+
+	root = json_loadfd(mfd, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return loader_fail(l, LOADER_EFORMAT, "%s/%s: line %d: %s",
+				   dataset, LOADER_MANIFEST, je.line, je.text);
+	/*
+	 * The daemon shares this descriptor's file offset: leave it where
+	 * a reader that uses read() would expect it.
+	 */
+	if (lseek(mfd, 0, SEEK_SET) < 0) {
+		err = loader_fail(l, -errno, "%s/%s: lseek: %s", dataset,
+				  LOADER_MANIFEST, strerror(errno));
+		goto fail;
+	}
+	j = json_object_get(root, "format");
+	if (!json_is_string(j) ||
+	    strcmp(json_string_value(j), LOADER_MANIFEST_FORMAT)) {
+		err = loader_fail(l, LOADER_EFORMAT,
+				  "%s/%s: \"format\" is not \"%s\"", dataset,
+				  LOADER_MANIFEST, LOADER_MANIFEST_FORMAT);
+		goto fail;
+	}
+	j = json_object_get(root, "version");
+	if (!json_is_integer(j) ||
+	    json_integer_value(j) != LOADER_MANIFEST_VERSION) {
+		err = loader_fail(l, LOADER_EVERSION,
+				  "%s/%s: \"version\" is not %d", dataset,
+				  LOADER_MANIFEST, LOADER_MANIFEST_VERSION);
+		goto fail;
+	}
+	j = json_object_get(root, "shards");
+	if (!json_is_array(j)) {
+		err = loader_fail(l, LOADER_EFORMAT,
+				  "%s/%s: \"shards\" is not an array", dataset,
+				  LOADER_MANIFEST);
+		goto fail;
+	}
+	if (json_array_size(j) > PROTO_MAX_FILES - 1) {
+		err = loader_fail(l, LOADER_ETOOBIG,
+				  "%s/%s: %zu shards, at most %u", dataset,
+				  LOADER_MANIFEST, json_array_size(j),
+				  PROTO_MAX_FILES - 1);
+		goto fail;
+	}
+	/* Check every name before opening any file. */
+	json_array_foreach(j, k, v)
+	{
+		json_t *f = json_object_get(v, "file");
+
+		if (!json_is_string(f) ||
+		    !loader_plain_name(json_string_value(f))) {
+			err = loader_fail(
+				l, LOADER_EFORMAT,
+				"%s/%s: shard %zu: \"file\" is not a plain file name",
+				dataset, LOADER_MANIFEST, k);
+			goto fail;
+		}
+	}
+	*rootp = root;
+	*shardsp = j;
+	return 0;
+fail:
+	json_decref(root);
+	return err;
+}
+
+/*
+ * Send manifest.json (index 0) and the shards (1..n, manifest order) in
+ * FILES messages of at most l->max_fds descriptors. Each batch is opened,
+ * sent and closed before the next, so a dataset of any size needs only
+ * max_fds descriptors at a time here. Returns the seq of the first FILES
+ * message in *first_seq.
+ */
+static int loader_send_files(struct loader *l, const char *dataset,
+			     uint32_t *first_seq)
+{
+	int fds[PROTO_MAX_FDS];
+	struct proto_files pf;
+	json_t *root = NULL, *shards = NULL;
+	unsigned count = 0;
+	size_t total, idx = 0;
+	int dfd, mfd = -1, err;
+
+	dfd = open(dataset, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return loader_fail(l, -errno, "%s: %s", dataset,
+				   strerror(errno));
+	err = loader_open_file(l, dfd, dataset, LOADER_MANIFEST, &mfd);
+	if (err)
+		goto out;
+	err = loader_manifest(l, mfd, dataset, &root, &shards);
+	if (err)
+		goto out;
+	total = json_array_size(shards) + 1;
+	*first_seq = l->seq + 1;
+	while (idx < total) {
+		count = 0;
+		while (count < l->max_fds && idx < total) {
+			if (idx == 0) {
+				fds[count++] = mfd;
+				mfd = -1;
+			} else {
+				json_t *s = json_array_get(shards, idx - 1);
+				const char *name = json_string_value(
+					json_object_get(s, "file"));
+
+				err = loader_open_file(l, dfd, dataset, name,
+						       &fds[count]);
+				if (err)
+					goto out;
+				count++;
+			}
+			idx++;
+		}
+		pf = (struct proto_files){
+			.first = (uint32_t)(idx - count),
+			.count = count,
+			.total = (uint32_t)total,
+		};
+		err = msg_send(l->sock, PROTO_FILES, ++l->seq, &pf, sizeof(pf),
+			       fds, count);
+		for (unsigned i = 0; i < count; i++)
+			close(fds[i]);
+		count = 0;
+		if (err) {
+			err = loader_send_failed(l, err, PROTO_FILES);
+			goto out;
+		}
+	}
+out:
+	for (unsigned i = 0; i < count; i++)
+		close(fds[i]);
+	if (mfd >= 0)
+		close(mfd);
+	json_decref(root);
+	close(dfd);
+	return err;
+}
+
+/* ---- the ring ------------------------------------------------------------ */
+
+/* Is [off, off + len) inside [0, size)? Without overflow. */
+static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/* Check one output of the ring header and keep it in *o. */
+static int loader_check_output(struct loader *l, unsigned i,
+			       const struct ring_output *ro,
+			       const struct ring_hdr *h,
+			       struct loader_output *o)
+{
+	uint64_t n = loader_dtype_size(ro->dtype);
+
+	if (!memchr(ro->name, '\0', sizeof(ro->name)) || !ro->name[0])
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring output %u: name not a string", i);
+	if (!n)
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring output %s: unknown dtype %u", ro->name,
+				   ro->dtype);
+	if (ro->ndim < 1 || ro->ndim > RING_MAX_DIMS ||
+	    ro->shape[0] != h->batch_size)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: bad shape (ndim %u, first dimension %llu)",
+			ro->name, ro->ndim, (unsigned long long)ro->shape[0]);
+	for (uint32_t d = 1; d < ro->ndim; d++) {
+		if (!ro->shape[d] || ro->shape[d] > h->slot_size / n)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"ring output %s: dimension %u is %llu",
+				ro->name, d, (unsigned long long)ro->shape[d]);
+		n *= ro->shape[d];
+	}
+	/* n, the bytes of one sample, is <= slot_size here: no overflow. */
+	if (n > h->slot_size / h->batch_size || ro->bytes != n * h->batch_size)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: %llu bytes for %u samples of %llu",
+			ro->name, (unsigned long long)ro->bytes, h->batch_size,
+			(unsigned long long)n);
+	if (ro->offset % RING_ALIGN || ro->offset < sizeof(struct ring_slot) ||
+	    !loader_inside(ro->offset, ro->bytes, h->slot_size))
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: offset %llu, %llu bytes, outside a %llu-byte slot or misaligned",
+			ro->name, (unsigned long long)ro->offset,
+			(unsigned long long)ro->bytes,
+			(unsigned long long)h->slot_size);
+	memcpy(o->name, ro->name, sizeof(o->name));
+	o->dtype = ro->dtype;
+	o->ndim = ro->ndim;
+	memcpy(o->shape, ro->shape, sizeof(o->shape));
+	o->offset = ro->offset;
+	o->sample_bytes = n;
+	return 0;
+}
+
+/*
+ * Check the ring's header against the mapping and the request, on a
+ * private copy (the daemon could change the shared one between a check
+ * and a use), and keep the layout in the handle.
+ */
+static int loader_check_ring(struct loader *l, const struct proto_open *po)
+{
+	struct ring_hdr h;
+	int err;
+
+	memcpy(&h, l->hdr, offsetof(struct ring_hdr, prod));
+	if (h.magic != RING_MAGIC)
+		return loader_fail(l, LOADER_EPROTO, "ring: bad magic 0x%08x",
+				   h.magic);
+	if (h.version != RING_VERSION)
+		return loader_fail(l, LOADER_EVERSION,
+				   "ring version %u, this library knows %d",
+				   h.version, RING_VERSION);
+	if (h.total_bytes != l->ring_bytes || h.slots_offset != RING_PAGE)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring: %llu bytes with slots at %llu, mapped %zu",
+			(unsigned long long)h.total_bytes,
+			(unsigned long long)h.slots_offset, l->ring_bytes);
+	/*
+	 * Slots start on a page and are a multiple of RING_ALIGN long, so
+	 * that every output (aligned within its slot) is aligned in memory
+	 * and can be read as its dtype.
+	 */
+	if (!h.slot_count || h.slot_size < sizeof(struct ring_slot) ||
+	    h.slot_size % RING_ALIGN ||
+	    h.slot_size > (l->ring_bytes - RING_PAGE) / h.slot_count)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring: %u slots of %llu bytes do not fit %zu bytes",
+			h.slot_count, (unsigned long long)h.slot_size,
+			l->ring_bytes);
+	if (h.batch_size != po->batch_size)
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring: batch size %u, asked for %u",
+				   h.batch_size, po->batch_size);
+	if (h.noutputs < 1 || h.noutputs > PROTO_MAX_OUTPUTS ||
+	    (po->noutputs && h.noutputs != po->noutputs))
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring: %u outputs, asked for %u (0: all)",
+				   h.noutputs, po->noutputs);
+	if (h.ids_offset % sizeof(uint64_t) ||
+	    h.ids_offset < sizeof(struct ring_slot) ||
+	    !loader_inside(h.ids_offset,
+			   (uint64_t)h.batch_size * sizeof(uint64_t),
+			   h.slot_size))
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring: sample ids at %llu outside a %llu-byte slot or misaligned",
+			(unsigned long long)h.ids_offset,
+			(unsigned long long)h.slot_size);
+	for (uint32_t i = 0; i < h.noutputs; i++) {
+		err = loader_check_output(l, i, &h.out[i], &h, &l->out[i]);
+		if (err)
+			return err;
+	}
+	l->slots = (const unsigned char *)l->hdr + RING_PAGE;
+	l->slot_size = h.slot_size;
+	l->slot_count = h.slot_count;
+	l->batch_size = h.batch_size;
+	l->ids_offset = h.ids_offset;
+	l->noutputs = h.noutputs;
+	return 0;
+}
+
+/* Map the two memfds of OPEN_OK; the descriptors are closed either way. */
+static int loader_map(struct loader *l, int fds[2],
+		      const struct proto_open_ok *ok)
+{
+	struct stat st;
+	int seals, err = 0;
+
+	if (ok->ring_bytes < RING_PAGE || ok->ring_bytes > SIZE_MAX ||
+	    ok->cons_bytes < sizeof(struct ring_cons) ||
+	    ok->cons_bytes > SIZE_MAX) {
+		err = loader_fail(
+			l, LOADER_EPROTO,
+			"OPEN_OK: ring of %llu bytes, consumer page of %llu",
+			(unsigned long long)ok->ring_bytes,
+			(unsigned long long)ok->cons_bytes);
+		goto out;
+	}
+	if (fstat(fds[0], &st) || (uint64_t)st.st_size != ok->ring_bytes) {
+		err = loader_fail(l, LOADER_EPROTO,
+				  "ring memfd is not the %llu bytes announced",
+				  (unsigned long long)ok->ring_bytes);
+		goto out;
+	}
+	/*
+	 * A ring that could shrink under the mapping would turn a read into
+	 * SIGBUS in the trainer; ring.h promises a sealed memfd.
+	 */
+	seals = fcntl(fds[0], F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		err = loader_fail(l, LOADER_EPROTO,
+				  "ring memfd is not sealed against shrinking");
+		goto out;
+	}
+	if (fstat(fds[1], &st) || (uint64_t)st.st_size < ok->cons_bytes) {
+		err = loader_fail(
+			l, LOADER_EPROTO,
+			"consumer memfd is smaller than the %llu bytes announced",
+			(unsigned long long)ok->cons_bytes);
+		goto out;
+	}
+	l->hdr = mmap(NULL, (size_t)ok->ring_bytes, PROT_READ, MAP_SHARED,
+		      fds[0], 0);
+	if (l->hdr == MAP_FAILED) {
+		l->hdr = NULL;
+		err = loader_fail(l, -errno, "mmap ring: %s", strerror(errno));
+		goto out;
+	}
+	l->ring_bytes = (size_t)ok->ring_bytes;
+	l->cons = mmap(NULL, (size_t)ok->cons_bytes, PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fds[1], 0);
+	if (l->cons == MAP_FAILED) {
+		l->cons = NULL;
+		err = loader_fail(l, -errno, "mmap consumer page: %s",
+				  strerror(errno));
+		goto out;
+	}
+	l->cons_bytes = (size_t)ok->cons_bytes;
+out:
+	/* The mappings keep the memory; the descriptors are not needed. */
+	close(fds[0]);
+	close(fds[1]);
+	return err;
+}
+
+static int loader_stream(struct loader *l, const struct proto_open *po,
+			 uint32_t first_seq)
+{
+	union loader_reply r;
+	unsigned nfds = 0;
+	int fds[2], err;
+
+	err = msg_send(l->sock, PROTO_OPEN, ++l->seq, po, sizeof(*po), NULL, 0);
+	if (err)
+		return loader_send_failed(l, err, PROTO_OPEN);
+	err = loader_reply(l, first_seq, PROTO_OPEN_OK, &r, fds, 2, &nfds);
+	if (err)
+		return err;
+	if (nfds != 2) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		return loader_fail(l, LOADER_EPROTO,
+				   "OPEN_OK carried %u descriptors, expected 2",
+				   nfds);
+	}
+	err = loader_map(l, fds, &r.open);
+	if (err)
+		return err;
+	err = loader_check_ring(l, po);
+	if (err)
+		return err;
+	l->st.batches_per_epoch = r.open.batches_per_epoch;
+	l->st.dataset_samples = r.open.samples;
+	/*
+	 * Start at the daemon's idea of the consumer index: a resumed stream
+	 * need not start at 0.
+	 */
+	l->next = __atomic_load_n(&l->cons->cons, __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+LOADER_API int loader_open(struct loader **out, const char *dataset,
+			   const struct loader_opts *opts, char *errbuf,
+			   size_t errlen)
+{
+	static const struct loader_opts none;
+	struct proto_open po;
+	struct loader *l;
+	uint32_t first_seq = 0;
+	int err;
+
+	if (errlen)
+		errbuf[0] = '\0';
+	if (!out || !dataset) {
+		if (errlen)
+			snprintf(errbuf, errlen, "loader_open: %s is NULL",
+				 out ? "dataset" : "out");
+		return -EINVAL;
+	}
+	*out = NULL;
+	if (!opts)
+		opts = &none;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->sock = -1;
+	l->timeout_ms =
+		opts->timeout_ms ? opts->timeout_ms : LOADER_TIMEOUT_DEFAULT;
+
+	err = loader_make_open(l, opts, &po);
+	if (err)
+		goto fail;
+	err = loader_connect(l, opts);
+	if (err)
+		goto fail;
+	err = loader_hello(l);
+	if (err)
+		goto fail;
+	err = loader_send_files(l, dataset, &first_seq);
+	if (err)
+		goto fail;
+	err = loader_stream(l, &po, first_seq);
+	if (err)
+		goto fail;
+	l->reason[0] = '\0';
+	*out = l;
+	return 0;
+fail:
+	if (errlen)
+		snprintf(errbuf, errlen, "%s",
+			 l->reason[0] ? l->reason : loader_strerror(err));
+	loader_close(l);
+	return err;
+}
+
+/* ---- batches --------------------------------------------------------------- */
+
+/* Has the daemon hung up (exited, crashed, closed the session)? */
+static bool loader_peer_gone(const struct loader *l)
+{
+	struct pollfd p = { .fd = l->sock, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/*
+ * No batch is ready: has the stream ended or failed? The state is read
+ * before prod again, so that the batches published before the daemon
+ * set RING_END (release) are all seen and delivered first.
+ */
+static int loader_check_state(struct loader *l, uint32_t *prod)
+{
+	uint32_t state = __atomic_load_n(&l->hdr->state, __ATOMIC_ACQUIRE);
+	char text[PROTO_REASON_MAX];
+	int code;
+
+	*prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
+	if (*prod != l->next || state == RING_RUNNING)
+		return 0;
+	if (state == RING_END)
+		return loader_fail(l, LOADER_EEND, "the stream has ended");
+	code = l->hdr->error;
+	memcpy(text, l->hdr->reason, sizeof(text));
+	text[sizeof(text) - 1] = '\0';
+	if (state != RING_FAILED)
+		return loader_fail(l, LOADER_EPROTO, "ring: unknown state %u",
+				   state);
+	if (!text[0])
+		return loader_fail(l, LOADER_ESTREAM, "stream failed: %s",
+				   loader_strerror(code));
+	return loader_fail(l, LOADER_ESTREAM, "%s", text);
+}
+
+/*
+ * Wait until prod moves past l->next, the stream ends, the daemon goes
+ * away or the time runs out. On success *prod is the new value.
+ */
+static int loader_wait(struct loader *l, int timeout_ms, uint32_t *prod)
+{
+	int64_t t0 = loader_now_ns(), left, slice;
+	int64_t deadline =
+		timeout_ms < 0 ? -1 : t0 + (int64_t)timeout_ms * 1000000;
+	bool flagged = false;
+	int err = 0;
+
+	for (int i = 0; timeout_ms && i < LOADER_SPINS; i++) {
+		loader_cpu_relax();
+		*prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
+		if (*prod != l->next)
+			goto out;
+	}
+	for (;;) {
+		err = loader_check_state(l, prod);
+		if (err || *prod != l->next)
+			break;
+		if (loader_peer_gone(l)) {
+			err = loader_fail(
+				l, -EPIPE,
+				"loaderd went away (the socket hung up)");
+			break;
+		}
+		slice = LOADER_SLICE_NS;
+		if (deadline >= 0) {
+			left = deadline - loader_now_ns();
+			if (left <= 0) {
+				err = -ETIMEDOUT;
+				break;
+			}
+			if (left < slice)
+				slice = left;
+		}
+		/*
+		 * Raise the flag, then look at prod once more: the daemon
+		 * stores prod and then reads the flag (both seq_cst), so
+		 * either we see its new prod here or it sees our flag and
+		 * wakes us.
+		 */
+		if (!flagged) {
+			__atomic_store_n(&l->cons->client_waiting, 1,
+					 __ATOMIC_SEQ_CST);
+			flagged = true;
+		}
+		*prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_SEQ_CST);
+		if (*prod != l->next)
+			break;
+		err = futex_wait_shared(&l->hdr->prod, l->next, slice);
+		if (err && err != -ETIMEDOUT && err != -EINTR) {
+			err = loader_fail(l, err, "futex wait: %s",
+					  strerror(-err));
+			break;
+		}
+		err = 0;
+	}
+	if (flagged)
+		__atomic_store_n(&l->cons->client_waiting, 0, __ATOMIC_SEQ_CST);
+out:
+	l->st.wait_ns += (uint64_t)(loader_now_ns() - t0);
+	return err;
+}
+
+LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
+			   int timeout_ms)
+{
+	const unsigned char *slot;
+	struct ring_slot rs;
+	uint32_t prod;
+	size_t bytes = 0;
+	int err;
+
+	if (!l || !b)
+		return -EINVAL;
+	if (l->outstanding)
+		return -EBUSY;
+	if (l->final)
+		return l->final;
+	prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
+	if (prod == l->next) {
+		err = loader_wait(l, timeout_ms, &prod);
+		if (err) {
+			if (err != -ETIMEDOUT)
+				l->final = err;
+			return err;
+		}
+	}
+	/* The daemon fills a slot only while prod - cons < slot_count. */
+	if (prod - l->next > l->slot_count) {
+		l->final = loader_fail(
+			l, LOADER_EPROTO,
+			"ring: %u batches published ahead of %u in %u slots",
+			prod - l->next, l->next, l->slot_count);
+		return l->final;
+	}
+	slot = l->slots + (uint64_t)(l->next % l->slot_count) * l->slot_size;
+	memcpy(&rs, slot, sizeof(rs));
+	if (rs.count > l->batch_size) {
+		l->final = loader_fail(
+			l, LOADER_EPROTO,
+			"ring: batch %llu has %u samples, more than %u",
+			(unsigned long long)rs.seq, rs.count, l->batch_size);
+		return l->final;
+	}
+	b->seq = rs.seq;
+	b->index = rs.batch;
+	b->epoch = rs.epoch;
+	b->count = rs.count;
+	b->ids = (const uint64_t *)(const void *)(slot + l->ids_offset);
+	b->noutputs = l->noutputs;
+	for (uint32_t i = 0; i < l->noutputs; i++) {
+		const struct loader_output *o = &l->out[i];
+		struct loader_tensor *t = &b->out[i];
+
+		t->name = o->name;
+		t->data = slot + o->offset;
+		t->dtype = o->dtype;
+		t->ndim = o->ndim;
+		memcpy(t->shape, o->shape, sizeof(t->shape));
+		t->shape[0] = rs.count;
+		t->bytes = (size_t)(rs.count * o->sample_bytes);
+		bytes += t->bytes;
+	}
+	l->outstanding = true;
+	l->outstanding_seq = rs.seq;
+	l->st.batches++;
+	l->st.samples += rs.count;
+	l->st.bytes += bytes;
+	return 0;
+}
+
+LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
+{
+	if (!l || !b)
+		return -EINVAL;
+	if (!l->outstanding || b->seq != l->outstanding_seq)
+		return -EINVAL;
+	l->outstanding = false;
+	l->next++;
+	/*
+	 * Store cons, then read the daemon's flag, both seq_cst: the mirror
+	 * of the daemon's side (ring.h), so that a daemon waiting for a free
+	 * slot is never left asleep.
+	 */
+	__atomic_store_n(&l->cons->cons, l->next, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&l->hdr->daemon_waiting, __ATOMIC_SEQ_CST))
+		futex_wake_shared(&l->cons->cons);
+	return 0;
+}
+
+LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)
+{
+	union loader_reply r;
+	int err;
+
+	if (!l || !st)
+		return -EINVAL;
+	*st = l->st;
+	err = msg_send(l->sock, PROTO_STATS, ++l->seq, NULL, 0, NULL, 0);
+	if (err)
+		return loader_send_failed(l, err, PROTO_STATS);
+	err = loader_reply(l, l->seq, PROTO_STATS_OK, &r, NULL, 0, NULL);
+	if (err)
+		return err;
+	st->daemon_bytes_read = r.stats.bytes_read;
+	st->daemon_bad_samples = r.stats.bad_samples;
+	st->daemon_rss = r.stats.rss_bytes;
+	return 0;
+}
+
+LOADER_API const char *loader_reason(const struct loader *l)
+{
+	return l ? l->reason : "";
+}
+
+LOADER_API void loader_close(struct loader *l)
+{
+	if (!l)
+		return;
+	if (l->hdr)
+		munmap(l->hdr, l->ring_bytes);
+	if (l->cons)
+		munmap(l->cons, l->cons_bytes);
+	/* Closing the socket is what ends the stream in the daemon. */
+	if (l->sock >= 0)
+		close(l->sock);
+	free(l);
+}

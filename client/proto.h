@@ -1,0 +1,157 @@
+/*
+ * proto.h - the control protocol between libloader and loaderd.
+ *
+ * Shared by the client library and the daemon; nothing else of ours is
+ * included. The socket is a local SOCK_SEQPACKET Unix socket, so one
+ * message is one packet, and byte order is the host's (both ends always
+ * run on the same machine; little-endian hosts are assumed and checked
+ * at compile time). Every message is a struct proto_hdr followed by
+ * `length` bytes of payload of the type's fixed layout. A receiver
+ * checks magic, version, type and length before it looks at a payload,
+ * and every field's range before it uses one; anything wrong is answered
+ * with PROTO_ERROR and a reason, and never crashes the daemon.
+ *
+ * A session (one connection, at most one stream):
+ *   client                             daemon
+ *   HELLO                      ->
+ *                              <-      HELLO_OK
+ *   FILES (fds, in batches)    ->      (no reply unless an error)
+ *   OPEN                       ->
+ *                              <-      OPEN_OK + 2 fds (ring, consumer)
+ *   ... batches flow through the ring (ring.h) ...
+ *   STATS                      ->
+ *                              <-      STATS_OK
+ *   close(socket): the daemon ends the stream and frees its memory.
+ * The dataset's files travel with SCM_RIGHTS in FILES messages, at most
+ * PROTO_MAX_FDS per message: index 0 is manifest.json, 1..n the shards in
+ * manifest order. The daemon never opens a path a client names.
+ */
+#ifndef LOADER_PROTO_H
+#define LOADER_PROTO_H
+
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the loaderd protocol and ring assume a little-endian host"
+#endif
+
+#define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
+#define PROTO_VERSION 1
+#define PROTO_MAX_MSG 16384
+#define PROTO_MAX_FDS 250 /* under the kernel's SCM_MAX_FD (253) */
+#define PROTO_MAX_FILES (1u << 20) /* manifest + shards per dataset */
+#define PROTO_MAX_OUTPUTS 8
+#define PROTO_NAME_MAX 32
+#define PROTO_REASON_MAX 400
+
+enum proto_type {
+	PROTO_HELLO = 1,
+	PROTO_HELLO_OK = 2,
+	PROTO_FILES = 3,
+	PROTO_OPEN = 4,
+	PROTO_OPEN_OK = 5,
+	PROTO_STATS = 6,
+	PROTO_STATS_OK = 7,
+	PROTO_ERROR = 8,
+	PROTO_TYPE_END
+};
+
+struct proto_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t length; /* payload bytes after this header */
+	uint32_t seq; /* request number; replies echo it */
+};
+
+struct proto_hello {
+	uint32_t version; /* PROTO_VERSION */
+	uint32_t flags; /* 0 */
+};
+
+struct proto_hello_ok {
+	uint32_t version;
+	uint32_t max_fds; /* PROTO_MAX_FDS */
+	uint64_t max_ring_bytes; /* per stream, this uid */
+	uint32_t pid; /* the daemon's */
+	uint32_t reserved;
+};
+
+/* Carries `count` fds (SCM_RIGHTS) for files first..first+count-1. */
+struct proto_files {
+	uint32_t first;
+	uint32_t count;
+	uint32_t total; /* files of the dataset in all */
+	uint32_t reserved;
+};
+
+/* How a field becomes an output of the batch. */
+enum proto_cast {
+	PROTO_CAST_NONE = 0, /* the field's own dtype and bytes */
+	PROTO_CAST_F32_UNIT = 1, /* u8 -> f32 in [0,1] (x / 255) */
+	PROTO_CAST_F32 = 2, /* integer -> f32, value kept */
+};
+
+struct proto_output {
+	char field[PROTO_NAME_MAX]; /* NUL-terminated schema field name */
+	uint32_t cast; /* enum proto_cast */
+	uint32_t reserved;
+};
+
+struct proto_open {
+	uint32_t batch_size; /* 1..65536 */
+	uint32_t order; /* enum loader_order */
+	uint64_t seed;
+	uint32_t epochs; /* 0: endless */
+	uint32_t start_epoch;
+	uint32_t rank, world; /* rank < world <= 65536 */
+	uint32_t drop_last; /* 0 or 1 */
+	uint32_t ring_slots; /* 2..1024; 0: default */
+	uint64_t prefetch_bytes; /* 0: default */
+	uint32_t threads; /* decode threads for this stream; 0: default */
+	uint32_t noutputs; /* 1..PROTO_MAX_OUTPUTS */
+	struct proto_output out[PROTO_MAX_OUTPUTS];
+};
+
+struct proto_open_ok {
+	uint64_t ring_bytes; /* size of the ring memfd */
+	uint64_t cons_bytes; /* size of the consumer memfd */
+	uint64_t batches_per_epoch;
+	uint64_t samples; /* N */
+};
+
+struct proto_stats_ok {
+	uint64_t batches; /* published so far */
+	uint64_t samples;
+	uint64_t bytes_read; /* from storage */
+	uint64_t bad_samples;
+	uint64_t stall_ns; /* time the producer waited for a free slot */
+	uint64_t rss_bytes; /* the daemon's resident set */
+};
+
+struct proto_error {
+	int32_t code; /* -errno or LOADER_E* */
+	uint32_t len; /* bytes of reason that follow, <= PROTO_REASON_MAX */
+	/* char reason[len], not NUL-terminated */
+};
+
+/* The payload length each type must have (0 where it varies). */
+static inline uint32_t proto_payload_size(uint16_t type)
+{
+	switch (type) {
+	case PROTO_HELLO: return sizeof(struct proto_hello);
+	case PROTO_HELLO_OK: return sizeof(struct proto_hello_ok);
+	case PROTO_FILES: return sizeof(struct proto_files);
+	case PROTO_OPEN: return sizeof(struct proto_open);
+	case PROTO_OPEN_OK: return sizeof(struct proto_open_ok);
+	case PROTO_STATS: return 0;
+	case PROTO_STATS_OK: return sizeof(struct proto_stats_ok);
+	default: return 0;
+	}
+}
+
+_Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
+_Static_assert(sizeof(struct proto_open) == 56 + 40 * PROTO_MAX_OUTPUTS,
+	       "proto_open layout");
+
+#endif /* LOADER_PROTO_H */

@@ -1,0 +1,96 @@
+/*
+ * ring.h - the batch ring in shared memory, shared by loaderd and libloader.
+ *
+ * Two memfds per stream:
+ *  - the ring: a header page, then ring_slot_count slots of slot_size
+ *    bytes. The daemon writes it; it seals the memfd against resizing and
+ *    against new writable mappings (F_SEAL_FUTURE_WRITE), so the client
+ *    can map it read-only only.
+ *  - the consumer page: the only memory the client writes. It holds the
+ *    consumer index, which the daemon treats as untrusted input: it only
+ *    ever moves forward, by at most the number of published batches.
+ *
+ * Indices are free-running 32-bit counters (compare with (int32_t)(a-b)).
+ * Batch k lives in slot k % slot_count. The daemon fills slot prod%n only
+ * while prod - cons < n, then publishes it by storing prod+1 (release).
+ * The client reads slot cons%n after seeing prod != cons (acquire), and
+ * gives it back by storing cons+1 (release).
+ *
+ * Waiting: the client spins briefly, then sets `client_waiting` and waits
+ * with FUTEX_WAIT on `prod`; the daemon wakes it after publishing if the
+ * flag is set. The daemon, when the ring is full, sets `daemon_waiting`
+ * and waits on `cons` with a timeout; the client wakes it after a release
+ * if that flag is set. Both sides store their index and then read the
+ * other's flag with sequentially consistent atomics, so no wake-up is lost.
+ * The mappings are shared between processes: FUTEX_WAIT/WAKE without the
+ * PRIVATE flag.
+ */
+#ifndef LOADER_RING_H
+#define LOADER_RING_H
+
+#include <stdint.h>
+
+#include "proto.h"
+
+#define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
+#define RING_VERSION 1
+#define RING_PAGE 4096
+#define RING_MAX_DIMS 5
+#define RING_ALIGN 64 /* of every output within a slot */
+
+enum ring_state {
+	RING_RUNNING = 0,
+	RING_END = 1, /* all epochs delivered */
+	RING_FAILED = 2, /* the stream stopped: error and reason say why */
+};
+
+/* One output of every batch, as the ring header describes it. */
+struct ring_output {
+	char name[PROTO_NAME_MAX];
+	uint32_t dtype; /* LOADER_DTYPE_* */
+	uint32_t ndim; /* including the batch dimension */
+	uint64_t shape[RING_MAX_DIMS]; /* shape[0] = batch size */
+	uint64_t bytes; /* of a full batch */
+	uint64_t offset; /* from the start of a slot */
+};
+
+struct ring_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t slot_count;
+	uint32_t noutputs;
+	uint64_t slot_size;
+	uint64_t slots_offset; /* RING_PAGE */
+	uint64_t total_bytes;
+	uint32_t batch_size;
+	uint32_t epochs; /* 0: endless */
+	uint64_t batches_per_epoch;
+	uint32_t start_epoch;
+	uint32_t reserved;
+	uint64_t ids_offset; /* u64 global sample index per sample, in a slot */
+	struct ring_output out[PROTO_MAX_OUTPUTS];
+	/* Written by the daemon while the stream runs; each on its own line. */
+	_Alignas(64) uint32_t prod; /* batches published */
+	_Alignas(64) uint32_t daemon_waiting;
+	_Alignas(64) uint32_t state; /* enum ring_state */
+	int32_t error; /* when RING_FAILED */
+	char reason[PROTO_REASON_MAX]; /* NUL-terminated */
+};
+
+/* The consumer memfd's page: written by the client. */
+struct ring_cons {
+	_Alignas(64) uint32_t cons; /* batches released */
+	_Alignas(64) uint32_t client_waiting;
+};
+
+/* The head of every slot; outputs and ids follow at their offsets. */
+struct ring_slot {
+	uint64_t seq; /* the batch's number in the stream (prod before publish) */
+	uint64_t batch; /* index within its epoch */
+	uint32_t epoch;
+	uint32_t count; /* samples in this batch (<= batch_size) */
+};
+
+_Static_assert(sizeof(struct ring_hdr) <= RING_PAGE, "ring header fits a page");
+
+#endif /* LOADER_RING_H */

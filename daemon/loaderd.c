@@ -1,0 +1,209 @@
+/*
+ * loaderd.c - the data-loading daemon: options, signals, the main loop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "loader.h"
+#include "opts.h"
+#include "plog.h"
+#include "pool.h"
+#include "server.h"
+
+struct loaderd_opts {
+	const char *socket;
+	bool foreground;
+	uint64_t threads;
+	const char *log_level;
+	uint64_t max_ring;
+	uint64_t max_uid_ring;
+	uint64_t max_uid_streams;
+};
+
+#define O(f) offsetof(struct loaderd_opts, f)
+static const struct opt loaderd_table[] = {
+	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
+	  "control socket (default: $XDG_RUNTIME_DIR/loaderd.sock, or /run/loaderd/loaderd.sock as root)" },
+	{ "foreground", 'f', OPT_FLAG, O(foreground), NULL, NULL,
+	  "stay in the foreground (as under systemd); otherwise detach once listening" },
+	{ "threads", 't', OPT_U64, O(threads), "0", "N",
+	  "decode threads shared by all streams (0: one per core, less one)" },
+	{ "log-level", 'l', OPT_STR, O(log_level), "info", "LEVEL",
+	  "err, warn, info or debug" },
+	{ "max-ring", 0, OPT_SIZE, O(max_ring), "1G", "BYTES",
+	  "largest batch ring of one stream" },
+	{ "max-uid-ring", 0, OPT_SIZE, O(max_uid_ring), "4G", "BYTES",
+	  "ring bytes all streams of one user may hold" },
+	{ "max-uid-streams", 0, OPT_U64, O(max_uid_streams), "64", "N",
+	  "streams one user may hold" },
+	OPT_END,
+};
+#undef O
+
+static struct server *the_server;
+
+static void on_signal(uv_signal_t *sig, int signum)
+{
+	plog(PLOG_INFO, "signal %d: stopping", signum);
+	server_free(the_server);
+	the_server = NULL;
+	uv_close((uv_handle_t *)sig, NULL);
+	uv_stop(sig->loop);
+}
+
+static void default_socket(char *buf, size_t n)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+
+	if (getuid() != 0 && rt && *rt) {
+		snprintf(buf, n, "%s/loaderd.sock", rt);
+		return;
+	}
+	mkdir("/run/loaderd", 0755);
+	snprintf(buf, n, "/run/loaderd/loaderd.sock");
+}
+
+/*
+ * Detach: the parent waits until the child listens (or fails), so that
+ * "loaderd && client" never races the socket.
+ */
+static int detach(int *notify)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(1);
+		_exit(c == 'k' ? 0 : 1);
+	}
+	close(p[0]);
+	setsid();
+	*notify = p[1];
+	return 0;
+}
+
+static void notify_parent(int fd, bool ok)
+{
+	char c = ok ? 'k' : 'x';
+	int null;
+
+	if (fd < 0)
+		return;
+	if (ok) {
+		null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+			close(null);
+		}
+	}
+	if (write(fd, &c, 1) < 0)
+		return;
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	static const char usage[] = "loaderd [OPTIONS]";
+	struct loaderd_opts o = { 0 };
+	struct server_limits lim;
+	struct diag d = { { 0 } };
+	struct pool *pool = NULL;
+	uv_signal_t sigint, sigterm;
+	char path[108];
+	int nargs, help, err, level, notify = -1;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t threads;
+
+	err = opts_parse(loaderd_table, &o, argc, argv, &nargs, &help, &d);
+	if (err || help || nargs > 1) {
+		if (help) {
+			opts_help(stdout, usage,
+				  "Serve batches of sharded datasets to training processes\n"
+				  "through shared memory; see loaderd(8).",
+				  loaderd_table);
+			return 0;
+		}
+		fprintf(stderr, "loaderd: %s\nusage: %s (--help for options)\n",
+			err ? d.msg : "unexpected argument", usage);
+		return 2;
+	}
+	level = plog_parse_level(o.log_level);
+	if (level < 0) {
+		fprintf(stderr, "loaderd: --log-level: \"%s\" is not err, warn, info or debug\n",
+			o.log_level);
+		return 2;
+	}
+	plog_set_level(level);
+	if (o.socket)
+		snprintf(path, sizeof(path), "%s", o.socket);
+	else
+		default_socket(path, sizeof(path));
+	threads = o.threads ? (uint32_t)o.threads :
+			      (uint32_t)(cores > 1 ? cores - 1 : 1);
+	if (o.threads > 1024) {
+		fprintf(stderr, "loaderd: --threads: at most 1024\n");
+		return 2;
+	}
+	lim = (struct server_limits){
+		.max_ring_bytes = o.max_ring,
+		.max_uid_bytes = o.max_uid_ring,
+		.max_uid_streams = (uint32_t)o.max_uid_streams,
+	};
+	if (!o.foreground && detach(&notify)) {
+		fprintf(stderr, "loaderd: cannot detach: %s\n", strerror(errno));
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	err = pool_new(&pool, threads);
+	if (err) {
+		plog(PLOG_ERR, "cannot start %" PRIu32 " threads: %s", threads,
+		     loader_strerror(err));
+		notify_parent(notify, false);
+		return 1;
+	}
+	err = server_new(&the_server, uv_default_loop(), path, pool, &lim, &d);
+	if (err) {
+		plog(PLOG_ERR, "%s", d.msg);
+		notify_parent(notify, false);
+		pool_free(pool);
+		return 1;
+	}
+	uv_signal_init(uv_default_loop(), &sigint);
+	uv_signal_init(uv_default_loop(), &sigterm);
+	uv_signal_start(&sigint, on_signal, SIGINT);
+	uv_signal_start(&sigterm, on_signal, SIGTERM);
+	plog(PLOG_INFO, "listening on %s with %" PRIu32 " decode threads (pid %d)",
+	     path, threads, (int)getpid());
+	notify_parent(notify, true);
+	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+	/* Let the handles closed on the way out finish closing. */
+	if (!uv_is_closing((uv_handle_t *)&sigint))
+		uv_close((uv_handle_t *)&sigint, NULL);
+	if (!uv_is_closing((uv_handle_t *)&sigterm))
+		uv_close((uv_handle_t *)&sigterm, NULL);
+	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+	uv_loop_close(uv_default_loop());
+	pool_free(pool);
+	plog(PLOG_INFO, "stopped");
+	return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * server.h - loaderd's control socket and client sessions (libuv).
+ *
+ * The main thread runs a libuv loop. The listening socket and every
+ * session socket are SOCK_SEQPACKET Unix sockets driven by uv_poll_t with
+ * plain recvmsg/sendmsg, because descriptors travel with SCM_RIGHTS and
+ * libuv's own pipes frame messages their own way. A session holds at most
+ * one stream; closing the connection ends the stream and frees its memory.
+ */
+#ifndef LD_SERVER_H
+#define LD_SERVER_H
+
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "diag.h"
+
+struct pool;
+
+struct server_limits {
+	uint64_t max_ring_bytes; /* per stream */
+	uint64_t max_uid_bytes; /* ring bytes of all streams of one uid */
+	uint32_t max_uid_streams;
+};
+
+struct server;
+
+/*
+ * Listen on path (an existing socket file is replaced if no daemon
+ * answers on it; a live daemon there is an error). Returns 0 or a
+ * negative code described in d.
+ */
+int server_new(struct server **out, uv_loop_t *loop, const char *path,
+	       struct pool *pool, const struct server_limits *lim,
+	       struct diag *d);
+
+/* Close every session and the listening socket; unlink the path. */
+void server_free(struct server *srv);
+
+#endif /* LD_SERVER_H */

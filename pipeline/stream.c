@@ -1,0 +1,1050 @@
+/*
+ * stream.c - reader, assembler and decoders of one client stream.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "codec.h"
+#include "dataset.h"
+#include "fdio.h"
+#include "futex.h"
+#include "loader.h"
+#include "order.h"
+#include "plog.h"
+#include "pool.h"
+#include "ring.h"
+#include "schema.h"
+#include "shard.h"
+#include "stream.h"
+
+#define STREAM_DEFAULT_BATCH 256
+#define STREAM_DEFAULT_SLOTS 8
+#define STREAM_DEFAULT_PREFETCH (64ull << 20)
+#define STREAM_MAX_BATCH 65536
+#define STREAM_MAX_SLOTS 1024
+#define STREAM_QD 64 /* io_uring queue depth per reader */
+/* Records closer than this are read as one extent: one I/O beats two. */
+#define STREAM_MERGE_GAP 4096
+/* How often a waiting thread looks at the stop flag. */
+#define STREAM_POLL_NS (50 * 1000 * 1000)
+
+struct stream_out {
+	uint32_t field; /* schema index */
+	uint32_t cast; /* enum proto_cast */
+	uint32_t dtype; /* of the output */
+	uint64_t sample_bytes; /* output bytes per sample */
+	uint64_t offset; /* in a slot */
+};
+
+/* A sample's record, for sorting a batch's reads by position. */
+struct stream_ref {
+	uint32_t shard;
+	uint32_t k; /* position in the batch */
+	uint64_t off;
+	uint32_t len;
+};
+
+/* One batch read ahead: where each sample's record sits in the arena. */
+struct stream_pb {
+	uint32_t epoch;
+	uint32_t count;
+	uint64_t batch;
+	uint64_t arena_end; /* arena position freed after this batch */
+	const unsigned char **rec;
+	uint32_t *len;
+	uint64_t *gidx;
+	uint32_t *shard;
+	uint64_t *ridx;
+	bool last; /* no batch follows */
+	int err;
+	char msg[DIAG_MAX];
+};
+
+struct stream {
+	struct proto_open o;
+	char label[128];
+	struct dataset *ds;
+	int *fds;
+	uint32_t nfds;
+	struct shard **sh;
+	struct order *order;
+	struct pool *pool;
+	uint32_t nworkers; /* pool threads + the assembler */
+	uint32_t batch_size;
+	uint64_t batches_per_epoch;
+
+	uint32_t nout;
+	struct stream_out out[PROTO_MAX_OUTPUTS];
+	uint64_t max_field; /* largest unpacked field: scratch size */
+
+	int ring_fd, cons_fd;
+	struct ring_hdr *hdr;
+	struct ring_cons *cons;
+	size_t ring_bytes;
+	uint64_t slot_size;
+	uint32_t prod, last_cons;
+
+	struct codec_ctx **codec; /* per worker */
+	unsigned char **scratch; /* per worker, max_field bytes */
+
+	unsigned char *arena;
+	uint64_t arena_size, arena_head, arena_tail; /* positions grow */
+	struct stream_pb *pb;
+	uint32_t npb;
+	uint64_t pb_prod, pb_cons;
+	struct stream_ref *refs; /* reader scratch, batch_size entries */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, started;
+	pthread_t reader, assembler;
+
+	/* counters, updated with atomics */
+	uint64_t n_batches, n_samples, n_read, n_bad, stall_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static bool stopping(struct stream *s)
+{
+	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static int check_open(const struct proto_open *o, struct diag *d)
+{
+	if (o->batch_size > STREAM_MAX_BATCH)
+		return diag_set(d, LOADER_EUSAGE, "batch size %" PRIu32 " above %d",
+				o->batch_size, STREAM_MAX_BATCH);
+	if (o->order > ORDER_QUASI)
+		return diag_set(d, LOADER_EUSAGE, "unknown order %" PRIu32,
+				o->order);
+	if (o->world > 65536 || o->rank >= (o->world ? o->world : 1))
+		return diag_set(d, LOADER_EUSAGE,
+				"rank %" PRIu32 " of world %" PRIu32
+				" (need rank < world <= 65536)",
+				o->rank, o->world);
+	if (o->drop_last > 1)
+		return diag_set(d, LOADER_EUSAGE, "drop_last is 0 or 1");
+	if (o->ring_slots == 1 || o->ring_slots > STREAM_MAX_SLOTS)
+		return diag_set(d, LOADER_EUSAGE,
+				"ring slots %" PRIu32 " out of range 2..%d",
+				o->ring_slots, STREAM_MAX_SLOTS);
+	if (o->noutputs > PROTO_MAX_OUTPUTS)
+		return diag_set(d, LOADER_EUSAGE, "%" PRIu32 " outputs, at most %d",
+				o->noutputs, PROTO_MAX_OUTPUTS);
+	if (o->epochs > 0 && (uint64_t)o->start_epoch + o->epochs > UINT32_MAX)
+		return diag_set(d, LOADER_EUSAGE, "epochs out of range");
+	return 0;
+}
+
+static int add_output(struct stream *s, const char *name, uint32_t cast,
+		      struct diag *d)
+{
+	const struct schema *sc = &s->ds->schema;
+	int k = schema_find(sc, name);
+	const struct field *f;
+	struct stream_out *o = &s->out[s->nout];
+	uint64_t n;
+
+	if (k < 0)
+		return diag_set(d, LOADER_EUSAGE,
+				"output %s: no such field in the dataset", name);
+	f = &sc->f[k];
+	if (f->kind != FIELD_TENSOR)
+		return diag_set(d, LOADER_EUSAGE,
+				"output %s: %s fields need a decoding pipeline (images come with the image pipeline); only tensor fields are delivered",
+				name, f->kind == FIELD_JPEG ? "jpeg" : "bytes");
+	for (uint32_t i = 0; i < s->nout; i++)
+		if (s->out[i].field == (uint32_t)k)
+			return diag_set(d, LOADER_EUSAGE,
+					"output %s named twice", name);
+	n = field_fixed_size(f) / dtype_size(f->dtype);
+	o->field = (uint32_t)k;
+	o->cast = cast;
+	switch (cast) {
+	case PROTO_CAST_NONE:
+		o->dtype = f->dtype;
+		break;
+	case PROTO_CAST_F32_UNIT:
+		if (f->dtype != DT_U8)
+			return diag_set(d, LOADER_EUSAGE,
+					"output %s: \"unit\" needs a u8 field, it is %s",
+					name, dtype_name(f->dtype));
+		o->dtype = DT_F32;
+		break;
+	case PROTO_CAST_F32:
+		if (f->dtype == DT_F16 || f->dtype == DT_F64)
+			return diag_set(d, LOADER_EUSAGE,
+					"output %s: \"f32\" casts integer fields, it is %s",
+					name, dtype_name(f->dtype));
+		o->dtype = DT_F32;
+		break;
+	default:
+		return diag_set(d, LOADER_EUSAGE, "output %s: unknown cast %" PRIu32,
+				name, cast);
+	}
+	o->sample_bytes = n * dtype_size(o->dtype);
+	if (field_fixed_size(f) > s->max_field)
+		s->max_field = field_fixed_size(f);
+	s->nout++;
+	return 0;
+}
+
+static int setup_outputs(struct stream *s, struct diag *d)
+{
+	const struct proto_open *o = &s->o;
+	int err;
+
+	if (o->noutputs == 0) {
+		for (uint32_t k = 0; k < s->ds->schema.nfields; k++) {
+			err = add_output(s, s->ds->schema.f[k].name,
+					 PROTO_CAST_NONE, d);
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	for (uint32_t i = 0; i < o->noutputs; i++) {
+		char name[PROTO_NAME_MAX];
+
+		if (!memchr(o->out[i].field, '\0', PROTO_NAME_MAX))
+			return diag_set(d, LOADER_EPROTO,
+					"output %" PRIu32 ": name not terminated",
+					i);
+		memcpy(name, o->out[i].field, PROTO_NAME_MAX);
+		err = add_output(s, name, o->out[i].cast, d);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int make_memfd(const char *name, size_t size, unsigned seals,
+		      void **map, struct diag *d)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return diag_set(d, -errno, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)size)) {
+		int err = -errno;
+
+		close(fd);
+		return diag_set(d, err, "ring of %zu bytes: %s", size,
+				strerror(-err));
+	}
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED) {
+		int err = -errno;
+
+		close(fd);
+		return diag_set(d, err, "mmap ring: %s", strerror(-err));
+	}
+	/*
+	 * Sealed after our own writable mapping exists: the client cannot
+	 * resize the file, and (ring) cannot map it writable.
+	 */
+	if (fcntl(fd, F_ADD_SEALS, seals)) {
+		int err = -errno;
+
+		munmap(*map, size);
+		close(fd);
+		return diag_set(d, err, "seal ring: %s", strerror(-err));
+	}
+	return fd;
+}
+
+static int setup_ring(struct stream *s, uint64_t max_bytes, struct diag *d)
+{
+	uint32_t slots = s->o.ring_slots ? s->o.ring_slots : STREAM_DEFAULT_SLOTS;
+	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
+	uint64_t ids = pos;
+	struct ring_hdr *h;
+	void *map;
+	int fd;
+
+	pos = align_up(pos + (uint64_t)s->batch_size * 8, RING_ALIGN);
+	for (uint32_t i = 0; i < s->nout; i++) {
+		s->out[i].offset = pos;
+		pos = align_up(pos + s->out[i].sample_bytes * s->batch_size,
+			       RING_ALIGN);
+	}
+	s->slot_size = align_up(pos, RING_PAGE);
+	s->ring_bytes = RING_PAGE + s->slot_size * slots;
+	if (s->ring_bytes > max_bytes)
+		return diag_set(d, LOADER_ETOOBIG,
+				"ring of %" PRIu32 " slots x %" PRIu64
+				" bytes exceeds the limit of %" PRIu64
+				" bytes (fewer slots or a smaller batch)",
+				slots, s->slot_size, max_bytes);
+	fd = make_memfd("loaderd-ring", s->ring_bytes,
+			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
+				F_SEAL_SEAL,
+			&map, d);
+	if (fd < 0)
+		return fd;
+	s->ring_fd = fd;
+	s->hdr = h = map;
+	fd = make_memfd("loaderd-cons", RING_PAGE,
+			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, &map, d);
+	if (fd < 0)
+		return fd;
+	s->cons_fd = fd;
+	s->cons = map;
+
+	h->magic = RING_MAGIC;
+	h->version = RING_VERSION;
+	h->slot_count = slots;
+	h->noutputs = s->nout;
+	h->slot_size = s->slot_size;
+	h->slots_offset = RING_PAGE;
+	h->total_bytes = s->ring_bytes;
+	h->batch_size = s->batch_size;
+	h->epochs = s->o.epochs;
+	h->start_epoch = s->o.start_epoch;
+	h->batches_per_epoch = s->batches_per_epoch;
+	h->ids_offset = ids;
+	for (uint32_t i = 0; i < s->nout; i++) {
+		const struct field *f = &s->ds->schema.f[s->out[i].field];
+		struct ring_output *ro = &h->out[i];
+
+		snprintf(ro->name, sizeof(ro->name), "%s", f->name);
+		ro->dtype = s->out[i].dtype;
+		ro->ndim = 1 + f->ndim;
+		ro->shape[0] = s->batch_size;
+		for (uint32_t k = 0; k < f->ndim && k + 1 < RING_MAX_DIMS; k++)
+			ro->shape[k + 1] = f->dims[k];
+		ro->bytes = s->out[i].sample_bytes * s->batch_size;
+		ro->offset = s->out[i].offset;
+	}
+	return 0;
+}
+
+static int setup_prefetch(struct stream *s, struct diag *d)
+{
+	uint32_t b = s->batch_size;
+
+	s->arena_size = s->o.prefetch_bytes ? s->o.prefetch_bytes :
+					      STREAM_DEFAULT_PREFETCH;
+	if (s->arena_size > (64ull << 30))
+		return diag_set(d, LOADER_EUSAGE,
+				"prefetch budget above 64 GiB");
+	s->arena = malloc(s->arena_size);
+	/* Enough descriptors that the byte budget, not they, bounds reading. */
+	s->npb = 64;
+	s->pb = calloc(s->npb, sizeof(*s->pb));
+	s->refs = calloc(b, sizeof(*s->refs));
+	if (!s->arena || !s->pb || !s->refs)
+		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
+				s->arena_size);
+	for (uint32_t i = 0; i < s->npb; i++) {
+		struct stream_pb *p = &s->pb[i];
+
+		p->rec = calloc(b, sizeof(*p->rec));
+		p->len = calloc(b, sizeof(*p->len));
+		p->gidx = calloc(b, sizeof(*p->gidx));
+		p->shard = calloc(b, sizeof(*p->shard));
+		p->ridx = calloc(b, sizeof(*p->ridx));
+		if (!p->rec || !p->len || !p->gidx || !p->shard || !p->ridx)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int setup_workers(struct stream *s)
+{
+	s->nworkers = pool_workers(s->pool) + 1;
+	s->codec = calloc(s->nworkers, sizeof(*s->codec));
+	s->scratch = calloc(s->nworkers, sizeof(*s->scratch));
+	if (!s->codec || !s->scratch)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->nworkers; i++) {
+		if (codec_ctx_new(&s->codec[i], 0))
+			return -ENOMEM;
+		s->scratch[i] = malloc(s->max_field ? s->max_field : 1);
+		if (!s->scratch[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int open_dataset(struct stream *s, const struct stream_params *p,
+			struct diag *d)
+{
+	uint64_t *counts;
+	struct order_params op;
+	int err;
+
+	if (p->nfds < 2)
+		return diag_set(d, LOADER_EUSAGE,
+				"a dataset needs its manifest and at least one shard");
+	err = dataset_load_fd(&s->ds, s->fds[0], "manifest.json", d);
+	if (err)
+		return err;
+	if (s->ds->nshards != p->nfds - 1)
+		return diag_set(d, LOADER_EUSAGE,
+				"manifest lists %" PRIu32 " shards, client sent %" PRIu32,
+				s->ds->nshards, p->nfds - 1);
+	s->sh = calloc(s->ds->nshards, sizeof(*s->sh));
+	counts = calloc(s->ds->nshards, sizeof(*counts));
+	if (!s->sh || !counts) {
+		free(counts);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		err = shard_open(&s->sh[i], s->fds[i + 1], s->ds->shards[i].file,
+				 d);
+		if (!err)
+			err = dataset_check_shard(s->ds, i, s->sh[i], d);
+		if (err) {
+			free(counts);
+			return err;
+		}
+		counts[i] = shard_count(s->sh[i]);
+	}
+	op = (struct order_params){
+		.kind = (enum order_kind)s->o.order,
+		.seed = s->o.seed,
+		.rank = s->o.rank,
+		.world = s->o.world ? s->o.world : 1,
+		.batch_size = s->batch_size,
+		.drop_last = s->o.drop_last,
+		.nshards = s->ds->nshards,
+		.shard_records = counts,
+	};
+	err = order_new(&s->order, &op, d);
+	free(counts);
+	if (err)
+		return err;
+	s->batches_per_epoch = order_batches(s->order);
+	return 0;
+}
+
+void stream_free(struct stream *s)
+{
+	if (!s)
+		return;
+	if (s->started) {
+		pthread_mutex_lock(&s->lock);
+		__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		if (s->cons)
+			futex_wake_shared(&s->cons->cons);
+		pthread_join(s->reader, NULL);
+		pthread_join(s->assembler, NULL);
+	}
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	for (uint32_t i = 0; s->codec && i < s->nworkers; i++)
+		codec_ctx_free(s->codec[i]);
+	for (uint32_t i = 0; s->scratch && i < s->nworkers; i++)
+		free(s->scratch[i]);
+	free(s->codec);
+	free(s->scratch);
+	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
+		free(s->pb[i].rec);
+		free(s->pb[i].len);
+		free(s->pb[i].gidx);
+		free(s->pb[i].shard);
+		free(s->pb[i].ridx);
+	}
+	free(s->pb);
+	free(s->refs);
+	free(s->arena);
+	if (s->hdr)
+		munmap(s->hdr, s->ring_bytes);
+	if (s->cons)
+		munmap(s->cons, RING_PAGE);
+	if (s->ring_fd >= 0)
+		close(s->ring_fd);
+	if (s->cons_fd >= 0)
+		close(s->cons_fd);
+	order_free(s->order);
+	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
+		shard_close(s->sh[i]);
+	free(s->sh);
+	dataset_free(s->ds);
+	for (uint32_t i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	free(s->fds);
+	free(s);
+}
+
+int stream_new(struct stream **out, const struct stream_params *p,
+	       struct diag *d)
+{
+	struct stream *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s) {
+		for (uint32_t i = 0; i < p->nfds; i++)
+			close(p->fds[i]);
+		return -ENOMEM;
+	}
+	s->ring_fd = s->cons_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->fds = malloc((p->nfds ? p->nfds : 1) * sizeof(int));
+	if (!s->fds) {
+		for (uint32_t i = 0; i < p->nfds; i++)
+			close(p->fds[i]);
+		free(s);
+		return -ENOMEM;
+	}
+	memcpy(s->fds, p->fds, p->nfds * sizeof(int));
+	s->nfds = p->nfds;
+	s->o = *p->open;
+	s->pool = p->pool;
+	snprintf(s->label, sizeof(s->label), "%s", p->label ? p->label : "");
+	s->batch_size = s->o.batch_size ? s->o.batch_size :
+					  STREAM_DEFAULT_BATCH;
+	err = check_open(&s->o, d);
+	if (!err)
+		err = open_dataset(s, p, d);
+	if (!err)
+		err = setup_outputs(s, d);
+	if (!err)
+		err = setup_ring(s, p->max_ring_bytes, d);
+	if (!err)
+		err = setup_prefetch(s, d);
+	if (!err)
+		err = setup_workers(s);
+	if (err) {
+		if (err == -ENOMEM && !d->msg[0])
+			diag_set(d, err, "out of memory");
+		stream_free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+void stream_reply(const struct stream *s, struct proto_open_ok *ok,
+		  int *ring_fd, int *cons_fd)
+{
+	memset(ok, 0, sizeof(*ok));
+	ok->ring_bytes = s->ring_bytes;
+	ok->cons_bytes = RING_PAGE;
+	ok->batches_per_epoch = s->batches_per_epoch;
+	ok->samples = order_size(s->order);
+	*ring_fd = s->ring_fd;
+	*cons_fd = s->cons_fd;
+}
+
+void stream_stats(const struct stream *s, struct proto_stats_ok *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->batches = __atomic_load_n(&s->n_batches, __ATOMIC_RELAXED);
+	st->samples = __atomic_load_n(&s->n_samples, __ATOMIC_RELAXED);
+	st->bytes_read = __atomic_load_n(&s->n_read, __ATOMIC_RELAXED);
+	st->bad_samples = __atomic_load_n(&s->n_bad, __ATOMIC_RELAXED);
+	st->stall_ns = __atomic_load_n(&s->stall_ns, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------ reader */
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct stream_ref *x = a, *y = b;
+
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Read [off, off+len) of fd into buf: io_uring if we have one, else pread. */
+struct reader_io {
+	struct io_uring ring;
+	bool have_ring;
+	unsigned inflight;
+};
+
+static int io_drain(struct reader_io *io, struct stream *s)
+{
+	int err = 0;
+
+	while (io->inflight) {
+		struct io_uring_cqe *cqe;
+		int r = io_uring_wait_cqe(&io->ring, &cqe);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return r;
+		if (cqe->res < 0 && !err)
+			err = cqe->res;
+		else if (!err && (uint64_t)cqe->res != io_uring_cqe_get_data64(cqe))
+			err = LOADER_ETRUNC;
+		io_uring_cqe_seen(&io->ring, cqe);
+		io->inflight--;
+	}
+	return err;
+}
+
+static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
+		   uint64_t len, uint64_t off)
+{
+	struct io_uring_sqe *sqe;
+	int err;
+
+	if (!io->have_ring)
+		return fdio_pread_all(fd, buf, len, off);
+	if (len > (1u << 30))
+		return LOADER_ETOOBIG;
+	sqe = io_uring_get_sqe(&io->ring);
+	if (!sqe) {
+		io_uring_submit(&io->ring);
+		err = io_drain(io, s);
+		if (err)
+			return err;
+		sqe = io_uring_get_sqe(&io->ring);
+	}
+	io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+	/* The expected length rides along to catch short reads. */
+	io_uring_sqe_set_data64(sqe, len);
+	io->inflight++;
+	return 0;
+}
+
+/*
+ * Plan batch b of the current epoch into pb: locate every record, sort
+ * by position, merge neighbours into extents, take arena space and read.
+ */
+static int read_batch(struct stream *s, struct reader_io *io,
+		      struct stream_pb *pb, uint64_t b, struct diag *d)
+{
+	uint32_t n = order_batch_count(s->order, b);
+	uint64_t need = 0, start, pos;
+	int err;
+
+	pb->batch = b;
+	pb->epoch = order_epoch(s->order);
+	pb->count = n;
+	for (uint32_t k = 0; k < n; k++) {
+		struct shard_rec r;
+		uint64_t g = order_sample(s->order, b, k);
+
+		pb->gidx[k] = g;
+		order_locate(s->order, g, &pb->shard[k], &pb->ridx[k]);
+		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
+		pb->len[k] = r.length;
+		s->refs[k] = (struct stream_ref){ pb->shard[k], k, r.offset,
+						  r.length };
+	}
+	qsort(s->refs, n, sizeof(*s->refs), cmp_ref);
+	/* Bytes needed: merged extents, counted as read below. */
+	for (uint32_t k = 0; k < n; k++) {
+		const struct stream_ref *r = &s->refs[k];
+
+		if (k && r->shard == s->refs[k - 1].shard &&
+		    r->off <= s->refs[k - 1].off + s->refs[k - 1].len +
+				      STREAM_MERGE_GAP &&
+		    r->off >= s->refs[k - 1].off + s->refs[k - 1].len)
+			need += r->off + r->len -
+				(s->refs[k - 1].off + s->refs[k - 1].len);
+		else
+			need += r->len;
+	}
+	if (need > s->arena_size)
+		return diag_set(d, LOADER_ETOOBIG,
+				"batch %" PRIu64 " needs %" PRIu64
+				" bytes of reads, above the prefetch budget of %" PRIu64,
+				b, need, s->arena_size);
+	/* Take a contiguous region: skip the arena's tail end if needed. */
+	pthread_mutex_lock(&s->lock);
+	start = s->arena_head;
+	if (start % s->arena_size + need > s->arena_size)
+		start = align_up(start + 1, s->arena_size);
+	while (!s->stop && start + need - s->arena_tail > s->arena_size)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	if (stopping(s))
+		return -ECANCELED;
+	pos = start;
+	for (uint32_t k = 0; k < n;) {
+		const struct stream_ref *r = &s->refs[k];
+		uint64_t ext_off = r->off, ext_end = r->off + r->len;
+		unsigned char *base = s->arena + pos % s->arena_size;
+		uint32_t j = k + 1;
+
+		while (j < n && s->refs[j].shard == r->shard &&
+		       s->refs[j].off >= ext_end &&
+		       s->refs[j].off <= ext_end + STREAM_MERGE_GAP) {
+			ext_end = s->refs[j].off + s->refs[j].len;
+			j++;
+		}
+		for (uint32_t m = k; m < j; m++)
+			pb->rec[s->refs[m].k] = base + (s->refs[m].off - ext_off);
+		/* Duplicate positions (same record twice) share one read. */
+		while (j < n && s->refs[j].shard == r->shard &&
+		       s->refs[j].off + s->refs[j].len <= ext_end &&
+		       s->refs[j].off >= ext_off) {
+			pb->rec[s->refs[j].k] =
+				base + (s->refs[j].off - ext_off);
+			j++;
+		}
+		err = io_read(io, s, s->fds[r->shard + 1], base,
+			      ext_end - ext_off, ext_off);
+		if (err)
+			goto fail;
+		pos += ext_end - ext_off;
+		k = j;
+	}
+	if (io->have_ring) {
+		io_uring_submit(&io->ring);
+		err = io_drain(io, s);
+		if (err)
+			goto fail;
+	}
+	__atomic_fetch_add(&s->n_read, pos - start, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&s->lock);
+	s->arena_head = pos;
+	pb->arena_end = pos;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+fail:
+	if (io->have_ring)
+		io_drain(io, s);
+	return diag_set(d, err, "batch %" PRIu64 ": read: %s", b,
+			loader_strerror(err));
+}
+
+static struct stream_pb *next_free_pb(struct stream *s)
+{
+	struct stream_pb *pb = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop && s->pb_prod - s->pb_cons == s->npb)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (!s->stop)
+		pb = &s->pb[s->pb_prod % s->npb];
+	pthread_mutex_unlock(&s->lock);
+	return pb;
+}
+
+static void post_pb(struct stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->pb_prod++;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *reader_main(void *arg)
+{
+	struct stream *s = arg;
+	struct reader_io io = { 0 };
+	uint32_t e = s->o.start_epoch;
+	struct stream_pb *pb;
+	int r;
+
+	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
+	io.have_ring = r == 0;
+	if (r)
+		plog(PLOG_WARN, "%s: io_uring unavailable (%s): reading with pread",
+		     s->label, strerror(-r));
+	for (; s->o.epochs == 0 || e < s->o.start_epoch + s->o.epochs; e++) {
+		order_set_epoch(s->order, e);
+		for (uint64_t b = 0; b < s->batches_per_epoch; b++) {
+			struct diag d = { { 0 } };
+
+			pb = next_free_pb(s);
+			if (!pb)
+				goto out;
+			pb->last = false;
+			pb->err = read_batch(s, &io, pb, b, &d);
+			if (pb->err == -ECANCELED)
+				goto out;
+			if (pb->err)
+				snprintf(pb->msg, sizeof(pb->msg), "epoch %" PRIu32 " %s",
+					 e, d.msg);
+			post_pb(s);
+			if (pb->err)
+				goto out;
+		}
+		if (s->batches_per_epoch == 0 && s->o.epochs == 0)
+			break; /* nothing to loop over for ever */
+	}
+	pb = next_free_pb(s);
+	if (pb) {
+		pb->last = true;
+		pb->err = 0;
+		pb->count = 0;
+		pthread_mutex_lock(&s->lock);
+		pb->arena_end = s->arena_head;
+		pthread_mutex_unlock(&s->lock);
+		post_pb(s);
+	}
+out:
+	if (io.have_ring)
+		io_uring_queue_exit(&io.ring);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ decoding */
+
+struct decode_job {
+	struct stream *s;
+	struct stream_pb *pb;
+	unsigned char *slot;
+	int err; /* first error; set once */
+	char msg[DIAG_MAX];
+};
+
+static void cast_unit(float *dst, const uint8_t *src, uint64_t n)
+{
+	const float k = 1.0f / 255.0f;
+
+	for (uint64_t i = 0; i < n; i++)
+		dst[i] = (float)src[i] * k;
+}
+
+/* Little-endian element i of an integer array as int64. */
+static int64_t int_at(const unsigned char *p, unsigned dt, uint64_t i)
+{
+	switch (dt) {
+	case DT_U8: return p[i];
+	case DT_I8: return (int8_t)p[i];
+	case DT_U16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+	case DT_I16: { int16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+	case DT_U32: { uint32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+	case DT_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+	case DT_U64: { uint64_t v; memcpy(&v, p + 8 * i, 8); return (int64_t)v; }
+	default: { int64_t v; memcpy(&v, p + 8 * i, 8); return v; }
+	}
+}
+
+static void cast_f32(float *dst, const unsigned char *src, unsigned dt,
+		     uint64_t n)
+{
+	if (dt == DT_F32) {
+		memcpy(dst, src, n * 4);
+		return;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		dst[i] = (float)int_at(src, dt, i);
+}
+
+static void decode_fail(struct decode_job *j, int err, const char *msg)
+{
+	int zero = 0;
+
+	if (__atomic_compare_exchange_n(&j->err, &zero, err, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		snprintf(j->msg, sizeof(j->msg), "%s", msg);
+}
+
+static void decode_one(void *arg, uint32_t i, uint32_t worker)
+{
+	struct decode_job *j = arg;
+	struct stream *s = j->s;
+	struct stream_pb *pb = j->pb;
+	const struct shard *sh = s->sh[pb->shard[i]];
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct diag d;
+	int err;
+
+	((uint64_t *)(j->slot + s->hdr->ids_offset))[i] = pb->gidx[i];
+	err = shard_parse_record(sh, pb->ridx[i], pb->rec[i], pb->len[i], f, &d);
+	if (err)
+		goto fail;
+	for (uint32_t k = 0; k < s->nout; k++) {
+		const struct stream_out *o = &s->out[k];
+		const struct field *fd = &shard_schema(sh)->f[o->field];
+		unsigned char *dst = j->slot + o->offset + i * o->sample_bytes;
+		const unsigned char *src = f[o->field].data;
+		uint64_t elems = field_fixed_size(fd) / dtype_size(fd->dtype);
+		size_t len;
+
+		if (fd->comp != COMP_NONE) {
+			/* Straight into the slot when no cast follows. */
+			unsigned char *to = o->cast == PROTO_CAST_NONE ?
+						    dst :
+						    s->scratch[worker];
+
+			err = shard_unpack_field(sh, s->codec[worker], o->field,
+						 &f[o->field], to,
+						 field_fixed_size(fd), &len, &d);
+			if (err)
+				goto fail;
+			src = to;
+			if (o->cast == PROTO_CAST_NONE)
+				continue;
+		}
+		switch (o->cast) {
+		case PROTO_CAST_NONE:
+			memcpy(dst, src, o->sample_bytes);
+			break;
+		case PROTO_CAST_F32_UNIT:
+			cast_unit((float *)dst, src, elems);
+			break;
+		default:
+			cast_f32((float *)dst, src, fd->dtype, elems);
+			break;
+		}
+	}
+	return;
+fail:
+	__atomic_fetch_add(&s->n_bad, 1, __ATOMIC_RELAXED);
+	diag_wrap(&d, err, "sample %" PRIu64 " (shard %s, record %" PRIu64 ")",
+		  pb->gidx[i], shard_name(sh), pb->ridx[i]);
+	decode_fail(j, err, d.msg);
+}
+
+/* ------------------------------------------------------------ assembler */
+
+static void ring_finish(struct stream *s, uint32_t state, int err,
+			const char *reason)
+{
+	if (reason)
+		snprintf(s->hdr->reason, sizeof(s->hdr->reason), "%s", reason);
+	s->hdr->error = err;
+	__atomic_store_n(&s->hdr->state, state, __ATOMIC_SEQ_CST);
+	futex_wake_shared(&s->hdr->prod);
+	if (state == RING_FAILED)
+		plog(PLOG_ERR, "%s: stream failed: %s", s->label, reason);
+	else
+		plog(PLOG_INFO, "%s: stream delivered all its batches",
+		     s->label);
+}
+
+/*
+ * Wait until the slot for s->prod is free. The consumer index is the
+ * client's: it must only move forward, and never past what we published.
+ */
+static int wait_slot(struct stream *s)
+{
+	uint32_t slots = s->hdr->slot_count;
+
+	for (;;) {
+		uint32_t c = __atomic_load_n(&s->cons->cons, __ATOMIC_ACQUIRE);
+		uint64_t t0;
+
+		if ((int32_t)(c - s->last_cons) < 0 ||
+		    (uint32_t)(s->prod - c) > slots) {
+			char why[160];
+
+			snprintf(why, sizeof(why),
+				 "consumer index %" PRIu32
+				 " is invalid (published %" PRIu32
+				 ", released %" PRIu32 " before)",
+				 c, s->prod, s->last_cons);
+			ring_finish(s, RING_FAILED, LOADER_EPROTO, why);
+			return LOADER_EPROTO;
+		}
+		s->last_cons = c;
+		if (s->prod - c < slots)
+			return 0;
+		if (stopping(s))
+			return -ECANCELED;
+		__atomic_store_n(&s->hdr->daemon_waiting, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&s->cons->cons, __ATOMIC_SEQ_CST) == c) {
+			t0 = now_ns();
+			futex_wait_shared(&s->cons->cons, c, STREAM_POLL_NS);
+			__atomic_fetch_add(&s->stall_ns, now_ns() - t0,
+					   __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&s->hdr->daemon_waiting, 0, __ATOMIC_SEQ_CST);
+	}
+}
+
+static void *assembler_main(void *arg)
+{
+	struct stream *s = arg;
+	uint32_t threads = s->o.threads;
+
+	for (;;) {
+		struct stream_pb *pb;
+		struct ring_slot *slot;
+		struct decode_job job;
+
+		pthread_mutex_lock(&s->lock);
+		while (!s->stop && s->pb_cons == s->pb_prod)
+			pthread_cond_wait(&s->cond, &s->lock);
+		pthread_mutex_unlock(&s->lock);
+		if (stopping(s))
+			return NULL;
+		pb = &s->pb[s->pb_cons % s->npb];
+		if (pb->err) {
+			ring_finish(s, RING_FAILED, pb->err, pb->msg);
+			return NULL;
+		}
+		if (pb->last) {
+			ring_finish(s, RING_END, 0, NULL);
+			return NULL;
+		}
+		if (wait_slot(s))
+			return NULL;
+		slot = (struct ring_slot *)((unsigned char *)s->hdr +
+					    RING_PAGE +
+					    (s->prod % s->hdr->slot_count) *
+						    s->slot_size);
+		slot->seq = s->prod;
+		slot->batch = pb->batch;
+		slot->epoch = pb->epoch;
+		slot->count = pb->count;
+		job = (struct decode_job){ .s = s, .pb = pb,
+					   .slot = (unsigned char *)slot };
+		pool_run(s->pool, decode_one, &job, pb->count, threads);
+		if (job.err) {
+			ring_finish(s, RING_FAILED, job.err, job.msg);
+			return NULL;
+		}
+		s->prod++;
+		__atomic_store_n(&s->hdr->prod, s->prod, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&s->cons->client_waiting, __ATOMIC_SEQ_CST))
+			futex_wake_shared(&s->hdr->prod);
+		__atomic_fetch_add(&s->n_batches, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->n_samples, pb->count, __ATOMIC_RELAXED);
+
+		pthread_mutex_lock(&s->lock);
+		s->arena_tail = pb->arena_end;
+		s->pb_cons++;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+int stream_start(struct stream *s, struct diag *d)
+{
+	int err = -pthread_create(&s->reader, NULL, reader_main, s);
+
+	if (err)
+		return diag_set(d, err, "reader thread: %s", strerror(-err));
+	err = -pthread_create(&s->assembler, NULL, assembler_main, s);
+	if (err) {
+		pthread_mutex_lock(&s->lock);
+		s->stop = true;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->reader, NULL);
+		return diag_set(d, err, "assembler thread: %s", strerror(-err));
+	}
+	s->started = true;
+	return 0;
+}

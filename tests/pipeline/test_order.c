@@ -1,0 +1,666 @@
+/*
+ * test_order.c - the sample order contract: batch counts, exactly-once
+ * delivery across ranks, determinism, epochs and seeds, quasi-random
+ * locality, shard lookup, a statistical check of the random order,
+ * parameter errors and huge datasets.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "loader.h"
+#include "order.h"
+#include "rng.h"
+#include "../unit_util.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * Checks inside loops of millions of samples go through CHECK(): it costs
+ * an if while they hold, and reports only the first few that fail, so a
+ * broken order gives a readable log instead of a million lines.
+ */
+static unsigned fails;
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond) && fails++ < 10)                                   \
+			cr_expect_fail(__VA_ARGS__);                           \
+	} while (0)
+
+static const char *const kind_name[] = { "sequential", "random", "quasi" };
+
+static const uint64_t sizes[] = { 1, 2, 3, 7, 100, 1000, 4097, 65537 };
+static const uint32_t worlds[] = { 1, 2, 3, 8 };
+static const uint32_t batch_sizes[] = { 1, 5, 64 };
+
+/*
+ * A dataset of n samples cut into shards of uneven sizes, empty and
+ * one-record shards included; the last one is cut short to fit.
+ */
+#define MAX_SHARDS 4096
+struct layout {
+	uint32_t nshards;
+	uint64_t rec[MAX_SHARDS];
+};
+
+static void make_layout(struct layout *l, uint64_t n)
+{
+	static const uint64_t pat[] = { 1, 37, 5, 0, 200, 1, 16, 3, 1000, 64 };
+	uint64_t left = n;
+
+	l->nshards = 0;
+	for (unsigned i = 0; left; i++) {
+		uint64_t r = pat[i % NELEM(pat)];
+
+		if (r > left)
+			r = left;
+		cr_assert_lt(l->nshards, MAX_SHARDS);
+		l->rec[l->nshards++] = r;
+		left -= r;
+	}
+}
+
+static struct order_params params(enum order_kind kind, uint64_t seed,
+				  uint32_t rank, uint32_t world, uint32_t bs,
+				  bool drop, uint32_t window,
+				  const struct layout *l)
+{
+	struct order_params p = {
+		.kind = kind,
+		.seed = seed,
+		.rank = rank,
+		.world = world,
+		.batch_size = bs,
+		.drop_last = drop,
+		.window = window,
+		.nshards = l->nshards,
+		.shard_records = l->rec,
+	};
+
+	return p;
+}
+
+static struct order *must_new(const struct order_params *p)
+{
+	struct order *o = NULL;
+	struct diag d = { "" };
+	int err = order_new(&o, p, &d);
+
+	cr_assert_eq(err, 0, "order_new: %d %s", err, d.msg);
+	cr_assert_not_null(o);
+	return o;
+}
+
+/*
+ * The epoch's whole sequence, position by position, as one rank of a
+ * world of one with batches of one sees it: seq[p] for p < N.
+ */
+static void epoch_seq(uint64_t *seq, const struct order_params *tmpl,
+		      uint32_t epoch)
+{
+	struct order_params p = *tmpl;
+	struct order *o;
+
+	p.rank = 0;
+	p.world = 1;
+	p.batch_size = 1;
+	p.drop_last = false;
+	o = must_new(&p);
+	order_set_epoch(o, epoch);
+	for (uint64_t i = 0; i < order_size(o); i++)
+		seq[i] = order_sample(o, i, 0);
+	order_free(o);
+}
+
+/*
+ * Run every rank of one configuration through an epoch and check the
+ * batch counts, exactly-once (or, dropping, at-most-once and full)
+ * delivery, and that each sample sits where the world-of-one sequence
+ * ref[] puts its position.
+ */
+static void check_world(const struct order_params *tmpl, uint32_t epoch,
+			const uint64_t *ref, unsigned char *seen)
+{
+	uint64_t n = 0, delivered = 0, batches = 0;
+	uint32_t w = tmpl->world, bs = tmpl->batch_size;
+	char what[128];
+
+	snprintf(what, sizeof(what), "%s w=%u B=%u drop=%d W=%u",
+		 kind_name[tmpl->kind], w, bs, tmpl->drop_last, tmpl->window);
+	for (uint32_t r = 0; r < w; r++) {
+		struct order_params p = *tmpl;
+		struct order *o;
+
+		p.rank = r;
+		o = must_new(&p);
+		order_set_epoch(o, epoch);
+		n = order_size(o);
+		if (r == 0) {
+			uint64_t most = (n + w - 1) / w;
+
+			batches = order_batches(o);
+			memset(seen, 0, n);
+			if (tmpl->drop_last)
+				CHECK(batches == n / w / bs,
+				      "%s N=%llu: %llu batches", what,
+				      (unsigned long long)n,
+				      (unsigned long long)batches);
+			else
+				CHECK(batches == (most + bs - 1) / bs,
+				      "%s N=%llu: %llu batches", what,
+				      (unsigned long long)n,
+				      (unsigned long long)batches);
+		}
+		CHECK(order_batches(o) == batches, "%s N=%llu rank %u: batches",
+		      what, (unsigned long long)n, r);
+		CHECK(order_batch_count(o, batches) == 0, "%s: past the end",
+		      what);
+		for (uint64_t b = 0; b < batches; b++) {
+			uint32_t cnt = order_batch_count(o, b);
+
+			CHECK(cnt <= bs, "%s: batch %llu has %u", what,
+			      (unsigned long long)b, cnt);
+			if (tmpl->drop_last)
+				CHECK(cnt == bs, "%s: short batch %llu", what,
+				      (unsigned long long)b);
+			/* Only a rank's last batches may be short. */
+			if (b + 1 < batches && cnt < bs)
+				CHECK(order_batch_count(o, b + 1) == 0,
+				      "%s: short batch %llu before the end",
+				      what, (unsigned long long)b);
+			for (uint32_t k = 0; k < cnt; k++) {
+				uint64_t g = order_sample(o, b, k);
+				uint64_t pos = (b * bs + k) * w + r;
+
+				CHECK(g < n, "%s N=%llu: sample %llu", what,
+				      (unsigned long long)n,
+				      (unsigned long long)g);
+				if (g >= n)
+					continue;
+				CHECK(!seen[g], "%s N=%llu: %llu twice", what,
+				      (unsigned long long)n,
+				      (unsigned long long)g);
+				seen[g] = 1;
+				CHECK(pos < n && ref[pos] == g,
+				      "%s N=%llu: position %llu", what,
+				      (unsigned long long)n,
+				      (unsigned long long)pos);
+				delivered++;
+			}
+		}
+		order_free(o);
+	}
+	if (tmpl->drop_last)
+		CHECK(delivered == (uint64_t)w * batches * bs,
+		      "%s N=%llu: delivered %llu", what, (unsigned long long)n,
+		      (unsigned long long)delivered);
+	else
+		CHECK(delivered == n, "%s N=%llu: delivered %llu of %llu", what,
+		      (unsigned long long)n, (unsigned long long)delivered,
+		      (unsigned long long)n);
+}
+
+/* The orders as the tests run them: quasi both with its default and a
+ * small window. */
+struct variant {
+	enum order_kind kind;
+	uint32_t window;
+};
+
+static const struct variant variants[] = {
+	{ ORDER_SEQUENTIAL, 0 },
+	{ ORDER_RANDOM, 0 },
+	{ ORDER_QUASI, 0 },
+	{ ORDER_QUASI, 16 },
+};
+
+Test(order, cover)
+{
+	static struct layout l;
+	uint64_t *ref = malloc(65537 * sizeof(*ref));
+	unsigned char *seen = malloc(65537);
+
+	cr_assert(ref && seen);
+	for (size_t v = 0; v < NELEM(variants); v++) {
+		for (size_t ni = 0; ni < NELEM(sizes); ni++) {
+			struct order_params p;
+
+			/*
+			 * The sequence is a function of the position alone:
+			 * every world and batch size must deal it out as the
+			 * world of one sees it.
+			 */
+			make_layout(&l, sizes[ni]);
+			p = params(variants[v].kind, 42, 0, 1, 1, false,
+				   variants[v].window, &l);
+			epoch_seq(ref, &p, 3);
+			if (p.kind == ORDER_SEQUENTIAL)
+				for (uint64_t i = 0; i < sizes[ni]; i++)
+					CHECK(ref[i] == i, "sequential %llu",
+					      (unsigned long long)i);
+			for (size_t wi = 0; wi < NELEM(worlds); wi++) {
+				for (size_t bi = 0; bi < NELEM(batch_sizes);
+				     bi++) {
+					p.world = worlds[wi];
+					p.batch_size = batch_sizes[bi];
+					p.drop_last = false;
+					check_world(&p, 3, ref, seen);
+					p.drop_last = true;
+					check_world(&p, 3, ref, seen);
+				}
+			}
+		}
+	}
+	free(ref);
+	free(seen);
+}
+
+/* Two orders from the same parameters agree, and so does reselecting an
+ * epoch after another one. */
+Test(order, deterministic)
+{
+	static struct layout l;
+
+	make_layout(&l, 4097);
+	for (size_t v = 0; v < NELEM(variants); v++) {
+		struct order_params p = params(variants[v].kind, 7, 1, 3, 5,
+					       false, variants[v].window, &l);
+		struct order *a = must_new(&p), *b = must_new(&p);
+
+		for (uint32_t e = 0; e < 3; e++) {
+			order_set_epoch(a, e);
+			order_set_epoch(b, 2 - e);
+			order_set_epoch(b, e);
+			cr_expect_eq(order_epoch(a), e);
+			for (uint64_t i = 0; i < order_batches(a); i++)
+				for (uint32_t k = 0;
+				     k < order_batch_count(a, i); k++)
+					CHECK(order_sample(a, i, k) ==
+						      order_sample(b, i, k),
+					      "%s epoch %u batch %llu",
+					      kind_name[p.kind], e,
+					      (unsigned long long)i);
+		}
+		order_free(a);
+		order_free(b);
+	}
+}
+
+static bool seq_equal(const struct order_params *p1, uint32_t e1,
+		      const struct order_params *p2, uint32_t e2, uint64_t n)
+{
+	uint64_t *a = malloc(n * sizeof(*a)), *b = malloc(n * sizeof(*b));
+	bool same;
+
+	cr_assert(a && b);
+	epoch_seq(a, p1, e1);
+	epoch_seq(b, p2, e2);
+	same = !memcmp(a, b, n * sizeof(*a));
+	free(a);
+	free(b);
+	return same;
+}
+
+/* The random orders change with the epoch and the seed. */
+Test(order, epochs_and_seeds)
+{
+	static struct layout l;
+
+	for (size_t v = 1; v < NELEM(variants); v++) {
+		for (size_t ni = 0; ni < NELEM(sizes); ni++) {
+			uint64_t n = sizes[ni];
+			struct order_params p, q;
+
+			if (n < 8)
+				continue;
+			make_layout(&l, n);
+			p = params(variants[v].kind, 1, 0, 1, 1, false,
+				   variants[v].window, &l);
+			q = p;
+			q.seed = 2;
+			cr_expect(!seq_equal(&p, 0, &p, 1, n),
+				  "%s W=%u N=%llu: epochs 0 and 1 agree",
+				  kind_name[p.kind], p.window,
+				  (unsigned long long)n);
+			cr_expect(!seq_equal(&p, 0, &q, 0, n),
+				  "%s W=%u N=%llu: seeds 1 and 2 agree",
+				  kind_name[p.kind], p.window,
+				  (unsigned long long)n);
+			if (p.kind == ORDER_RANDOM) {
+				struct order_params s = p;
+
+				s.kind = ORDER_SEQUENTIAL;
+				cr_expect(!seq_equal(&p, 0, &s, 0, n),
+					  "random N=%llu is the identity",
+					  (unsigned long long)n);
+			}
+		}
+	}
+}
+
+/* Tiny datasets: every ordering of 2 and 3 samples turns up. */
+Test(order, tiny)
+{
+	static struct layout l;
+
+	for (uint64_t n = 1; n <= 3; n++) {
+		unsigned seen_perm[27] = { 0 }, distinct = 0;
+
+		make_layout(&l, n);
+		for (uint64_t seed = 0; seed < 300; seed++) {
+			struct order_params p = params(ORDER_RANDOM, seed, 0, 1,
+						       1, false, 0, &l);
+			uint64_t seq[3] = { 0 };
+			unsigned code = 0;
+
+			epoch_seq(seq, &p, 0);
+			for (uint64_t i = 0; i < n; i++)
+				code = code * 3 + (unsigned)seq[i];
+			cr_assert_lt(code, 27);
+			distinct += !seen_perm[code]++;
+		}
+		cr_expect_eq(distinct,
+			     n == 1 ? 1 :
+			     n == 2 ? 2 :
+				      6,
+			     "N=%llu: %u orderings", (unsigned long long)n,
+			     distinct);
+	}
+}
+
+/*
+ * Shard order as the sequence reveals it: sort the non-empty shards by
+ * the windows of their first and last records. Shards that tie lie
+ * within one window, where their relative order changes no window's
+ * set of block positions.
+ */
+struct span {
+	uint32_t shard;
+	uint64_t first, last;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	if (x->last != y->last)
+		return x->last < y->last ? -1 : 1;
+	return x->shard < y->shard ? -1 : x->shard > y->shard;
+}
+
+/*
+ * Quasi: with shards in the order the sequence reveals, the block
+ * position q of the sample at each position p lies in p's window, that
+ * is, each window of positions covers exactly the block positions
+ * [w*W, w*W + L). Writes the revealed shard order to order_out.
+ */
+static void check_quasi_windows(const struct layout *l, uint32_t win,
+				uint64_t seed, uint32_t epoch,
+				uint32_t *order_out)
+{
+	struct order_params p =
+		params(ORDER_QUASI, seed, 0, 1, 1, false, win, l);
+	struct order *o = must_new(&p);
+	uint64_t n = order_size(o);
+	uint64_t *seq = malloc(n * sizeof(*seq));
+	uint64_t *pos = malloc(n * sizeof(*pos)); /* position of sample g */
+	uint64_t *start = malloc(l->nshards * sizeof(*start));
+	uint64_t *bstart = malloc(l->nshards * sizeof(*bstart));
+	struct span *sp = malloc(l->nshards * sizeof(*sp));
+	uint32_t m = 0;
+	uint64_t at = 0;
+
+	cr_assert(seq && pos && start && bstart && sp);
+	order_set_epoch(o, epoch);
+	for (uint64_t i = 0; i < n; i++) {
+		seq[i] = order_sample(o, i, 0);
+		pos[seq[i]] = i;
+	}
+	for (uint32_t s = 0; s < l->nshards; s++) {
+		start[s] = at;
+		at += l->rec[s];
+		if (!l->rec[s])
+			continue;
+		sp[m].shard = s;
+		sp[m].first = pos[start[s]] / win;
+		sp[m].last = pos[start[s] + l->rec[s] - 1] / win;
+		m++;
+	}
+	qsort(sp, m, sizeof(*sp), span_cmp);
+	at = 0;
+	for (uint32_t j = 0; j < m; j++) {
+		bstart[sp[j].shard] = at;
+		at += l->rec[sp[j].shard];
+		if (order_out)
+			order_out[j] = sp[j].shard;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t s;
+		uint64_t rec, q;
+
+		order_locate(o, seq[i], &s, &rec);
+		q = bstart[s] + rec;
+		CHECK(q / win == i / win,
+		      "W=%u N=%llu epoch %u: position %llu (shard %u record %llu) reads block position %llu",
+		      win, (unsigned long long)n, epoch, (unsigned long long)i,
+		      s, (unsigned long long)rec, (unsigned long long)q);
+	}
+	order_free(o);
+	free(seq);
+	free(pos);
+	free(start);
+	free(bstart);
+	free(sp);
+}
+
+Test(order, quasi_windows)
+{
+	static struct layout l;
+	static const uint64_t ns[] = { 1, 7, 100, 1000, 4097 };
+	static const uint32_t wins[] = { 1, 3, 16, 64 };
+
+	for (size_t ni = 0; ni < NELEM(ns); ni++) {
+		make_layout(&l, ns[ni]);
+		for (size_t wi = 0; wi < NELEM(wins); wi++)
+			for (uint32_t e = 0; e < 3; e++)
+				check_quasi_windows(&l, wins[wi], 9, e, NULL);
+	}
+}
+
+/* Shards longer than two windows: their order is fully revealed, and it
+ * changes between epochs. */
+Test(order, quasi_shard_order)
+{
+	static struct layout l;
+	uint32_t a[8], b[8];
+
+	l.nshards = 8;
+	for (unsigned i = 0; i < 8; i++)
+		l.rec[i] = 40 + i;
+	check_quasi_windows(&l, 16, 5, 0, a);
+	check_quasi_windows(&l, 16, 5, 1, b);
+	cr_expect(memcmp(a, b, sizeof(a)), "shard order is the same");
+
+	/* Four shards: still not the same in epochs 0..3. */
+	l.nshards = 4;
+	check_quasi_windows(&l, 16, 5, 0, a);
+	for (uint32_t e = 1; e < 4; e++) {
+		check_quasi_windows(&l, 16, 5, e, b);
+		cr_expect(memcmp(a, b, 4 * sizeof(a[0])),
+			  "4 shards: epoch %u repeats epoch 0", e);
+	}
+}
+
+Test(order, locate)
+{
+	static struct layout l;
+
+	for (size_t ni = 0; ni < NELEM(sizes); ni++) {
+		struct order_params p;
+		struct order *o;
+		uint64_t at = 0;
+
+		make_layout(&l, sizes[ni]);
+		p = params(ORDER_RANDOM, 1, 0, 1, 1, false, 0, &l);
+		o = must_new(&p);
+		cr_expect_eq(order_size(o), sizes[ni]);
+		for (uint32_t s = 0; s < l.nshards; s++) {
+			for (uint64_t r = 0; r < l.rec[s]; r++) {
+				uint32_t fs = UINT32_MAX;
+				uint64_t fr = UINT64_MAX;
+
+				order_locate(o, at + r, &fs, &fr);
+				CHECK(fs == s && fr == r,
+				      "N=%llu: %llu -> %u/%llu, want %u/%llu",
+				      (unsigned long long)sizes[ni],
+				      (unsigned long long)(at + r), fs,
+				      (unsigned long long)fr, s,
+				      (unsigned long long)r);
+			}
+			at += l.rec[s];
+		}
+		order_free(o);
+	}
+}
+
+/* Every sample's mean position over many seeds is near the middle. */
+Test(order, random_uniform)
+{
+	static struct layout l;
+	static double sum[1000];
+	double lo = 1e9, hi = -1;
+
+	make_layout(&l, 1000);
+	for (uint64_t seed = 0; seed < 200; seed++) {
+		struct order_params p = params(ORDER_RANDOM, seed * 7919 + 1, 0,
+					       1, 1000, false, 0, &l);
+		struct order *o = must_new(&p);
+
+		for (uint32_t k = 0; k < 1000; k++)
+			sum[order_sample(o, 0, k)] += k;
+		order_free(o);
+	}
+	for (unsigned g = 0; g < 1000; g++) {
+		double mean = sum[g] / 200;
+
+		lo = mean < lo ? mean : lo;
+		hi = mean > hi ? mean : hi;
+	}
+	/* The mean of 200 uniform positions has a spread of about 20. */
+	cr_expect(lo > 499.5 - 120 && hi < 499.5 + 120,
+		  "mean positions from %.1f to %.1f", lo, hi);
+}
+
+Test(order, sample_seed)
+{
+	static struct layout l;
+	struct order_params p;
+	struct order *o;
+
+	make_layout(&l, 100);
+	p = params(ORDER_QUASI, 12345, 0, 1, 1, false, 0, &l);
+	o = must_new(&p);
+	cr_expect_eq(order_epoch(o), 0);
+	order_set_epoch(o, 6);
+	cr_expect_eq(order_epoch(o), 6);
+	for (uint64_t g = 0; g < 100; g++)
+		cr_expect_eq(order_sample_seed(o, g), rng_mix(12345, 6, g));
+	order_free(o);
+}
+
+struct bad {
+	const char *why;
+	enum order_kind kind;
+	uint32_t rank, world, bs, nshards;
+	const uint64_t *rec;
+};
+
+static const uint64_t one[] = { 10 };
+static const uint64_t empty[] = { 0, 0 };
+static const uint64_t huge[] = { UINT64_MAX - 5, 3, 3 };
+
+static const struct bad bads[] = {
+	{ "world 0", ORDER_RANDOM, 0, 0, 1, 1, one },
+	{ "rank == world", ORDER_RANDOM, 2, 2, 1, 1, one },
+	{ "rank > world", ORDER_QUASI, 9, 2, 1, 1, one },
+	{ "batch 0", ORDER_SEQUENTIAL, 0, 1, 0, 1, one },
+	{ "no shards", ORDER_RANDOM, 0, 1, 1, 0, one },
+	{ "no shard array", ORDER_RANDOM, 0, 1, 1, 1, NULL },
+	{ "no samples", ORDER_QUASI, 0, 1, 1, 2, empty },
+	{ "count overflow", ORDER_RANDOM, 0, 1, 1, 3, huge },
+	{ "bad kind", (enum order_kind)7, 0, 1, 1, 1, one },
+};
+
+Test(order, bad_params)
+{
+	for (size_t i = 0; i < NELEM(bads); i++) {
+		struct order_params p = {
+			.kind = bads[i].kind,
+			.rank = bads[i].rank,
+			.world = bads[i].world,
+			.batch_size = bads[i].bs,
+			.nshards = bads[i].nshards,
+			.shard_records = bads[i].rec,
+		};
+		struct order *o = (struct order *)&p;
+		struct diag d = { "" };
+
+		cr_expect_eq(order_new(&o, &p, &d), LOADER_EUSAGE, "%s",
+			     bads[i].why);
+		cr_expect_null(o, "%s", bads[i].why);
+		cr_expect_neq(d.msg[0], '\0', "%s: no message", bads[i].why);
+		/* A NULL diag is fine too. */
+		cr_expect_eq(order_new(&o, &p, NULL), LOADER_EUSAGE, "%s",
+			     bads[i].why);
+	}
+	order_free(NULL);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* 2^40 samples in one shard: nothing grows with N, answers stay in range. */
+Test(order, huge)
+{
+	static const uint64_t rec[] = { 1ull << 40 };
+	enum { M = 4096 };
+	static uint64_t got[M];
+
+	for (size_t v = 0; v < NELEM(variants); v++) {
+		struct order_params p = {
+			.kind = variants[v].kind,
+			.seed = 99,
+			.rank = 5,
+			.world = 8,
+			.batch_size = 256,
+			.window = variants[v].window,
+			.nshards = 1,
+			.shard_records = rec,
+		};
+		struct order *o = must_new(&p);
+
+		cr_expect_eq(order_batches(o), (1ull << 37) / 256);
+		cr_expect_eq(order_batch_count(o, order_batches(o) - 1), 256);
+		for (unsigned i = 0; i < M; i++) {
+			got[i] = order_sample(o, i / 256, i % 256);
+			CHECK(got[i] < rec[0], "%s: %llu", kind_name[p.kind],
+			      (unsigned long long)got[i]);
+		}
+		/* And at the far end of the epoch. */
+		for (uint32_t k = 0; k < 256; k++)
+			CHECK(order_sample(o, order_batches(o) - 1, k) < rec[0],
+			      "%s: last batch", kind_name[p.kind]);
+		qsort(got, M, sizeof(got[0]), u64_cmp);
+		for (unsigned i = 1; i < M; i++)
+			CHECK(got[i] != got[i - 1], "%s: %llu twice",
+			      kind_name[p.kind], (unsigned long long)got[i]);
+		order_free(o);
+	}
+}
