@@ -137,10 +137,11 @@ int main(int argc, char **argv)
 	err = opts_parse(loaderd_table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs > 1) {
 		if (help) {
-			opts_help(stdout, usage,
-				  "Serve batches of sharded datasets to training processes\n"
-				  "through shared memory; see loaderd(8).",
-				  loaderd_table);
+			opts_help(
+				stdout, usage,
+				"Serve batches of sharded datasets to training processes\n"
+				"through shared memory; see loaderd(8).",
+				loaderd_table);
 			return 0;
 		}
 		fprintf(stderr, "loaderd: %s\nusage: %s (--help for options)\n",
@@ -149,7 +150,8 @@ int main(int argc, char **argv)
 	}
 	level = plog_parse_level(o.log_level);
 	if (level < 0) {
-		fprintf(stderr, "loaderd: --log-level: \"%s\" is not err, warn, info or debug\n",
+		fprintf(stderr,
+			"loaderd: --log-level: \"%s\" is not err, warn, info or debug\n",
 			o.log_level);
 		return 2;
 	}
@@ -170,7 +172,8 @@ int main(int argc, char **argv)
 		.max_uid_streams = (uint32_t)o.max_uid_streams,
 	};
 	if (!o.foreground && detach(&notify)) {
-		fprintf(stderr, "loaderd: cannot detach: %s\n", strerror(errno));
+		fprintf(stderr, "loaderd: cannot detach: %s\n",
+			strerror(errno));
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -192,8 +195,9 @@ int main(int argc, char **argv)
 	uv_signal_init(uv_default_loop(), &sigterm);
 	uv_signal_start(&sigint, on_signal, SIGINT);
 	uv_signal_start(&sigterm, on_signal, SIGTERM);
-	plog(PLOG_INFO, "listening on %s with %" PRIu32 " decode threads (pid %d)",
-	     path, threads, (int)getpid());
+	plog(PLOG_INFO,
+	     "listening on %s with %" PRIu32 " decode threads (pid %d)", path,
+	     threads, (int)getpid());
 	notify_parent(notify, true);
 	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
 	/* Let the handles closed on the way out finish closing. */

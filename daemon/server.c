@@ -95,8 +95,8 @@ static void reply_error(struct session *ss, uint32_t seq, int code,
 	m.e.len = (uint32_t)n;
 	memcpy(m.text, reason, n);
 	plog(PLOG_INFO, "%s: refused: %s", ss->label, reason);
-	msg_send(ss->fd, PROTO_ERROR, seq, &m,
-		 (uint32_t)(sizeof(m.e) + n), NULL, 0);
+	msg_send(ss->fd, PROTO_ERROR, seq, &m, (uint32_t)(sizeof(m.e) + n),
+		 NULL, 0);
 }
 
 static void close_files(struct session *ss)
@@ -160,16 +160,17 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	char why[160];
 
 	if (!ss->hello || ss->stream) {
-		snprintf(why, sizeof(why), "FILES %s", ss->stream ?
-			 "after OPEN" : "before HELLO");
+		snprintf(why, sizeof(why), "FILES %s",
+			 ss->stream ? "after OPEN" : "before HELLO");
 		goto bad;
 	}
 	if (m->total == 0 || m->total > PROTO_MAX_FILES ||
 	    (ss->files_total && m->total != ss->files_total) ||
-	    m->first != ss->files_got || m->count != nfds ||
-	    m->count == 0 || m->count > m->total - m->first) {
+	    m->first != ss->files_got || m->count != nfds || m->count == 0 ||
+	    m->count > m->total - m->first) {
 		snprintf(why, sizeof(why),
-			 "FILES first %" PRIu32 " count %" PRIu32 " total %" PRIu32
+			 "FILES first %" PRIu32 " count %" PRIu32
+			 " total %" PRIu32
 			 " with %u descriptors does not follow the %" PRIu32
 			 " files received",
 			 m->first, m->count, m->total, nfds, ss->files_got);
@@ -244,10 +245,10 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	if (srv->lim.max_uid_bytes > u->bytes)
-		p.max_ring_bytes = srv->lim.max_uid_bytes - u->bytes <
-						   p.max_ring_bytes ?
-					   srv->lim.max_uid_bytes - u->bytes :
-					   p.max_ring_bytes;
+		p.max_ring_bytes =
+			srv->lim.max_uid_bytes - u->bytes < p.max_ring_bytes ?
+				srv->lim.max_uid_bytes - u->bytes :
+				p.max_ring_bytes;
 	else
 		p.max_ring_bytes = 0;
 	/* The stream takes the files, whatever happens. */
@@ -262,7 +263,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	if (err) {
 		stream_free(ss->stream);
 		ss->stream = NULL;
-		reply_error(ss, h->seq, err, d.msg[0] ? d.msg : loader_strerror(err));
+		reply_error(ss, h->seq, err,
+			    d.msg[0] ? d.msg : loader_strerror(err));
 		return;
 	}
 	stream_reply(ss->stream, &ok, &fds[0], &fds[1]);
@@ -331,18 +333,10 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		return;
 	}
 	switch (h.type) {
-	case PROTO_HELLO:
-		on_hello(ss, &h, &m.hello);
-		break;
-	case PROTO_FILES:
-		on_files(ss, &h, &m.files, fds, nfds);
-		break;
-	case PROTO_OPEN:
-		on_open(ss, &h, &m.open);
-		break;
-	case PROTO_STATS:
-		on_stats(ss, &h);
-		break;
+	case PROTO_HELLO: on_hello(ss, &h, &m.hello); break;
+	case PROTO_FILES: on_files(ss, &h, &m.files, fds, nfds); break;
+	case PROTO_OPEN: on_open(ss, &h, &m.open); break;
+	case PROTO_STATS: on_stats(ss, &h); break;
 	default:
 		snprintf(why, sizeof(why), "a client does not send %s",
 			 msg_type_name(h.type));

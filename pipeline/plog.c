@@ -21,8 +21,10 @@ int plog_parse_level(const char *name)
 	static const struct {
 		const char *name;
 		int level;
-	} t[] = { { "err", PLOG_ERR }, { "warn", PLOG_WARN },
-		  { "info", PLOG_INFO }, { "debug", PLOG_DEBUG } };
+	} t[] = { { "err", PLOG_ERR },
+		  { "warn", PLOG_WARN },
+		  { "info", PLOG_INFO },
+		  { "debug", PLOG_DEBUG } };
 
 	for (unsigned i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (!strcmp(name, t[i].name))
@@ -32,8 +34,8 @@ int plog_parse_level(const char *name)
 
 void plog(int level, const char *fmt, ...)
 {
-	static const char *const tag[8] = { "", "", "", "error", "warning",
-					    "", "info", "debug" };
+	static const char *const tag[8] = { "",	       "", "",	   "error",
+					    "warning", "", "info", "debug" };
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;

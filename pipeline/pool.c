@@ -20,15 +20,15 @@ struct pool_job {
 	void *arg;
 	uint32_t n;
 	uint32_t max_workers;
-	uint32_t next; /* atomic: next index to claim */
+	uint32_t next;	  /* atomic: next index to claim */
 	uint32_t helpers; /* pool threads working on it (under lock) */
 	struct pool_job *link;
 };
 
 struct pool {
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* a job was posted, or stop */
-	pthread_cond_t left; /* a helper left a job */
+	pthread_cond_t work;   /* a job was posted, or stop */
+	pthread_cond_t left;   /* a helper left a job */
 	struct pool_job *jobs; /* FIFO: oldest first */
 	bool stop;
 	uint32_t n;
@@ -162,7 +162,10 @@ void pool_run(struct pool *p, pool_fn fn, void *arg, uint32_t n,
 	      uint32_t max_workers)
 {
 	struct pool_job j = {
-		.fn = fn, .arg = arg, .n = n, .max_workers = max_workers,
+		.fn = fn,
+		.arg = arg,
+		.n = n,
+		.max_workers = max_workers,
 	};
 	struct pool_job **tail;
 

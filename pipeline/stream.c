@@ -28,23 +28,23 @@
 #include "shard.h"
 #include "stream.h"
 
-#define STREAM_DEFAULT_BATCH 256
-#define STREAM_DEFAULT_SLOTS 8
+#define STREAM_DEFAULT_BATCH	256
+#define STREAM_DEFAULT_SLOTS	8
 #define STREAM_DEFAULT_PREFETCH (64ull << 20)
-#define STREAM_MAX_BATCH 65536
-#define STREAM_MAX_SLOTS 1024
-#define STREAM_QD 64 /* io_uring queue depth per reader */
+#define STREAM_MAX_BATCH	65536
+#define STREAM_MAX_SLOTS	1024
+#define STREAM_QD		64 /* io_uring queue depth per reader */
 /* Records closer than this are read as one extent: one I/O beats two. */
 #define STREAM_MERGE_GAP 4096
 /* How often a waiting thread looks at the stop flag. */
 #define STREAM_POLL_NS (50 * 1000 * 1000)
 
 struct stream_out {
-	uint32_t field; /* schema index */
-	uint32_t cast; /* enum proto_cast */
-	uint32_t dtype; /* of the output */
+	uint32_t field;	       /* schema index */
+	uint32_t cast;	       /* enum proto_cast */
+	uint32_t dtype;	       /* of the output */
 	uint64_t sample_bytes; /* output bytes per sample */
-	uint64_t offset; /* in a slot */
+	uint64_t offset;       /* in a slot */
 };
 
 /* A sample's record, for sorting a batch's reads by position. */
@@ -96,7 +96,7 @@ struct stream {
 	uint32_t prod, last_cons;
 
 	struct codec_ctx **codec; /* per worker */
-	unsigned char **scratch; /* per worker, max_field bytes */
+	unsigned char **scratch;  /* per worker, max_field bytes */
 
 	unsigned char *arena;
 	uint64_t arena_size, arena_head, arena_tail; /* positions grow */
@@ -137,7 +137,8 @@ static bool stopping(struct stream *s)
 static int check_open(const struct proto_open *o, struct diag *d)
 {
 	if (o->batch_size > STREAM_MAX_BATCH)
-		return diag_set(d, LOADER_EUSAGE, "batch size %" PRIu32 " above %d",
+		return diag_set(d, LOADER_EUSAGE,
+				"batch size %" PRIu32 " above %d",
 				o->batch_size, STREAM_MAX_BATCH);
 	if (o->order > ORDER_QUASI)
 		return diag_set(d, LOADER_EUSAGE, "unknown order %" PRIu32,
@@ -154,8 +155,9 @@ static int check_open(const struct proto_open *o, struct diag *d)
 				"ring slots %" PRIu32 " out of range 2..%d",
 				o->ring_slots, STREAM_MAX_SLOTS);
 	if (o->noutputs > PROTO_MAX_OUTPUTS)
-		return diag_set(d, LOADER_EUSAGE, "%" PRIu32 " outputs, at most %d",
-				o->noutputs, PROTO_MAX_OUTPUTS);
+		return diag_set(d, LOADER_EUSAGE,
+				"%" PRIu32 " outputs, at most %d", o->noutputs,
+				PROTO_MAX_OUTPUTS);
 	if (o->epochs > 0 && (uint64_t)o->start_epoch + o->epochs > UINT32_MAX)
 		return diag_set(d, LOADER_EUSAGE, "epochs out of range");
 	return 0;
@@ -172,12 +174,14 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 
 	if (k < 0)
 		return diag_set(d, LOADER_EUSAGE,
-				"output %s: no such field in the dataset", name);
+				"output %s: no such field in the dataset",
+				name);
 	f = &sc->f[k];
 	if (f->kind != FIELD_TENSOR)
-		return diag_set(d, LOADER_EUSAGE,
-				"output %s: %s fields need a decoding pipeline (images come with the image pipeline); only tensor fields are delivered",
-				name, f->kind == FIELD_JPEG ? "jpeg" : "bytes");
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: %s fields need a decoding pipeline (images come with the image pipeline); only tensor fields are delivered",
+			name, f->kind == FIELD_JPEG ? "jpeg" : "bytes");
 	for (uint32_t i = 0; i < s->nout; i++)
 		if (s->out[i].field == (uint32_t)k)
 			return diag_set(d, LOADER_EUSAGE,
@@ -186,26 +190,26 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 	o->field = (uint32_t)k;
 	o->cast = cast;
 	switch (cast) {
-	case PROTO_CAST_NONE:
-		o->dtype = f->dtype;
-		break;
+	case PROTO_CAST_NONE: o->dtype = f->dtype; break;
 	case PROTO_CAST_F32_UNIT:
 		if (f->dtype != DT_U8)
-			return diag_set(d, LOADER_EUSAGE,
-					"output %s: \"unit\" needs a u8 field, it is %s",
-					name, dtype_name(f->dtype));
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: \"unit\" needs a u8 field, it is %s",
+				name, dtype_name(f->dtype));
 		o->dtype = DT_F32;
 		break;
 	case PROTO_CAST_F32:
 		if (f->dtype == DT_F16 || f->dtype == DT_F64)
-			return diag_set(d, LOADER_EUSAGE,
-					"output %s: \"f32\" casts integer fields, it is %s",
-					name, dtype_name(f->dtype));
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: \"f32\" casts integer fields, it is %s",
+				name, dtype_name(f->dtype));
 		o->dtype = DT_F32;
 		break;
 	default:
-		return diag_set(d, LOADER_EUSAGE, "output %s: unknown cast %" PRIu32,
-				name, cast);
+		return diag_set(d, LOADER_EUSAGE,
+				"output %s: unknown cast %" PRIu32, name, cast);
 	}
 	o->sample_bytes = n * dtype_size(o->dtype);
 	if (field_fixed_size(f) > s->max_field)
@@ -232,9 +236,9 @@ static int setup_outputs(struct stream *s, struct diag *d)
 		char name[PROTO_NAME_MAX];
 
 		if (!memchr(o->out[i].field, '\0', PROTO_NAME_MAX))
-			return diag_set(d, LOADER_EPROTO,
-					"output %" PRIu32 ": name not terminated",
-					i);
+			return diag_set(
+				d, LOADER_EPROTO,
+				"output %" PRIu32 ": name not terminated", i);
 		memcpy(name, o->out[i].field, PROTO_NAME_MAX);
 		err = add_output(s, name, o->out[i].cast, d);
 		if (err)
@@ -243,8 +247,8 @@ static int setup_outputs(struct stream *s, struct diag *d)
 	return 0;
 }
 
-static int make_memfd(const char *name, size_t size, unsigned seals,
-		      void **map, struct diag *d)
+static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
+		      struct diag *d)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
@@ -280,7 +284,8 @@ static int make_memfd(const char *name, size_t size, unsigned seals,
 
 static int setup_ring(struct stream *s, uint64_t max_bytes, struct diag *d)
 {
-	uint32_t slots = s->o.ring_slots ? s->o.ring_slots : STREAM_DEFAULT_SLOTS;
+	uint32_t slots =
+		s->o.ring_slots ? s->o.ring_slots : STREAM_DEFAULT_SLOTS;
 	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
 	uint64_t ids = pos;
 	struct ring_hdr *h;
@@ -400,14 +405,16 @@ static int open_dataset(struct stream *s, const struct stream_params *p,
 	int err;
 
 	if (p->nfds < 2)
-		return diag_set(d, LOADER_EUSAGE,
-				"a dataset needs its manifest and at least one shard");
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"a dataset needs its manifest and at least one shard");
 	err = dataset_load_fd(&s->ds, s->fds[0], "manifest.json", d);
 	if (err)
 		return err;
 	if (s->ds->nshards != p->nfds - 1)
 		return diag_set(d, LOADER_EUSAGE,
-				"manifest lists %" PRIu32 " shards, client sent %" PRIu32,
+				"manifest lists %" PRIu32
+				" shards, client sent %" PRIu32,
 				s->ds->nshards, p->nfds - 1);
 	s->sh = calloc(s->ds->nshards, sizeof(*s->sh));
 	counts = calloc(s->ds->nshards, sizeof(*counts));
@@ -416,8 +423,8 @@ static int open_dataset(struct stream *s, const struct stream_params *p,
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < s->ds->nshards; i++) {
-		err = shard_open(&s->sh[i], s->fds[i + 1], s->ds->shards[i].file,
-				 d);
+		err = shard_open(&s->sh[i], s->fds[i + 1],
+				 s->ds->shards[i].file, d);
 		if (!err)
 			err = dataset_check_shard(s->ds, i, s->sh[i], d);
 		if (err) {
@@ -521,8 +528,8 @@ int stream_new(struct stream **out, const struct stream_params *p,
 	s->o = *p->open;
 	s->pool = p->pool;
 	snprintf(s->label, sizeof(s->label), "%s", p->label ? p->label : "");
-	s->batch_size = s->o.batch_size ? s->o.batch_size :
-					  STREAM_DEFAULT_BATCH;
+	s->batch_size =
+		s->o.batch_size ? s->o.batch_size : STREAM_DEFAULT_BATCH;
 	err = check_open(&s->o, d);
 	if (!err)
 		err = open_dataset(s, p, d);
@@ -598,7 +605,8 @@ static int io_drain(struct reader_io *io, struct stream *s)
 			return r;
 		if (cqe->res < 0 && !err)
 			err = cqe->res;
-		else if (!err && (uint64_t)cqe->res != io_uring_cqe_get_data64(cqe))
+		else if (!err &&
+			 (uint64_t)cqe->res != io_uring_cqe_get_data64(cqe))
 			err = LOADER_ETRUNC;
 		io_uring_cqe_seen(&io->ring, cqe);
 		io->inflight--;
@@ -671,10 +679,11 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			need += r->len;
 	}
 	if (need > s->arena_size)
-		return diag_set(d, LOADER_ETOOBIG,
-				"batch %" PRIu64 " needs %" PRIu64
-				" bytes of reads, above the prefetch budget of %" PRIu64,
-				b, need, s->arena_size);
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"batch %" PRIu64 " needs %" PRIu64
+			" bytes of reads, above the prefetch budget of %" PRIu64,
+			b, need, s->arena_size);
 	/* Take a contiguous region: skip the arena's tail end if needed. */
 	pthread_mutex_lock(&s->lock);
 	start = s->arena_head;
@@ -699,7 +708,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			j++;
 		}
 		for (uint32_t m = k; m < j; m++)
-			pb->rec[s->refs[m].k] = base + (s->refs[m].off - ext_off);
+			pb->rec[s->refs[m].k] =
+				base + (s->refs[m].off - ext_off);
 		/* Duplicate positions (same record twice) share one read. */
 		while (j < n && s->refs[j].shard == r->shard &&
 		       s->refs[j].off + s->refs[j].len <= ext_end &&
@@ -766,7 +776,8 @@ static void *reader_main(void *arg)
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
 	io.have_ring = r == 0;
 	if (r)
-		plog(PLOG_WARN, "%s: io_uring unavailable (%s): reading with pread",
+		plog(PLOG_WARN,
+		     "%s: io_uring unavailable (%s): reading with pread",
 		     s->label, strerror(-r));
 	for (; s->o.epochs == 0 || e < s->o.start_epoch + s->o.epochs; e++) {
 		order_set_epoch(s->order, e);
@@ -781,8 +792,8 @@ static void *reader_main(void *arg)
 			if (pb->err == -ECANCELED)
 				goto out;
 			if (pb->err)
-				snprintf(pb->msg, sizeof(pb->msg), "epoch %" PRIu32 " %s",
-					 e, d.msg);
+				snprintf(pb->msg, sizeof(pb->msg),
+					 "epoch %" PRIu32 " %s", e, d.msg);
 			post_pb(s);
 			if (pb->err)
 				goto out;
@@ -830,12 +841,36 @@ static int64_t int_at(const unsigned char *p, unsigned dt, uint64_t i)
 	switch (dt) {
 	case DT_U8: return p[i];
 	case DT_I8: return (int8_t)p[i];
-	case DT_U16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
-	case DT_I16: { int16_t v; memcpy(&v, p + 2 * i, 2); return v; }
-	case DT_U32: { uint32_t v; memcpy(&v, p + 4 * i, 4); return v; }
-	case DT_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
-	case DT_U64: { uint64_t v; memcpy(&v, p + 8 * i, 8); return (int64_t)v; }
-	default: { int64_t v; memcpy(&v, p + 8 * i, 8); return v; }
+	case DT_U16: {
+		uint16_t v;
+		memcpy(&v, p + 2 * i, 2);
+		return v;
+	}
+	case DT_I16: {
+		int16_t v;
+		memcpy(&v, p + 2 * i, 2);
+		return v;
+	}
+	case DT_U32: {
+		uint32_t v;
+		memcpy(&v, p + 4 * i, 4);
+		return v;
+	}
+	case DT_I32: {
+		int32_t v;
+		memcpy(&v, p + 4 * i, 4);
+		return v;
+	}
+	case DT_U64: {
+		uint64_t v;
+		memcpy(&v, p + 8 * i, 8);
+		return (int64_t)v;
+	}
+	default: {
+		int64_t v;
+		memcpy(&v, p + 8 * i, 8);
+		return v;
+	}
 	}
 }
 
@@ -870,7 +905,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	int err;
 
 	((uint64_t *)(j->slot + s->hdr->ids_offset))[i] = pb->gidx[i];
-	err = shard_parse_record(sh, pb->ridx[i], pb->rec[i], pb->len[i], f, &d);
+	err = shard_parse_record(sh, pb->ridx[i], pb->rec[i], pb->len[i], f,
+				 &d);
 	if (err)
 		goto fail;
 	for (uint32_t k = 0; k < s->nout; k++) {
@@ -887,9 +923,9 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 						    dst :
 						    s->scratch[worker];
 
-			err = shard_unpack_field(sh, s->codec[worker], o->field,
-						 &f[o->field], to,
-						 field_fixed_size(fd), &len, &d);
+			err = shard_unpack_field(
+				sh, s->codec[worker], o->field, &f[o->field],
+				to, field_fixed_size(fd), &len, &d);
 			if (err)
 				goto fail;
 			src = to;
@@ -897,15 +933,11 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 				continue;
 		}
 		switch (o->cast) {
-		case PROTO_CAST_NONE:
-			memcpy(dst, src, o->sample_bytes);
-			break;
+		case PROTO_CAST_NONE: memcpy(dst, src, o->sample_bytes); break;
 		case PROTO_CAST_F32_UNIT:
 			cast_unit((float *)dst, src, elems);
 			break;
-		default:
-			cast_f32((float *)dst, src, fd->dtype, elems);
-			break;
+		default: cast_f32((float *)dst, src, fd->dtype, elems); break;
 		}
 	}
 	return;
@@ -1008,7 +1040,8 @@ static void *assembler_main(void *arg)
 		slot->batch = pb->batch;
 		slot->epoch = pb->epoch;
 		slot->count = pb->count;
-		job = (struct decode_job){ .s = s, .pb = pb,
+		job = (struct decode_job){ .s = s,
+					   .pb = pb,
 					   .slot = (unsigned char *)slot };
 		pool_run(s->pool, decode_one, &job, pb->count, threads);
 		if (job.err) {

@@ -52,8 +52,28 @@ like() {
 	fi
 }
 
-# tmpdir: a private scratch directory, removed at exit.
+# tmpdir: a private scratch directory, removed at exit (with any daemon
+# started by start_daemon).
+DAEMONS=
 tmpdir() {
 	T=$(mktemp -d "${TMPDIR:-/tmp}/loaderd-test.XXXXXX")
-	trap 'rm -rf "$T"' EXIT
+	trap 'for p in $DAEMONS; do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
 }
+
+# start_daemon SOCK [ARGS...]: a private loaderd in the foreground, its log
+# in SOCK.log; DAEMON_PID is its pid. Fails if the socket does not appear.
+start_daemon() {
+	sock=$1
+	shift
+	"$top_builddir/loaderd" -f --socket "$sock" "$@" 2>>"$sock.log" &
+	DAEMON_PID=$!
+	DAEMONS="$DAEMONS $DAEMON_PID"
+	i=0
+	while [ ! -S "$sock" ] && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -S "$sock" ]
+}
+
+LDCLIENT=$top_builddir/tests/tools/ldclient

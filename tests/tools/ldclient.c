@@ -1,0 +1,228 @@
+/*
+ * ldclient.c - a test and benchmark consumer of loaderd streams.
+ *
+ *	ldclient [OPTIONS] SOCKET DATASET
+ *
+ * Reads a stream through libloader and reports what came: per epoch a
+ * digest of every id and output byte (--hash), every sample id (--ids),
+ * the outputs' shapes (--shapes), or the cost of a handoff (--handoff).
+ * It can also stop consuming (--hold-after) or go slowly (--sleep-ms) for
+ * the tests that kill one side. Exit status: 0 at the end of the stream,
+ * 3 on a stream error (printed as "error: ...").
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "loader.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: ldclient [--outputs SPEC] [--batch N] [--order sequential|random|quasi]\n"
+		"  [--seed N] [--epochs N] [--start-epoch N] [--rank R] [--world W] [--drop-last]\n"
+		"  [--slots N] [--prefetch BYTES] [--threads N] [--timeout-ms T]\n"
+		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
+		"  [--handoff ROUNDS] [--memcpy] SOCKET DATASET\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
+					    { "batch", 1, 0, 'b' },
+					    { "order", 1, 0, 'O' },
+					    { "seed", 1, 0, 's' },
+					    { "epochs", 1, 0, 'e' },
+					    { "start-epoch", 1, 0, 'E' },
+					    { "rank", 1, 0, 'r' },
+					    { "world", 1, 0, 'w' },
+					    { "drop-last", 0, 0, 'd' },
+					    { "slots", 1, 0, 'S' },
+					    { "prefetch", 1, 0, 'p' },
+					    { "threads", 1, 0, 't' },
+					    { "timeout-ms", 1, 0, 'T' },
+					    { "hash", 0, 0, 'H' },
+					    { "ids", 0, 0, 'i' },
+					    { "shapes", 0, 0, 'P' },
+					    { "hold-after", 1, 0, 'h' },
+					    { "sleep-ms", 1, 0, 'z' },
+					    { "handoff", 1, 0, 'x' },
+					    { "memcpy", 0, 0, 'm' },
+					    { 0, 0, 0, 0 } };
+	struct loader_opts o = { .epochs = 1 };
+	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r;
+	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0;
+	struct loader *l;
+	char err[512] = "";
+	XXH3_state_t *xx = XXH3_createState();
+	uint64_t nb = 0, ns = 0, bytes = 0, ep_batches = 0, ep_samples = 0;
+	uint32_t epoch = UINT32_MAX;
+	uint64_t *lat = NULL, nlat = 0, t0;
+	unsigned char *copy = NULL;
+	size_t copy_cap = 0;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o': o.outputs = optarg; break;
+		case 'b': o.batch_size = (uint32_t)atol(optarg); break;
+		case 'O':
+			o.order = !strcmp(optarg, "random") ?
+					  LOADER_ORDER_RANDOM :
+				  !strcmp(optarg, "quasi") ?
+					  LOADER_ORDER_QUASI :
+					  LOADER_ORDER_SEQUENTIAL;
+			break;
+		case 's': o.seed = strtoull(optarg, NULL, 10); break;
+		case 'e': o.epochs = (uint32_t)atol(optarg); break;
+		case 'E': o.start_epoch = (uint32_t)atol(optarg); break;
+		case 'r': o.rank = (uint32_t)atol(optarg); break;
+		case 'w': o.world = (uint32_t)atol(optarg); break;
+		case 'd': o.drop_last = 1; break;
+		case 'S': o.ring_slots = (uint32_t)atol(optarg); break;
+		case 'p': o.prefetch_bytes = strtoull(optarg, NULL, 10); break;
+		case 't': o.threads = (uint32_t)atol(optarg); break;
+		case 'T': timeout = atoi(optarg); break;
+		case 'H': hash = 1; break;
+		case 'i': ids = 1; break;
+		case 'P': shapes = 1; break;
+		case 'h': hold = atol(optarg); break;
+		case 'z': sleep_ms = atol(optarg); break;
+		case 'x': handoff = atol(optarg); break;
+		case 'm': do_memcpy = 1; break;
+		default: usage();
+		}
+	}
+	if (argc - optind != 2)
+		usage();
+	o.socket_path = argv[optind];
+	r = loader_open(&l, argv[optind + 1], &o, err, sizeof(err));
+	if (r) {
+		printf("error: open: %s: %s\n", loader_strerror(r), err);
+		return 3;
+	}
+	if (handoff)
+		lat = calloc((size_t)handoff * 64, sizeof(*lat));
+	t0 = now_ns();
+	for (;;) {
+		struct loader_batch b;
+		uint64_t a0, a1;
+
+		if (handoff && nb % 8 == 0) {
+			/* Let the ring fill, so that the next calls find ready batches. */
+			usleep(20000);
+		}
+		a0 = now_ns();
+		r = loader_next(l, &b, timeout);
+		if (r)
+			break;
+		if (b.epoch != epoch) {
+			if (hash && epoch != UINT32_MAX)
+				printf("epoch %" PRIu32 " batches %" PRIu64
+				       " samples %" PRIu64 " xxh3 %016" PRIx64
+				       "\n",
+				       epoch, ep_batches, ep_samples,
+				       XXH3_64bits_digest(xx));
+			epoch = b.epoch;
+			ep_batches = ep_samples = 0;
+			XXH3_64bits_reset(xx);
+		}
+		if (shapes && nb == 0)
+			for (uint32_t k = 0; k < b.noutputs; k++) {
+				printf("output %s dtype %" PRIu32 " shape",
+				       b.out[k].name, b.out[k].dtype);
+				for (uint32_t d = 0; d < b.out[k].ndim; d++)
+					printf(" %" PRIu64, b.out[k].shape[d]);
+				printf(" bytes %zu\n", b.out[k].bytes);
+			}
+		if (ids)
+			for (uint32_t i = 0; i < b.count; i++)
+				printf("id %" PRIu32 " %" PRIu64 " %" PRIu64
+				       "\n",
+				       b.epoch, b.index, b.ids[i]);
+		if (hash) {
+			XXH3_64bits_update(xx, b.ids, b.count * sizeof(*b.ids));
+			for (uint32_t k = 0; k < b.noutputs; k++)
+				XXH3_64bits_update(xx, b.out[k].data,
+						   b.out[k].bytes);
+		}
+		for (uint32_t k = 0; k < b.noutputs; k++) {
+			bytes += b.out[k].bytes;
+			if (do_memcpy) {
+				if (copy_cap < b.out[k].bytes) {
+					copy = realloc(copy, b.out[k].bytes);
+					copy_cap = b.out[k].bytes;
+				}
+				memcpy(copy, b.out[k].data, b.out[k].bytes);
+			}
+		}
+		nb++;
+		ns += b.count;
+		ep_batches++;
+		ep_samples += b.count;
+		if (hold >= 0 && nb >= (uint64_t)hold) {
+			printf("holding after %" PRIu64 " batches\n", nb);
+			fflush(stdout);
+			pause();
+		}
+		loader_release(l, &b);
+		a1 = now_ns();
+		if (handoff && nb % 8 != 1 && nlat < (uint64_t)handoff * 64)
+			lat[nlat++] = a1 - a0; /* not the first after a fill */
+		if (handoff && nb >= (uint64_t)handoff * 8)
+			break;
+		if (sleep_ms)
+			usleep((useconds_t)sleep_ms * 1000);
+	}
+	if (hash && epoch != UINT32_MAX && r == LOADER_EEND)
+		printf("epoch %" PRIu32 " batches %" PRIu64 " samples %" PRIu64
+		       " xxh3 %016" PRIx64 "\n",
+		       epoch, ep_batches, ep_samples, XXH3_64bits_digest(xx));
+	if (handoff && nlat) {
+		qsort(lat, nlat, sizeof(*lat), cmp_u64);
+		printf("handoff %" PRIu64
+		       " calls p50 %.2f us p99 %.2f us max %.2f us\n",
+		       nlat, lat[nlat / 2] / 1e3, lat[nlat * 99 / 100] / 1e3,
+		       lat[nlat - 1] / 1e3);
+	} else {
+		double s = (double)(now_ns() - t0) * 1e-9;
+
+		printf("total batches %" PRIu64 " samples %" PRIu64
+		       " bytes %" PRIu64
+		       " seconds %.3f samples_per_s %.0f GBps %.3f\n",
+		       nb, ns, bytes, s, ns / s, bytes / s / 1e9);
+	}
+	if (r && r != LOADER_EEND &&
+	    !(handoff && nb >= (uint64_t)handoff * 8)) {
+		printf("error: %s: %s\n", loader_strerror(r), loader_reason(l));
+		loader_close(l);
+		return 3;
+	}
+	loader_close(l);
+	free(lat);
+	free(copy);
+	XXH3_freeState(xx);
+	return 0;
+}
