@@ -52,7 +52,7 @@ enum loader_error {
 	LOADER_EUSAGE = -4104,	/* invalid option or argument */
 	LOADER_EPROTO = -4105,	/* a malformed protocol message */
 	LOADER_EEND = -4106,	/* the stream delivered all its epochs */
-	LOADER_ESTREAM = -4107,	/* the daemon stopped the stream: see
+	LOADER_ESTREAM = -4107, /* the daemon stopped the stream: see
 				   loader_reason() */
 };
 
@@ -79,7 +79,7 @@ enum loader_dtype {
 };
 
 #define LOADER_MAX_OUTPUTS 8
-#define LOADER_MAX_DIMS 5
+#define LOADER_MAX_DIMS	   5
 
 /*
  * Stream options. Zero-initialise, then set what you need: every zero
@@ -96,16 +96,16 @@ struct loader_opts {
 	 */
 	const char *outputs;
 	uint32_t batch_size; /* default 256 */
-	uint32_t order; /* enum loader_order; default sequential (0) */
+	uint32_t order;	     /* enum loader_order; default sequential (0) */
 	uint64_t seed;
 	uint32_t epochs; /* 0: endless */
 	uint32_t start_epoch;
 	uint32_t rank, world; /* world 0 means 1 */
 	uint32_t drop_last;
-	uint32_t ring_slots; /* default 8 */
+	uint32_t ring_slots;	 /* a power of two; default 8 */
 	uint64_t prefetch_bytes; /* default 64 MiB */
-	uint32_t threads; /* decode threads; default: the daemon's */
-	int timeout_ms; /* for connect and replies; default 10000 */
+	uint32_t threads;	 /* decode threads; default: the daemon's */
+	int timeout_ms;		 /* for connect and replies; default 10000 */
 };
 
 /* One output of a batch: a view into the ring, read-only. */
@@ -115,7 +115,7 @@ struct loader_tensor {
 	uint32_t dtype; /* enum loader_dtype */
 	uint32_t ndim;
 	uint64_t shape[LOADER_MAX_DIMS]; /* shape[0] = count */
-	size_t bytes; /* of this batch's data */
+	size_t bytes;			 /* of this batch's data */
 };
 
 /*
@@ -123,10 +123,10 @@ struct loader_tensor {
  * loader_close()). All pointers point into the shared ring.
  */
 struct loader_batch {
-	uint64_t seq; /* number of the batch in the stream, from 0 */
+	uint64_t seq;	/* number of the batch in the stream, from 0 */
 	uint64_t index; /* within its epoch */
 	uint32_t epoch;
-	uint32_t count; /* samples */
+	uint32_t count;	     /* samples */
 	const uint64_t *ids; /* global sample index of each sample */
 	uint32_t noutputs;
 	struct loader_tensor out[LOADER_MAX_OUTPUTS];
@@ -135,7 +135,7 @@ struct loader_batch {
 struct loader_stats {
 	uint64_t batches; /* received by this client */
 	uint64_t samples;
-	uint64_t bytes; /* output bytes received */
+	uint64_t bytes;	  /* output bytes received */
 	uint64_t wait_ns; /* time blocked in loader_next() */
 	uint64_t batches_per_epoch;
 	uint64_t dataset_samples;

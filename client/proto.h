@@ -35,14 +35,14 @@
 #error "the loaderd protocol and ring assume a little-endian host"
 #endif
 
-#define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION 1
-#define PROTO_MAX_MSG 16384
-#define PROTO_MAX_FDS 250 /* under the kernel's SCM_MAX_FD (253) */
-#define PROTO_MAX_FILES (1u << 20) /* manifest + shards per dataset */
+#define PROTO_MAGIC	  0x3150444cu /* "LDP1" in memory */
+#define PROTO_VERSION	  1
+#define PROTO_MAX_MSG	  16384
+#define PROTO_MAX_FDS	  250	     /* under the kernel's SCM_MAX_FD (253) */
+#define PROTO_MAX_FILES	  (1u << 20) /* manifest + shards per dataset */
 #define PROTO_MAX_OUTPUTS 8
-#define PROTO_NAME_MAX 32
-#define PROTO_REASON_MAX 400
+#define PROTO_NAME_MAX	  32
+#define PROTO_REASON_MAX  400
 
 enum proto_type {
 	PROTO_HELLO = 1,
@@ -61,19 +61,19 @@ struct proto_hdr {
 	uint16_t version;
 	uint16_t type;
 	uint32_t length; /* payload bytes after this header */
-	uint32_t seq; /* request number; replies echo it */
+	uint32_t seq;	 /* request number; replies echo it */
 };
 
 struct proto_hello {
 	uint32_t version; /* PROTO_VERSION */
-	uint32_t flags; /* 0 */
+	uint32_t flags;	  /* 0 */
 };
 
 struct proto_hello_ok {
 	uint32_t version;
-	uint32_t max_fds; /* PROTO_MAX_FDS */
+	uint32_t max_fds;	 /* PROTO_MAX_FDS */
 	uint64_t max_ring_bytes; /* per stream, this uid */
-	uint32_t pid; /* the daemon's */
+	uint32_t pid;		 /* the daemon's */
 	uint32_t reserved;
 };
 
@@ -87,29 +87,29 @@ struct proto_files {
 
 /* How a field becomes an output of the batch. */
 enum proto_cast {
-	PROTO_CAST_NONE = 0, /* the field's own dtype and bytes */
+	PROTO_CAST_NONE = 0,	 /* the field's own dtype and bytes */
 	PROTO_CAST_F32_UNIT = 1, /* u8 -> f32 in [0,1] (x / 255) */
-	PROTO_CAST_F32 = 2, /* integer -> f32, value kept */
+	PROTO_CAST_F32 = 2,	 /* integer -> f32, value kept */
 };
 
 struct proto_output {
 	char field[PROTO_NAME_MAX]; /* NUL-terminated schema field name */
-	uint32_t cast; /* enum proto_cast */
+	uint32_t cast;		    /* enum proto_cast */
 	uint32_t reserved;
 };
 
 struct proto_open {
 	uint32_t batch_size; /* 1..65536 */
-	uint32_t order; /* enum loader_order */
+	uint32_t order;	     /* enum loader_order */
 	uint64_t seed;
 	uint32_t epochs; /* 0: endless */
 	uint32_t start_epoch;
-	uint32_t rank, world; /* rank < world <= 65536 */
-	uint32_t drop_last; /* 0 or 1 */
-	uint32_t ring_slots; /* 2..1024; 0: default */
+	uint32_t rank, world;	 /* rank < world <= 65536 */
+	uint32_t drop_last;	 /* 0 or 1 */
+	uint32_t ring_slots;	 /* a power of two, 2..1024; 0: default */
 	uint64_t prefetch_bytes; /* 0: default */
-	uint32_t threads; /* decode threads for this stream; 0: default */
-	uint32_t noutputs; /* 1..PROTO_MAX_OUTPUTS */
+	uint32_t threads;  /* decode threads for this stream; 0: default */
+	uint32_t noutputs; /* 0 (all fields as stored) or 1..PROTO_MAX_OUTPUTS */
 	struct proto_output out[PROTO_MAX_OUTPUTS];
 };
 
@@ -125,17 +125,21 @@ struct proto_stats_ok {
 	uint64_t samples;
 	uint64_t bytes_read; /* from storage */
 	uint64_t bad_samples;
-	uint64_t stall_ns; /* time the producer waited for a free slot */
+	uint64_t stall_ns;  /* time the producer waited for a free slot */
 	uint64_t rss_bytes; /* the daemon's resident set */
 };
 
 struct proto_error {
 	int32_t code; /* -errno or LOADER_E* */
 	uint32_t len; /* bytes of reason that follow, <= PROTO_REASON_MAX */
-	/* char reason[len], not NUL-terminated */
+		      /* char reason[len], not NUL-terminated */
 };
 
-/* The payload length each type must have (0 where it varies). */
+/*
+ * The payload length each type must have. 0 is ambiguous: STATS is empty,
+ * ERROR varies (struct proto_error + len bytes) and unknown types have none;
+ * a receiver rejects unknown types first and checks ERROR on its own.
+ */
 static inline uint32_t proto_payload_size(uint16_t type)
 {
 	switch (type) {

@@ -11,7 +11,8 @@
  *    ever moves forward, by at most the number of published batches.
  *
  * Indices are free-running 32-bit counters (compare with (int32_t)(a-b)).
- * Batch k lives in slot k % slot_count. The daemon fills slot prod%n only
+ * Batch k lives in slot k % slot_count; slot_count is a power of two so
+ * that this holds across the wrap of the indices. The daemon fills slot prod%n only
  * while prod - cons < n, then publishes it by storing prod+1 (release).
  * The client reads slot cons%n after seeing prod != cons (acquire), and
  * gives it back by storing cons+1 (release).
@@ -32,26 +33,26 @@
 
 #include "proto.h"
 
-#define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
-#define RING_VERSION 1
-#define RING_PAGE 4096
+#define RING_MAGIC    0x47524c4cu /* "LLRG" in memory */
+#define RING_VERSION  1
+#define RING_PAGE     4096
 #define RING_MAX_DIMS 5
-#define RING_ALIGN 64 /* of every output within a slot */
+#define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
 
 enum ring_state {
 	RING_RUNNING = 0,
-	RING_END = 1, /* all epochs delivered */
+	RING_END = 1,	 /* all epochs delivered */
 	RING_FAILED = 2, /* the stream stopped: error and reason say why */
 };
 
 /* One output of every batch, as the ring header describes it. */
 struct ring_output {
 	char name[PROTO_NAME_MAX];
-	uint32_t dtype; /* LOADER_DTYPE_* */
-	uint32_t ndim; /* including the batch dimension */
+	uint32_t dtype;		       /* LOADER_DTYPE_* */
+	uint32_t ndim;		       /* including the batch dimension */
 	uint64_t shape[RING_MAX_DIMS]; /* shape[0] = batch size */
-	uint64_t bytes; /* of a full batch */
-	uint64_t offset; /* from the start of a slot */
+	uint64_t bytes;		       /* of a full batch */
+	uint64_t offset;	       /* from the start of a slot */
 };
 
 struct ring_hdr {
@@ -72,8 +73,8 @@ struct ring_hdr {
 	/* Written by the daemon while the stream runs; each on its own line. */
 	_Alignas(64) uint32_t prod; /* batches published */
 	_Alignas(64) uint32_t daemon_waiting;
-	_Alignas(64) uint32_t state; /* enum ring_state */
-	int32_t error; /* when RING_FAILED */
+	_Alignas(64) uint32_t state;   /* enum ring_state */
+	int32_t error;		       /* when RING_FAILED */
 	char reason[PROTO_REASON_MAX]; /* NUL-terminated */
 };
 

@@ -290,7 +290,8 @@ int dataset_check_shard(const struct dataset *ds, uint32_t i,
 				shard_name(sh));
 	if (shard_count(sh) != s->records)
 		return diag_set(d, LOADER_EFORMAT,
-				"%s: %" PRIu64 " records, the manifest says %" PRIu64,
+				"%s: %" PRIu64
+				" records, the manifest says %" PRIu64,
 				shard_name(sh), shard_count(sh), s->records);
 	return 0;
 }

@@ -14,9 +14,9 @@
 #include "diag.h"
 #include "schema.h"
 
-#define DATASET_MANIFEST "manifest.json"
-#define DATASET_FORMAT	 "loaderd-dataset"
-#define DATASET_VERSION	 1
+#define DATASET_MANIFEST     "manifest.json"
+#define DATASET_FORMAT	     "loaderd-dataset"
+#define DATASET_VERSION	     1
 #define DATASET_MANIFEST_MAX (16 << 20) /* bytes a manifest may have */
 
 struct shard;

@@ -342,6 +342,12 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 {
 	uint64_t p = (b * o->batch_size + k) * o->world + o->rank;
 
+	/*
+	 * Cycle walking from a value outside [0, n) need not come back
+	 * inside: a caller's slip past the end must not spin forever.
+	 */
+	if (p >= o->n)
+		return UINT64_MAX;
 	switch (o->kind) {
 	case ORDER_RANDOM: return feistel_apply(&o->data_perm, p);
 	case ORDER_QUASI: return quasi_sample(o, p);

@@ -24,6 +24,13 @@
  *                     random permutation within each window of W
  *                     consecutive positions: reads stay within about
  *                     W samples of each other (for HDDs and huge data).
+ *                     Precisely: the shards, permuted, are laid out back
+ *                     to back with their records in file order (the
+ *                     block order); epoch positions [k*W, k*W + L), with
+ *                     L = min(W, N - k*W), are a permutation of the same
+ *                     positions of the block order, keyed per window.
+ * Every random choice is keyed by (seed, epoch), so an epoch's order
+ * does not depend on w, r, B or drop_last: those only deal it out.
  */
 #ifndef LD_ORDER_H
 #define LD_ORDER_H
@@ -45,10 +52,13 @@ struct order_params {
 	enum order_kind kind;
 	uint64_t seed;
 	uint32_t rank, world; /* rank < world, world >= 1 */
-	uint32_t batch_size; /* >= 1 */
+	uint32_t batch_size;  /* >= 1 */
 	bool drop_last;
 	uint32_t window; /* ORDER_QUASI: W; 0 means ORDER_QUASI_WINDOW */
-	/* Dataset: nshards blocks of shard_records[i] samples, in order. */
+	/*
+	 * Dataset: nshards blocks of shard_records[i] samples, in order.
+	 * Empty shards are allowed; the total must be at least 1.
+	 */
 	uint32_t nshards;
 	const uint64_t *shard_records; /* copied */
 };
@@ -56,11 +66,11 @@ struct order_params {
 struct order;
 
 /*
- * Create an order for p. Returns 0, -ENOMEM, or LOADER_EUSAGE with the
- * reason in d (rank >= world, zero batch size, empty dataset, ...).
+ * Create an order for p, with epoch 0 selected. Returns 0, -ENOMEM, or
+ * LOADER_EUSAGE with the reason in d (rank >= world, zero batch size,
+ * empty dataset, ...); d may be NULL. On failure *out is NULL.
  */
-int order_new(struct order **out, const struct order_params *p,
-	      struct diag *d);
+int order_new(struct order **out, const struct order_params *p, struct diag *d);
 
 /* Free an order. NULL is a no-op. */
 void order_free(struct order *o);
@@ -71,7 +81,7 @@ uint64_t order_size(const struct order *o);
 /* Batches per epoch; the same for every rank. */
 uint64_t order_batches(const struct order *o);
 
-/* Samples in batch b of an epoch (0 <= b < order_batches()). */
+/* Samples in batch b of an epoch (0 <= b < order_batches()); 0 past them. */
 uint32_t order_batch_count(const struct order *o, uint64_t b);
 
 /*
@@ -86,7 +96,9 @@ uint32_t order_epoch(const struct order *o);
 /*
  * Global sample index (0..N-1, counting shards in dataset order) of the
  * k-th sample of batch b in the selected epoch, k < order_batch_count().
- * Thread-safe between order_set_epoch() calls.
+ * A (b, k) whose epoch position i*w + r (i = b*B + k) is N or more gives
+ * UINT64_MAX. Thread-safe between order_set_epoch() calls; allocates
+ * nothing.
  */
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k);
 

@@ -21,6 +21,7 @@ void plog_set_level(int level);
 /* Parse "err", "warn", "info" or "debug"; returns -1 if unknown. */
 int plog_parse_level(const char *name);
 
-void plog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void plog(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 #endif /* LD_PLOG_H */

@@ -82,7 +82,7 @@ static void *pool_main(void *arg)
 	free(t);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		struct pool_job *j;
+		struct pool_job *j = NULL;
 
 		while (!p->stop && !(j = pick(p)))
 			pthread_cond_wait(&p->work, &p->lock);

@@ -150,9 +150,15 @@ static int check_open(const struct proto_open *o, struct diag *d)
 				o->rank, o->world);
 	if (o->drop_last > 1)
 		return diag_set(d, LOADER_EUSAGE, "drop_last is 0 or 1");
-	if (o->ring_slots == 1 || o->ring_slots > STREAM_MAX_SLOTS)
+	/*
+	 * A power of two, so that the free-running 32-bit indices map to
+	 * the same slot on both sides of their wrap.
+	 */
+	if (o->ring_slots == 1 || o->ring_slots > STREAM_MAX_SLOTS ||
+	    (o->ring_slots & (o->ring_slots - 1)))
 		return diag_set(d, LOADER_EUSAGE,
-				"ring slots %" PRIu32 " out of range 2..%d",
+				"ring slots %" PRIu32
+				" must be a power of two in 2..%d",
 				o->ring_slots, STREAM_MAX_SLOTS);
 	if (o->noutputs > PROTO_MAX_OUTPUTS)
 		return diag_set(d, LOADER_EUSAGE,

@@ -30,7 +30,7 @@ struct stream_params {
 	uint32_t nfds;
 	struct pool *pool;
 	uint64_t max_ring_bytes; /* refuse larger rings */
-	const char *label; /* for logs, e.g. "uid 1000 pid 42" */
+	const char *label;	 /* for logs, e.g. "uid 1000 pid 42" */
 };
 
 /*

@@ -801,7 +801,7 @@ Test(error, strerror)
 		LOADER_EFORMAT,	  LOADER_EVERSION, LOADER_ETRUNC,
 		LOADER_ECHECKSUM, LOADER_ESCHEMA,  LOADER_EDECODE,
 		LOADER_ERANGE,	  LOADER_ETOOBIG,  LOADER_EUSAGE,
-		LOADER_EPROTO,
+		LOADER_EPROTO,	  LOADER_EEND,	   LOADER_ESTREAM,
 	};
 	static const int errnos[] = { EIO, ENOENT, ENOMEM, EINVAL, EAGAIN };
 	const size_t n = sizeof(ours) / sizeof(ours[0]);
@@ -825,7 +825,7 @@ Test(error, strerror)
 				 strerror(errnos[i]), "errno %d", errnos[i]);
 	cr_expect_str_eq(loader_strerror(0), "success");
 	cr_expect_str_eq(loader_strerror(5), "success");
-	cr_expect_str_eq(loader_strerror(LOADER_EPROTO - 1), "unknown error");
+	cr_expect_str_eq(loader_strerror(LOADER_ESTREAM - 1), "unknown error");
 	cr_expect_str_eq(loader_strerror(-100000), "unknown error");
 	cr_expect_str_eq(loader_strerror(INT_MIN), "unknown error");
 	cr_expect_not_null(loader_strerror(-LOADER_ERRNO_MAX));

@@ -156,6 +156,14 @@ static void check_world(const struct order_params *tmpl, uint32_t epoch,
 		      what, (unsigned long long)n, r);
 		CHECK(order_batch_count(o, batches) == 0, "%s: past the end",
 		      what);
+		if (!tmpl->drop_last && batches) {
+			uint32_t cnt = order_batch_count(o, batches - 1);
+
+			if (cnt < bs)
+				CHECK(order_sample(o, batches - 1, cnt) ==
+					      UINT64_MAX,
+				      "%s: a sample past the end", what);
+		}
 		for (uint64_t b = 0; b < batches; b++) {
 			uint32_t cnt = order_batch_count(o, b);
 
@@ -492,6 +500,33 @@ Test(order, quasi_shard_order)
 		cr_expect(memcmp(a, b, 4 * sizeof(a[0])),
 			  "4 shards: epoch %u repeats epoch 0", e);
 	}
+}
+
+/*
+ * One shard leaves nothing to the shard order: the windows alone must
+ * shuffle, differently per epoch, and each window only among its own
+ * positions.
+ */
+Test(order, quasi_one_shard)
+{
+	static struct layout l;
+	static uint64_t a[1000], b[1000];
+	struct order_params p;
+	unsigned moved = 0;
+
+	l.nshards = 1;
+	l.rec[0] = 1000;
+	p = params(ORDER_QUASI, 3, 0, 1, 1, false, 16, &l);
+	epoch_seq(a, &p, 0);
+	epoch_seq(b, &p, 1);
+	cr_expect(memcmp(a, b, sizeof(a)), "epochs 0 and 1 agree");
+	for (uint64_t i = 0; i < 1000; i++) {
+		CHECK(a[i] / 16 == i / 16, "position %llu reads %llu",
+		      (unsigned long long)i, (unsigned long long)a[i]);
+		moved += a[i] != i;
+	}
+	/* A random permutation of 16 fixes one point on average. */
+	cr_expect_gt(moved, 800, "only %u of 1000 moved", moved);
 }
 
 Test(order, locate)
