@@ -34,6 +34,7 @@
 #define STREAM_MAX_BATCH	65536
 #define STREAM_MAX_SLOTS	1024
 #define STREAM_QD		64 /* io_uring queue depth per reader */
+#define STREAM_READ_AHEAD 8 /* batches the reader may run ahead */
 /* Records closer than this are read as one extent: one I/O beats two. */
 #define STREAM_MERGE_GAP 4096
 /* How often a waiting thread looks at the stop flag. */
@@ -365,8 +366,12 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 		return diag_set(d, LOADER_EUSAGE,
 				"prefetch budget above 64 GiB");
 	s->arena = malloc(s->arena_size);
-	/* Enough descriptors that the byte budget, not they, bounds reading. */
-	s->npb = 64;
+	/*
+	 * How many batches the reader may run ahead, within the byte budget.
+	 * Deep enough to keep storage busy, shallow enough that batches read
+	 * from the page cache are still in the CPU cache when decoded.
+	 */
+	s->npb = STREAM_READ_AHEAD;
 	s->pb = calloc(s->npb, sizeof(*s->pb));
 	s->refs = calloc(b, sizeof(*s->refs));
 	if (!s->arena || !s->pb || !s->refs)
@@ -670,7 +675,12 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		s->refs[k] = (struct stream_ref){ pb->shard[k], k, r.offset,
 						  r.length };
 	}
-	qsort(s->refs, n, sizeof(*s->refs), cmp_ref);
+	/* Sequential orders come sorted already: skip the sort then. */
+	for (uint32_t k = 1; k < n; k++)
+		if (cmp_ref(&s->refs[k - 1], &s->refs[k]) > 0) {
+			qsort(s->refs, n, sizeof(*s->refs), cmp_ref);
+			break;
+		}
 	/* Bytes needed: merged extents, counted as read below. */
 	for (uint32_t k = 0; k < n; k++) {
 		const struct stream_ref *r = &s->refs[k];

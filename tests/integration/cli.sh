@@ -3,7 +3,7 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 18
+plan 20
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
@@ -46,3 +46,11 @@ extra=$(printf '%s\n' "$manopts" | while read -r o; do
 	[ "$o" = --version ] && continue
 	printf '%s\n' "$helpopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
 is "$extra" "" "loaderctl.1 documents no option the code lacks"
+
+# The same for loaderd and loaderd(8).
+manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.8" |
+	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
+helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
+is "$manopts" "$helpopts" "loaderd.8 documents exactly the options of loaderd --help"
+out=$("$top_builddir/loaderd" --threads x 2>&1)
+like "$out" '--threads: invalid value "x"' "loaderd names a bad option value"

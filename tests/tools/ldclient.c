@@ -45,36 +45,29 @@ static void usage(void)
 		"  [--seed N] [--epochs N] [--start-epoch N] [--rank R] [--world W] [--drop-last]\n"
 		"  [--slots N] [--prefetch BYTES] [--threads N] [--timeout-ms T]\n"
 		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
-		"  [--handoff ROUNDS] [--memcpy] SOCKET DATASET\n");
+		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] SOCKET DATASET\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
-					    { "batch", 1, 0, 'b' },
-					    { "order", 1, 0, 'O' },
-					    { "seed", 1, 0, 's' },
-					    { "epochs", 1, 0, 'e' },
-					    { "start-epoch", 1, 0, 'E' },
-					    { "rank", 1, 0, 'r' },
-					    { "world", 1, 0, 'w' },
-					    { "drop-last", 0, 0, 'd' },
-					    { "slots", 1, 0, 'S' },
-					    { "prefetch", 1, 0, 'p' },
-					    { "threads", 1, 0, 't' },
-					    { "timeout-ms", 1, 0, 'T' },
-					    { "hash", 0, 0, 'H' },
-					    { "ids", 0, 0, 'i' },
-					    { "shapes", 0, 0, 'P' },
-					    { "hold-after", 1, 0, 'h' },
-					    { "sleep-ms", 1, 0, 'z' },
-					    { "handoff", 1, 0, 'x' },
-					    { "memcpy", 0, 0, 'm' },
-					    { 0, 0, 0, 0 } };
+	static const struct option lo[] = {
+		{ "outputs", 1, 0, 'o' },    { "batch", 1, 0, 'b' },
+		{ "order", 1, 0, 'O' },	     { "seed", 1, 0, 's' },
+		{ "epochs", 1, 0, 'e' },     { "start-epoch", 1, 0, 'E' },
+		{ "rank", 1, 0, 'r' },	     { "world", 1, 0, 'w' },
+		{ "drop-last", 0, 0, 'd' },  { "slots", 1, 0, 'S' },
+		{ "prefetch", 1, 0, 'p' },   { "threads", 1, 0, 't' },
+		{ "timeout-ms", 1, 0, 'T' }, { "hash", 0, 0, 'H' },
+		{ "ids", 0, 0, 'i' },	     { "shapes", 0, 0, 'P' },
+		{ "hold-after", 1, 0, 'h' }, { "sleep-ms", 1, 0, 'z' },
+		{ "handoff", 1, 0, 'x' },    { "memcpy", 0, 0, 'm' },
+		{ "memcpy-ref", 0, 0, 'R' }, { 0, 0, 0, 0 }
+	};
 	struct loader_opts o = { .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r;
-	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0;
+	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
+	uint64_t batch_bytes = 0;
 	struct loader *l;
 	char err[512] = "";
 	XXH3_state_t *xx = XXH3_createState();
@@ -112,6 +105,7 @@ int main(int argc, char **argv)
 		case 'z': sleep_ms = atol(optarg); break;
 		case 'x': handoff = atol(optarg); break;
 		case 'm': do_memcpy = 1; break;
+		case 'R': ref = 1; break;
 		default: usage();
 		}
 	}
@@ -168,6 +162,9 @@ int main(int argc, char **argv)
 				XXH3_64bits_update(xx, b.out[k].data,
 						   b.out[k].bytes);
 		}
+		if (nb == 0)
+			for (uint32_t k = 0; k < b.noutputs; k++)
+				batch_bytes += b.out[k].bytes;
 		for (uint32_t k = 0; k < b.noutputs; k++) {
 			bytes += b.out[k].bytes;
 			if (do_memcpy) {
@@ -213,6 +210,36 @@ int main(int argc, char **argv)
 		       " bytes %" PRIu64
 		       " seconds %.3f samples_per_s %.0f GBps %.3f\n",
 		       nb, ns, bytes, s, ns / s, bytes / s / 1e9);
+	}
+	if (ref && bytes && batch_bytes) {
+		/*
+		 * The limit to compare with: memcpy of the same volume, batch
+		 * by batch, between buffers too large for the caches (as the
+		 * stream's data is).
+		 */
+		uint64_t span = bytes < (1ull << 30) ? bytes : 1ull << 30;
+		unsigned char *src = malloc(span), *dst = malloc(span);
+		uint64_t done = 0, off = 0, m0, m1;
+
+		memset(src, 1, span);
+		memset(dst, 2, span);
+		m0 = now_ns();
+		while (done < bytes) {
+			uint64_t n = batch_bytes < span ? batch_bytes : span;
+
+			if (off + n > span)
+				off = 0;
+			memcpy(dst + off, src + off, n);
+			off += n;
+			done += n;
+		}
+		m1 = now_ns();
+		printf("memcpy bytes %" PRIu64
+		       " seconds %.3f GBps %.3f (check %u)\n",
+		       done, (m1 - m0) * 1e-9, done / ((m1 - m0) * 1e-9) / 1e9,
+		       dst[span / 2]);
+		free(src);
+		free(dst);
 	}
 	if (r && r != LOADER_EEND &&
 	    !(handoff && nb >= (uint64_t)handoff * 8)) {
