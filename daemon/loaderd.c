@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ struct loaderd_opts {
 	uint64_t max_ring;
 	uint64_t max_uid_ring;
 	uint64_t max_uid_streams;
+	uint64_t max_uid_files;
 };
 
 #define O(f) offsetof(struct loaderd_opts, f)
@@ -46,6 +48,8 @@ static const struct opt loaderd_table[] = {
 	  "ring bytes all streams of one user may hold" },
 	{ "max-uid-streams", 0, OPT_U64, O(max_uid_streams), "64", "N",
 	  "streams one user may hold" },
+	{ "max-uid-files", 0, OPT_U64, O(max_uid_files), "0", "N",
+	  "dataset descriptors one user's sessions may hold (0: a quarter of the descriptor limit)" },
 	OPT_END,
 };
 #undef O
@@ -133,6 +137,7 @@ int main(int argc, char **argv)
 	int nargs, help, err, level, notify = -1;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads;
+	struct rlimit nofile;
 
 	err = opts_parse(loaderd_table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs > 1) {
@@ -166,10 +171,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loaderd: --threads: at most 1024\n");
 		return 2;
 	}
+	/* Shards are descriptors: take all the process may have. */
+	if (!getrlimit(RLIMIT_NOFILE, &nofile) &&
+	    nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+	getrlimit(RLIMIT_NOFILE, &nofile);
+	if (!o.max_uid_files)
+		o.max_uid_files = nofile.rlim_cur / 4;
 	lim = (struct server_limits){
 		.max_ring_bytes = o.max_ring,
 		.max_uid_bytes = o.max_uid_ring,
 		.max_uid_streams = (uint32_t)o.max_uid_streams,
+		.max_uid_files = o.max_uid_files,
 	};
 	if (!o.foreground && detach(&notify)) {
 		fprintf(stderr, "loaderd: cannot detach: %s\n",

@@ -20,11 +20,14 @@
 #include "server.h"
 #include "stream.h"
 
+#define SERVER_ACCEPT_PAUSE_MS 200
+
 /* Per-uid usage, for the limits. Few uids use one node: a list will do. */
 struct uid_use {
 	uid_t uid;
 	uint32_t streams;
 	uint64_t bytes;
+	uint64_t files; /* descriptors held for this uid's sessions */
 	struct uid_use *next;
 };
 
@@ -37,6 +40,7 @@ struct session {
 	bool hello;
 	int *files;
 	uint32_t files_total, files_got;
+	uint32_t files_charged; /* counted in the uid's files */
 	struct stream *stream;
 	uint64_t ring_bytes;
 	struct session *next, **pprev;
@@ -52,6 +56,8 @@ struct server {
 	struct session *sessions;
 	struct uid_use *uids;
 	uint64_t next_id;
+	uv_timer_t accept_pause; /* out of descriptors: accept later */
+	bool accept_paused;
 };
 
 static struct uid_use *uid_use(struct server *srv, uid_t uid)
@@ -119,14 +125,16 @@ static void session_end(struct session *ss, const char *why)
 	struct uid_use *u;
 
 	plog(PLOG_INFO, "%s: session ends: %s", ss->label, why);
+	u = uid_use(ss->srv, ss->cred.uid);
 	if (ss->stream) {
 		stream_free(ss->stream);
-		u = uid_use(ss->srv, ss->cred.uid);
 		if (u) {
 			u->streams--;
 			u->bytes -= ss->ring_bytes;
 		}
 	}
+	if (u)
+		u->files -= ss->files_charged;
 	close_files(ss);
 	*ss->pprev = ss->next;
 	if (ss->next)
@@ -158,6 +166,7 @@ static void on_hello(struct session *ss, const struct proto_hdr *h,
 static void on_files(struct session *ss, const struct proto_hdr *h,
 		     const struct proto_files *m, int *fds, unsigned nfds)
 {
+	struct uid_use *u;
 	char why[160];
 
 	if (!ss->hello || ss->stream) {
@@ -185,6 +194,15 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 		}
 		ss->files_total = m->total;
 	}
+	u = uid_use(ss->srv, ss->cred.uid);
+	if (!u || u->files + nfds > ss->srv->lim.max_uid_files) {
+		snprintf(why, sizeof(why),
+			 "uid %u holds %" PRIu64
+			 " descriptors in this daemon, the limit is %" PRIu64,
+			 (unsigned)ss->cred.uid, u ? u->files : 0,
+			 ss->srv->lim.max_uid_files);
+		goto bad;
+	}
 	for (unsigned i = 0; i < nfds; i++) {
 		struct stat st;
 
@@ -198,6 +216,8 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	}
 	memcpy(ss->files + ss->files_got, fds, nfds * sizeof(int));
 	ss->files_got += nfds;
+	ss->files_charged += nfds;
+	u->files += nfds;
 	return;
 bad:
 	for (unsigned i = 0; i < nfds; i++)
@@ -364,6 +384,16 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	}
 }
 
+static void on_accept(uv_poll_t *poll, int status, int events);
+
+static void on_accept_resume(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	srv->accept_paused = false;
+	uv_poll_start(&srv->poll, UV_READABLE, on_accept);
+}
+
 static void on_accept(uv_poll_t *poll, int status, int events)
 {
 	struct server *srv = poll->data;
@@ -375,8 +405,20 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 		return;
 	fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR)
+		if (errno == EMFILE || errno == ENFILE) {
+			/*
+			 * The pending connection stays readable: polling on
+			 * would spin. Stop accepting for a moment instead.
+			 */
+			plog(PLOG_WARN, "accept: %s: not accepting for %d ms",
+			     strerror(errno), SERVER_ACCEPT_PAUSE_MS);
+			uv_poll_stop(&srv->poll);
+			srv->accept_paused = true;
+			uv_timer_start(&srv->accept_pause, on_accept_resume,
+				       SERVER_ACCEPT_PAUSE_MS, 0);
+		} else if (errno != EAGAIN && errno != EINTR) {
 			plog(PLOG_WARN, "accept: %s", strerror(errno));
+		}
 		return;
 	}
 	ss = calloc(1, sizeof(*ss));
@@ -464,6 +506,8 @@ int server_new(struct server **out, uv_loop_t *loop, const char *path,
 	}
 	uv_poll_init(loop, &srv->poll, srv->fd);
 	srv->poll.data = srv;
+	uv_timer_init(loop, &srv->accept_pause);
+	srv->accept_pause.data = srv;
 	uv_poll_start(&srv->poll, UV_READABLE, on_accept);
 	*out = srv;
 	return 0;
@@ -481,6 +525,8 @@ void server_free(struct server *srv)
 	while (srv->sessions)
 		session_end(srv->sessions, "daemon stopping");
 	uv_poll_stop(&srv->poll);
+	uv_timer_stop(&srv->accept_pause);
+	uv_close((uv_handle_t *)&srv->accept_pause, NULL);
 	close(srv->fd);
 	unlink(srv->path);
 	while (srv->uids) {

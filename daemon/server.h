@@ -20,8 +20,9 @@ struct pool;
 
 struct server_limits {
 	uint64_t max_ring_bytes; /* per stream */
-	uint64_t max_uid_bytes; /* ring bytes of all streams of one uid */
+	uint64_t max_uid_bytes;	 /* ring bytes of all streams of one uid */
 	uint32_t max_uid_streams;
+	uint64_t max_uid_files; /* descriptors one uid's sessions may hold */
 };
 
 struct server;

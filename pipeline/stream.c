@@ -34,7 +34,7 @@
 #define STREAM_MAX_BATCH	65536
 #define STREAM_MAX_SLOTS	1024
 #define STREAM_QD		64 /* io_uring queue depth per reader */
-#define STREAM_READ_AHEAD 8 /* batches the reader may run ahead */
+#define STREAM_READ_AHEAD	8  /* batches the reader may run ahead */
 /* Records closer than this are read as one extent: one I/O beats two. */
 #define STREAM_MERGE_GAP 4096
 /* How often a waiting thread looks at the stop flag. */

@@ -23,7 +23,7 @@ plan 8
 ok "pack the test split" "$LOADERCTL" pack --split test "$src" "$T/fm"
 
 sock=$T/d.sock
-"$LOADERD" -f --socket "$sock" --max-ring 64M --log-level debug \
+"$LOADERD" -f --socket "$sock" --max-ring 64M --max-uid-files 1000 --log-level debug \
 	2>"$T/d.log" &
 pid=$!
 i=0
@@ -34,7 +34,7 @@ done
 ok "loaderd listens on a private socket" test -S "$sock"
 
 # Each case of protoabuse's own TAP becomes a comment line here.
-out=$(timeout 120 "$TOOLS/protoabuse" "$sock" "$T/fm/test" 2>&1)
+out=$(TMPDIR=$T timeout 120 "$TOOLS/protoabuse" "$sock" "$T/fm/test" 2>&1)
 rc=$?
 printf '%s\n' "$out" | sed 's/^/# /'
 total=$(printf '%s\n' "$out" | sed -n 's/^1\.\.\([0-9]*\)$/\1/p')

@@ -17,6 +17,7 @@
  * Prints TAP; exits 0 when every case passed, 1 when one failed, 2 on
  * usage errors.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -28,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,9 +58,8 @@ struct ctx {
 	char *shard[PA_MAX_SHARDS];
 	uint32_t nshards;
 	uint32_t seq;
-	pid_t pid;	   /* the daemon's, from HELLO_OK */
-	uint64_t max_ring; /* from HELLO_OK */
-	int bystander;	   /* a session that lives through every case */
+	pid_t pid;	 /* the daemon's, from HELLO_OK */
+	int bystander;	 /* a session that lives through every case */
 	int base_fds;	 /* the daemon's descriptors with only the bystander */
 	char diag[1024]; /* why the current case failed */
 	char notes[PA_NOTES]; /* comment lines for the current case */
@@ -269,19 +268,33 @@ static void close_all(int *fds, unsigned n)
 			close(fds[i]);
 }
 
-/* A temporary regular file holding text; unlinked at once. */
+/* A new, unlinked temporary file under $TMPDIR (or /tmp); -1 on failure. */
+static int temp_fd(struct ctx *c)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/protoabuse.XXXXXX",
+		 dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return fail(c, "mkstemp %s: %s", path, strerror(errno)), -1;
+	unlink(path);
+	return fd;
+}
+
+/* A temporary regular file holding text. */
 static int temp_file(struct ctx *c, const char *text)
 {
-	char path[] = "/tmp/protoabuse.XXXXXX";
-	int fd = mkstemp(path);
 	size_t len = strlen(text);
+	int fd = temp_fd(c);
 
 	if (fd < 0)
-		return fail(c, "mkstemp: %s", strerror(errno)), -1;
-	unlink(path);
+		return -1;
 	if (write(fd, text, len) != (ssize_t)len) {
 		close(fd);
-		return fail(c, "write %s: short", path), -1;
+		return fail(c, "writing a temporary file: short"), -1;
 	}
 	return fd;
 }
@@ -450,7 +463,6 @@ static int hello(struct ctx *c, int fd)
 		return fail(c, "HELLO_OK version %" PRIu32 " pid %" PRIu32,
 			    r.hello.version, r.hello.pid);
 	c->pid = (pid_t)r.hello.pid;
-	c->max_ring = r.hello.max_ring_bytes;
 	return 0;
 }
 
@@ -1034,6 +1046,33 @@ static const struct files_abuse files_before_hello = { .first = 0,
 						       .want = "hello" };
 
 /* 253 descriptors (the kernel's most) on one FILES: above PROTO_MAX_FDS. */
+/*
+ * A client parking descriptors one FILES message at a time, with a huge
+ * total, must hit the per-uid limit (the test runs the daemon with
+ * --max-uid-files 1000) instead of exhausting the daemon's descriptors.
+ */
+static int case_files_hoard(struct ctx *c, const void *arg)
+{
+	int fd = dial(c), one, r;
+
+	if (fd < 0)
+		return PA_FAIL;
+	one = open(c->manifest, O_RDONLY | O_CLOEXEC);
+	if (one < 0) {
+		close(fd);
+		return fail(c, "%s: %s", c->manifest, strerror(errno));
+	}
+	r = hello(c, fd);
+	for (uint32_t k = 0; !r && k < 1100; k++)
+		r = files_msg(c, fd, ++c->seq, k, 1, PROTO_MAX_FILES, &one, 1);
+	close(one);
+	/* The daemon answers nothing but the first refusal. */
+	if (!r)
+		r = expect_error(c, fd, PA_NO_SEQ, "limit");
+	close(fd);
+	return r;
+}
+
 static int case_files_too_many(struct ctx *c, const void *arg)
 {
 	struct {
@@ -1150,6 +1189,11 @@ static void o_slots5000(const struct ctx *c, struct proto_open *o)
 	o->ring_slots = 5000;
 }
 
+static void o_slots3(const struct ctx *c, struct proto_open *o)
+{
+	o->ring_slots = 3;
+}
+
 static void o_rank(const struct ctx *c, struct proto_open *o)
 {
 	o->rank = 4;
@@ -1221,6 +1265,7 @@ static void o_prefetch_huge(const struct ctx *c, struct proto_open *o)
 static const struct open_abuse open_batch = { o_batch, "batch" };
 static const struct open_abuse open_slots1 = { o_slots1, "slots" };
 static const struct open_abuse open_slots5000 = { o_slots5000, "slots" };
+static const struct open_abuse open_slots3 = { o_slots3, "slots" };
 static const struct open_abuse open_rank = { o_rank, "rank" };
 static const struct open_abuse open_world = { o_world, "world" };
 static const struct open_abuse open_order = { o_order, "order" };
@@ -1483,7 +1528,6 @@ static const enum cons_attack ca_far = CA_FAR;
  */
 static int case_shard_truncated(struct ctx *c, const void *arg)
 {
-	char path[] = "/tmp/protoabuse-shard.XXXXXX";
 	int fds[PA_MAX_SHARDS + 1], in = -1, out = -1;
 	struct proto_open o;
 	struct proto_hdr h;
@@ -1497,19 +1541,12 @@ static int case_shard_truncated(struct ctx *c, const void *arg)
 
 	memset(&x, 0, sizeof(x));
 	x.fd = x.ring_fd = x.cons_fd = -1;
-	if (c->nshards != 1) {
-		snprintf(c->diag, sizeof(c->diag),
-			 "needs a one-shard dataset, this one has %" PRIu32,
-			 c->nshards);
-		return PA_SKIP;
-	}
 	in = open(c->shard[0], O_RDONLY | O_CLOEXEC);
-	out = mkstemp(path);
+	out = temp_fd(c);
 	if (in < 0 || out < 0 || fstat(in, &st)) {
 		r = fail(c, "copying %s: %s", c->shard[0], strerror(errno));
 		goto done;
 	}
-	unlink(path);
 	for (off_t off = 0; off < st.st_size;) {
 		char buf[1 << 16];
 		ssize_t k = pread(in, buf, sizeof(buf), off);
@@ -1525,11 +1562,15 @@ static int case_shard_truncated(struct ctx *c, const void *arg)
 		r = PA_FAIL;
 		goto done;
 	}
-	/* Send the copy as the shard; keep our descriptor to shrink it. */
+	/*
+	 * Send the copy as the first shard (read first, in sequential
+	 * order); keep our descriptor to shrink it.
+	 */
 	close(fds[1]);
 	fds[1] = out;
-	r = send_files(c, x.fd, fds, 2);
-	close(fds[0]);
+	r = send_files(c, x.fd, fds, c->nshards + 1);
+	fds[1] = -1;
+	close_all(fds, c->nshards + 1);
 	if (r)
 		goto done;
 	/* Small reads ahead, so that most of the shard is read after. */
@@ -1735,9 +1776,12 @@ static const struct abuse_case cases[] = {
 	{ "FILES whose total changes", case_files, &files_total_changes },
 	{ "FILES with a pipe", case_files, &files_pipe },
 	{ "FILES with 253 descriptors", case_files_too_many, NULL },
+	{ "FILES parking descriptors past the per-uid limit", case_files_hoard,
+	  NULL },
 	{ "OPEN batch_size 10^7", case_open, &open_batch },
 	{ "OPEN ring_slots 1", case_open, &open_slots1 },
 	{ "OPEN ring_slots 5000", case_open, &open_slots5000 },
+	{ "OPEN ring_slots 3, not a power of two", case_open, &open_slots3 },
 	{ "OPEN rank 4 of world 4", case_open, &open_rank },
 	{ "OPEN world 100000", case_open, &open_world },
 	{ "OPEN order 7", case_open, &open_order },
