@@ -132,7 +132,7 @@ struct proto_stats_ok {
 struct proto_error {
 	int32_t code; /* -errno or LOADER_E* */
 	uint32_t len; /* bytes of reason that follow, <= PROTO_REASON_MAX */
-		      /* char reason[len], not NUL-terminated */
+	/* char reason[len], not NUL-terminated */
 };
 
 /*

@@ -35,15 +35,24 @@ struct pool {
 	pthread_t *threads;
 };
 
-/* Claim and run indices of j until none is left. */
+/*
+ * Claim and run indices of j until none is left. Indices go in small runs:
+ * one contended atomic per run rather than per item, while runs stay short
+ * enough to share a batch out evenly.
+ */
+#define POOL_RUN 4
+
 static void drain(struct pool_job *j, uint32_t worker)
 {
 	for (;;) {
-		uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		uint32_t i = __atomic_fetch_add(&j->next, POOL_RUN,
+						__ATOMIC_RELAXED);
+		uint32_t end = i + POOL_RUN < j->n ? i + POOL_RUN : j->n;
 
 		if (i >= j->n)
 			return;
-		j->fn(j->arg, i, worker);
+		for (; i < end; i++)
+			j->fn(j->arg, i, worker);
 	}
 }
 

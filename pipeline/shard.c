@@ -9,6 +9,13 @@
 #include <sys/stat.h>
 
 #include <xxhash.h>
+#if defined(__x86_64__)
+/*
+ * libxxhash's runtime dispatch: the AVX2/AVX-512 kernels when the CPU has
+ * them. Same XXH3-64 values, computed about twice as fast on long records.
+ */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "fdio.h"
 #include "loader.h"

@@ -45,6 +45,10 @@ struct stream_out {
 	uint32_t cast;	       /* enum proto_cast */
 	uint32_t dtype;	       /* of the output */
 	uint64_t sample_bytes; /* output bytes per sample */
+	uint64_t field_bytes;  /* unpacked field bytes per sample */
+	uint64_t elems;	       /* elements per sample */
+	uint32_t src_dtype;    /* the field's */
+	uint32_t comp;	       /* the field's compression */
 	uint64_t offset;       /* in a slot */
 };
 
@@ -219,6 +223,10 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 				"output %s: unknown cast %" PRIu32, name, cast);
 	}
 	o->sample_bytes = n * dtype_size(o->dtype);
+	o->field_bytes = field_fixed_size(f);
+	o->elems = n;
+	o->src_dtype = f->dtype;
+	o->comp = f->comp;
 	if (field_fixed_size(f) > s->max_field)
 		s->max_field = field_fixed_size(f);
 	s->nout++;
@@ -927,21 +935,19 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		goto fail;
 	for (uint32_t k = 0; k < s->nout; k++) {
 		const struct stream_out *o = &s->out[k];
-		const struct field *fd = &shard_schema(sh)->f[o->field];
 		unsigned char *dst = j->slot + o->offset + i * o->sample_bytes;
 		const unsigned char *src = f[o->field].data;
-		uint64_t elems = field_fixed_size(fd) / dtype_size(fd->dtype);
 		size_t len;
 
-		if (fd->comp != COMP_NONE) {
+		if (o->comp != COMP_NONE) {
 			/* Straight into the slot when no cast follows. */
 			unsigned char *to = o->cast == PROTO_CAST_NONE ?
 						    dst :
 						    s->scratch[worker];
 
-			err = shard_unpack_field(
-				sh, s->codec[worker], o->field, &f[o->field],
-				to, field_fixed_size(fd), &len, &d);
+			err = shard_unpack_field(sh, s->codec[worker], o->field,
+						 &f[o->field], to,
+						 o->field_bytes, &len, &d);
 			if (err)
 				goto fail;
 			src = to;
@@ -951,9 +957,11 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		switch (o->cast) {
 		case PROTO_CAST_NONE: memcpy(dst, src, o->sample_bytes); break;
 		case PROTO_CAST_F32_UNIT:
-			cast_unit((float *)dst, src, elems);
+			cast_unit((float *)dst, src, o->elems);
 			break;
-		default: cast_f32((float *)dst, src, fd->dtype, elems); break;
+		default:
+			cast_f32((float *)dst, src, o->src_dtype, o->elems);
+			break;
 		}
 	}
 	return;

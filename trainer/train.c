@@ -1,2 +1,717 @@
-/* stub */
-int main(void) { return 1; }
+/*
+ * train.c - loader-train, the reference consumer: an MLP (784-256-128-10,
+ * see mlp.h) trained on Fashion-MNIST batches streamed from loaderd
+ * through the public client API, evaluated on the test split after
+ * every epoch.
+ *
+ * It is also the end-to-end measure of the loader: per epoch it reports
+ * throughput and the data stall (time blocked in loader_next() over the
+ * epoch's wall time), and with --simulate-step-ms it replaces the
+ * compute by a busy-wait of fixed length per batch, an accelerator
+ * stand-in as in MLPerf Storage, and reports the accelerator
+ * utilisation (AU = compute time / wall time).
+ *
+ * Output: one line per epoch (unless --quiet), then exactly one summary
+ * line of key=value pairs for scripts:
+ *   test_accuracy= best_accuracy= epochs= samples= seconds=
+ *   samples_per_s= stall_pct= au_pct= target= reached=
+ * Every key is always present. Values that do not apply are "na":
+ * au_pct without --simulate-step-ms; the accuracies (and reached) with
+ * it, since nothing is trained then. seconds and the rates cover the
+ * training epochs only, not the evaluations.
+ *
+ * Exit status: 0 when the target accuracy was reached at some epoch
+ * (or --target 0, or with --simulate-step-ms), 1 when training ended
+ * below the target, 2 on errors.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "loader.h"
+#include "mlp.h"
+
+/*
+ * OpenBLAS's cblas.h declares this, netlib's does not; a repeated
+ * declaration is harmless either way.
+ */
+void openblas_set_num_threads(int num_threads);
+
+enum {
+	EXIT_REACHED = 0,
+	EXIT_BELOW = 1,
+	EXIT_ERROR = 2,
+};
+
+#define IMG_SIDE   28
+#define IMG_PIXELS (IMG_SIDE * IMG_SIDE)
+#define NCLASSES   10
+#define OUTPUTS	   "image:unit,label"
+
+struct cfg {
+	const char *data;
+	const char *socket;
+	uint64_t epochs, batch, seed, threads, blas_threads, timeout_ms;
+	double lr, momentum, weight_decay, lr_decay, step_ms, target;
+	bool early_stop, quiet, help;
+};
+
+enum opt_type {
+	OPT_FLAG, /* bool, no argument */
+	OPT_STR,  /* const char * */
+	OPT_U64,  /* uint64_t in [min, max] */
+	OPT_F64,  /* double in [min, max] */
+};
+
+/*
+ * One table drives parsing, defaults, range checks and --help, so that
+ * they cannot drift apart (daemon/opts.c does the same for loaderctl;
+ * the trainer links only libloader, so it keeps its own small copy).
+ */
+struct opt {
+	const char *name;
+	enum opt_type type;
+	size_t offset;
+	const char *def; /* as text; NULL: none (flags: off) */
+	double min, max; /* numbers only */
+	const char *arg; /* argument name in --help */
+	const char *help;
+};
+
+#define CFG(f) offsetof(struct cfg, f)
+
+static const struct opt opt_table[] = {
+	{ "data", OPT_STR, CFG(data), NULL, 0, 0, "DIR",
+	  "dataset directory holding train/ and test/ (loaderctl pack)" },
+	{ "socket", OPT_STR, CFG(socket), NULL, 0, 0, "PATH",
+	  "daemon socket (default: $LOADERD_SOCKET, then the library's)" },
+	{ "epochs", OPT_U64, CFG(epochs), "30", 1, UINT32_MAX, "N",
+	  "epochs to train at most" },
+	{ "early-stop", OPT_FLAG, CFG(early_stop), NULL, 0, 0, NULL,
+	  "stop after the first epoch that reaches --target" },
+	{ "batch", OPT_U64, CFG(batch), "128", 1, 65536, "N",
+	  "samples per batch" },
+	{ "lr", OPT_F64, CFG(lr), "0.05", 1e-9, 10, "RATE",
+	  "learning rate of the first epoch" },
+	{ "lr-decay", OPT_F64, CFG(lr_decay), "0.85", 1e-6, 1, "G",
+	  "learning rate factor per epoch (1: constant)" },
+	{ "momentum", OPT_F64, CFG(momentum), "0.9", 0, 0.999, "M",
+	  "SGD momentum (0: plain SGD)" },
+	{ "weight-decay", OPT_F64, CFG(weight_decay), "0", 0, 1, "W",
+	  "L2 weight decay on the weights" },
+	{ "seed", OPT_U64, CFG(seed), "1", 0, (double)UINT64_MAX, "N",
+	  "seed of the weights and the sample order" },
+	{ "threads", OPT_U64, CFG(threads), "0", 0, 4096, "N",
+	  "decode threads the daemon gives the streams (0: its own)" },
+	{ "blas-threads", OPT_U64, CFG(blas_threads), "1", 1, 1024, "N",
+	  "OpenBLAS threads; more than the free cores fight the daemon" },
+	{ "timeout-ms", OPT_U64, CFG(timeout_ms), "60000", 0, INT_MAX, "MS",
+	  "longest wait for one batch before giving up (0: for ever)" },
+	{ "simulate-step-ms", OPT_F64, CFG(step_ms), "0", 0, 1e6, "T",
+	  "busy-wait T ms per batch instead of training; report AU" },
+	{ "target", OPT_F64, CFG(target), "0.8833", 0, 1, "ACC",
+	  "test accuracy to reach (0: none)" },
+	{ "quiet", OPT_FLAG, CFG(quiet), NULL, 0, 0, NULL,
+	  "print only the summary line" },
+	{ "help", OPT_FLAG, CFG(help), NULL, 0, 0, NULL,
+	  "show this help and exit" },
+	{ NULL, OPT_FLAG, 0, NULL, 0, 0, NULL, NULL },
+};
+
+#define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]) - 1)
+
+static int set_opt(const struct opt *o, struct cfg *c, const char *val)
+{
+	void *p = (char *)c + o->offset;
+	char *end;
+	unsigned long long u;
+	double d;
+
+	switch (o->type) {
+	case OPT_FLAG: *(bool *)p = true; return 0;
+	case OPT_STR: *(const char **)p = val; return 0;
+	case OPT_U64:
+		errno = 0;
+		u = strtoull(val, &end, 10);
+		if (end == val || *end || errno || *val == '-' ||
+		    (double)u < o->min || (double)u > o->max)
+			break;
+		*(uint64_t *)p = u;
+		return 0;
+	case OPT_F64:
+		errno = 0;
+		d = strtod(val, &end);
+		/* Written so that NaN fails the range test. */
+		if (end == val || *end || errno || !(d >= o->min) ||
+		    !(d <= o->max))
+			break;
+		*(double *)p = d;
+		return 0;
+	}
+	if (o->type == OPT_U64)
+		fprintf(stderr,
+			"loader-train: --%s: \"%s\" is not an integer in [%.0f, %.0f]\n",
+			o->name, val, o->min, o->max);
+	else
+		fprintf(stderr,
+			"loader-train: --%s: \"%s\" is not a number in [%g, %g]\n",
+			o->name, val, o->min, o->max);
+	return -EINVAL;
+}
+
+static int parse_opts(struct cfg *c, int argc, char **argv)
+{
+	struct option lo[NOPTS + 1];
+	int ch, err;
+
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt *o = &opt_table[i];
+
+		if (o->def) {
+			err = set_opt(o, c, o->def);
+			if (err)
+				return err;
+		}
+		lo[i] = (struct option){ o->name,
+					 o->type == OPT_FLAG ?
+						 no_argument :
+						 required_argument,
+					 NULL, 256 + (int)i };
+	}
+	lo[NOPTS] = (struct option){ 0 };
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+		if (ch < 256) {
+			fprintf(stderr, "loader-train: %s option %s\n",
+				ch == ':' ? "missing argument to" : "unknown",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+		err = set_opt(&opt_table[ch - 256], c, optarg);
+		if (err)
+			return err;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "loader-train: unexpected argument \"%s\"\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: loader-train --data DIR [OPTIONS]\n\n"
+		"Train an MLP (784-256-128-10, SGD with momentum) on a Fashion-MNIST\n"
+		"dataset streamed from loaderd; evaluate on DIR/test after every epoch.\n\n"
+		"options:\n");
+	for (const struct opt *o = opt_table; o->name; o++) {
+		char left[48];
+
+		snprintf(left, sizeof(left), "--%s%s%s", o->name,
+			 o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(f, "  %-24s %s", left, o->help);
+		if (o->def && o->type != OPT_FLAG)
+			fprintf(f, " (default: %s)", o->def);
+		fputc('\n', f);
+	}
+	fprintf(f,
+		"\nThe last line printed is a summary of key=value pairs:\n"
+		"  test_accuracy best_accuracy epochs samples seconds samples_per_s\n"
+		"  stall_pct au_pct target reached  (\"na\" where one does not apply)\n"
+		"Exit status: 0 target reached (or no target, or --simulate-step-ms),\n"
+		"1 finished below the target, 2 error.\n");
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * The accelerator stand-in spins rather than sleeps: a sleeping step
+ * would hand its core to the daemon, which a real accelerator's host
+ * thread (polling for completion) does not do either.
+ */
+static void busy_wait(double seconds)
+{
+	double end = now() + seconds;
+
+	while (now() < end)
+		;
+}
+
+/* Report a loader failure with the daemon's reason, if it gave one. */
+static void loader_fail(const char *what, int err, const char *reason)
+{
+	if (reason && *reason)
+		fprintf(stderr, "loader-train: %s: %s (%s)\n", what,
+			loader_strerror(err), reason);
+	else
+		fprintf(stderr, "loader-train: %s: %s\n", what,
+			loader_strerror(err));
+}
+
+static const char *dtype_name(uint32_t dt)
+{
+	static const char *const names[] = {
+		[LOADER_DTYPE_U8] = "u8",   [LOADER_DTYPE_I8] = "i8",
+		[LOADER_DTYPE_U16] = "u16", [LOADER_DTYPE_I16] = "i16",
+		[LOADER_DTYPE_U32] = "u32", [LOADER_DTYPE_I32] = "i32",
+		[LOADER_DTYPE_U64] = "u64", [LOADER_DTYPE_I64] = "i64",
+		[LOADER_DTYPE_F16] = "f16", [LOADER_DTYPE_F32] = "f32",
+		[LOADER_DTYPE_F64] = "f64",
+	};
+
+	if (dt < sizeof(names) / sizeof(names[0]) && names[dt])
+		return names[dt];
+	return "?";
+}
+
+/* "f32 [128,28,28]" */
+static void describe(const struct loader_tensor *t, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%s [", dtype_name(t->dtype));
+
+	for (uint32_t i = 0; i < t->ndim && i < LOADER_MAX_DIMS && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64,
+				      i ? "," : "", t->shape[i]);
+	if (n < len)
+		snprintf(buf + n, len - n, "]");
+}
+
+static const struct loader_tensor *find_output(const struct loader_batch *b,
+					       const char *name)
+{
+	for (uint32_t i = 0; i < b->noutputs && i < LOADER_MAX_OUTPUTS; i++)
+		if (b->out[i].name && !strcmp(b->out[i].name, name))
+			return &b->out[i];
+	return NULL;
+}
+
+/* Elements per sample: the product of the dimensions after the first. */
+static uint64_t per_sample(const struct loader_tensor *t)
+{
+	uint64_t n = 1;
+
+	for (uint32_t i = 1; i < t->ndim && i < LOADER_MAX_DIMS; i++)
+		n = t->shape[i] && n > UINT64_MAX / t->shape[i] ?
+			    UINT64_MAX :
+			    n * t->shape[i];
+	return n;
+}
+
+/*
+ * Check that batch b carries what the net expects, f32 images of 28x28
+ * in [0,1] (u8 as "image:unit") and int64 labels, one per sample, and
+ * point x and y at them. The batch lives in memory the daemon writes:
+ * every size is checked before anything is read. Returns 0 or
+ * LOADER_ESCHEMA after printing why.
+ */
+static int batch_views(const struct loader_batch *b, uint32_t max,
+		       const float **x, const int64_t **y)
+{
+	const struct loader_tensor *img = find_output(b, "image");
+	const struct loader_tensor *lab = find_output(b, "label");
+	char gi[96] = "missing", gl[96] = "missing";
+
+	if (img)
+		describe(img, gi, sizeof(gi));
+	if (lab)
+		describe(lab, gl, sizeof(gl));
+	if (!img || !lab || b->count > max || img->dtype != LOADER_DTYPE_F32 ||
+	    img->ndim < 2 || img->ndim > LOADER_MAX_DIMS ||
+	    img->shape[0] != b->count || per_sample(img) != IMG_PIXELS ||
+	    img->bytes < (size_t)b->count * IMG_PIXELS * sizeof(float) ||
+	    (uintptr_t)img->data % sizeof(float) ||
+	    lab->dtype != LOADER_DTYPE_I64 || lab->ndim < 1 ||
+	    lab->ndim > LOADER_MAX_DIMS || lab->shape[0] != b->count ||
+	    per_sample(lab) != 1 ||
+	    lab->bytes < (size_t)b->count * sizeof(int64_t) ||
+	    (uintptr_t)lab->data % sizeof(int64_t)) {
+		fprintf(stderr,
+			"loader-train: the dataset is not 28x28 u8 images with int64 labels:\n"
+			"  want image f32 [n,28,28] (from \"image:unit\") and label i64 [n],"
+			" n <= %" PRIu32 "\n"
+			"  got  image %s and label %s, n = %" PRIu32 "\n",
+			max, gi, gl, b->count);
+		return LOADER_ESCHEMA;
+	}
+	*x = img->data;
+	*y = lab->data;
+	return 0;
+}
+
+static int join(char *buf, size_t len, const char *dir, const char *sub)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, sub);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static void stream_opts(const struct cfg *c, struct loader_opts *lo)
+{
+	memset(lo, 0, sizeof(*lo));
+	lo->socket_path = c->socket;
+	lo->outputs = OUTPUTS;
+	lo->batch_size = (uint32_t)c->batch;
+	lo->seed = c->seed;
+	lo->threads = (uint32_t)c->threads;
+}
+
+static int next_timeout(const struct cfg *c)
+{
+	return c->timeout_ms ? (int)c->timeout_ms : -1;
+}
+
+/*
+ * Accuracy of m on the dataset in dir: one sequential pass over a
+ * stream of its own. Returns 0 and *acc, or a negative code after
+ * printing why.
+ */
+static int evaluate(const struct cfg *c, struct mlp *m, const char *dir,
+		    double *acc, double *loss)
+{
+	struct loader_opts lo;
+	struct loader_batch b;
+	struct loader *l = NULL;
+	char errbuf[256] = "";
+	uint64_t total = 0, right = 0;
+	double lsum = 0.0;
+	const float *x;
+	const int64_t *y;
+	uint32_t ok;
+	float bl;
+	int err;
+
+	stream_opts(c, &lo);
+	lo.order = LOADER_ORDER_SEQUENTIAL;
+	lo.epochs = 1;
+	err = loader_open(&l, dir, &lo, errbuf, sizeof(errbuf));
+	if (err) {
+		loader_fail("open test stream", err, errbuf);
+		return err;
+	}
+	for (;;) {
+		err = loader_next(l, &b, next_timeout(c));
+		if (err == LOADER_EEND) {
+			err = 0;
+			break;
+		}
+		if (err) {
+			loader_fail("test batch", err, loader_reason(l));
+			goto out;
+		}
+		err = b.count ? batch_views(&b, (uint32_t)c->batch, &x, &y) : 0;
+		if (!err && b.count) {
+			err = mlp_eval(m, x, y, b.count, &ok, &bl);
+			if (err)
+				fprintf(stderr,
+					"loader-train: test batch %" PRIu64
+					": %s (a label outside 0..9?)\n",
+					b.seq, strerror(-err));
+		}
+		if (err) {
+			loader_release(l, &b);
+			goto out;
+		}
+		right += ok;
+		lsum += (double)bl * b.count;
+		total += b.count;
+		err = loader_release(l, &b);
+		if (err) {
+			loader_fail("release test batch", err,
+				    loader_reason(l));
+			goto out;
+		}
+	}
+	if (!total) {
+		fprintf(stderr, "loader-train: the test split is empty\n");
+		err = LOADER_ESCHEMA;
+		goto out;
+	}
+	*acc = (double)right / (double)total;
+	*loss = lsum / (double)total;
+out:
+	loader_close(l);
+	return err;
+}
+
+/* What one epoch of the train stream did. */
+struct epoch {
+	bool open;
+	uint32_t epoch;
+	uint64_t samples;
+	double loss; /* summed over samples */
+	double start, wait, compute;
+};
+
+/* Totals over the epochs trained. */
+struct run {
+	uint32_t epochs;
+	uint64_t samples;
+	double wall, wait, compute;
+	double acc, best;
+	bool reached, stop;
+};
+
+/*
+ * Close epoch e at time end: evaluate (unless simulating), print its
+ * line and fold it into r. Returns 0 or a negative code.
+ */
+static int end_epoch(const struct cfg *c, struct mlp *m, const char *test,
+		     struct epoch *e, double end, struct run *r)
+{
+	double wall = end - e->start, acc = 0.0, tloss = 0.0;
+	double rate, stall;
+	int err;
+
+	e->open = false;
+	if (wall <= 0.0)
+		wall = 1e-9;
+	rate = (double)e->samples / wall;
+	stall = 100.0 * e->wait / wall;
+	r->epochs++;
+	r->samples += e->samples;
+	r->wall += wall;
+	r->wait += e->wait;
+	r->compute += e->compute;
+
+	if (c->step_ms > 0.0) {
+		if (!c->quiet)
+			printf("epoch %" PRIu32 "/%" PRIu64
+			       " samples/s %.0f stall %.1f%% au %.1f%%"
+			       " time %.2fs\n",
+			       e->epoch + 1, c->epochs, rate, stall,
+			       100.0 * e->compute / wall, wall);
+		return 0;
+	}
+	err = evaluate(c, m, test, &acc, &tloss);
+	if (err)
+		return err;
+	r->acc = acc;
+	if (acc > r->best)
+		r->best = acc;
+	if (c->target > 0.0 && acc >= c->target) {
+		r->reached = true;
+		if (c->early_stop)
+			r->stop = true;
+	}
+	if (!c->quiet)
+		printf("epoch %" PRIu32 "/%" PRIu64
+		       " loss %.4f test_loss %.4f test_acc %.4f"
+		       " samples/s %.0f stall %.1f%% time %.2fs\n",
+		       e->epoch + 1, c->epochs,
+		       e->samples ? e->loss / (double)e->samples : 0.0, tloss,
+		       acc, rate, stall, wall);
+	fflush(stdout);
+	return 0;
+}
+
+static void summary(const struct cfg *c, const struct run *r)
+{
+	bool sim = c->step_ms > 0.0;
+	double wall = r->wall > 0.0 ? r->wall : 1e-9;
+	char acc[32] = "na", best[32] = "na", au[32] = "na", hit[8] = "na";
+
+	if (!sim) {
+		snprintf(acc, sizeof(acc), "%.4f", r->acc);
+		snprintf(best, sizeof(best), "%.4f", r->best);
+		if (c->target > 0.0)
+			snprintf(hit, sizeof(hit), "%d", r->reached);
+	} else {
+		snprintf(au, sizeof(au), "%.2f", 100.0 * r->compute / wall);
+	}
+	printf("test_accuracy=%s best_accuracy=%s epochs=%" PRIu32
+	       " samples=%" PRIu64 " seconds=%.2f samples_per_s=%.0f"
+	       " stall_pct=%.2f au_pct=%s target=%.4f reached=%s\n",
+	       acc, best, r->epochs, r->samples, r->wall,
+	       (double)r->samples / wall, 100.0 * r->wait / wall, au, c->target,
+	       hit);
+	fflush(stdout);
+}
+
+/*
+ * Train over the whole train stream. The stream covers every epoch; an
+ * epoch ends after its batches_per_epoch-th batch when the library
+ * knows that number, else when a batch of the next epoch arrives, and
+ * in any case at LOADER_EEND. Returns 0 or a negative code.
+ */
+static int train(const struct cfg *c, struct mlp *m, const char *trainp,
+		 const char *testp, struct run *r)
+{
+	struct loader_opts lo;
+	struct loader_stats st;
+	struct loader_batch b;
+	struct loader *l = NULL;
+	struct epoch e = { 0 };
+	char errbuf[256] = "";
+	uint64_t bpe = 0;
+	uint32_t first = 0;
+	bool last;
+	const float *x;
+	const int64_t *y;
+	double t0, t1, tc, lr = c->lr;
+	float loss = 0.0f;
+	int err;
+
+	stream_opts(c, &lo);
+	lo.order = LOADER_ORDER_RANDOM;
+	lo.epochs = (uint32_t)c->epochs;
+	lo.drop_last = 0;
+	err = loader_open(&l, trainp, &lo, errbuf, sizeof(errbuf));
+	if (err) {
+		loader_fail("open train stream", err, errbuf);
+		return err;
+	}
+	/* Without the count we fall back to watching batch.epoch change. */
+	if (!loader_stats(l, &st))
+		bpe = st.batches_per_epoch;
+
+	for (;;) {
+		t0 = now();
+		err = loader_next(l, &b, next_timeout(c));
+		t1 = now();
+		if (err == LOADER_EEND) {
+			err = 0;
+			break;
+		}
+		if (err) {
+			loader_fail("train batch", err, loader_reason(l));
+			goto out;
+		}
+		if (e.open && b.epoch != e.epoch) {
+			err = end_epoch(c, m, testp, &e, t0, r);
+			if (err || r->stop) {
+				loader_release(l, &b);
+				goto out;
+			}
+		}
+		if (!e.open) {
+			if (!r->epochs)
+				first = b.epoch;
+			e = (struct epoch){ .open = true,
+					    .epoch = b.epoch,
+					    .start = t0 };
+			lr = c->lr *
+			     pow(c->lr_decay, (double)(b.epoch - first));
+		}
+		e.wait += t1 - t0;
+
+		err = b.count ? batch_views(&b, (uint32_t)c->batch, &x, &y) : 0;
+		if (!err && b.count) {
+			tc = now();
+			if (c->step_ms > 0.0)
+				busy_wait(c->step_ms * 1e-3);
+			else
+				err = mlp_train_step(m, x, y, b.count,
+						     (float)lr, &loss);
+			e.compute += now() - tc;
+			if (err)
+				fprintf(stderr,
+					"loader-train: train batch %" PRIu64
+					": %s (a label outside 0..9?)\n",
+					b.seq, strerror(-err));
+			else if (m)
+				e.loss += (double)loss * b.count;
+		}
+		if (err) {
+			loader_release(l, &b);
+			goto out;
+		}
+		e.samples += b.count;
+		/* Only b's own fields, not what it points at, outlive this. */
+		last = bpe && b.index + 1 >= bpe;
+		err = loader_release(l, &b);
+		if (err) {
+			loader_fail("release train batch", err,
+				    loader_reason(l));
+			goto out;
+		}
+		if (last) {
+			err = end_epoch(c, m, testp, &e, now(), r);
+			if (err || r->stop)
+				goto out;
+		}
+	}
+	/* A stream whose last epoch ran short of bpe (or bpe unknown). */
+	if (e.open)
+		err = end_epoch(c, m, testp, &e, now(), r);
+out:
+	loader_close(l);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	static const uint32_t sizes[] = { IMG_PIXELS, 256, 128, NCLASSES };
+	struct cfg c = { 0 };
+	struct run r = { 0 };
+	struct mlp *m = NULL;
+	char trainp[4096], testp[4096];
+	int err, status = EXIT_ERROR;
+
+	if (parse_opts(&c, argc, argv)) {
+		fprintf(stderr, "Try 'loader-train --help'.\n");
+		return EXIT_ERROR;
+	}
+	if (c.help) {
+		usage(stdout);
+		return EXIT_REACHED;
+	}
+	if (!c.data) {
+		fprintf(stderr,
+			"loader-train: --data DIR is required; try 'loader-train --help'.\n");
+		return EXIT_ERROR;
+	}
+	if (join(trainp, sizeof(trainp), c.data, "train") ||
+	    join(testp, sizeof(testp), c.data, "test")) {
+		fprintf(stderr, "loader-train: --data: path too long\n");
+		return EXIT_ERROR;
+	}
+	/*
+	 * OpenBLAS starts a thread per core by default; on a small machine
+	 * they compete with the daemon's decode threads for the same cores.
+	 */
+	openblas_set_num_threads((int)c.blas_threads);
+
+	if (c.step_ms <= 0.0) {
+		err = mlp_new(&m, sizes, sizeof(sizes) / sizeof(sizes[0]),
+			      (uint32_t)c.batch, c.seed);
+		if (!err)
+			err = mlp_set_optim(m, (float)c.momentum,
+					    (float)c.weight_decay);
+		if (err) {
+			fprintf(stderr, "loader-train: model: %s\n",
+				strerror(-err));
+			goto out;
+		}
+	}
+	err = train(&c, m, trainp, testp, &r);
+	if (err)
+		goto out;
+	summary(&c, &r);
+	if (c.step_ms > 0.0 || c.target <= 0.0 || r.reached)
+		status = EXIT_REACHED;
+	else
+		status = EXIT_BELOW;
+out:
+	mlp_free(m);
+	return status;
+}

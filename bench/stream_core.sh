@@ -1,0 +1,79 @@
+#!/bin/sh
+# stream_core.sh - the core path against its limits, in one run:
+#   raw    Fashion-MNIST u8 records, page-cached, delivered into a client
+#          (ldclient), against memcpy of the same bytes in the same client
+#          process; sequential and random order. Goal: >= 0.5 x memcpy.
+#   handoff loader_next + loader_release when batches are ready: p50, p99.
+#          Goal: p99 <= 10 us.
+#   rss    the daemon's peak RSS streaming a dataset about 1x and about 4x
+#          its prefetch budget (12 MiB). Goal: flat.
+#   au     loader-train --simulate-step-ms: accelerator utilisation at a
+#          rate the loader sustains. Goal: >= 99 %.
+#
+#   bench/stream_core.sh [RUNS]      (default 3; medians)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-3}
+b=${BUILD:-$top/build}
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+make -s -C "$b" tests/tools/ldclient >/dev/null
+w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
+pids=
+trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$w"' EXIT
+
+"$b/loaderctl" pack "$src" "$w/fm" >/dev/null
+cat "$w"/fm/*/shard-*.lds >/dev/null
+
+daemon() { # SOCK ARGS...: start a loaderd, wait for its socket
+	s=$1
+	shift
+	"$b/loaderd" -f --socket "$s" --log-level warn "$@" 2>>"$w/daemon.log" &
+	pids="$pids $!"
+	DPID=$!
+	while [ ! -S "$s" ]; do sleep 0.05; done
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+daemon "$w/d.sock"
+echo "== raw path: Fashion-MNIST train (60000 x 792 B), 5 epochs, batch 256, outputs as stored"
+printf '%-11s %12s %10s %10s %7s\n' order samples/s GB/s memcpy_GB/s ratio
+for order in sequential random; do
+	: >"$w/r"
+	i=0
+	while [ $i -lt "$runs" ]; do
+		"$b/tests/tools/ldclient" --order $order --epochs 5 --batch 256 \
+			--memcpy-ref "$w/d.sock" "$w/fm/train" |
+			awk '/^total/ { s = $11; g = $13 } /^memcpy/ { m = $7 } END { print s, g, m, g / m }' >>"$w/r"
+		i=$((i + 1))
+	done
+	printf '%-11s %12.0f %10.3f %10.3f %7.2f\n' $order \
+		"$(cut -d' ' -f1 "$w/r" | median)" "$(cut -d' ' -f2 "$w/r" | median)" \
+		"$(cut -d' ' -f3 "$w/r" | median)" "$(cut -d' ' -f4 "$w/r" | median)"
+done
+
+echo "== handoff: loader_next + loader_release of ready batches"
+: >"$w/h"
+i=0
+while [ $i -lt "$runs" ]; do
+	"$b/tests/tools/ldclient" --handoff 200 --epochs 0 "$w/d.sock" "$w/fm/train" |
+		awk '/^handoff/ { print $5, $8 }' >>"$w/h"
+	i=$((i + 1))
+done
+echo "p50 $(cut -d' ' -f1 "$w/h" | median) us, p99 $(cut -d' ' -f2 "$w/h" | median) us (median over $runs runs of 1400 calls)"
+
+echo "== rss: prefetch budget 12 MiB, batch 256, 8 slots, 2 epochs, random order"
+for ds in test train; do
+	daemon "$w/r$ds.sock"
+	"$b/tests/tools/ldclient" --order random --epochs 2 --prefetch $((12 << 20)) \
+		"$w/r$ds.sock" "$w/fm/$ds" >/dev/null
+	hwm=$(awk '/^VmHWM/ { print $2 }' /proc/$DPID/status)
+	size=$(cat "$w"/fm/$ds/shard-*.lds | wc -c)
+	echo "dataset $ds: $((size >> 20)) MiB ($(awk -v s="$size" 'BEGIN { printf "%.1f", s / (12 * 1048576) }')x budget): daemon peak RSS $((hwm >> 10)) MiB"
+	kill $DPID
+done
+
+if [ -x "$b/loader-train" ]; then
+	echo "== au: loader-train --simulate-step-ms 2, 2 epochs, batch 128"
+	"$b/loader-train" --data "$w/fm" --socket "$w/d.sock" --epochs 2 \
+		--simulate-step-ms 2 --target 0 2>&1 | tail -1
+fi
