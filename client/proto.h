@@ -131,8 +131,8 @@ struct proto_stats_ok {
 
 struct proto_error {
 	int32_t code; /* -errno or LOADER_E* */
-	uint32_t len; /* bytes of reason that follow, <= PROTO_REASON_MAX */
-	/* char reason[len], not NUL-terminated */
+	/* Bytes of reason that follow (<= PROTO_REASON_MAX), no NUL. */
+	uint32_t len;
 };
 
 /*
