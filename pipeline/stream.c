@@ -851,8 +851,10 @@ struct decode_job {
 	char msg[DIAG_MAX];
 };
 
-static void cast_unit(float *dst, const uint8_t *src, uint64_t n)
+/* dst is a 64-byte aligned output in a slot (RING_ALIGN). */
+static void cast_unit(void *out, const uint8_t *src, uint64_t n)
 {
+	float *dst = out;
 	const float k = 1.0f / 255.0f;
 
 	for (uint64_t i = 0; i < n; i++)
@@ -898,9 +900,10 @@ static int64_t int_at(const unsigned char *p, unsigned dt, uint64_t i)
 	}
 }
 
-static void cast_f32(float *dst, const unsigned char *src, unsigned dt,
+static void cast_f32(void *out, const unsigned char *src, unsigned dt,
 		     uint64_t n)
 {
+	float *dst = out;
 	if (dt == DT_F32) {
 		memcpy(dst, src, n * 4);
 		return;
@@ -956,12 +959,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		}
 		switch (o->cast) {
 		case PROTO_CAST_NONE: memcpy(dst, src, o->sample_bytes); break;
-		case PROTO_CAST_F32_UNIT:
-			cast_unit((float *)dst, src, o->elems);
-			break;
-		default:
-			cast_f32((float *)dst, src, o->src_dtype, o->elems);
-			break;
+		case PROTO_CAST_F32_UNIT: cast_unit(dst, src, o->elems); break;
+		default: cast_f32(dst, src, o->src_dtype, o->elems); break;
 		}
 	}
 	return;
