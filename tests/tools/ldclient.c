@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 		{ "memcpy-ref", 0, 0, 'R' }, { 0, 0, 0, 0 }
 	};
 	struct loader_opts o = { .epochs = 1 };
-	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r;
+	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
 	uint64_t batch_bytes = 0;
 	struct loader *l;
@@ -115,6 +115,7 @@ int main(int argc, char **argv)
 	r = loader_open(&l, argv[optind + 1], &o, err, sizeof(err));
 	if (r) {
 		printf("error: open: %s: %s\n", loader_strerror(r), err);
+		XXH3_freeState(xx);
 		return 3;
 	}
 	if (handoff)
@@ -241,15 +242,16 @@ int main(int argc, char **argv)
 		free(src);
 		free(dst);
 	}
+	rc = 0;
 	if (r && r != LOADER_EEND &&
 	    !(handoff && nb >= (uint64_t)handoff * 8)) {
 		printf("error: %s: %s\n", loader_strerror(r), loader_reason(l));
-		loader_close(l);
-		return 3;
+		rc = 3;
 	}
+	fflush(stdout);
 	loader_close(l);
 	free(lat);
 	free(copy);
 	XXH3_freeState(xx);
-	return 0;
+	return rc;
 }
