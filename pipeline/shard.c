@@ -793,13 +793,11 @@ const void *shard_dict(const struct shard *sh, unsigned i, size_t *len)
 	return sh->footer + sh->dict_off[i];
 }
 
-int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
-		       size_t len, struct shard_field *out, struct diag *d)
+int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
+		    size_t len, struct diag *d)
 {
-	const unsigned char *p = buf;
-	uint32_t nf = sh->schema.nfields;
 	struct shard_rec r;
-	uint64_t sum = (uint64_t)4 * nf, h;
+	uint64_t h;
 
 	if (shard_rec(sh, i, &r))
 		return diag_set(d, LOADER_ERANGE,
@@ -818,6 +816,22 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 				": checksum %016" PRIx64
 				", computed %016" PRIx64,
 				sh->name, i, r.offset, r.xxh3, h);
+	return 0;
+}
+
+int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
+		       size_t len, struct shard_field *out, struct diag *d)
+{
+	const unsigned char *p = buf;
+	uint32_t nf = sh->schema.nfields;
+	struct shard_rec r;
+	uint64_t sum = (uint64_t)4 * nf;
+
+	if (shard_rec(sh, i, &r) || len != r.length)
+		return diag_set(d, LOADER_ERANGE,
+				"%s: record %" PRIu64
+				" of %zu bytes does not match the index",
+				sh->name, i, len);
 	for (uint32_t k = 0; k < nf; k++) {
 		out[k].len = get32(p + 4 * k);
 		out[k].raw_len = 0;
@@ -846,6 +860,14 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 		p += out[k].len;
 	}
 	return 0;
+}
+
+int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
+		       size_t len, struct shard_field *out, struct diag *d)
+{
+	int err = shard_check_sum(sh, i, buf, len, d);
+
+	return err ? err : shard_split_record(sh, i, buf, len, out, d);
 }
 
 int shard_read_record(const struct shard *sh, uint64_t i, void *buf, size_t cap,

@@ -153,6 +153,17 @@ int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 		       size_t len, struct shard_field *out, struct diag *d);
 
 /*
+ * The two halves of shard_parse_record(), for callers that spread them
+ * over threads: check record i's length and checksum; split a record
+ * whose checksum was checked into its fields (with the same checks of
+ * structure).
+ */
+int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
+		    size_t len, struct diag *d);
+int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
+		       size_t len, struct shard_field *out, struct diag *d);
+
+/*
  * Read record i with pread into buf (cap bytes) and parse it as above.
  * A convenience for tools; the daemon plans its own reads.
  */
