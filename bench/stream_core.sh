@@ -72,8 +72,15 @@ for ds in test train; do
 	kill $DPID
 done
 
-if [ -x "$b/loader-train" ]; then
-	echo "== au: loader-train --simulate-step-ms 2, 2 epochs, batch 128"
-	"$b/loader-train" --data "$w/fm" --socket "$w/d.sock" --epochs 2 \
-		--simulate-step-ms 2 --target 0 2>&1 | tail -1
-fi
+echo "== au: loader-train --simulate-step-ms T, 5 epochs, batch 128 (random order)"
+for t in 1 2 5; do
+	: >"$w/au"
+	i=0
+	while [ $i -lt "$runs" ]; do
+		"$b/loader-train" --data "$w/fm" --socket "$w/d.sock" --epochs 5 \
+			--simulate-step-ms $t --target 0 --quiet 2>&1 | tail -1 |
+			tr ' ' '\n' | awk -F= '$1 == "au_pct" { a = $2 } $1 == "stall_pct" { s = $2 } $1 == "samples_per_s" { r = $2 } END { print a, s, r }' >>"$w/au"
+		i=$((i + 1))
+	done
+	echo "step $t ms: AU $(cut -d' ' -f1 "$w/au" | median) %, stall $(cut -d' ' -f2 "$w/au" | median) %, $(cut -d' ' -f3 "$w/au" | median) samples/s"
+done
