@@ -761,7 +761,8 @@ static int loader_check_ring(struct loader *l, const struct proto_open *po)
 	 * that every output (aligned within its slot) is aligned in memory
 	 * and can be read as its dtype.
 	 */
-	if (!h.slot_count || h.slot_size < sizeof(struct ring_slot) ||
+	if (!h.slot_count || (h.slot_count & (h.slot_count - 1)) ||
+	    h.slot_size < sizeof(struct ring_slot) ||
 	    h.slot_size % RING_ALIGN ||
 	    h.slot_size > (l->ring_bytes - RING_PAGE) / h.slot_count)
 		return loader_fail(
@@ -1087,14 +1088,15 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 		}
 	}
 	/* The daemon fills a slot only while prod - cons < slot_count. */
-	if (prod - l->next > l->slot_count) {
+	if (ring_pending(prod, l->next) > l->slot_count) {
 		l->final = loader_fail(
 			l, LOADER_EPROTO,
 			"ring: %u batches published ahead of %u in %u slots",
 			prod - l->next, l->next, l->slot_count);
 		return l->final;
 	}
-	slot = l->slots + (uint64_t)(l->next % l->slot_count) * l->slot_size;
+	slot = l->slots +
+	       (uint64_t)ring_slot_of(l->next, l->slot_count) * l->slot_size;
 	memcpy(&rs, slot, sizeof(rs));
 	if (rs.count > l->batch_size) {
 		l->final = loader_fail(

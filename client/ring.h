@@ -94,4 +94,30 @@ struct ring_slot {
 
 _Static_assert(sizeof(struct ring_hdr) <= RING_PAGE, "ring header fits a page");
 
+/* Index arithmetic, shared by both sides (and unit-tested on its own). */
+
+/* The slot of batch k; slots is a power of two. */
+static inline uint32_t ring_slot_of(uint32_t k, uint32_t slots)
+{
+	return k & (slots - 1);
+}
+
+/* Batches published and not released: exact across the 2^32 wrap. */
+static inline uint32_t ring_pending(uint32_t prod, uint32_t cons)
+{
+	return prod - cons;
+}
+
+/*
+ * May the producer accept consumer index cons, having published prod
+ * batches and last seen last? It only moves forward, and never past prod
+ * (then prod - cons, computed modulo 2^32, would exceed the slot count).
+ */
+static inline int ring_cons_valid(uint32_t prod, uint32_t cons, uint32_t last,
+				  uint32_t slots)
+{
+	return (int32_t)(cons - last) >= 0 && prod - cons <= slots &&
+	       prod - last <= slots;
+}
+
 #endif /* LOADER_RING_H */

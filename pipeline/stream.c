@@ -1000,8 +1000,7 @@ static int wait_slot(struct stream *s)
 		uint32_t c = __atomic_load_n(&s->cons->cons, __ATOMIC_ACQUIRE);
 		uint64_t t0;
 
-		if ((int32_t)(c - s->last_cons) < 0 ||
-		    (uint32_t)(s->prod - c) > slots) {
+		if (!ring_cons_valid(s->prod, c, s->last_cons, slots)) {
 			char why[160];
 
 			snprintf(why, sizeof(why),
@@ -1013,7 +1012,7 @@ static int wait_slot(struct stream *s)
 			return LOADER_EPROTO;
 		}
 		s->last_cons = c;
-		if (s->prod - c < slots)
+		if (ring_pending(s->prod, c) < slots)
 			return 0;
 		if (stopping(s))
 			return -ECANCELED;
@@ -1057,7 +1056,8 @@ static void *assembler_main(void *arg)
 			return NULL;
 		slot = (struct ring_slot *)((unsigned char *)s->hdr +
 					    RING_PAGE +
-					    (s->prod % s->hdr->slot_count) *
+					    ring_slot_of(s->prod,
+							 s->hdr->slot_count) *
 						    s->slot_size);
 		slot->seq = s->prod;
 		slot->batch = pb->batch;
