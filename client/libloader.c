@@ -187,6 +187,7 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	po->prefetch_bytes =
 		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
 	po->threads = o->threads;
+	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
 
 	/*
 	 * The daemon checks all of this again; checking here too gives the

@@ -105,6 +105,8 @@ struct loader_opts {
 	uint32_t ring_slots;	 /* a power of two; default 8 */
 	uint64_t prefetch_bytes; /* default 64 MiB */
 	uint32_t threads;	 /* decode threads; default: the daemon's */
+	uint32_t direct;	 /* 1: the daemon reads with O_DIRECT (bypassing
+			   the page cache; for datasets larger than RAM) */
 	int timeout_ms;		 /* for connect and replies; default 10000 */
 };
 

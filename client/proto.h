@@ -98,6 +98,9 @@ struct proto_output {
 	uint32_t reserved;
 };
 
+/* Read the shards with O_DIRECT (aligned reads, no page cache). */
+#define PROTO_OPEN_DIRECT 1u
+
 struct proto_open {
 	uint32_t batch_size; /* 1..65536 */
 	uint32_t order;	     /* enum loader_order */
@@ -110,6 +113,8 @@ struct proto_open {
 	uint64_t prefetch_bytes; /* 0: default */
 	uint32_t threads;  /* decode threads for this stream; 0: default */
 	uint32_t noutputs; /* 0 (all fields as stored) or 1..PROTO_MAX_OUTPUTS */
+	uint32_t flags;	   /* PROTO_OPEN_* */
+	uint32_t reserved; /* 0 */
 	struct proto_output out[PROTO_MAX_OUTPUTS];
 };
 
@@ -155,7 +160,7 @@ static inline uint32_t proto_payload_size(uint16_t type)
 }
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
-_Static_assert(sizeof(struct proto_open) == 56 + 40 * PROTO_MAX_OUTPUTS,
+_Static_assert(sizeof(struct proto_open) == 64 + 40 * PROTO_MAX_OUTPUTS,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,8 @@
 #define STREAM_MAX_SLOTS	1024
 #define STREAM_QD		64 /* io_uring queue depth per reader */
 #define STREAM_READ_AHEAD	8  /* batches the reader may run ahead */
+/* O_DIRECT reads are whole blocks at block offsets into aligned memory. */
+#define STREAM_DIRECT_ALIGN 4096
 /* Records closer than this are read as one extent: one I/O beats two. */
 #define STREAM_MERGE_GAP 4096
 /* How often a waiting thread looks at the stop flag. */
@@ -58,6 +61,13 @@ struct stream_ref {
 	uint32_t k; /* position in the batch */
 	uint64_t off;
 	uint32_t len;
+};
+
+/* One read: refs [first, last) of a shard, [off, end) of its file. */
+struct stream_ext {
+	uint32_t shard;
+	uint32_t first, last;
+	uint64_t off, end;
 };
 
 /* One batch read ahead: where each sample's record sits in the arena. */
@@ -109,6 +119,8 @@ struct stream {
 	uint32_t npb;
 	uint64_t pb_prod, pb_cons;
 	struct stream_ref *refs; /* reader scratch, batch_size entries */
+	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
+	bool direct;		 /* shards read with O_DIRECT */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -153,6 +165,9 @@ static int check_open(const struct proto_open *o, struct diag *d)
 				"rank %" PRIu32 " of world %" PRIu32
 				" (need rank < world <= 65536)",
 				o->rank, o->world);
+	if (o->flags & ~PROTO_OPEN_DIRECT || o->reserved)
+		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
+				o->flags);
 	if (o->drop_last > 1)
 		return diag_set(d, LOADER_EUSAGE, "drop_last is 0 or 1");
 	/*
@@ -373,7 +388,11 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 	if (s->arena_size > (64ull << 30))
 		return diag_set(d, LOADER_EUSAGE,
 				"prefetch budget above 64 GiB");
-	s->arena = malloc(s->arena_size);
+	/* Page-aligned: O_DIRECT reads land in it. */
+	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
+	if (posix_memalign((void **)&s->arena, STREAM_DIRECT_ALIGN,
+			   s->arena_size))
+		s->arena = NULL;
 	/*
 	 * How many batches the reader may run ahead, within the byte budget.
 	 * Deep enough to keep storage busy, shallow enough that batches read
@@ -382,7 +401,8 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 	s->npb = STREAM_READ_AHEAD;
 	s->pb = calloc(s->npb, sizeof(*s->pb));
 	s->refs = calloc(b, sizeof(*s->refs));
-	if (!s->arena || !s->pb || !s->refs)
+	s->ext = calloc(b, sizeof(*s->ext));
+	if (!s->arena || !s->pb || !s->refs || !s->ext)
 		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
 				s->arena_size);
 	for (uint32_t i = 0; i < s->npb; i++) {
@@ -451,6 +471,20 @@ static int open_dataset(struct stream *s, const struct stream_params *p,
 			return err;
 		}
 		counts[i] = shard_count(s->sh[i]);
+		if (s->direct) {
+			int fl = fcntl(s->fds[i + 1], F_GETFL);
+
+			/* The client closed its copies: the flag is ours alone. */
+			if (fl < 0 ||
+			    fcntl(s->fds[i + 1], F_SETFL, fl | O_DIRECT)) {
+				err = diag_set(d, -errno,
+					       "%s: O_DIRECT not possible: %s",
+					       s->ds->shards[i].file,
+					       strerror(errno));
+				free(counts);
+				return err;
+			}
+		}
 	}
 	op = (struct order_params){
 		.kind = (enum order_kind)s->o.order,
@@ -501,6 +535,7 @@ void stream_free(struct stream *s)
 	}
 	free(s->pb);
 	free(s->refs);
+	free(s->ext);
 	free(s->arena);
 	if (s->hdr)
 		munmap(s->hdr, s->ring_bytes);
@@ -547,6 +582,7 @@ int stream_new(struct stream **out, const struct stream_params *p,
 	s->o = *p->open;
 	s->pool = p->pool;
 	snprintf(s->label, sizeof(s->label), "%s", p->label ? p->label : "");
+	s->direct = s->o.flags & PROTO_OPEN_DIRECT;
 	s->batch_size =
 		s->o.batch_size ? s->o.batch_size : STREAM_DEFAULT_BATCH;
 	err = check_open(&s->o, d);
@@ -607,6 +643,7 @@ static int cmp_ref(const void *a, const void *b)
 struct reader_io {
 	struct io_uring ring;
 	bool have_ring;
+	bool registered; /* the arena is a registered buffer */
 	unsigned inflight;
 };
 
@@ -634,13 +671,22 @@ static int io_drain(struct reader_io *io, struct stream *s)
 }
 
 static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
-		   uint64_t len, uint64_t off)
+		   uint64_t len, uint64_t want, uint64_t off)
 {
 	struct io_uring_sqe *sqe;
 	int err;
 
-	if (!io->have_ring)
-		return fdio_pread_all(fd, buf, len, off);
+	if (!io->have_ring) {
+		ssize_t r;
+
+		if (!s->direct)
+			return fdio_pread_all(fd, buf, len, off);
+		/* O_DIRECT: one aligned read; the file's end may cut it. */
+		r = pread(fd, buf, len, (off_t)off);
+		if (r < 0)
+			return -errno;
+		return (uint64_t)r == want ? 0 : LOADER_ETRUNC;
+	}
 	if (len > (1u << 30))
 		return LOADER_ETOOBIG;
 	sqe = io_uring_get_sqe(&io->ring);
@@ -651,9 +697,12 @@ static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
 			return err;
 		sqe = io_uring_get_sqe(&io->ring);
 	}
-	io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+	if (io->registered)
+		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, 0);
+	else
+		io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
 	/* The expected length rides along to catch short reads. */
-	io_uring_sqe_set_data64(sqe, len);
+	io_uring_sqe_set_data64(sqe, want);
 	io->inflight++;
 	return 0;
 }
@@ -665,7 +714,7 @@ static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
 static int read_batch(struct stream *s, struct reader_io *io,
 		      struct stream_pb *pb, uint64_t b, struct diag *d)
 {
-	uint32_t n = order_batch_count(s->order, b);
+	uint32_t n = order_batch_count(s->order, b), next = 0;
 	uint64_t need = 0, start, pos;
 	int err;
 
@@ -689,18 +738,35 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			qsort(s->refs, n, sizeof(*s->refs), cmp_ref);
 			break;
 		}
-	/* Bytes needed: merged extents, counted as read below. */
-	for (uint32_t k = 0; k < n; k++) {
+	/*
+	 * Merge neighbours into extents (one read each); with O_DIRECT an
+	 * extent is widened to whole blocks, and starts on a block in the
+	 * arena too.
+	 */
+	for (uint32_t k = 0; k < n;) {
 		const struct stream_ref *r = &s->refs[k];
+		struct stream_ext *e = &s->ext[next];
+		uint32_t j = k + 1;
 
-		if (k && r->shard == s->refs[k - 1].shard &&
-		    r->off <= s->refs[k - 1].off + s->refs[k - 1].len +
-				      STREAM_MERGE_GAP &&
-		    r->off >= s->refs[k - 1].off + s->refs[k - 1].len)
-			need += r->off + r->len -
-				(s->refs[k - 1].off + s->refs[k - 1].len);
-		else
-			need += r->len;
+		e->shard = r->shard;
+		e->first = k;
+		e->off = r->off;
+		e->end = r->off + r->len;
+		while (j < n && s->refs[j].shard == r->shard &&
+		       s->refs[j].off <= e->end + STREAM_MERGE_GAP &&
+		       s->refs[j].off >= e->off) {
+			if (s->refs[j].off + s->refs[j].len > e->end)
+				e->end = s->refs[j].off + s->refs[j].len;
+			j++;
+		}
+		e->last = j;
+		if (s->direct) {
+			e->off -= e->off % STREAM_DIRECT_ALIGN;
+			e->end = align_up(e->end, STREAM_DIRECT_ALIGN);
+		}
+		need += e->end - e->off + (s->direct ? STREAM_DIRECT_ALIGN : 0);
+		next++;
+		k = j;
 	}
 	if (need > s->arena_size)
 		return diag_set(
@@ -719,35 +785,28 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	if (stopping(s))
 		return -ECANCELED;
 	pos = start;
-	for (uint32_t k = 0; k < n;) {
-		const struct stream_ref *r = &s->refs[k];
-		uint64_t ext_off = r->off, ext_end = r->off + r->len;
-		unsigned char *base = s->arena + pos % s->arena_size;
-		uint32_t j = k + 1;
+	for (uint32_t x = 0; x < next; x++) {
+		const struct stream_ext *e = &s->ext[x];
+		uint64_t len = e->end - e->off, want = len;
+		unsigned char *base;
 
-		while (j < n && s->refs[j].shard == r->shard &&
-		       s->refs[j].off >= ext_end &&
-		       s->refs[j].off <= ext_end + STREAM_MERGE_GAP) {
-			ext_end = s->refs[j].off + s->refs[j].len;
-			j++;
+		if (s->direct) {
+			uint64_t size = shard_file_size(s->sh[e->shard]);
+
+			pos = align_up(pos, STREAM_DIRECT_ALIGN);
+			/* The last block of a file comes back short. */
+			if (e->end > size)
+				want = size - e->off;
 		}
-		for (uint32_t m = k; m < j; m++)
+		base = s->arena + pos % s->arena_size;
+		for (uint32_t m = e->first; m < e->last; m++)
 			pb->rec[s->refs[m].k] =
-				base + (s->refs[m].off - ext_off);
-		/* Duplicate positions (same record twice) share one read. */
-		while (j < n && s->refs[j].shard == r->shard &&
-		       s->refs[j].off + s->refs[j].len <= ext_end &&
-		       s->refs[j].off >= ext_off) {
-			pb->rec[s->refs[j].k] =
-				base + (s->refs[j].off - ext_off);
-			j++;
-		}
-		err = io_read(io, s, s->fds[r->shard + 1], base,
-			      ext_end - ext_off, ext_off);
+				base + (s->refs[m].off - e->off);
+		err = io_read(io, s, s->fds[e->shard + 1], base, len, want,
+			      e->off);
 		if (err)
 			goto fail;
-		pos += ext_end - ext_off;
-		k = j;
+		pos += len;
 	}
 	if (io->have_ring) {
 		io_uring_submit(&io->ring);
@@ -799,6 +858,18 @@ static void *reader_main(void *arg)
 
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
 	io.have_ring = r == 0;
+	if (io.have_ring) {
+		struct iovec iov = { s->arena, s->arena_size };
+
+		/*
+		 * A registered arena spares pinning pages per O_DIRECT read.
+		 * RLIMIT_MEMLOCK often forbids it for users: plain reads then.
+		 */
+		io.registered =
+			io_uring_register_buffers(&io.ring, &iov, 1) == 0;
+		plog(PLOG_DEBUG, "%s: arena of %" PRIu64 " bytes %sregistered",
+		     s->label, s->arena_size, io.registered ? "" : "not ");
+	}
 	if (r)
 		plog(PLOG_WARN,
 		     "%s: io_uring unavailable (%s): reading with pread",

@@ -8,7 +8,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 22
+plan 24
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/plain" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --dict "$src" "$T/dict" >/dev/null
@@ -73,6 +73,20 @@ is "$hz" "$h1" "a zstd-dictionary dataset streams the same bytes as the plain on
 hq1=$(hashes --order quasi --seed 3 --epochs 1 "$T/one.sock" "$D")
 hq4=$(hashes --order quasi --seed 3 --epochs 1 --threads 2 "$T/four.sock" "$D")
 is "$hq4" "$hq1" "quasi order: same bytes with 1 and 2 threads"
+
+# O_DIRECT reads (aligned, past the page cache) deliver the same bytes.
+if dd if="$D/shard-00000.lds" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; then
+	hd=$(hashes --direct --order random --seed 3 --epochs 2 --outputs image:unit,label "$T/four.sock" "$D")
+	is "$hd" "$h1" "O_DIRECT reads deliver the same bytes (random order)"
+	hs1=$(hashes --order sequential --epochs 1 "$T/one.sock" "$D")
+	hs2=$(hashes --direct --order sequential --epochs 1 "$T/one.sock" "$D")
+	is "$hs2" "$hs1" "O_DIRECT reads deliver the same bytes (sequential order)"
+else
+	for i in 1 2; do
+		tap_n=$((tap_n + 1))
+		echo "ok $tap_n # SKIP the file system here has no O_DIRECT"
+	done
+fi
 
 out=$("$LDCLIENT" --shapes --batch 32 --outputs image:unit,label:f32 "$T/one.sock" "$D")
 like "$out" 'output image dtype 10 shape 32 28 28 bytes 100352' "image as f32 [32,28,28]"

@@ -45,25 +45,35 @@ static void usage(void)
 		"  [--seed N] [--epochs N] [--start-epoch N] [--rank R] [--world W] [--drop-last]\n"
 		"  [--slots N] [--prefetch BYTES] [--threads N] [--timeout-ms T]\n"
 		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
-		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] SOCKET DATASET\n");
+		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct] SOCKET DATASET\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "outputs", 1, 0, 'o' },    { "batch", 1, 0, 'b' },
-		{ "order", 1, 0, 'O' },	     { "seed", 1, 0, 's' },
-		{ "epochs", 1, 0, 'e' },     { "start-epoch", 1, 0, 'E' },
-		{ "rank", 1, 0, 'r' },	     { "world", 1, 0, 'w' },
-		{ "drop-last", 0, 0, 'd' },  { "slots", 1, 0, 'S' },
-		{ "prefetch", 1, 0, 'p' },   { "threads", 1, 0, 't' },
-		{ "timeout-ms", 1, 0, 'T' }, { "hash", 0, 0, 'H' },
-		{ "ids", 0, 0, 'i' },	     { "shapes", 0, 0, 'P' },
-		{ "hold-after", 1, 0, 'h' }, { "sleep-ms", 1, 0, 'z' },
-		{ "handoff", 1, 0, 'x' },    { "memcpy", 0, 0, 'm' },
-		{ "memcpy-ref", 0, 0, 'R' }, { 0, 0, 0, 0 }
-	};
+	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
+					    { "batch", 1, 0, 'b' },
+					    { "order", 1, 0, 'O' },
+					    { "seed", 1, 0, 's' },
+					    { "epochs", 1, 0, 'e' },
+					    { "start-epoch", 1, 0, 'E' },
+					    { "rank", 1, 0, 'r' },
+					    { "world", 1, 0, 'w' },
+					    { "drop-last", 0, 0, 'd' },
+					    { "slots", 1, 0, 'S' },
+					    { "prefetch", 1, 0, 'p' },
+					    { "threads", 1, 0, 't' },
+					    { "timeout-ms", 1, 0, 'T' },
+					    { "hash", 0, 0, 'H' },
+					    { "ids", 0, 0, 'i' },
+					    { "shapes", 0, 0, 'P' },
+					    { "hold-after", 1, 0, 'h' },
+					    { "sleep-ms", 1, 0, 'z' },
+					    { "handoff", 1, 0, 'x' },
+					    { "memcpy", 0, 0, 'm' },
+					    { "memcpy-ref", 0, 0, 'R' },
+					    { "direct", 0, 0, 'D' },
+					    { 0, 0, 0, 0 } };
 	struct loader_opts o = { .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
@@ -106,6 +116,7 @@ int main(int argc, char **argv)
 		case 'x': handoff = atol(optarg); break;
 		case 'm': do_memcpy = 1; break;
 		case 'R': ref = 1; break;
+		case 'D': o.direct = 1; break;
 		default: usage();
 		}
 	}
