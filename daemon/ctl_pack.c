@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "grow.h"
 #include "codec.h"
 #include "ctl.h"
 #include "dataset.h"
@@ -112,20 +113,6 @@ static bool compressible(const struct field *f)
 	       field_fixed_size(f) >= PACK_MIN_COMPRESS;
 }
 
-static int reserve(unsigned char **buf, size_t *cap, size_t n)
-{
-	void *p;
-
-	if (n <= *cap)
-		return 0;
-	p = realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
 /*
  * Train one dictionary per compressed field from samples spread evenly
  * over the dataset, about a hundred times the dictionary size in all, as
@@ -170,7 +157,7 @@ static int train_dicts(struct pack_run *r)
 				diag_wrap(&r->d, err, "%s", where);
 				break;
 			}
-			err = reserve(&buf, &cap, len + f[k].len);
+			err = grow_buf(&buf, &cap, len + f[k].len);
 			if (err)
 				break;
 			memcpy(buf + len, f[k].data, f[k].len);
@@ -384,8 +371,8 @@ static int write_all(struct pack_run *r, const uint64_t *order)
 				rec += in[k].len;
 				continue;
 			}
-			err = reserve(&r->zbuf[k], &r->zcap[k],
-				      zrec_bound(in[k].len));
+			err = grow_buf(&r->zbuf[k], &r->zcap[k],
+				       zrec_bound(in[k].len));
 			if (!err)
 				err = zrec_compress(r->enc[k], in[k].data,
 						    in[k].len, r->zbuf[k],

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "codec.h"
 #include "fdio.h"
 #include "jpeg.h"
@@ -480,20 +481,6 @@ fail:
 	return err;
 }
 
-static int grow(unsigned char **buf, size_t *cap, size_t n)
-{
-	unsigned char *p;
-
-	if (n <= *cap)
-		return 0;
-	p = realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
 /* Read s->path whole into s->file; *len gets its size. */
 static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 {
@@ -519,7 +506,8 @@ static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 			       (uint64_t)st.st_size, UINT32_MAX);
 		goto out;
 	}
-	err = grow(&s->file, &s->file_cap, st.st_size ? (size_t)st.st_size : 1);
+	err = grow_buf(&s->file, &s->file_cap,
+		       st.st_size ? (size_t)st.st_size : 1);
 	if (err)
 		goto out;
 	err = fdio_pread_all(fd, s->file, (size_t)st.st_size, 0);
@@ -595,8 +583,8 @@ static int shrink(struct folder_source *s, struct codec_ctx *ctx, size_t len,
 	/* Decode no larger than needed: DCT scaling is nearly free. */
 	err = jpg_scale_for(ctx, s->file, len, s->max_side, &g, d);
 	if (!err)
-		err = grow(&s->pix, &s->pix_cap,
-			   (size_t)g.width * g.height * g.channels);
+		err = grow_buf(&s->pix, &s->pix_cap,
+			       (size_t)g.width * g.height * g.channels);
 	if (!err)
 		err = jpg_decode_scaled(ctx, s->file, len, &g, s->pix, d);
 	if (err)
@@ -607,11 +595,11 @@ static int shrink(struct folder_source *s, struct codec_ctx *ctx, size_t len,
 
 		err = plan_for(s, dims, d);
 		if (!err)
-			err = grow(&s->scratch, &s->scratch_cap,
-				   rsz_scratch_size(s->plan, g.channels));
+			err = grow_buf(&s->scratch, &s->scratch_cap,
+				       rsz_scratch_size(s->plan, g.channels));
 		if (!err)
-			err = grow(&s->small, &s->small_cap,
-				   (size_t)ow * oh * g.channels);
+			err = grow_buf(&s->small, &s->small_cap,
+				       (size_t)ow * oh * g.channels);
 		if (!err)
 			err = rsz_run(s->plan, s->pix,
 				      (size_t)g.width * g.channels, s->small,

@@ -858,12 +858,14 @@ static void *reader_main(void *arg)
 
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
 	io.have_ring = r == 0;
-	if (io.have_ring) {
+	if (io.have_ring && s->direct) {
 		struct iovec iov = { s->arena, s->arena_size };
 
 		/*
-		 * A registered arena spares pinning pages per O_DIRECT read.
-		 * RLIMIT_MEMLOCK often forbids it for users: plain reads then.
+		 * A registered arena spares pinning pages per O_DIRECT read
+		 * (buffered reads gain little, and registering would fault
+		 * in the whole arena). RLIMIT_MEMLOCK often forbids it for
+		 * users: plain reads then.
 		 */
 		io.registered =
 			io_uring_register_buffers(&io.ring, &iov, 1) == 0;

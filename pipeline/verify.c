@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "codec.h"
 #include "fdio.h"
 #include "loader.h"
@@ -88,21 +89,6 @@ void verify_ctx_free(struct verify_ctx *vc)
 	free(vc);
 }
 
-/* Grow *buf to at least n bytes; scratch grows rarely, to the largest seen. */
-static int reserve(unsigned char **buf, size_t *cap, size_t n)
-{
-	void *p;
-
-	if (n <= *cap)
-		return 0;
-	p = realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
 static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 			uint64_t i, const struct shard_field *f, struct diag *d)
 {
@@ -127,8 +113,8 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 					d, LOADER_ETOOBIG,
 					"%s: field %s unpacks to %zu bytes",
 					shard_name(sh), fd->name, len);
-			if (!err && reserve(&vc->scratch, &vc->scratch_cap,
-					    len ? len : 1))
+			if (!err && grow_buf(&vc->scratch, &vc->scratch_cap,
+					     len ? len : 1))
 				err = diag_set(
 					d, -ENOMEM,
 					"%s: field %s: no memory for %zu bytes",
@@ -146,7 +132,7 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		src.data = payload;
 		src.len = len;
 		err = jpeg->probe(vc->codec, &src, &info, d);
-		if (!err && reserve(&vc->pixels, &vc->pixels_cap, info.size))
+		if (!err && grow_buf(&vc->pixels, &vc->pixels_cap, info.size))
 			err = diag_set(d, -ENOMEM, "no memory for %zu pixels",
 				       info.size);
 		if (!err)
@@ -219,7 +205,7 @@ static void *reader_main(void *arg)
 			break;
 		sl = &vc->slot[vc->produced % VERIFY_SLOTS];
 		plan_chunk(vc->sh, i, sl);
-		sl->err = reserve(&sl->buf, &sl->cap, sl->span);
+		sl->err = grow_buf(&sl->buf, &sl->cap, sl->span);
 		if (!sl->err)
 			sl->err = fdio_pread_all(vc->fd, sl->buf, sl->span,
 						 sl->offset);

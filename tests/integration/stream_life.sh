@@ -44,6 +44,12 @@ streams() {
 		"$LDCLIENT" --epochs 1 --batch 500 "$T/d.sock" "$D" >/dev/null
 		n=$((n + 1))
 	done
+	# The daemon frees a stream when it sees the client go: wait for it.
+	i=0
+	while [ "$(fds)" -gt "$base" ] && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
 }
 streams 20
 r0=$(rss)
