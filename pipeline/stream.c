@@ -644,6 +644,7 @@ struct reader_io {
 	struct io_uring ring;
 	bool have_ring;
 	bool registered; /* the arena is a registered buffer */
+	bool fixed;	 /* the shards are registered files */
 	unsigned inflight;
 };
 
@@ -670,9 +671,10 @@ static int io_drain(struct reader_io *io, struct stream *s)
 	return err;
 }
 
-static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
-		   uint64_t len, uint64_t want, uint64_t off)
+static int io_read(struct reader_io *io, struct stream *s, uint32_t shard,
+		   void *buf, uint64_t len, uint64_t want, uint64_t off)
 {
+	int fd = s->fds[shard + 1];
 	struct io_uring_sqe *sqe;
 	int err;
 
@@ -697,10 +699,15 @@ static int io_read(struct reader_io *io, struct stream *s, int fd, void *buf,
 			return err;
 		sqe = io_uring_get_sqe(&io->ring);
 	}
+	/* Registered files spare the kernel a file lookup per read. */
+	if (io->fixed)
+		fd = (int)shard;
 	if (io->registered)
 		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, 0);
 	else
 		io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+	if (io->fixed)
+		sqe->flags |= IOSQE_FIXED_FILE;
 	/* The expected length rides along to catch short reads. */
 	io_uring_sqe_set_data64(sqe, want);
 	io->inflight++;
@@ -802,8 +809,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		for (uint32_t m = e->first; m < e->last; m++)
 			pb->rec[s->refs[m].k] =
 				base + (s->refs[m].off - e->off);
-		err = io_read(io, s, s->fds[e->shard + 1], base, len, want,
-			      e->off);
+		err = io_read(io, s, e->shard, base, len, want, e->off);
 		if (err)
 			goto fail;
 		pos += len;
@@ -858,6 +864,9 @@ static void *reader_main(void *arg)
 
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
 	io.have_ring = r == 0;
+	if (io.have_ring)
+		io.fixed = io_uring_register_files(&io.ring, s->fds + 1,
+						   s->ds->nshards) == 0;
 	if (io.have_ring && s->direct) {
 		struct iovec iov = { s->arena, s->arena_size };
 
