@@ -2,7 +2,7 @@
 """Generate an ImageNet-like JPEG corpus in ImageFolder layout.
 
 Each image is a random crop of a real photograph (from the Debian packages
-that scripts/deps-bench.sh installs), resized to an ImageNet-like size
+that scripts/deps.sh --bench installs), resized to an ImageNet-like size
 (mostly 500x375, sometimes portrait, 3:2 or square, each side jittered a
 few pixels) and saved as baseline JPEG, quality 90, 4:2:0.  The result,
 OUT/class_XX/img_NNNNN.jpg, feeds both torchvision's ImageFolder and
@@ -103,7 +103,7 @@ def parse_args(argv):
     p.add_argument("--src", action="append", metavar="PATH",
                    help="source photograph, or a directory searched for "
                    "*.jpg/*.jpeg/*.png; repeatable (default: the "
-                   "photographs of scripts/deps-bench.sh's packages)")
+                   "photographs of the packages scripts/deps.sh --bench installs)")
     p.add_argument("--zoom", type=float, nargs=2, default=(3.0, 5.0),
                    metavar=("MIN", "MAX"),
                    help="range of the downscale factor, source pixels per "
@@ -138,7 +138,7 @@ def find_sources(srcs):
         missing = [s for s in DEFAULT_SOURCES if not os.path.isfile(s)]
         if missing:
             sys.exit("mkcorpus: %d source photographs missing (e.g. %s); "
-                     "run scripts/deps-bench.sh" % (len(missing), missing[0]))
+                     "run scripts/deps.sh --bench" % (len(missing), missing[0]))
         return list(DEFAULT_SOURCES)
     paths = []
     for s in srcs:

@@ -3,6 +3,10 @@
 #
 #   scripts/deps.sh          build and run dependencies, and the bundled data
 #   scripts/deps.sh --test   the same plus what the test suite uses
+#   scripts/deps.sh --bench  the same plus what the image benchmarks use:
+#                            torch, torchvision, PIL and NumPy (the peer and
+#                            bench/mkcorpus.py) and three wallpaper packages
+#                            of real photographs (the corpus's sources)
 #
 # Idempotent: with everything present it changes nothing and needs no root.
 set -eu
@@ -12,11 +16,14 @@ liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmd
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev"
+bench_pkgs="python3-torch python3-torchvision python3-pil python3-numpy
+lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 
 case "${1:-}" in
 --test) pkgs="$pkgs $test_pkgs" ;;
+--bench) pkgs="$pkgs $bench_pkgs" ;;
 "") ;;
-*) echo "usage: $0 [--test]" >&2; exit 2 ;;
+*) echo "usage: $0 [--test|--bench]" >&2; exit 2 ;;
 esac
 
 missing=
