@@ -231,17 +231,29 @@ static int p_rrc(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
-static int p_resize(struct pstate *ps, const struct stage *st,
-		    const struct word *w, unsigned n)
+/* The one size argument of resize (SHORT side) and center (SIZE). */
+static int one_size(struct pstate *ps, const struct stage *st,
+		    const struct word *w, unsigned n, const char *what,
+		    uint32_t *out)
 {
 	if (n != 2)
 		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
-			   "%s: resize takes one SHORT side (1..%d)",
-			   n > 2 ? "is unexpected" : "is incomplete",
+			   "%s: %s takes one %s (1..%d)",
+			   n > 2 ? "is unexpected" : "is incomplete", st->name,
+			   what, ISPEC_SIZE_MAX);
+	if (!parse_size(&w[1], out))
+		return bad(ps, st->name, &w[1], "is not a %s in 1..%d", what,
 			   ISPEC_SIZE_MAX);
-	if (!parse_size(&w[1], &ps->sp->resize))
-		return bad(ps, st->name, &w[1], "is not a SHORT side in 1..%d",
-			   ISPEC_SIZE_MAX);
+	return 0;
+}
+
+static int p_resize(struct pstate *ps, const struct stage *st,
+		    const struct word *w, unsigned n)
+{
+	int err = one_size(ps, st, w, n, "SHORT side", &ps->sp->resize);
+
+	if (err)
+		return err;
 	ps->sp->geom = ISPEC_CENTER;
 	ps->want_center = true;
 	return 0;
@@ -250,14 +262,10 @@ static int p_resize(struct pstate *ps, const struct stage *st,
 static int p_center(struct pstate *ps, const struct stage *st,
 		    const struct word *w, unsigned n)
 {
-	if (n != 2)
-		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
-			   "%s: center takes one SIZE (1..%d)",
-			   n > 2 ? "is unexpected" : "is incomplete",
-			   ISPEC_SIZE_MAX);
-	if (!parse_size(&w[1], &ps->sp->size))
-		return bad(ps, st->name, &w[1], "is not a SIZE in 1..%d",
-			   ISPEC_SIZE_MAX);
+	int err = one_size(ps, st, w, n, "SIZE", &ps->sp->size);
+
+	if (err)
+		return err;
 	ps->sp->geom = ISPEC_CENTER;
 	ps->want_center = false;
 	return 0;
