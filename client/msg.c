@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -131,6 +132,15 @@ static int msg_check_len(const struct proto_hdr *h, const void *payload,
 	return 0;
 }
 
+/* Has the peer shut its end of the connection? */
+static bool peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) < 0 ||
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 int msg_recv(int fd, struct proto_hdr *h, void *payload, uint32_t cap, int *fds,
 	     unsigned maxfds, unsigned *nfds, char *why, size_t whylen)
 {
@@ -200,6 +210,17 @@ int msg_recv(int fd, struct proto_hdr *h, void *payload, uint32_t cap, int *fds,
 		}
 	}
 
+	/*
+	 * On SOCK_SEQPACKET a 0-byte packet reads just like end of file;
+	 * only the socket's shutdown state, which poll() reports as
+	 * POLLRDHUP, tells a peer that sent nothing from one that left.
+	 */
+	if (n == 0 && !peer_gone(fd)) {
+		err = msg_bad(why, whylen,
+			      "empty packet: a header is %zu bytes",
+			      sizeof(*h));
+		goto fail;
+	}
 	if (n == 0) {
 		err = -EPIPE;
 		if (whylen)

@@ -48,7 +48,9 @@ int msg_send(int fd, uint16_t type, uint32_t seq, const void *payload,
  * Returns 0; LOADER_EPROTO for a malformed message, with the reason in
  * why (whylen bytes, may be 0) and, when at least a header arrived, that
  * header in *h (zeroed otherwise) so that a server can still echo its seq
- * in its PROTO_ERROR answer; -EPIPE when the peer closed the connection;
+ * in its PROTO_ERROR answer (a 0-byte packet from a peer still there is
+ * LOADER_EPROTO, "empty packet"); -EPIPE when the peer closed the
+ * connection;
  * -EAGAIN on a non-blocking socket with nothing to read; or another
  * -errno from recvmsg. On every failure all received descriptors have
  * been closed and *nfds is 0.

@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,19 +311,6 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 	msg_send(ss->fd, PROTO_STATS_OK, h->seq, &st, sizeof(st), NULL, 0);
 }
 
-/*
- * Has the peer really gone? On a SOCK_SEQPACKET socket a 0-byte packet
- * reads just like end of file; only the socket's shutdown state, which
- * poll() reports as POLLRDHUP, tells them apart.
- */
-static bool peer_gone(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-
-	return poll(&p, 1, 0) < 0 ||
-	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static void on_session(uv_poll_t *poll, int status, int events)
 {
 	struct session *ss = poll->data;
@@ -352,11 +338,6 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	if (err == LOADER_EPROTO) {
 		/* Malformed: say why, keep serving this client. */
 		reply_error(ss, h.seq, LOADER_EPROTO, why);
-		return;
-	}
-	if (err == -EPIPE && !peer_gone(ss->fd)) {
-		reply_error(ss, h.seq, LOADER_EPROTO,
-			    "empty packet: a header is 16 bytes");
 		return;
 	}
 	if (err) {

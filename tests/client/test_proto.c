@@ -343,6 +343,25 @@ Test(msg, peer_closed, .init = pair_setup, .fini = pair_teardown)
 		     -EPIPE);
 }
 
+/* A 0-byte packet is a malformed message, not a hang-up. */
+Test(msg, empty_packet, .init = pair_setup, .fini = pair_teardown)
+{
+	struct proto_hdr h;
+	char buf[64], why[128] = "";
+
+	cr_assert_eq(send(sp[0], "", 0, 0), 0);
+	cr_expect_eq(msg_recv(sp[1], &h, buf, sizeof(buf), NULL, 0, NULL, why,
+			      sizeof(why)),
+		     LOADER_EPROTO);
+	cr_expect(strstr(why, "empty packet"), "reason \"%s\"", why);
+	/* The connection is still good. */
+	cr_expect_eq(msg_send(sp[0], PROTO_STATS, 7, NULL, 0, NULL, 0), 0);
+	cr_expect_eq(msg_recv(sp[1], &h, buf, sizeof(buf), NULL, 0, NULL, why,
+			      sizeof(why)),
+		     0);
+	cr_expect_eq(h.seq, 7);
+}
+
 /*
  * Malformed packets: each is sent raw, with two descriptors attached,
  * and must come back as LOADER_EPROTO with a reason and no descriptor
