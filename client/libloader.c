@@ -36,10 +36,12 @@
 #include "ring.h"
 
 _Static_assert(LOADER_MAX_OUTPUTS == PROTO_MAX_OUTPUTS, "outputs per batch");
+_Static_assert((int)LOADER_BAD_FAIL == (int)PROTO_BAD_FAIL &&
+		       (int)LOADER_BAD_SKIP == (int)PROTO_BAD_SKIP,
+	       "bad sample policies");
 _Static_assert(LOADER_MAX_DIMS == RING_MAX_DIMS, "dimensions per output");
 
 #define LOADER_BATCH_DEFAULT	256
-#define LOADER_SLOTS_DEFAULT	8
 #define LOADER_PREFETCH_DEFAULT (64ull << 20)
 #define LOADER_TIMEOUT_DEFAULT	10000 /* ms */
 #define LOADER_MAX_BATCH	65536
@@ -183,11 +185,21 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	po->rank = o->rank;
 	po->world = o->world ? o->world : 1;
 	po->drop_last = o->drop_last;
-	po->ring_slots = o->ring_slots ? o->ring_slots : LOADER_SLOTS_DEFAULT;
+	po->ring_slots = o->ring_slots; /* 0: the daemon's choice */
 	po->prefetch_bytes =
 		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
 	po->threads = o->threads;
 	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
+	po->on_bad = o->on_bad;
+	if (o->pipeline) {
+		size_t n = strlen(o->pipeline);
+
+		if (n >= sizeof(po->pipeline))
+			return loader_fail(l, LOADER_EUSAGE,
+					   "pipeline of %zu bytes: at most %zu",
+					   n, sizeof(po->pipeline) - 1);
+		memcpy(po->pipeline, o->pipeline, n + 1);
+	}
 
 	/*
 	 * The daemon checks all of this again; checking here too gives the
@@ -208,8 +220,13 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	if (po->drop_last > 1)
 		return loader_fail(l, LOADER_EUSAGE, "drop_last %u: 0 or 1",
 				   po->drop_last);
-	if (po->ring_slots < LOADER_MIN_SLOTS ||
-	    po->ring_slots > LOADER_MAX_SLOTS)
+	if (po->on_bad > LOADER_BAD_SKIP)
+		return loader_fail(
+			l, LOADER_EUSAGE,
+			"on_bad %u: LOADER_BAD_FAIL or LOADER_BAD_SKIP",
+			po->on_bad);
+	if (po->ring_slots && (po->ring_slots < LOADER_MIN_SLOTS ||
+			       po->ring_slots > LOADER_MAX_SLOTS))
 		return loader_fail(l, LOADER_EUSAGE, "ring_slots %u: %d..%d",
 				   po->ring_slots, LOADER_MIN_SLOTS,
 				   LOADER_MAX_SLOTS);

@@ -78,6 +78,20 @@ enum loader_dtype {
 	LOADER_DTYPE_F64 = 11,
 };
 
+/* What a sample that cannot be decoded does to its stream. */
+enum loader_bad {
+	/* The stream stops; loader_next() returns LOADER_ESTREAM and
+	 * loader_reason() names the sample (shard and record). */
+	LOADER_BAD_FAIL = 0,
+	/* The sample is counted (loader_stats().daemon_bad_samples),
+	 * logged by the daemon the first time, and its place in the batch
+	 * is taken by the next good sample of the same batch (its copy,
+	 * id included), so batches stay full and their contents stay a
+	 * function of the order alone. A batch with no good sample fails
+	 * the stream. */
+	LOADER_BAD_SKIP = 1,
+};
+
 #define LOADER_MAX_OUTPUTS 8
 #define LOADER_MAX_DIMS	   5
 
@@ -92,9 +106,17 @@ struct loader_opts {
 	/*
 	 * Outputs, comma-separated: FIELD[:CAST], CAST being "unit" (u8 to
 	 * f32 in [0,1]) or "f32" (integer to f32). NULL: every field of the
-	 * schema as stored. E.g. "image:unit,label".
+	 * schema as stored. E.g. "image:unit,label". A jpeg field is
+	 * delivered through the pipeline below, with no CAST.
 	 */
 	const char *outputs;
+	/*
+	 * The image pipeline for jpeg fields (loaderd(8), "PIPELINE"), e.g.
+	 * "decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw".
+	 * NULL: none; then a jpeg field cannot be an output.
+	 */
+	const char *pipeline;
+	uint32_t on_bad;     /* enum loader_bad; default LOADER_BAD_FAIL */
 	uint32_t batch_size; /* default 256 */
 	uint32_t order;	     /* enum loader_order; default sequential (0) */
 	uint64_t seed;
@@ -102,7 +124,8 @@ struct loader_opts {
 	uint32_t start_epoch;
 	uint32_t rank, world; /* world 0 means 1 */
 	uint32_t drop_last;
-	uint32_t ring_slots;	 /* a power of two; default 8 */
+	uint32_t ring_slots;	 /* a power of two; default 8, or fewer (down
+				    to 2) where 8 exceed the daemon's --max-ring */
 	uint64_t prefetch_bytes; /* default 64 MiB */
 	uint32_t threads;	 /* decode threads; default: the daemon's */
 	uint32_t direct;	 /* 1: the daemon reads with O_DIRECT (bypassing

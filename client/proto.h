@@ -35,14 +35,15 @@
 #error "the loaderd protocol and ring assume a little-endian host"
 #endif
 
-#define PROTO_MAGIC	  0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION	  1
-#define PROTO_MAX_MSG	  16384
-#define PROTO_MAX_FDS	  250	     /* under the kernel's SCM_MAX_FD (253) */
-#define PROTO_MAX_FILES	  (1u << 20) /* manifest + shards per dataset */
-#define PROTO_MAX_OUTPUTS 8
-#define PROTO_NAME_MAX	  32
-#define PROTO_REASON_MAX  400
+#define PROTO_MAGIC	   0x3150444cu /* "LDP1" in memory */
+#define PROTO_VERSION	   1
+#define PROTO_MAX_MSG	   16384
+#define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
+#define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
+#define PROTO_MAX_OUTPUTS  8
+#define PROTO_NAME_MAX	   32
+#define PROTO_REASON_MAX   400
+#define PROTO_PIPELINE_MAX 512 /* image pipeline spec text, NUL included */
 
 enum proto_type {
 	PROTO_HELLO = 1,
@@ -101,6 +102,12 @@ struct proto_output {
 /* Read the shards with O_DIRECT (aligned reads, no page cache). */
 #define PROTO_OPEN_DIRECT 1u
 
+/* What a sample that cannot be decoded does to its stream. */
+enum proto_bad {
+	PROTO_BAD_FAIL = 0, /* the stream ends with an error naming it */
+	PROTO_BAD_SKIP = 1, /* counted, logged once, replaced in its batch */
+};
+
 struct proto_open {
 	uint32_t batch_size; /* 1..65536 */
 	uint32_t order;	     /* enum loader_order */
@@ -116,6 +123,14 @@ struct proto_open {
 	uint32_t flags;	   /* PROTO_OPEN_* */
 	uint32_t reserved; /* 0 */
 	struct proto_output out[PROTO_MAX_OUTPUTS];
+	uint32_t on_bad;    /* enum proto_bad */
+	uint32_t reserved2; /* 0 */
+	/*
+	 * The image pipeline (pipeline/ispec.h) that every jpeg output goes
+	 * through, NUL-terminated; "" when there is none (then a jpeg field
+	 * cannot be an output).
+	 */
+	char pipeline[PROTO_PIPELINE_MAX];
 };
 
 struct proto_open_ok {
@@ -160,7 +175,8 @@ static inline uint32_t proto_payload_size(uint16_t type)
 }
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
-_Static_assert(sizeof(struct proto_open) == 64 + 40 * PROTO_MAX_OUTPUTS,
+_Static_assert(sizeof(struct proto_open) ==
+		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

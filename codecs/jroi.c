@@ -24,6 +24,9 @@
  */
 static const uint8_t jroi_scales[] = { 1, 2, 4, 8 };
 
+/* Rows asked of libjpeg per call (its row groups are 1 to 4 rows). */
+#define JROI_ROWS 16
+
 /*
  * Columns decoded beyond each side of the region, in scaled pixels.
  * Fancy (triangle) upsampling of 2x-subsampled chroma reads the chroma
@@ -279,7 +282,7 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	struct jroi_info info;
 	JDIMENSION xoff, cw, lead;
 	uint32_t num, ch, cols;
-	size_t row_bytes;
+	size_t row_bytes, in_row;
 	int err;
 
 	err = jroi_read_header(dec, src, len, &info, d);
@@ -338,26 +341,42 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 		jpeg_crop_scanline(ci, &xoff, &cw);
 	lead = out->x0 - xoff;
 	cols = ci->output_width;
-	err = jroi_row_room(dec, (size_t)cols * (size_t)ci->output_components);
+	in_row = (size_t)cols * (size_t)ci->output_components;
+	err = jroi_row_room(dec, in_row * JROI_ROWS);
 	if (err)
-		return diag_set(d, err, "jpeg row of %u pixels", cols);
+		return diag_set(d, err, "jpeg rows of %u pixels", cols);
 	if (out->y0 && jpeg_skip_scanlines(ci, out->y0) != out->y0)
 		return diag_set(d, LOADER_EDECODE, "jpeg: cannot skip %u rows",
 				out->y0);
-	for (uint32_t r = 0; r < out->height; r++) {
-		JSAMPROW rows[1] = { dec->row };
-		unsigned char *o = dst + (size_t)r * stride;
+	/*
+	 * Several rows per call: one row at a time makes libjpeg's
+	 * upsampler, which makes two rows at once for 4:2:0, keep the
+	 * second in a spare buffer and copy it out on the next call.
+	 */
+	for (uint32_t r = 0; r < out->height;) {
+		JSAMPROW rows[JROI_ROWS];
+		JDIMENSION want = out->height - r, got;
 
+		if (want > JROI_ROWS)
+			want = JROI_ROWS;
+		for (JDIMENSION k = 0; k < want; k++)
+			rows[k] = dec->row + k * in_row;
+		got = jpeg_read_scanlines(ci, rows, want);
 		/* A memory source never suspends: 0 rows is an error. */
-		if (jpeg_read_scanlines(ci, rows, 1) != 1)
+		if (got == 0)
 			return diag_set(d, LOADER_EDECODE,
 					"jpeg: row %u did not decode",
 					out->y0 + r);
-		if (ci->out_color_space == JCS_CMYK)
-			jroi_cmyk_rgb(o, dec->row + (size_t)lead * 4,
-				      out->width);
-		else
-			memcpy(o, dec->row + (size_t)lead * ch, row_bytes);
+		for (JDIMENSION k = 0; k < got; k++, r++) {
+			unsigned char *o = dst + (size_t)r * stride;
+
+			if (ci->out_color_space == JCS_CMYK)
+				jroi_cmyk_rgb(o, rows[k] + (size_t)lead * 4,
+					      out->width);
+			else
+				memcpy(o, rows[k] + (size_t)lead * ch,
+				       row_bytes);
+		}
 	}
 	/*
 	 * Having read every row, finish: that checks the data up to the end

@@ -14,5 +14,6 @@
 int ctl_pack(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);
 int ctl_verify(int argc, char **argv);
+int ctl_pipeline(int argc, char **argv);
 
 #endif /* LD_CTL_H */

@@ -18,6 +18,8 @@ static const struct ctl_cmd {
 	  "show a dataset's or shard's schema, counts and sizes" },
 	{ "verify", ctl_verify,
 	  "check every record's checksum and decode every field" },
+	{ "pipeline", ctl_pipeline,
+	  "check an image pipeline spec, run it on a JPEG, or profile it" },
 	{ NULL, NULL, NULL },
 };
 

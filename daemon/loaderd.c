@@ -30,6 +30,7 @@ struct loaderd_opts {
 	uint64_t max_uid_ring;
 	uint64_t max_uid_streams;
 	uint64_t max_uid_files;
+	uint64_t max_pixels;
 };
 
 #define O(f) offsetof(struct loaderd_opts, f)
@@ -50,6 +51,8 @@ static const struct opt loaderd_table[] = {
 	  "streams one user may hold" },
 	{ "max-uid-files", 0, OPT_U64, O(max_uid_files), "0", "N",
 	  "dataset descriptors one user's sessions may hold (0: a quarter of the descriptor limit)" },
+	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
+	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples" },
 	OPT_END,
 };
 #undef O
@@ -185,6 +188,7 @@ int main(int argc, char **argv)
 		.max_uid_bytes = o.max_uid_ring,
 		.max_uid_streams = (uint32_t)o.max_uid_streams,
 		.max_uid_files = o.max_uid_files,
+		.max_pixels = o.max_pixels,
 	};
 	if (!o.foreground && detach(&notify)) {
 		fprintf(stderr, "loaderd: cannot detach: %s\n",

@@ -232,6 +232,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		.open = m,
 		.pool = srv->pool,
 		.max_ring_bytes = srv->lim.max_ring_bytes,
+		.max_pixels = srv->lim.max_pixels,
 		.label = ss->label,
 	};
 	struct proto_open_ok ok;

@@ -23,6 +23,7 @@ struct server_limits {
 	uint64_t max_uid_bytes;	 /* ring bytes of all streams of one uid */
 	uint32_t max_uid_streams;
 	uint64_t max_uid_files; /* descriptors one uid's sessions may hold */
+	uint64_t max_pixels;	/* largest image a pipeline decodes */
 };
 
 struct server;

@@ -687,9 +687,8 @@ struct affine {
 
 /*
  * (x / 255 - mean) / std == x * (1 / (255 std)) + (-mean / std). Both
- * coefficients are computed in double and rounded once to float, so
- * the inner loop is one multiply-add per element; with -ffp-contract
- * (GCC's default outside ISO mode) and an FMA target it is one fma.
+ * coefficients are computed in double and rounded once to float, and
+ * every output is x * scale + bias in float.
  */
 static void affine_init(const struct ispec *sp, struct affine *af)
 {
@@ -702,44 +701,43 @@ static void affine_init(const struct ispec *sp, struct affine *af)
 	}
 }
 
+/*
+ * A u8 input has 256 values per channel, so both float outputs are table
+ * lookups: the table holds, for every value, exactly what the multiply-
+ * add (and the rounding to f16) gives, and costs 768 of them per image
+ * instead of one per element.
+ */
 static void emit_f32(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, float *restrict out)
 {
-	const float s0 = af->scale[0], s1 = af->scale[1], s2 = af->scale[2];
-	const float b0 = af->bias[0], b1 = af->bias[1], b2 = af->bias[2];
+	float lut[3][256];
+	/* Element (pixel i, channel c) goes to i * step + c * plane. */
+	size_t step = chw ? 1 : 3, plane = chw ? np : 1;
 
-	if (chw) {
-		float *restrict o0 = out, *restrict o1 = out + np,
-				*restrict o2 = out + 2 * np;
-
-		for (size_t i = 0; i < np; i++) {
-			o0[i] = (float)px[3 * i] * s0 + b0;
-			o1[i] = (float)px[3 * i + 1] * s1 + b1;
-			o2[i] = (float)px[3 * i + 2] * s2 + b2;
-		}
-	} else {
-		for (size_t i = 0; i < np; i++) {
-			out[3 * i] = (float)px[3 * i] * s0 + b0;
-			out[3 * i + 1] = (float)px[3 * i + 1] * s1 + b1;
-			out[3 * i + 2] = (float)px[3 * i + 2] * s2 + b2;
-		}
+	for (unsigned c = 0; c < 3; c++)
+		for (unsigned v = 0; v < 256; v++)
+			lut[c][v] = (float)v * af->scale[c] + af->bias[c];
+	for (size_t i = 0; i < np; i++) {
+		out[i * step] = lut[0][px[3 * i]];
+		out[i * step + plane] = lut[1][px[3 * i + 1]];
+		out[i * step + 2 * plane] = lut[2][px[3 * i + 2]];
 	}
 }
 
 static void emit_f16(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, uint16_t *restrict out)
 {
-	const float s0 = af->scale[0], s1 = af->scale[1], s2 = af->scale[2];
-	const float b0 = af->bias[0], b1 = af->bias[1], b2 = af->bias[2];
-	/* Element (pixel i, channel c) goes to i * step + c * plane. */
+	uint16_t lut[3][256];
 	size_t step = chw ? 1 : 3, plane = chw ? np : 1;
 
+	for (unsigned c = 0; c < 3; c++)
+		for (unsigned v = 0; v < 256; v++)
+			lut[c][v] = ispec_f32_to_f16((float)v * af->scale[c] +
+						     af->bias[c]);
 	for (size_t i = 0; i < np; i++) {
-		out[i * step] = ispec_f32_to_f16((float)px[3 * i] * s0 + b0);
-		out[i * step + plane] =
-			ispec_f32_to_f16((float)px[3 * i + 1] * s1 + b1);
-		out[i * step + 2 * plane] =
-			ispec_f32_to_f16((float)px[3 * i + 2] * s2 + b2);
+		out[i * step] = lut[0][px[3 * i]];
+		out[i * step + plane] = lut[1][px[3 * i + 1]];
+		out[i * step + 2 * plane] = lut[2][px[3 * i + 2]];
 	}
 }
 

@@ -362,6 +362,11 @@ uint64_t order_sample_seed(const struct order *o, uint64_t g)
 	return rng_mix(o->seed, o->epoch, g);
 }
 
+uint64_t order_seed_at(const struct order *o, uint32_t epoch, uint64_t g)
+{
+	return rng_mix(o->seed, epoch, g);
+}
+
 void order_locate(const struct order *o, uint64_t g, uint32_t *shard,
 		  uint64_t *record)
 {

@@ -110,6 +110,13 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k);
 uint64_t order_sample_seed(const struct order *o, uint64_t g);
 
 /*
+ * The same for any epoch: rng_mix(seed, epoch, g). Thread-safe at any
+ * time (it reads only the seed), so workers decoding batches of several
+ * epochs need not select one.
+ */
+uint64_t order_seed_at(const struct order *o, uint32_t epoch, uint64_t g);
+
+/*
  * Map a global sample index to its shard and record within the shard.
  * O(log nshards).
  */

@@ -20,6 +20,8 @@
 #include "dataset.h"
 #include "fdio.h"
 #include "futex.h"
+#include "imgpipe.h"
+#include "ispec.h"
 #include "loader.h"
 #include "order.h"
 #include "plog.h"
@@ -42,6 +44,8 @@
 #define STREAM_MERGE_GAP 4096
 /* How often a waiting thread looks at the stop flag. */
 #define STREAM_POLL_NS (50 * 1000 * 1000)
+/* Bad samples a stream logs by name (skip policy); the rest are counted. */
+#define STREAM_LOG_BAD_MAX 100
 
 struct stream_out {
 	uint32_t field;	       /* schema index */
@@ -53,6 +57,7 @@ struct stream_out {
 	uint32_t src_dtype;    /* the field's */
 	uint32_t comp;	       /* the field's compression */
 	uint64_t offset;       /* in a slot */
+	bool image;	       /* a jpeg field through the image pipeline */
 };
 
 /* A sample's record, for sorting a batch's reads by position. */
@@ -112,6 +117,14 @@ struct stream {
 
 	struct codec_ctx **codec; /* per worker */
 	unsigned char **scratch;  /* per worker, max_field bytes */
+	struct imgpipe *pipe;	  /* NULL: no image pipeline */
+	struct imgpipe_ws **ws;	  /* per worker, with pipe */
+	uint64_t max_pixels;
+	uint8_t *bad; /* per sample of the batch being made */
+	/* Bad samples logged so far (skip policy), under bad_lock. */
+	pthread_mutex_t bad_lock;
+	uint32_t nlogged;
+	uint64_t logged[STREAM_LOG_BAD_MAX];
 
 	unsigned char *arena;
 	uint64_t arena_size, arena_head, arena_tail; /* positions grow */
@@ -165,11 +178,18 @@ static int check_open(const struct proto_open *o, struct diag *d)
 				"rank %" PRIu32 " of world %" PRIu32
 				" (need rank < world <= 65536)",
 				o->rank, o->world);
-	if (o->flags & ~PROTO_OPEN_DIRECT || o->reserved)
+	if (o->flags & ~PROTO_OPEN_DIRECT || o->reserved || o->reserved2)
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				o->flags);
 	if (o->drop_last > 1)
 		return diag_set(d, LOADER_EUSAGE, "drop_last is 0 or 1");
+	if (o->on_bad > PROTO_BAD_SKIP)
+		return diag_set(d, LOADER_EUSAGE,
+				"bad sample policy %" PRIu32
+				" (0 fail, 1 skip)",
+				o->on_bad);
+	if (!memchr(o->pipeline, '\0', sizeof(o->pipeline)))
+		return diag_set(d, LOADER_EPROTO, "pipeline not terminated");
 	/*
 	 * A power of two, so that the free-running 32-bit indices map to
 	 * the same slot on both sides of their wrap.
@@ -203,15 +223,39 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 				"output %s: no such field in the dataset",
 				name);
 	f = &sc->f[k];
-	if (f->kind != FIELD_TENSOR)
-		return diag_set(
-			d, LOADER_EUSAGE,
-			"output %s: %s fields need a decoding pipeline (images come with the image pipeline); only tensor fields are delivered",
-			name, f->kind == FIELD_JPEG ? "jpeg" : "bytes");
 	for (uint32_t i = 0; i < s->nout; i++)
 		if (s->out[i].field == (uint32_t)k)
 			return diag_set(d, LOADER_EUSAGE,
 					"output %s named twice", name);
+	if (f->kind == FIELD_JPEG) {
+		const struct ispec *sp;
+
+		if (!s->pipe)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: a jpeg field needs an image pipeline (e.g. \"decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw\")",
+				name);
+		if (cast != PROTO_CAST_NONE)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: a jpeg field takes no cast; the pipeline sets its type",
+				name);
+		sp = imgpipe_spec(s->pipe);
+		o->field = (uint32_t)k;
+		o->cast = cast;
+		o->image = true;
+		o->dtype = sp->dtype;
+		o->sample_bytes = ispec_out_bytes(sp);
+		o->src_dtype = DT_U8;
+		o->comp = f->comp;
+		s->nout++;
+		return 0;
+	}
+	if (f->kind != FIELD_TENSOR)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: bytes fields have no decoder; only tensor and jpeg fields are delivered",
+			name);
 	n = field_fixed_size(f) / dtype_size(f->dtype);
 	o->field = (uint32_t)k;
 	o->cast = cast;
@@ -245,6 +289,27 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 	if (field_fixed_size(f) > s->max_field)
 		s->max_field = field_fixed_size(f);
 	s->nout++;
+	return 0;
+}
+
+/* The image pipeline, when the client gave one. */
+static int setup_pipeline(struct stream *s, struct diag *d)
+{
+	struct ispec sp;
+	char text[ISPEC_TEXT_MAX];
+	int err;
+
+	if (!s->o.pipeline[0])
+		return 0;
+	err = ispec_parse(&sp, s->o.pipeline, d);
+	if (err)
+		return diag_wrap(d, err, "pipeline");
+	err = imgpipe_new(&s->pipe, &sp, s->max_pixels, d);
+	if (err)
+		return err;
+	ispec_format(&sp, text, sizeof(text));
+	plog(PLOG_INFO, "%s: pipeline \"%s\", bad samples: %s", s->label, text,
+	     s->o.on_bad == PROTO_BAD_SKIP ? "skip" : "fail");
 	return 0;
 }
 
@@ -314,8 +379,7 @@ static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
 
 static int setup_ring(struct stream *s, uint64_t max_bytes, struct diag *d)
 {
-	uint32_t slots =
-		s->o.ring_slots ? s->o.ring_slots : STREAM_DEFAULT_SLOTS;
+	uint32_t slots = s->o.ring_slots;
 	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
 	uint64_t ids = pos;
 	struct ring_hdr *h;
@@ -329,6 +393,15 @@ static int setup_ring(struct stream *s, uint64_t max_bytes, struct diag *d)
 			       RING_ALIGN);
 	}
 	s->slot_size = align_up(pos, RING_PAGE);
+	/*
+	 * No slot count asked for: STREAM_DEFAULT_SLOTS, or fewer (down to
+	 * 2) when large batches (images) would not fit the limit so.
+	 */
+	if (!slots)
+		for (slots = STREAM_DEFAULT_SLOTS;
+		     slots > 2 && RING_PAGE + s->slot_size * slots > max_bytes;
+		     slots /= 2)
+			;
 	s->ring_bytes = RING_PAGE + s->slot_size * slots;
 	if (s->ring_bytes > max_bytes)
 		return diag_set(d, LOADER_ETOOBIG,
@@ -369,10 +442,20 @@ static int setup_ring(struct stream *s, uint64_t max_bytes, struct diag *d)
 
 		snprintf(ro->name, sizeof(ro->name), "%s", f->name);
 		ro->dtype = s->out[i].dtype;
-		ro->ndim = 1 + f->ndim;
 		ro->shape[0] = s->batch_size;
-		for (uint32_t k = 0; k < f->ndim && k + 1 < RING_MAX_DIMS; k++)
-			ro->shape[k + 1] = f->dims[k];
+		if (s->out[i].image) {
+			uint32_t dims[3];
+
+			ro->ndim = 1 +
+				   ispec_out_shape(imgpipe_spec(s->pipe), dims);
+			for (uint32_t k = 0; k < 3; k++)
+				ro->shape[k + 1] = dims[k];
+		} else {
+			ro->ndim = 1 + f->ndim;
+			for (uint32_t k = 0;
+			     k < f->ndim && k + 1 < RING_MAX_DIMS; k++)
+				ro->shape[k + 1] = f->dims[k];
+		}
 		ro->bytes = s->out[i].sample_bytes * s->batch_size;
 		ro->offset = s->out[i].offset;
 	}
@@ -424,13 +507,17 @@ static int setup_workers(struct stream *s)
 	s->nworkers = pool_workers(s->pool) + 1;
 	s->codec = calloc(s->nworkers, sizeof(*s->codec));
 	s->scratch = calloc(s->nworkers, sizeof(*s->scratch));
-	if (!s->codec || !s->scratch)
+	s->ws = calloc(s->nworkers, sizeof(*s->ws));
+	s->bad = calloc(s->batch_size, 1);
+	if (!s->codec || !s->scratch || !s->ws || !s->bad)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->nworkers; i++) {
 		if (codec_ctx_new(&s->codec[i], 0))
 			return -ENOMEM;
 		s->scratch[i] = malloc(s->max_field ? s->max_field : 1);
 		if (!s->scratch[i])
+			return -ENOMEM;
+		if (s->pipe && imgpipe_ws_new(s->pipe, false, &s->ws[i]))
 			return -ENOMEM;
 	}
 	return 0;
@@ -520,12 +607,18 @@ void stream_free(struct stream *s)
 	}
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->bad_lock);
 	for (uint32_t i = 0; s->codec && i < s->nworkers; i++)
 		codec_ctx_free(s->codec[i]);
 	for (uint32_t i = 0; s->scratch && i < s->nworkers; i++)
 		free(s->scratch[i]);
+	for (uint32_t i = 0; s->ws && i < s->nworkers; i++)
+		imgpipe_ws_free(s->ws[i]);
 	free(s->codec);
 	free(s->scratch);
+	free(s->ws);
+	free(s->bad);
+	imgpipe_free(s->pipe);
 	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
 		free(s->pb[i].rec);
 		free(s->pb[i].len);
@@ -569,6 +662,7 @@ int stream_new(struct stream **out, const struct stream_params *p,
 	}
 	s->ring_fd = s->cons_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->bad_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = malloc((p->nfds ? p->nfds : 1) * sizeof(int));
 	if (!s->fds) {
@@ -585,7 +679,10 @@ int stream_new(struct stream **out, const struct stream_params *p,
 	s->direct = s->o.flags & PROTO_OPEN_DIRECT;
 	s->batch_size =
 		s->o.batch_size ? s->o.batch_size : STREAM_DEFAULT_BATCH;
+	s->max_pixels = p->max_pixels;
 	err = check_open(&s->o, d);
+	if (!err)
+		err = setup_pipeline(s, d);
 	if (!err)
 		err = open_dataset(s, p, d);
 	if (!err)
@@ -929,7 +1026,8 @@ struct decode_job {
 	struct stream *s;
 	struct stream_pb *pb;
 	unsigned char *slot;
-	int err; /* first error; set once */
+	uint32_t nbad; /* samples marked in s->bad (skip policy) */
+	int err;       /* first error; set once */
 	char msg[DIAG_MAX];
 };
 
@@ -1003,6 +1101,33 @@ static void decode_fail(struct decode_job *j, int err, const char *msg)
 		snprintf(j->msg, sizeof(j->msg), "%s", msg);
 }
 
+/*
+ * Log a skipped sample the first time it is found bad. That need not be
+ * its first epoch: a region decode reads only the rows its crop needs,
+ * so damage further down shows only in an epoch whose crop reaches it.
+ * The ids logged are remembered; a dataset with more bad samples than
+ * that logs the first STREAM_LOG_BAD_MAX and then says so once. Bad
+ * samples are rare, so a lock and a linear search cost nothing.
+ */
+static void log_bad(struct stream *s, uint64_t gidx, const char *msg)
+{
+	bool seen = false, full;
+
+	pthread_mutex_lock(&s->bad_lock);
+	for (uint32_t k = 0; k < s->nlogged && !seen; k++)
+		seen = s->logged[k] == gidx;
+	full = s->nlogged == STREAM_LOG_BAD_MAX;
+	if (!seen && !full) {
+		s->logged[s->nlogged++] = gidx;
+		plog(PLOG_WARN, "%s: skipped bad %s", s->label, msg);
+		if (s->nlogged == STREAM_LOG_BAD_MAX)
+			plog(PLOG_WARN,
+			     "%s: %d bad samples logged; more are counted in the stats, not logged",
+			     s->label, STREAM_LOG_BAD_MAX);
+	}
+	pthread_mutex_unlock(&s->bad_lock);
+}
+
 static void decode_one(void *arg, uint32_t i, uint32_t worker)
 {
 	struct decode_job *j = arg;
@@ -1024,6 +1149,15 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		const unsigned char *src = f[o->field].data;
 		size_t len;
 
+		if (o->image) {
+			err = imgpipe_run(
+				s->pipe, s->ws[worker], src, f[o->field].len,
+				order_seed_at(s->order, pb->epoch, pb->gidx[i]),
+				dst, &d);
+			if (err)
+				goto fail;
+			continue;
+		}
 		if (o->comp != COMP_NONE) {
 			/* Straight into the slot when no cast follows. */
 			unsigned char *to = o->cast == PROTO_CAST_NONE ?
@@ -1050,7 +1184,57 @@ fail:
 	__atomic_fetch_add(&s->n_bad, 1, __ATOMIC_RELAXED);
 	diag_wrap(&d, err, "sample %" PRIu64 " (shard %s, record %" PRIu64 ")",
 		  pb->gidx[i], shard_name(sh), pb->ridx[i]);
-	decode_fail(j, err, d.msg);
+	if (s->o.on_bad != PROTO_BAD_SKIP) {
+		decode_fail(j, err, d.msg);
+		return;
+	}
+	s->bad[i] = 1;
+	__atomic_fetch_add(&j->nbad, 1, __ATOMIC_RELAXED);
+	log_bad(s, pb->gidx[i], d.msg);
+}
+
+/*
+ * Skip policy: give every bad sample's place the copy of the next good
+ * sample of the same batch (cyclically), id included. The batch stays
+ * full, and what it holds is still a function of the order and the
+ * data alone: no later batch shifts, so a stream resumed at any batch
+ * sees the same batches. Returns 0, or LOADER_EDECODE (with a reason in
+ * job) when no sample of the batch is good.
+ */
+static int fill_bad(struct stream *s, struct decode_job *j)
+{
+	uint32_t n = j->pb->count;
+	uint64_t *ids = (uint64_t *)(j->slot + s->hdr->ids_offset);
+	int err = 0;
+
+	if (j->nbad >= n) {
+		snprintf(j->msg, sizeof(j->msg),
+			 "every sample of batch %" PRIu64 " of epoch %" PRIu32
+			 " is bad (%" PRIu32 " samples)",
+			 j->pb->batch, j->pb->epoch, n);
+		err = LOADER_EDECODE;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = i;
+
+		if (!s->bad[i])
+			continue;
+		do
+			g = g + 1 == n ? 0 : g + 1;
+		while (s->bad[g]);
+		ids[i] = ids[g];
+		for (uint32_t k = 0; k < s->nout; k++) {
+			const struct stream_out *o = &s->out[k];
+			unsigned char *base = j->slot + o->offset;
+
+			memcpy(base + i * o->sample_bytes,
+			       base + g * o->sample_bytes, o->sample_bytes);
+		}
+	}
+out:
+	memset(s->bad, 0, n);
+	return err;
 }
 
 /* ------------------------------------------------------------ assembler */
@@ -1149,6 +1333,8 @@ static void *assembler_main(void *arg)
 					   .pb = pb,
 					   .slot = (unsigned char *)slot };
 		pool_run(s->pool, decode_one, &job, pb->count, threads);
+		if (!job.err && job.nbad)
+			job.err = fill_bad(s, &job);
 		if (job.err) {
 			ring_finish(s, RING_FAILED, job.err, job.msg);
 			return NULL;

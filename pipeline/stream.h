@@ -30,6 +30,7 @@ struct stream_params {
 	uint32_t nfds;
 	struct pool *pool;
 	uint64_t max_ring_bytes; /* refuse larger rings */
+	uint64_t max_pixels;	 /* of a JPEG; 0: JROI_DEFAULT_MAX_PIXELS */
 	const char *label;	 /* for logs, e.g. "uid 1000 pid 42" */
 };
 

@@ -28,7 +28,7 @@ static const struct {
 	uint32_t size;
 } sizes[] = {
 	{ PROTO_HELLO, 8 },	{ PROTO_HELLO_OK, 24 }, { PROTO_FILES, 16 },
-	{ PROTO_OPEN, 384 },	{ PROTO_OPEN_OK, 32 },	{ PROTO_STATS, 0 },
+	{ PROTO_OPEN, 904 },	{ PROTO_OPEN_OK, 32 },	{ PROTO_STATS, 0 },
 	{ PROTO_STATS_OK, 48 }, { PROTO_ERROR, 0 },	{ 0, 0 },
 	{ PROTO_TYPE_END, 0 },	{ 0xffff, 0 },
 };
@@ -463,7 +463,7 @@ Test(msg, malformed, .init = pair_setup, .fini = pair_teardown)
 		memcpy(pkt, &h, sizeof(h));
 		send_raw(pkt, len, p, 2);
 		/*
-		 * BAD_TOO_LONG needs a buffer smaller than its 384 bytes;
+		 * BAD_TOO_LONG needs a buffer smaller than its 904 bytes;
 		 * BAD_ERROR_REASON_MAX one larger than its 409.
 		 */
 		cr_expect_eq(msg_recv(sp[1], &got, buf,

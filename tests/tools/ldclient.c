@@ -7,7 +7,9 @@
  * digest of every id and output byte (--hash), every sample id (--ids),
  * the outputs' shapes (--shapes), or the cost of a handoff (--handoff).
  * It can also stop consuming (--hold-after) or go slowly (--sleep-ms) for
- * the tests that kill one side. Exit status: 0 at the end of the stream,
+ * the tests that kill one side. --pipeline and --on-bad set the image
+ * pipeline and bad-sample policy; --stats prints the daemon's counters
+ * (bad samples among them) at the end. Exit status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
 #include <errno.h>
@@ -45,37 +47,30 @@ static void usage(void)
 		"  [--seed N] [--epochs N] [--start-epoch N] [--rank R] [--world W] [--drop-last]\n"
 		"  [--slots N] [--prefetch BYTES] [--threads N] [--timeout-ms T]\n"
 		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
-		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct] SOCKET DATASET\n");
+		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct]\n"
+		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] SOCKET DATASET\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
-					    { "batch", 1, 0, 'b' },
-					    { "order", 1, 0, 'O' },
-					    { "seed", 1, 0, 's' },
-					    { "epochs", 1, 0, 'e' },
-					    { "start-epoch", 1, 0, 'E' },
-					    { "rank", 1, 0, 'r' },
-					    { "world", 1, 0, 'w' },
-					    { "drop-last", 0, 0, 'd' },
-					    { "slots", 1, 0, 'S' },
-					    { "prefetch", 1, 0, 'p' },
-					    { "threads", 1, 0, 't' },
-					    { "timeout-ms", 1, 0, 'T' },
-					    { "hash", 0, 0, 'H' },
-					    { "ids", 0, 0, 'i' },
-					    { "shapes", 0, 0, 'P' },
-					    { "hold-after", 1, 0, 'h' },
-					    { "sleep-ms", 1, 0, 'z' },
-					    { "handoff", 1, 0, 'x' },
-					    { "memcpy", 0, 0, 'm' },
-					    { "memcpy-ref", 0, 0, 'R' },
-					    { "direct", 0, 0, 'D' },
-					    { 0, 0, 0, 0 } };
+	static const struct option lo[] = {
+		{ "outputs", 1, 0, 'o' },    { "batch", 1, 0, 'b' },
+		{ "order", 1, 0, 'O' },	     { "seed", 1, 0, 's' },
+		{ "epochs", 1, 0, 'e' },     { "start-epoch", 1, 0, 'E' },
+		{ "rank", 1, 0, 'r' },	     { "world", 1, 0, 'w' },
+		{ "drop-last", 0, 0, 'd' },  { "slots", 1, 0, 'S' },
+		{ "prefetch", 1, 0, 'p' },   { "threads", 1, 0, 't' },
+		{ "timeout-ms", 1, 0, 'T' }, { "hash", 0, 0, 'H' },
+		{ "ids", 0, 0, 'i' },	     { "shapes", 0, 0, 'P' },
+		{ "hold-after", 1, 0, 'h' }, { "sleep-ms", 1, 0, 'z' },
+		{ "handoff", 1, 0, 'x' },    { "memcpy", 0, 0, 'm' },
+		{ "memcpy-ref", 0, 0, 'R' }, { "direct", 0, 0, 'D' },
+		{ "pipeline", 1, 0, 'L' },   { "on-bad", 1, 0, 'B' },
+		{ "stats", 0, 0, 'Q' },	     { 0, 0, 0, 0 }
+	};
 	struct loader_opts o = { .epochs = 1 };
-	int hash = 0, ids = 0, shapes = 0, timeout = 10000, c, r, rc;
+	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
 	uint64_t batch_bytes = 0;
 	struct loader *l;
@@ -117,6 +112,16 @@ int main(int argc, char **argv)
 		case 'm': do_memcpy = 1; break;
 		case 'R': ref = 1; break;
 		case 'D': o.direct = 1; break;
+		case 'L': o.pipeline = optarg; break;
+		case 'Q': stats = 1; break;
+		case 'B':
+			if (!strcmp(optarg, "skip"))
+				o.on_bad = LOADER_BAD_SKIP;
+			else if (!strcmp(optarg, "fail"))
+				o.on_bad = LOADER_BAD_FAIL;
+			else
+				usage();
+			break;
 		default: usage();
 		}
 	}
@@ -222,6 +227,18 @@ int main(int argc, char **argv)
 		       " bytes %" PRIu64
 		       " seconds %.3f samples_per_s %.0f GBps %.3f\n",
 		       nb, ns, bytes, s, ns / s, bytes / s / 1e9);
+	}
+	if (stats) {
+		struct loader_stats st;
+		int e = loader_stats(l, &st);
+
+		if (e)
+			printf("error: stats: %s\n", loader_strerror(e));
+		else
+			printf("stats bad_samples %" PRIu64
+			       " bytes_read %" PRIu64 " rss %" PRIu64 "\n",
+			       st.daemon_bad_samples, st.daemon_bytes_read,
+			       st.daemon_rss);
 	}
 	if (ref && bytes && batch_bytes) {
 		/*

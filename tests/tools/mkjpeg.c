@@ -1,14 +1,18 @@
 /*
  * mkjpeg.c - write a small test JPEG.
  *
- *	mkjpeg OUT.jpg WIDTH HEIGHT [SEED] [--gray]
+ *	mkjpeg OUT.jpg WIDTH HEIGHT [SEED] [--gray | --cmyk] [--progressive]
  *
  * The picture is smooth pseudo-random content: a coarse grid of random
  * values per channel, bilinearly interpolated, so that it compresses
  * like a photograph rather than like noise. The same arguments always
  * give the same file (quality 90, 4:2:0 chroma subsampling, or one
- * grayscale component with --gray). Exit status: 0, 1 on failure, 2 for
- * bad usage.
+ * grayscale component with --gray). --cmyk writes four channels (C, M,
+ * Y, K) as an Adobe YCCK JPEG: TurboJPEG converts the pixels to YCCK,
+ * subsamples the two chroma components 4:2:0 and writes an Adobe marker.
+ * --progressive writes a progressive JPEG (libjpeg's default scan
+ * script) instead of a baseline one. Exit status: 0, 1 on failure, 2
+ * for bad usage.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -33,7 +37,8 @@ static uint64_t splitmix(uint64_t *s)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: mkjpeg OUT.jpg WIDTH HEIGHT [SEED] [--gray]\n");
+	fprintf(stderr, "usage: mkjpeg OUT.jpg WIDTH HEIGHT [SEED] "
+			"[--gray | --cmyk] [--progressive]\n");
 	return 2;
 }
 
@@ -76,9 +81,10 @@ int main(int argc, char **argv)
 {
 	const char *pos[4] = { 0 };
 	unsigned npos = 0, nc;
-	bool gray = false;
+	bool gray = false, cmyk = false, progressive = false;
 	uint64_t w, h, seed = 1;
-	unsigned char grid[3][(GRID + 1) * (GRID + 1)];
+	unsigned char grid[4][(GRID + 1) * (GRID + 1)];
+	int pf, samp, flags = TJFLAG_ACCURATEDCT;
 	unsigned char *pix = NULL, *jpg = NULL;
 	unsigned long jlen = 0;
 	tjhandle tj = NULL;
@@ -88,6 +94,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--gray"))
 			gray = true;
+		else if (!strcmp(argv[i], "--cmyk"))
+			cmyk = true;
+		else if (!strcmp(argv[i], "--progressive"))
+			progressive = true;
 		else if (npos < 4)
 			pos[npos++] = argv[i];
 		else
@@ -95,9 +105,14 @@ int main(int argc, char **argv)
 	}
 	if (npos < 3 || parse_u64(pos[1], MAX_SIDE, &w) ||
 	    parse_u64(pos[2], MAX_SIDE, &h) || !w || !h ||
-	    (npos == 4 && parse_u64(pos[3], UINT64_MAX, &seed)))
+	    (npos == 4 && parse_u64(pos[3], UINT64_MAX, &seed)) ||
+	    (gray && cmyk))
 		return usage();
-	nc = gray ? 1 : 3;
+	nc = gray ? 1 : cmyk ? 4 : 3;
+	pf = gray ? TJPF_GRAY : cmyk ? TJPF_CMYK : TJPF_RGB;
+	samp = gray ? TJSAMP_GRAY : TJSAMP_420;
+	if (progressive)
+		flags |= TJFLAG_PROGRESSIVE;
 	for (unsigned c = 0; c < nc; c++)
 		for (unsigned i = 0; i < (GRID + 1) * (GRID + 1); i++)
 			grid[c][i] = (unsigned char)(splitmix(&seed) >> 56);
@@ -116,9 +131,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mkjpeg: tjInitCompress failed\n");
 		goto out;
 	}
-	if (tjCompress2(tj, pix, (int)w, 0, (int)h, gray ? TJPF_GRAY : TJPF_RGB,
-			&jpg, &jlen, gray ? TJSAMP_GRAY : TJSAMP_420, 90,
-			TJFLAG_ACCURATEDCT)) {
+	if (tjCompress2(tj, pix, (int)w, 0, (int)h, pf, &jpg, &jlen, samp, 90,
+			flags)) {
 		fprintf(stderr, "mkjpeg: %s\n", tjGetErrorStr2(tj));
 		goto out;
 	}

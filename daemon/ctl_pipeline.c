@@ -1,0 +1,819 @@
+/*
+ * ctl_pipeline.c - loaderctl pipeline: check an image pipeline spec, run
+ * it on one JPEG, or profile it stage by stage.
+ *
+ *   SPEC                    check it: canonical text, output dtype, shape
+ *                           and bytes per sample;
+ *   SPEC IN.jpg OUT.npy     write the sample loaderd would deliver for
+ *                           (seed, epoch, index) as a NumPy .npy file;
+ *   --profile SPEC DIR      where the time goes: the pipeline's stages on
+ *                           one thread over every JPEG under DIR, against
+ *                           libjpeg-turbo's full decode of the same files.
+ *
+ * Everything runs through the modules the daemon uses (ispec, imgpipe,
+ * the jpeg codec), so what this prints is what a stream does.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "codec.h"
+#include "ctl.h"
+#include "fdio.h"
+#include "imgpipe.h"
+#include "ispec.h"
+#include "loader.h"
+#include "opts.h"
+#include "progress.h"
+#include "rng.h"
+#include "schema.h"
+
+#define PFX "loaderctl pipeline: "
+
+/* No JPEG is larger than this; a bigger file is refused before reading. */
+#define PIPE_FILE_MAX (1ull << 30)
+/* Longest --profile: a day. */
+#define PIPE_SECONDS_MAX 86400.0
+
+struct pipe_cli {
+	uint64_t seed, epoch, index, max_pixels;
+	const char *seconds;
+	bool profile, json;
+};
+
+#define O(f) offsetof(struct pipe_cli, f)
+static const struct opt pipe_table[] = {
+	{ "seed", 0, OPT_U64, O(seed), "0", "N",
+	  "the stream's seed: the sample seed is rng_mix(N, E, I)" },
+	{ "epoch", 0, OPT_U64, O(epoch), "0", "E",
+	  "the epoch whose sample to make" },
+	{ "index", 0, OPT_U64, O(index), "0", "I",
+	  "the sample's index in the dataset (its id in a batch)" },
+	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
+	  "largest image (width x height) decoded, as loaderd's --max-pixels" },
+	{ "profile", 0, OPT_FLAG, O(profile), NULL, NULL,
+	  "time each stage over every JPEG under DIR, one thread" },
+	{ "seconds", 0, OPT_STR, O(seconds), "2", "S",
+	  "with --profile: run each part for at least S seconds" },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON" },
+	OPT_END,
+};
+#undef O
+
+/* What a spec turns every image into. */
+struct pipe_out {
+	struct ispec sp;
+	char text[ISPEC_TEXT_MAX];
+	uint32_t dims[3];
+	unsigned ndim;
+	size_t bytes;
+};
+
+static json_t *out_json(const struct pipe_out *po)
+{
+	json_t *shape = json_array();
+
+	for (unsigned i = 0; i < po->ndim; i++)
+		json_array_append_new(shape, json_integer(po->dims[i]));
+	return json_pack("{s:s, s:s, s:o, s:I}", "spec", po->text, "dtype",
+			 dtype_name(po->sp.dtype), "shape", shape, "bytes",
+			 (json_int_t)po->bytes);
+}
+
+/* "f16 [3,224,224]" */
+static const char *out_type(const struct pipe_out *po, char *buf, size_t n)
+{
+	int len = snprintf(buf, n, "%s [", dtype_name(po->sp.dtype));
+
+	for (unsigned i = 0; i < po->ndim && len > 0 && (size_t)len < n; i++)
+		len += snprintf(buf + len, n - (size_t)len, "%s%" PRIu32,
+				i ? "," : "", po->dims[i]);
+	if (len > 0 && (size_t)len < n)
+		snprintf(buf + len, n - (size_t)len, "]");
+	return buf;
+}
+
+/* A uint64 as a JSON integer when it fits one, else as decimal text. */
+static json_t *u64_json(uint64_t v)
+{
+	char buf[24];
+
+	if (v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(buf, sizeof(buf), "%" PRIu64, v);
+	return json_string(buf);
+}
+
+/* Print j and free it; six significant digits are plenty for timings. */
+static void print_json(json_t *j)
+{
+	json_dumpf(j, stdout,
+		   JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+			   JSON_REAL_PRECISION(6));
+	printf("\n");
+	json_decref(j);
+}
+
+static int parse_spec(const char *text, struct pipe_out *po)
+{
+	struct diag d;
+
+	if (ispec_parse(&po->sp, text, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		return CTL_FAIL;
+	}
+	ispec_format(&po->sp, po->text, sizeof(po->text));
+	po->ndim = ispec_out_shape(&po->sp, po->dims);
+	po->bytes = ispec_out_bytes(&po->sp);
+	return CTL_OK;
+}
+
+/* Make a pipeline and one worker state for it; messages name nothing. */
+static int make_pipe(const struct pipe_out *po, uint64_t max_pixels,
+		     bool timing, struct imgpipe **ip, struct imgpipe_ws **ws)
+{
+	struct diag d;
+	int err;
+
+	*ws = NULL;
+	err = imgpipe_new(ip, &po->sp, max_pixels, &d);
+	if (err) {
+		fprintf(stderr, PFX "%s\n",
+			err == LOADER_EUSAGE ? d.msg : strerror(-err));
+		return CTL_FAIL;
+	}
+	err = imgpipe_ws_new(*ip, timing, ws);
+	if (err) {
+		fprintf(stderr, PFX "%s\n", strerror(-err));
+		imgpipe_free(*ip);
+		*ip = NULL;
+		return CTL_FAIL;
+	}
+	return CTL_OK;
+}
+
+/* Read all of a regular file into a new buffer; messages name path. */
+static int read_whole(const char *path, unsigned char **buf, size_t *len)
+{
+	struct stat st;
+	int fd, err = 0;
+
+	*buf = NULL;
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, PFX "%s: not a regular file\n", path);
+		err = LOADER_EUSAGE;
+		goto out;
+	}
+	if ((uint64_t)st.st_size > PIPE_FILE_MAX) {
+		fprintf(stderr, PFX "%s: %jd bytes, more than any JPEG holds\n",
+			path, (intmax_t)st.st_size);
+		err = LOADER_ETOOBIG;
+		goto out;
+	}
+	*len = (size_t)st.st_size;
+	*buf = malloc(*len ? *len : 1);
+	if (!*buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = fdio_pread_all(fd, *buf, *len, 0);
+out:
+	if (err < 0 && err >= -LOADER_ERRNO_MAX)
+		fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
+	else if (err == LOADER_ETRUNC)
+		fprintf(stderr, PFX "%s: shrank while being read\n", path);
+	if (err) {
+		free(*buf);
+		*buf = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* --- SPEC IN.jpg OUT.npy ------------------------------------------------ */
+
+/*
+ * The NumPy type of a pipeline output: the machine's byte order (ispec
+ * emits native floats), '|' for single bytes.
+ */
+static const struct {
+	uint8_t dtype;
+	char kind;
+} npy_kinds[] = {
+	{ DT_U8, 'u' },
+	{ DT_F16, 'f' },
+	{ DT_F32, 'f' },
+};
+
+#define NPY_MAGIC_LEN 10 /* "\x93NUMPY", version 1.0, header length */
+#define NPY_ALIGN     64
+#define NPY_HDR_MAX   256
+
+/*
+ * Write a .npy version 1.0 header for po into hdr; returns its length, a
+ * multiple of NPY_ALIGN, or 0 for a dtype .npy cannot name here.
+ */
+static size_t npy_header(const struct pipe_out *po, unsigned char *hdr)
+{
+	char dict[NPY_HDR_MAX], descr[8] = "";
+	size_t size = dtype_size(po->sp.dtype), n, total;
+	int len;
+
+	for (size_t i = 0; i < sizeof(npy_kinds) / sizeof(npy_kinds[0]); i++)
+		if (npy_kinds[i].dtype == po->sp.dtype)
+			snprintf(descr, sizeof(descr), "%c%c%zu",
+				 size == 1 ? '|' :
+				 __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ?
+					     '<' :
+					     '>',
+				 npy_kinds[i].kind, size);
+	if (!descr[0])
+		return 0;
+	len = snprintf(dict, sizeof(dict),
+		       "{'descr': '%s', 'fortran_order': False, 'shape': (",
+		       descr);
+	for (unsigned i = 0; i < po->ndim; i++)
+		len += snprintf(dict + len, sizeof(dict) - (size_t)len,
+				"%s%" PRIu32, i ? ", " : "", po->dims[i]);
+	len += snprintf(dict + len, sizeof(dict) - (size_t)len, "), }");
+	n = (size_t)len;
+	/* Spaces, then a newline, up to the alignment numpy writes. */
+	total = (NPY_MAGIC_LEN + n + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
+	memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+	hdr[8] = (unsigned char)((total - NPY_MAGIC_LEN) & 0xff);
+	hdr[9] = (unsigned char)((total - NPY_MAGIC_LEN) >> 8);
+	memcpy(hdr + NPY_MAGIC_LEN, dict, n);
+	memset(hdr + NPY_MAGIC_LEN + n, ' ', total - NPY_MAGIC_LEN - n - 1);
+	hdr[total - 1] = '\n';
+	return total;
+}
+
+/* Write header and data to path; on failure name it and leave no file. */
+static int write_npy(const char *path, const unsigned char *hdr, size_t hdr_len,
+		     const void *data, size_t len)
+{
+	int fd, err;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	err = fdio_write_all(fd, hdr, hdr_len);
+	if (!err)
+		err = fdio_write_all(fd, data, len);
+	if (close(fd) && !err)
+		err = -errno;
+	if (!err)
+		return 0;
+	unlink(path);
+fail:
+	fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
+	return err;
+}
+
+static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
+		    const char *in, const char *out)
+{
+	unsigned char hdr[NPY_HDR_MAX + NPY_ALIGN], *jpeg = NULL;
+	struct imgpipe *ip = NULL;
+	struct imgpipe_ws *ws = NULL;
+	void *sample = NULL;
+	struct diag d;
+	char type[64];
+	size_t len, hdr_len;
+	uint64_t seed;
+	int rc = CTL_FAIL, err;
+
+	if (o->epoch > UINT32_MAX) {
+		fprintf(stderr, PFX "--epoch: at most %" PRIu32 "\n",
+			UINT32_MAX);
+		return CTL_FAIL;
+	}
+	hdr_len = npy_header(po, hdr);
+	if (!hdr_len) {
+		fprintf(stderr, PFX "no .npy type for %s\n",
+			dtype_name(po->sp.dtype));
+		return CTL_FAIL;
+	}
+	if (make_pipe(po, o->max_pixels, false, &ip, &ws))
+		return CTL_FAIL;
+	if (read_whole(in, &jpeg, &len))
+		goto out;
+	sample = malloc(po->bytes);
+	if (!sample) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		goto out;
+	}
+	/* The seed a stream gives sample index in epoch: order_seed_at(). */
+	seed = rng_mix(o->seed, (uint32_t)o->epoch, o->index);
+	err = imgpipe_run(ip, ws, jpeg, len, seed, sample, &d);
+	if (err) {
+		fprintf(stderr, PFX "%s: %s\n", in,
+			err == -ENOMEM ? strerror(ENOMEM) : d.msg);
+		goto out;
+	}
+	if (write_npy(out, hdr, hdr_len, sample, po->bytes))
+		goto out;
+	if (o->json) {
+		json_t *j = out_json(po);
+
+		json_object_set_new(j, "input", json_string(in));
+		json_object_set_new(j, "output", json_string(out));
+		json_object_set_new(j, "seed", u64_json(o->seed));
+		json_object_set_new(j, "epoch", u64_json(o->epoch));
+		json_object_set_new(j, "index", u64_json(o->index));
+		snprintf(type, sizeof(type), "0x%016" PRIx64, seed);
+		json_object_set_new(j, "sample_seed", json_string(type));
+		json_object_set_new(
+			j, "file_bytes",
+			json_integer((json_int_t)(hdr_len + po->bytes)));
+		print_json(j);
+	} else {
+		printf("%s: %s, %zu bytes (seed %" PRIu64 ", epoch %" PRIu64
+		       ", index %" PRIu64 ")\n",
+		       out, out_type(po, type, sizeof(type)),
+		       hdr_len + po->bytes, o->seed, o->epoch, o->index);
+	}
+	rc = CTL_OK;
+out:
+	free(sample);
+	free(jpeg);
+	imgpipe_ws_free(ws);
+	imgpipe_free(ip);
+	return rc;
+}
+
+/* --- --profile SPEC DIR ------------------------------------------------- */
+
+struct blob {
+	unsigned char *data;
+	size_t len;
+	char *path;
+};
+
+struct corpus {
+	struct blob *v;
+	size_t n, cap, bytes;
+};
+
+static void corpus_free(struct corpus *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->v[i].data);
+		free(c->v[i].path);
+	}
+	free(c->v);
+}
+
+static bool is_jpeg_name(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+
+	return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static int corpus_add(struct corpus *c, char *path)
+{
+	struct blob b = { .path = path };
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 256;
+		struct blob *v = realloc(c->v, cap * sizeof(*v));
+
+		if (!v) {
+			fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+			free(path);
+			return -ENOMEM;
+		}
+		c->v = v;
+		c->cap = cap;
+	}
+	if (read_whole(path, &b.data, &b.len)) {
+		free(path);
+		return -EIO;
+	}
+	c->v[c->n++] = b;
+	c->bytes += b.len;
+	return 0;
+}
+
+/*
+ * Add every .jpg/.jpeg under dir, in sorted order so that every run
+ * decodes the same sequence. Hidden entries and symbolic links to
+ * directories (which could loop) are skipped. Messages name the path.
+ * corpus_add() owns path from the call on, failed or not.
+ */
+static int corpus_scan(struct corpus *c, const char *dir)
+{
+	struct dirent **names = NULL;
+	int n, err = 0;
+
+	n = scandir(dir, &names, NULL, alphasort);
+	if (n < 0) {
+		err = -errno;
+		fprintf(stderr, PFX "%s: %s\n", dir, strerror(-err));
+		return err;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		struct stat st, lst;
+		char *path = NULL;
+
+		if (err || name[0] == '.')
+			goto next;
+		if (asprintf(&path, "%s/%s", dir, name) < 0) {
+			path = NULL;
+			fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+			err = -ENOMEM;
+			goto next;
+		}
+		if (lstat(path, &lst) || stat(path, &st)) {
+			err = -errno;
+			fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
+		} else if (S_ISDIR(st.st_mode)) {
+			if (!S_ISLNK(lst.st_mode))
+				err = corpus_scan(c, path);
+		} else if (S_ISREG(st.st_mode) && is_jpeg_name(name)) {
+			err = corpus_add(c, path);
+			path = NULL; /* the corpus owns it now */
+		}
+	next:
+		free(path);
+		free(names[i]);
+	}
+	free(names);
+	return err;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * One pass of the pipeline over the corpus, pass p being the epoch of
+ * the sample seeds. Returns 0, or -1 after naming the file that failed.
+ */
+static int pipe_pass(const struct pipe_cli *o, const struct corpus *c,
+		     struct imgpipe *ip, struct imgpipe_ws *ws, void *dst,
+		     uint64_t p)
+{
+	struct diag d;
+
+	for (size_t i = 0; i < c->n; i++) {
+		int err = imgpipe_run(ip, ws, c->v[i].data, c->v[i].len,
+				      rng_mix(o->seed, p, i), dst, &d);
+
+		if (err) {
+			fprintf(stderr, PFX "%s: %s\n", c->v[i].path,
+				err == -ENOMEM ? strerror(ENOMEM) : d.msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One pass of the full decode; the same contract. */
+static int full_pass(const struct corpus *c, struct codec_ctx *ctx, void *dst,
+		     size_t cap)
+{
+	const struct codec_ops *ops = codec_get(CODEC_JPEG);
+	struct codec_info info;
+	struct diag d;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct codec_src src = { c->v[i].data, c->v[i].len, NULL };
+
+		if (ops->decode(ctx, &src, dst, cap, &info, &d)) {
+			fprintf(stderr, PFX "%s: full decode: %s\n",
+				c->v[i].path, d.msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The stages of struct imgpipe_times, in pipeline order. */
+static const struct {
+	const char *name;
+	size_t offset;
+} pipe_stages[] = {
+	{ "header+params", offsetof(struct imgpipe_times, header_ns) },
+	{ "region decode", offsetof(struct imgpipe_times, decode_ns) },
+	{ "resize", offsetof(struct imgpipe_times, resize_ns) },
+	{ "emit", offsetof(struct imgpipe_times, emit_ns) },
+};
+#define PIPE_NSTAGES (sizeof(pipe_stages) / sizeof(pipe_stages[0]))
+
+static uint64_t stage_ns(const struct imgpipe_times *t, size_t k)
+{
+	return *(const uint64_t *)((const char *)t + pipe_stages[k].offset);
+}
+
+/* What a profile measured. */
+struct pipe_prof {
+	uint64_t images, wall_ns, stage[PIPE_NSTAGES];
+	uint64_t full_images, full_ns;
+};
+
+static double per_img_us(uint64_t ns, uint64_t images)
+{
+	return images ? (double)ns / 1e3 / (double)images : 0.0;
+}
+
+static double per_s(uint64_t images, uint64_t ns)
+{
+	return ns ? (double)images * 1e9 / (double)ns : 0.0;
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/*
+ * The time the stages do not account for: the loop, and the clock reads
+ * that timing adds.
+ */
+static uint64_t other_ns(const struct pipe_prof *p)
+{
+	uint64_t sum = 0;
+
+	for (size_t k = 0; k < PIPE_NSTAGES; k++)
+		sum += p->stage[k];
+	return p->wall_ns > sum ? p->wall_ns - sum : 0;
+}
+
+static void prof_print_json(const struct pipe_out *po, const char *dir,
+			    const struct corpus *c, double seconds,
+			    const struct pipe_prof *p)
+{
+	json_t *j = out_json(po), *st = json_array();
+	double pipe_rate = per_s(p->images, p->wall_ns);
+	double full_rate = per_s(p->full_images, p->full_ns);
+
+	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
+		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
+
+		json_array_append_new(
+			st, json_pack("{s:s, s:f, s:f}", "stage",
+				      k < PIPE_NSTAGES ? pipe_stages[k].name :
+							 "other",
+				      "us_per_img", per_img_us(ns, p->images),
+				      "percent", pct(ns, p->wall_ns)));
+	}
+	json_object_set_new(j, "dir", json_string(dir));
+	json_object_set_new(j, "files", json_integer((json_int_t)c->n));
+	json_object_set_new(j, "mean_file_bytes",
+			    json_real((double)c->bytes / (double)c->n));
+	json_object_set_new(j, "min_seconds", json_real(seconds));
+	json_object_set_new(j, "pipeline",
+			    json_pack("{s:I, s:f, s:f, s:f}", "images",
+				      (json_int_t)p->images, "seconds",
+				      (double)p->wall_ns / 1e9, "img_per_s",
+				      pipe_rate, "us_per_img",
+				      per_img_us(p->wall_ns, p->images)));
+	json_object_set_new(j, "stages", st);
+	json_object_set_new(j, "full_decode",
+			    json_pack("{s:I, s:f, s:f, s:f}", "images",
+				      (json_int_t)p->full_images, "seconds",
+				      (double)p->full_ns / 1e9, "img_per_s",
+				      full_rate, "us_per_img",
+				      per_img_us(p->full_ns, p->full_images)));
+	json_object_set_new(
+		j, "ratio",
+		json_real(full_rate > 0 ? pipe_rate / full_rate : 0.0));
+	print_json(j);
+}
+
+static void prof_print(const struct pipe_out *po, const char *dir,
+		       const struct corpus *c, const struct pipe_prof *p)
+{
+	double pipe_rate = per_s(p->images, p->wall_ns);
+	double full_rate = per_s(p->full_images, p->full_ns);
+	char type[64], b[32];
+
+	printf("spec           %s\n", po->text);
+	printf("output         %s, %zu bytes\n",
+	       out_type(po, type, sizeof(type)), po->bytes);
+	printf("files          %zu under %s, %s mean\n", c->n, dir,
+	       progress_bytes((double)c->bytes / (double)c->n, b, sizeof(b)));
+	printf("%-15s%9s %6s\n", "stage", "us/img", "%");
+	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
+		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
+
+		printf("%-15s%9.2f %6.1f\n",
+		       k < PIPE_NSTAGES ? pipe_stages[k].name : "other",
+		       per_img_us(ns, p->images), pct(ns, p->wall_ns));
+	}
+	printf("%-15s%9.2f %6.1f  %.1f img/s (%" PRIu64 " images, %.2f s)\n",
+	       "pipeline", per_img_us(p->wall_ns, p->images), 100.0, pipe_rate,
+	       p->images, (double)p->wall_ns / 1e9);
+	printf("%-15s%9.2f %6s  %.1f img/s (%" PRIu64
+	       " images, %.2f s; tjDecompress2 to RGB)\n",
+	       "full decode", per_img_us(p->full_ns, p->full_images), "",
+	       full_rate, p->full_images, (double)p->full_ns / 1e9);
+	printf("%-15s%9.2f %6s  pipeline img/s / full decode img/s\n", "ratio",
+	       full_rate > 0 ? pipe_rate / full_rate : 0.0, "");
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !(v > 0) || v > PIPE_SECONDS_MAX) {
+		fprintf(stderr,
+			PFX "--seconds: invalid value \"%s\" (0 < S <= %g)\n",
+			s, PIPE_SECONDS_MAX);
+		return CTL_FAIL;
+	}
+	*out = v;
+	return CTL_OK;
+}
+
+static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
+			const char *dir)
+{
+	const struct codec_ops *jpeg = codec_get(CODEC_JPEG);
+	struct corpus c = { 0 };
+	struct imgpipe *ip = NULL;
+	struct imgpipe_ws *ws = NULL;
+	struct codec_ctx *ctx = NULL;
+	struct imgpipe_times t0, t1;
+	struct pipe_prof p = { 0 };
+	void *sample = NULL, *full = NULL;
+	size_t full_cap = 0;
+	uint64_t min_ns, start, pass;
+	double seconds;
+	struct diag d;
+	int rc = CTL_FAIL;
+
+	if (parse_seconds(o->seconds, &seconds))
+		return CTL_FAIL;
+	min_ns = (uint64_t)(seconds * 1e9);
+	if (corpus_scan(&c, dir))
+		goto out;
+	if (!c.n) {
+		fprintf(stderr, PFX "%s: no .jpg or .jpeg files\n", dir);
+		goto out;
+	}
+	if (make_pipe(po, o->max_pixels, true, &ip, &ws))
+		goto out;
+	if (codec_ctx_new(&ctx, o->max_pixels)) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		goto out;
+	}
+	/* Size the full decode's buffer once, for the largest image. */
+	for (size_t i = 0; i < c.n; i++) {
+		struct codec_src src = { c.v[i].data, c.v[i].len, NULL };
+		struct codec_info info;
+
+		if (jpeg->probe(ctx, &src, &info, &d)) {
+			fprintf(stderr, PFX "%s: %s\n", c.v[i].path, d.msg);
+			goto out;
+		}
+		if (info.size > full_cap)
+			full_cap = info.size;
+	}
+	sample = malloc(po->bytes);
+	full = malloc(full_cap);
+	if (!sample || !full) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		goto out;
+	}
+
+	/*
+	 * One untimed pass of each first: every file must go through both,
+	 * and the buffers and code are paged in before the clock starts.
+	 */
+	if (pipe_pass(o, &c, ip, ws, sample, 0) ||
+	    full_pass(&c, ctx, full, full_cap))
+		goto out;
+
+	imgpipe_ws_times(ws, &t0);
+	start = now_ns();
+	pass = 1;
+	do {
+		if (pipe_pass(o, &c, ip, ws, sample, pass++))
+			goto out;
+		p.images += c.n;
+		p.wall_ns = now_ns() - start;
+	} while (p.wall_ns < min_ns);
+	imgpipe_ws_times(ws, &t1);
+	for (size_t k = 0; k < PIPE_NSTAGES; k++)
+		p.stage[k] = stage_ns(&t1, k) - stage_ns(&t0, k);
+
+	start = now_ns();
+	do {
+		if (full_pass(&c, ctx, full, full_cap))
+			goto out;
+		p.full_images += c.n;
+		p.full_ns = now_ns() - start;
+	} while (p.full_ns < min_ns);
+
+	if (o->json)
+		prof_print_json(po, dir, &c, seconds, &p);
+	else
+		prof_print(po, dir, &c, &p);
+	rc = CTL_OK;
+out:
+	free(full);
+	free(sample);
+	codec_ctx_free(ctx);
+	imgpipe_ws_free(ws);
+	imgpipe_free(ip);
+	corpus_free(&c);
+	return rc;
+}
+
+/* --- SPEC --------------------------------------------------------------- */
+
+static int pipe_check(const struct pipe_cli *o, const struct pipe_out *po)
+{
+	char type[64];
+
+	if (o->json) {
+		print_json(out_json(po));
+		return CTL_OK;
+	}
+	printf("spec:    %s\n", po->text);
+	printf("output:  %s\n", out_type(po, type, sizeof(type)));
+	printf("bytes:   %zu per sample\n", po->bytes);
+	return CTL_OK;
+}
+
+int ctl_pipeline(int argc, char **argv)
+{
+	static const char usage[] =
+		"loaderctl pipeline [OPTIONS] SPEC [IN.jpg OUT.npy]\n"
+		"       loaderctl pipeline --profile [OPTIONS] SPEC DIR";
+	struct pipe_cli o = { 0 };
+	struct pipe_out po;
+	struct diag d = { { 0 } };
+	int nargs, help, err;
+	const char *why = NULL;
+
+	err = opts_parse(pipe_table, &o, argc, argv, &nargs, &help, &d);
+	if (!err && !help) {
+		if (o.profile && nargs != 2)
+			why = "--profile expects SPEC DIR";
+		else if (!o.profile && nargs != 1 && nargs != 3)
+			why = "expected SPEC, or SPEC IN.jpg OUT.npy";
+	}
+	if (err || help || why) {
+		if (help) {
+			opts_help(
+				stdout, usage,
+				"Check an image pipeline spec (see loaderd(8), PIPELINE): print its\n"
+				"canonical text, output dtype, shape and bytes per sample. With\n"
+				"IN.jpg OUT.npy, run it on one JPEG with the seed a stream gives\n"
+				"sample I of epoch E, and write the sample as a NumPy .npy file.\n"
+				"With --profile, run it on one thread over every JPEG under DIR\n"
+				"and print img/s and the time per stage, against libjpeg-turbo's\n"
+				"full decode of the same files.",
+				pipe_table);
+			return CTL_OK;
+		}
+		fprintf(stderr, PFX "%s\nusage: %s\n(--help for options)\n",
+			err ? d.msg : why, usage);
+		return CTL_FAIL;
+	}
+	if (parse_spec(argv[0], &po))
+		return CTL_FAIL;
+	if (o.profile)
+		return pipe_profile(&o, &po, argv[1]);
+	if (nargs == 3)
+		return pipe_run(&o, &po, argv[1], argv[2]);
+	return pipe_check(&o, &po);
+}

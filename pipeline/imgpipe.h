@@ -1,0 +1,99 @@
+/*
+ * imgpipe.h - one JPEG through the image pipeline: header, augmentation
+ * parameters, region decode, resample, flip, normalize, cast, layout.
+ *
+ * The spec (ispec.h) says what happens; this module does it for one
+ * sample at a time, writing ispec_out_bytes() bytes straight into the
+ * caller's memory (a sample's place in a batch). Per sample:
+ *
+ *  1. jroi_header(): the image's size, without decoding pixels;
+ *  2. the rectangle to crop, from the sample's seed: augp_rrc() for rrc,
+ *     augp_resize_center() (or a plain center crop) for center, then
+ *     augp_flip() when the spec has a flip stage: the draws come in that
+ *     fixed order from one rng seeded with the sample seed, so the output
+ *     bytes depend on (seed, JPEG bytes, spec) only;
+ *  3. jroi_decode() of that rectangle's rows and columns only, at the
+ *     cheapest DCT scale that still gives at least size x size pixels;
+ *  4. rsz (resize.h) of the rectangle (fractional when the DCT scale
+ *     does not map its edges onto whole pixels) to size x size, mirrored
+ *     when flipped: PIL's antialiased bilinear filter;
+ *  5. ispec_emit(): normalize, cast and layout into the destination.
+ *
+ * Gray JPEGs become RGB by repeating the channel (as PIL's convert("RGB")),
+ * CMYK/YCCK through libjpeg-turbo's inverted-CMYK formula (jroi.h).
+ *
+ * struct imgpipe is the stream's, shared read-only by every worker;
+ * struct imgpipe_ws is one worker's decoder and buffers, sized once when
+ * it is made so that imgpipe_run() allocates nothing of its own (libjpeg
+ * keeps its own per-image pools).
+ */
+#ifndef LD_IMGPIPE_H
+#define LD_IMGPIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "ispec.h"
+
+struct imgpipe;
+struct imgpipe_ws;
+
+/* Time spent per stage, summed over the images a worker ran. */
+struct imgpipe_times {
+	uint64_t images;
+	uint64_t header_ns; /* header parse + parameters */
+	uint64_t decode_ns; /* region decode */
+	uint64_t resize_ns; /* plan + resample (+ gray expansion) */
+	uint64_t emit_ns;   /* normalize, cast, layout */
+};
+
+/*
+ * Make the pipeline for spec sp. Images of more than max_pixels source
+ * pixels (0: JROI_DEFAULT_MAX_PIXELS) are refused per sample before any
+ * pixel memory is allocated for them. Returns 0, LOADER_EUSAGE (a spec
+ * this module cannot run, described in d) or -ENOMEM. Free with
+ * imgpipe_free().
+ */
+int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
+		uint64_t max_pixels, struct diag *d);
+
+/* Free a pipeline. NULL is a no-op. */
+void imgpipe_free(struct imgpipe *ip);
+
+/* The spec the pipeline runs (valid as long as ip). */
+const struct ispec *imgpipe_spec(const struct imgpipe *ip);
+
+/*
+ * Bytes of memory one worker state holds (decoder excluded): what a
+ * stream's budget must count per worker.
+ */
+size_t imgpipe_ws_bytes(const struct imgpipe *ip);
+
+/*
+ * Make one worker's state for ip; ip must outlive it. timing: record
+ * per-stage times (two clock reads per stage). Returns 0 or -ENOMEM.
+ */
+int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
+		   struct imgpipe_ws **out);
+
+/* Free a worker state. NULL is a no-op. */
+void imgpipe_ws_free(struct imgpipe_ws *ws);
+
+/* The stage times ws has summed so far (zeros without timing). */
+void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t);
+
+/*
+ * Run the pipeline on the JPEG in jpeg[0..len) with the sample seed
+ * seed, writing ispec_out_bytes(spec) bytes at dst. Returns 0, or
+ * LOADER_EDECODE (not a JPEG, damaged data, unsupported colour space),
+ * LOADER_ETOOBIG (above the pixel limit), LOADER_ERANGE (an image too
+ * small for a plain center crop) with the reason in d; dst's contents
+ * are undefined after an error. ws is used by one thread at a time.
+ */
+int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		const void *jpeg, size_t len, uint64_t seed, void *dst,
+		struct diag *d);
+
+#endif /* LD_IMGPIPE_H */
