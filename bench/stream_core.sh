@@ -19,7 +19,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 make -s -C "$b" tests/tools/ldclient >/dev/null
 w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
 pids=
-trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$w"' EXIT
+trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
 
 "$b/loaderctl" pack "$src" "$w/fm" >/dev/null
 cat "$w"/fm/*/shard-*.lds >/dev/null
@@ -30,7 +30,11 @@ daemon() { # SOCK ARGS...: start a loaderd, wait for its socket
 	"$b/loaderd" -f --socket "$s" --log-level warn "$@" 2>>"$w/daemon.log" &
 	pids="$pids $!"
 	DPID=$!
-	while [ ! -S "$s" ]; do sleep 0.05; done
+	while [ ! -S "$s" ]; do
+		kill -0 $DPID 2>/dev/null ||
+			{ cat "$w/daemon.log" >&2; echo "stream_core: loaderd did not start" >&2; exit 1; }
+		sleep 0.05
+	done
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 

@@ -9,7 +9,8 @@
  * It can also stop consuming (--hold-after) or go slowly (--sleep-ms) for
  * the tests that kill one side. --pipeline and --on-bad set the image
  * pipeline and bad-sample policy; --stats prints the daemon's counters
- * (bad samples among them) at the end. Exit status: 0 at the end of the stream,
+ * (bad samples among them) at the end; --warmup N starts the rate's
+ * clock after the first N batches, as the torchvision peer does. Exit status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
 #include <errno.h>
@@ -48,27 +49,40 @@ static void usage(void)
 		"  [--slots N] [--prefetch BYTES] [--threads N] [--timeout-ms T]\n"
 		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
 		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct]\n"
-		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] SOCKET DATASET\n");
+		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
+		"  SOCKET DATASET\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "outputs", 1, 0, 'o' },    { "batch", 1, 0, 'b' },
-		{ "order", 1, 0, 'O' },	     { "seed", 1, 0, 's' },
-		{ "epochs", 1, 0, 'e' },     { "start-epoch", 1, 0, 'E' },
-		{ "rank", 1, 0, 'r' },	     { "world", 1, 0, 'w' },
-		{ "drop-last", 0, 0, 'd' },  { "slots", 1, 0, 'S' },
-		{ "prefetch", 1, 0, 'p' },   { "threads", 1, 0, 't' },
-		{ "timeout-ms", 1, 0, 'T' }, { "hash", 0, 0, 'H' },
-		{ "ids", 0, 0, 'i' },	     { "shapes", 0, 0, 'P' },
-		{ "hold-after", 1, 0, 'h' }, { "sleep-ms", 1, 0, 'z' },
-		{ "handoff", 1, 0, 'x' },    { "memcpy", 0, 0, 'm' },
-		{ "memcpy-ref", 0, 0, 'R' }, { "direct", 0, 0, 'D' },
-		{ "pipeline", 1, 0, 'L' },   { "on-bad", 1, 0, 'B' },
-		{ "stats", 0, 0, 'Q' },	     { 0, 0, 0, 0 }
-	};
+	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
+					    { "batch", 1, 0, 'b' },
+					    { "order", 1, 0, 'O' },
+					    { "seed", 1, 0, 's' },
+					    { "epochs", 1, 0, 'e' },
+					    { "start-epoch", 1, 0, 'E' },
+					    { "rank", 1, 0, 'r' },
+					    { "world", 1, 0, 'w' },
+					    { "drop-last", 0, 0, 'd' },
+					    { "slots", 1, 0, 'S' },
+					    { "prefetch", 1, 0, 'p' },
+					    { "threads", 1, 0, 't' },
+					    { "timeout-ms", 1, 0, 'T' },
+					    { "hash", 0, 0, 'H' },
+					    { "ids", 0, 0, 'i' },
+					    { "shapes", 0, 0, 'P' },
+					    { "hold-after", 1, 0, 'h' },
+					    { "sleep-ms", 1, 0, 'z' },
+					    { "handoff", 1, 0, 'x' },
+					    { "memcpy", 0, 0, 'm' },
+					    { "memcpy-ref", 0, 0, 'R' },
+					    { "direct", 0, 0, 'D' },
+					    { "pipeline", 1, 0, 'L' },
+					    { "on-bad", 1, 0, 'B' },
+					    { "stats", 0, 0, 'Q' },
+					    { "warmup", 1, 0, 'W' },
+					    { 0, 0, 0, 0 } };
 	struct loader_opts o = { .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
@@ -78,7 +92,7 @@ int main(int argc, char **argv)
 	XXH3_state_t *xx = XXH3_createState();
 	uint64_t nb = 0, ns = 0, bytes = 0, ep_batches = 0, ep_samples = 0;
 	uint32_t epoch = UINT32_MAX;
-	uint64_t *lat = NULL, nlat = 0, t0;
+	uint64_t *lat = NULL, nlat = 0, t0, warmup = 0, ns0 = 0, bytes0 = 0;
 	unsigned char *copy = NULL;
 	size_t copy_cap = 0;
 
@@ -114,6 +128,7 @@ int main(int argc, char **argv)
 		case 'D': o.direct = 1; break;
 		case 'L': o.pipeline = optarg; break;
 		case 'Q': stats = 1; break;
+		case 'W': warmup = strtoull(optarg, NULL, 10); break;
 		case 'B':
 			if (!strcmp(optarg, "skip"))
 				o.on_bad = LOADER_BAD_SKIP;
@@ -209,6 +224,12 @@ int main(int argc, char **argv)
 			break;
 		if (sleep_ms)
 			usleep((useconds_t)sleep_ms * 1000);
+		if (warmup && nb == warmup) {
+			/* The rate counts from here: the pipeline is full. */
+			t0 = now_ns();
+			ns0 = ns;
+			bytes0 = bytes;
+		}
 	}
 	if (hash && epoch != UINT32_MAX && r == LOADER_EEND)
 		printf("epoch %" PRIu32 " batches %" PRIu64 " samples %" PRIu64
@@ -225,8 +246,10 @@ int main(int argc, char **argv)
 
 		printf("total batches %" PRIu64 " samples %" PRIu64
 		       " bytes %" PRIu64
-		       " seconds %.3f samples_per_s %.0f GBps %.3f\n",
-		       nb, ns, bytes, s, ns / s, bytes / s / 1e9);
+		       " seconds %.3f samples_per_s %.0f GBps %.3f warmup %" PRIu64
+		       "\n",
+		       nb, ns, bytes, s, (ns - ns0) / s,
+		       (bytes - bytes0) / s / 1e9, warmup);
 	}
 	if (stats) {
 		struct loader_stats st;

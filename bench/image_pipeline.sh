@@ -1,0 +1,226 @@
+#!/bin/sh
+# image_pipeline.sh - the image pipeline against its peer and its limit, in
+# one run, on the same cores and the same files:
+#   torch    torchvision ImageFolder + DataLoader (bench/peer_torch.py):
+#            num_workers = cores, batch 256, RandomResizedCrop(224),
+#            RandomHorizontalFlip, ToTensor, Normalize.
+#   loaderd  loaderd with cores decoding threads (--threads cores - 1: a
+#            stream's own thread decodes alongside the pool's), the same
+#            transforms as a pipeline spec, into a consumer that only
+#            releases batches (ldclient):
+#            f32 NCHW, as ToTensor + Normalize give, and f16 NCHW, as a
+#            GPU trainer would take.  Goal: >= 3.0 x torch.
+#   decode   libjpeg-turbo full decode of the same files, one thread
+#            (bench/jpeg_decode), times cores.  Goal: loaderd >= 1.0 x.
+# Each run does all of them in turn, so that drift hits all alike; the
+# figures are medians over the runs, the ratios medians of each run's.
+# loaderd skips bad samples and the script prints how many there were (and
+# the daemon's warnings); last, loaderctl pipeline --profile says where
+# the time goes, stage by stage, on one thread.
+#
+#   bench/image_pipeline.sh [RUNS]      (default 3)
+#
+# Environment: BUILD (build directory, default build/), CORPUS (the
+# ImageFolder corpus, made by bench/mkcorpus.py when absent or empty;
+# default /var/tmp/loaderd-corpus-nCOUNT-sSEED, kept for the next run),
+# COUNT (images, default 2000), SEED (corpus seed, default 0), CORES
+# (default: all; fewer pins everything to CPUs 0..CORES-1), TORCH_EPOCHS
+# (default 2), LD_EPOCHS (default 4), SLOTS (ring slots, default 4: a
+# 256-image f32 batch is 154 MB).  Exit status 77: something missing.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-3}
+b=${BUILD:-$top/build}
+count=${COUNT:-2000}
+seed=${SEED:-0}
+corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
+ncpu=$(nproc)
+cores=${CORES:-$ncpu}
+torch_epochs=${TORCH_EPOCHS:-2}
+ld_epochs=${LD_EPOCHS:-4}
+slots=${SLOTS:-4}
+py=/usr/bin/python3
+spec='decode | rrc 224 | flip 0.5 | normalize imagenet'
+
+skip() {
+	echo "image_pipeline: $*; skipped" >&2
+	exit 77
+}
+say() { echo "-- $*" >&2; }
+# rate LINE: the value of img_per_s=... in LINE.
+rate() {
+	echo "$1" | tr ' ' '\n' |
+		awk -F= '$1 == "img_per_s" { r = $2 } END { if (r == "") exit 1; print r }'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+[ "$cores" -ge 1 ] && [ "$cores" -le "$ncpu" ] ||
+	{ echo "image_pipeline: CORES=$cores: 1..$ncpu" >&2; exit 2; }
+pin=
+[ "$cores" -lt "$ncpu" ] && pin="taskset -c 0-$((cores - 1))"
+[ -x "$py" ] || skip "no $py (Debian's python3)"
+"$py" -c 'import torch, torchvision, PIL, numpy' 2>/dev/null ||
+	skip "$py cannot import torch, torchvision, PIL and numpy" \
+		"(scripts/deps.sh --bench installs python3-torch," \
+		"python3-torchvision, python3-pil and python3-numpy)"
+[ -x "$b/loaderd" ] ||
+	{ echo "image_pipeline: no $b/loaderd: build first, or set BUILD" >&2; exit 2; }
+make -s -C "$b" tests/tools/ldclient bench/jpeg_decode >/dev/null
+ldc=$b/tests/tools/ldclient
+ld=yes
+"$ldc" --help 2>&1 | grep -q -e '--pipeline.*--stats' || ld=no
+
+w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
+pids=
+partial=
+# set -e holds in traps too: a daemon that is gone must not stop the rm.
+trap 'for p in $pids; do kill $p 2>/dev/null || :; done
+rm -rf "$w" ${partial:+"$partial"}' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The corpus: made once, then reused.
+if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus")" ]; then
+	"$py" -c "import sys; sys.path.insert(0, '$top/bench')
+import mkcorpus; mkcorpus.find_sources(None)" ||
+		skip "no source photographs for the corpus"
+	say "making the corpus: $count images into $corpus (once; minutes)"
+	rmdir "$corpus" 2>/dev/null || :
+	partial=$corpus.tmp.$$
+	$pin "$py" "$top/bench/mkcorpus.py" --count "$count" --seed "$seed" \
+		--jobs "$cores" "$partial" >&2
+	mv "$partial" "$corpus"
+	partial=
+fi
+say "packing $corpus"
+"$b/loaderctl" pack "$corpus" "$w/ds" >/dev/null
+# Counting the bytes also reads every file: the page cache is warm.
+n=$(find "$corpus" -type f \( -iname '*.jpg' -o -iname '*.jpeg' \) | wc -l)
+kb=$(find "$corpus" -type f \( -iname '*.jpg' -o -iname '*.jpeg' \) -exec cat {} + | wc -c)
+kb=$((kb / n / 1000))
+cat "$w"/ds/shard-*.lds >/dev/null
+
+if [ $ld = yes ]; then
+	# pool_run() puts the stream's own thread to work beside the pool's:
+	# cores - 1 pool threads decode on cores threads (the daemon's
+	# default).  One core still gets two, as --threads 0 means the default.
+	pool=$((cores > 1 ? cores - 1 : 1))
+	say "starting loaderd --threads $pool"
+	$pin "$b/loaderd" -f --socket "$w/d.sock" --threads "$pool" \
+		--log-level info 2>>"$w/daemon.log" &
+	dpid=$!
+	pids="$pids $dpid"
+	while [ ! -S "$w/d.sock" ]; do
+		kill -0 $dpid 2>/dev/null ||
+			{ cat "$w/daemon.log" >&2; echo "image_pipeline: loaderd did not start" >&2; exit 1; }
+		sleep 0.05
+	done
+else
+	say "this ldclient has no --pipeline: the loaderd rows are left out"
+fi
+
+# cputime: the daemon's user + system time so far, in clock ticks.
+cputime() { awk '{ print $14 + $15 }' "/proc/$dpid/stat"; }
+
+# loaderd_run TYPE: one stream of the pipeline with TYPE output; prints
+# "IMG_PER_S BAD_SAMPLES" and echoes ldclient's report to stderr.  Bad
+# samples are skipped (a skipped sample's place is taken by a copy of
+# another), so that a run still ends: the count is reported, not hidden.
+loaderd_run() {
+	c0=$(cputime)
+	out=$($pin "$ldc" --pipeline "$spec | $1 | nchw" --outputs image,label \
+		--on-bad skip --stats --order random --batch 256 --warmup 3 \
+		--epochs "$ld_epochs" --slots "$slots" --timeout-ms 60000 \
+		"$w/d.sock" "$w/ds") ||
+		{ echo "$out" >&2; echo "image_pipeline: ldclient failed" >&2; exit 1; }
+	c1=$(cputime)
+	echo "$out" | sed "s/^/   ldclient $1: /" >&2
+	echo "$out" | awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
+		'/^total/ { printf "   loaderd used %.2f cores (CPU time, warm-up included, over the timed wall time)\n", c / hz / $9 }' >&2
+	echo "$out" | awk -v want=$((ld_epochs * n)) '
+		/^total/ { r = $11; s = $5 }
+		/^stats/ { for (i = 1; i < NF; i++) if ($i == "bad_samples") bad = $(i + 1) }
+		END {
+			if (s != want)
+				printf "image_pipeline: %s samples, expected %s\n", s, want | "cat >&2"
+			print r, (bad == "" ? "na" : bad)
+		}'
+}
+
+echo "== image pipeline: $n JPEGs (mean $kb KB) from $corpus, $cores cores, batch 256,"
+echo "   RandomResizedCrop 224 + flip 0.5 + normalize; loaderd: $spec | f32|f16 | nchw"
+: >"$w/r"
+i=1
+while [ $i -le "$runs" ]; do
+	say "run $i/$runs: torchvision DataLoader, $cores workers, $torch_epochs epochs"
+	out=$($pin "$py" "$top/bench/peer_torch.py" --workers "$cores" \
+		--epochs "$torch_epochs" --seed $i "$corpus")
+	echo "   $out" >&2
+	t=$(rate "$out") || exit 1
+	f32=na bad32=na f16=na bad16=na
+	if [ $ld = yes ]; then
+		say "run $i/$runs: loaderd f32, $ld_epochs epochs"
+		r=$(loaderd_run f32) || exit 1
+		set -- $r
+		f32=$1 bad32=$2
+		say "run $i/$runs: loaderd f16, $ld_epochs epochs"
+		r=$(loaderd_run f16) || exit 1
+		set -- $r
+		f16=$1 bad16=$2
+	fi
+	say "run $i/$runs: decode-only, one thread"
+	out=$($pin "$b/bench/jpeg_decode" -t 2 "$corpus")
+	echo "   $out" >&2
+	d=$(rate "$out") || exit 1
+	echo "$t $f32 $f16 $d $bad32 $bad16" >>"$w/r"
+	i=$((i + 1))
+done
+
+# col N: the median of column N over the runs ("na" when not measured).
+col() { awk -v c="$1" '$c != "na" { print $c }' "$w/r" | median; }
+# rat N J M K: the median over the runs of (J x column N) / (K x column M).
+rat() {
+	awk -v a="$1" -v j="$2" -v b="$3" -v k="$4" \
+		'$a != "na" { print j * $a / (k * $b) }' "$w/r" |
+		median | awk '{ printf "%.2f", $1 }'
+}
+row() { # NAME IMG/S VS_TORCH VS_DECODE
+	if [ -z "$2" ]; then
+		printf '%-36s %9s\n' "$1" "n/a"
+	else
+		printf '%-36s %9.0f %9s %10s\n' "$1" "$2" "$3" "$4"
+	fi
+}
+echo "== medians of $runs runs (ratios: medians of each run's)"
+printf '%-36s %9s %9s %10s\n' "" img/s "/torch" "/decode"
+row "torchvision DataLoader ($cores workers)" "$(col 1)" 1.00 "$(rat 1 1 4 "$cores")"
+if [ $ld = yes ]; then
+	row "loaderd f32 nchw ($((pool + 1)) threads)" "$(col 2)" "$(rat 2 1 1 1)" "$(rat 2 1 4 "$cores")"
+	row "loaderd f16 nchw ($((pool + 1)) threads)" "$(col 3)" "$(rat 3 1 1 1)" "$(rat 3 1 4 "$cores")"
+else
+	row "loaderd f32 nchw (no --pipeline)" ""
+	row "loaderd f16 nchw (no --pipeline)" ""
+fi
+row "decode-only: 1 thread x $cores" \
+	"$(awk -v k="$cores" '{ print $4 * k }' "$w/r" | median)" "$(rat 4 "$cores" 1 1)" 1.00
+echo "goals: loaderd f32 >= 3.00 x torch, >= 1.00 x decode-only (1 thread x $cores)"
+if [ $ld = yes ]; then
+	echo "bad samples per run (f32/f16):" \
+		"$(awk '{ printf "%s%s/%s", (NR > 1 ? ", " : ""), $5, $6 }' "$w/r")"
+	o=$(grep -c 'stream open' "$w/daemon.log") || :
+	e=$(grep -c 'delivered all' "$w/daemon.log") || :
+	x=$(grep -v -e 'stream open' -e 'delivered all' -e ': connected$' \
+		-e ': pipeline "' -e 'session ends' -e 'listening on' \
+		"$w/daemon.log" | sed 's/^<[0-9]>/   /' | head -20) || :
+	echo "loaderd log: $o streams opened, $e delivered all their batches;" \
+		"other lines: ${x:+(below)}${x:-none}"
+	[ -z "$x" ] || echo "$x"
+fi
+
+# Where the time goes: the same pipeline on one thread, stage by stage,
+# against the full decode of the same files (once, not a median).
+if [ $ld = yes ] && "$b/loaderctl" pipeline --help >/dev/null 2>&1; then
+	echo "== where the time goes: loaderctl pipeline --profile, one thread, f32"
+	$pin "$b/loaderctl" pipeline --profile "$spec | f32 | nchw" "$corpus" |
+		sed -n '/^stage/,$p'
+fi
