@@ -16,6 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ISPEC_X86 1
+#endif
+
 #include "loader.h"
 #include "ispec.h"
 #include "schema.h"
@@ -707,17 +712,153 @@ static void affine_init(const struct ispec *sp, struct affine *af)
  * add (and the rounding to f16) gives, and costs 768 of them per image
  * instead of one per element.
  */
+/*
+ * x * scale + bias as a multiply, rounded, then an add: never one fused
+ * multiply-add, whatever -ffp-contract and -march say, so that the
+ * tables and the SIMD loops below (mul then add) agree to the bit.
+ */
+static float affine_at(const struct affine *af, unsigned c, unsigned v)
+{
+	volatile float p = (float)v * af->scale[c];
+
+	return p + af->bias[c];
+}
+
+#ifdef ISPEC_X86
+static bool ispec_simd = true; /* tests turn it off to compare */
+
+/*
+ * Eight RGB pixels (24 bytes at px) as three vectors of eight 32-bit
+ * integers, one per channel. Reads 32 bytes: the caller keeps 8 bytes of
+ * slack before the end of px.
+ */
+__attribute__((target("avx2"))) static inline void
+rgb8(const uint8_t *px, __m256i *r, __m256i *g, __m256i *b)
+{
+	const __m128i a = _mm_loadu_si128((const __m128i *)px);
+	const __m128i z = _mm_loadu_si128((const __m128i *)(px + 16));
+	const __m128i ra = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1,
+					 -1, -1, -1, -1, -1);
+	const __m128i rz = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1,
+					 -1, -1, -1, -1, -1, -1);
+	const __m128i ga = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1,
+					 -1, -1, -1, -1, -1, -1);
+	const __m128i gz = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1,
+					 -1, -1, -1, -1, -1, -1);
+	const __m128i ba = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1,
+					 -1, -1, -1, -1, -1, -1);
+	const __m128i bz = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1,
+					 -1, -1, -1, -1, -1, -1);
+
+	*r = _mm256_cvtepu8_epi32(
+		_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(z, rz)));
+	*g = _mm256_cvtepu8_epi32(
+		_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(z, gz)));
+	*b = _mm256_cvtepu8_epi32(
+		_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(z, bz)));
+}
+
+__attribute__((target("avx2"))) static inline __m256
+affine8(__m256i v, float scale, float bias)
+{
+	return _mm256_add_ps(
+		_mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(scale)),
+		_mm256_set1_ps(bias));
+}
+
+/*
+ * NCHW f32, 8 pixels a step, with streaming stores: the daemon never
+ * reads the batch again, so the lines need not be fetched nor kept.
+ * Returns the pixels done (a multiple of 8); the rest is the caller's.
+ */
+__attribute__((target("avx2"))) static size_t
+chw_f32_avx2(const struct affine *af, const uint8_t *px, size_t np, float *out)
+{
+	size_t i = 0;
+	bool aligned = ((uintptr_t)out | (np * sizeof(float))) % 32 == 0;
+
+	for (; i + 8 <= np && 3 * i + 32 <= 3 * np; i += 8) {
+		__m256i r, g, b;
+		__m256 vr, vg, vb;
+
+		rgb8(px + 3 * i, &r, &g, &b);
+		vr = affine8(r, af->scale[0], af->bias[0]);
+		vg = affine8(g, af->scale[1], af->bias[1]);
+		vb = affine8(b, af->scale[2], af->bias[2]);
+		if (aligned) {
+			_mm256_stream_ps(out + i, vr);
+			_mm256_stream_ps(out + np + i, vg);
+			_mm256_stream_ps(out + 2 * np + i, vb);
+		} else {
+			_mm256_storeu_ps(out + i, vr);
+			_mm256_storeu_ps(out + np + i, vg);
+			_mm256_storeu_ps(out + 2 * np + i, vb);
+		}
+	}
+	_mm_sfence();
+	return i;
+}
+
+/* The same for f16, rounded to nearest even by F16C. */
+__attribute__((target("avx2,f16c"))) static size_t
+chw_f16_avx2(const struct affine *af, const uint8_t *px, size_t np,
+	     uint16_t *out)
+{
+	size_t i = 0;
+	bool aligned = ((uintptr_t)out | (np * sizeof(uint16_t))) % 16 == 0;
+
+	for (; i + 8 <= np && 3 * i + 32 <= 3 * np; i += 8) {
+		__m256i r, g, b;
+		__m128i hr, hg, hb;
+
+		rgb8(px + 3 * i, &r, &g, &b);
+		hr = _mm256_cvtps_ph(affine8(r, af->scale[0], af->bias[0]),
+				     _MM_FROUND_TO_NEAREST_INT);
+		hg = _mm256_cvtps_ph(affine8(g, af->scale[1], af->bias[1]),
+				     _MM_FROUND_TO_NEAREST_INT);
+		hb = _mm256_cvtps_ph(affine8(b, af->scale[2], af->bias[2]),
+				     _MM_FROUND_TO_NEAREST_INT);
+		if (aligned) {
+			_mm_stream_si128((__m128i *)(out + i), hr);
+			_mm_stream_si128((__m128i *)(out + np + i), hg);
+			_mm_stream_si128((__m128i *)(out + 2 * np + i), hb);
+		} else {
+			_mm_storeu_si128((__m128i *)(out + i), hr);
+			_mm_storeu_si128((__m128i *)(out + np + i), hg);
+			_mm_storeu_si128((__m128i *)(out + 2 * np + i), hb);
+		}
+	}
+	_mm_sfence();
+	return i;
+}
+#endif
+
+void ispec_test_simd(bool on)
+{
+#ifdef ISPEC_X86
+	ispec_simd = on;
+#else
+	(void)on;
+#endif
+}
+
 static void emit_f32(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, float *restrict out)
 {
 	float lut[3][256];
 	/* Element (pixel i, channel c) goes to i * step + c * plane. */
-	size_t step = chw ? 1 : 3, plane = chw ? np : 1;
+	size_t step = chw ? 1 : 3, plane = chw ? np : 1, i = 0;
 
+#ifdef ISPEC_X86
+	if (chw && ispec_simd && __builtin_cpu_supports("avx2"))
+		i = chw_f32_avx2(af, px, np, out);
+	if (i == np)
+		return;
+#endif
 	for (unsigned c = 0; c < 3; c++)
 		for (unsigned v = 0; v < 256; v++)
-			lut[c][v] = (float)v * af->scale[c] + af->bias[c];
-	for (size_t i = 0; i < np; i++) {
+			lut[c][v] = affine_at(af, c, v);
+	for (; i < np; i++) {
 		out[i * step] = lut[0][px[3 * i]];
 		out[i * step + plane] = lut[1][px[3 * i + 1]];
 		out[i * step + 2 * plane] = lut[2][px[3 * i + 2]];
@@ -728,13 +869,19 @@ static void emit_f16(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, uint16_t *restrict out)
 {
 	uint16_t lut[3][256];
-	size_t step = chw ? 1 : 3, plane = chw ? np : 1;
+	size_t step = chw ? 1 : 3, plane = chw ? np : 1, i = 0;
 
+#ifdef ISPEC_X86
+	if (chw && ispec_simd && __builtin_cpu_supports("avx2") &&
+	    __builtin_cpu_supports("f16c"))
+		i = chw_f16_avx2(af, px, np, out);
+	if (i == np)
+		return;
+#endif
 	for (unsigned c = 0; c < 3; c++)
 		for (unsigned v = 0; v < 256; v++)
-			lut[c][v] = ispec_f32_to_f16((float)v * af->scale[c] +
-						     af->bias[c]);
-	for (size_t i = 0; i < np; i++) {
+			lut[c][v] = ispec_f32_to_f16(affine_at(af, c, v));
+	for (; i < np; i++) {
 		out[i * step] = lut[0][px[3 * i]];
 		out[i * step + plane] = lut[1][px[3 * i + 1]];
 		out[i * step + 2 * plane] = lut[2][px[3 * i + 2]];

@@ -107,4 +107,11 @@ int ispec_emit(const struct ispec *sp, const uint8_t *hwc, uint32_t w,
  */
 uint16_t ispec_f32_to_f16(float f);
 
+/*
+ * Tests only: false makes ispec_emit() use its portable loops (the
+ * default, true, uses AVX2/F16C where the CPU has them); the bytes are
+ * the same either way. Not thread-safe.
+ */
+void ispec_test_simd(bool on);
+
 #endif /* LD_ISPEC_H */

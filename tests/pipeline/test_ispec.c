@@ -568,3 +568,62 @@ Test(ispec, emit_checks_size)
 	cr_expect_eq(ispec_emit(&sp, px, 3, 4, out), -EINVAL);
 	cr_expect_eq(ispec_emit(&sp, px, 4, 4, out), 0);
 }
+
+/*
+ * The SIMD loops (AVX2, F16C, streaming stores) give the portable loops'
+ * bytes, for every dtype and layout, sizes with and without a tail of
+ * fewer than 8 pixels, and an output that is not 32-byte aligned.
+ */
+Test(ispec, emit_simd_equals_portable)
+{
+	static const char *const specs[] = {
+		" | normalize imagenet | f32 | nchw",
+		" | normalize imagenet | f16 | nchw",
+		" | normalize 0.5,0.1,0.9 0.3,2,0.01 | f16",
+		" | f32 | nhwc",
+		" | f16 | nhwc",
+		" | u8 | nchw",
+	};
+	static const unsigned sides[] = { 1, 3, 13, 16, 224 };
+	enum { MAXW = 224, MAXB = MAXW * MAXW * 3 * 4 };
+	uint8_t *px = malloc(MAXW * MAXW * 3);
+	unsigned char *a = malloc(MAXB + 128), *b = malloc(MAXB + 128);
+	uint64_t seed = 99;
+
+	cr_assert(px && a && b);
+	for (size_t i = 0; i < MAXW * MAXW * 3; i++)
+		px[i] = (uint8_t)(ut_rand(&seed) >> 56);
+	for (size_t k = 0; k < NELEM(specs); k++)
+		for (size_t w = 0; w < NELEM(sides); w++)
+			for (unsigned off = 0; off <= 4; off += 4) {
+				char text[128];
+				struct ispec sp;
+				size_t n;
+
+				snprintf(text, sizeof(text),
+					 "decode | center %u%s", sides[w],
+					 specs[k]);
+				cr_assert_eq(ispec_parse(&sp, text, NULL), 0);
+				n = ispec_out_bytes(&sp);
+				memset(a, 0xa5, MAXB + 128);
+				memset(b, 0x5a, MAXB + 128);
+				ispec_test_simd(true);
+				cr_assert_eq(ispec_emit(&sp, px, sides[w],
+							sides[w], a + 64 + off),
+					     0);
+				ispec_test_simd(false);
+				cr_assert_eq(ispec_emit(&sp, px, sides[w],
+							sides[w], b + 64 + off),
+					     0);
+				ispec_test_simd(true);
+				cr_expect_eq(
+					memcmp(a + 64 + off, b + 64 + off, n),
+					0, "%s, output offset %u", text, off);
+				/* nothing written around the output */
+				cr_expect_eq(a[63 + off], 0xa5);
+				cr_expect_eq(a[64 + off + n], 0xa5);
+			}
+	free(px);
+	free(a);
+	free(b);
+}
