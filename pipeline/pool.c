@@ -38,16 +38,22 @@ struct pool {
 /*
  * Claim and run indices of j until none is left. Indices go in small runs:
  * one contended atomic per run rather than per item, while runs stay short
- * enough to share a batch out evenly.
+ * enough to share a batch out evenly. The last POOL_TAIL indices go one
+ * at a time: with items of milliseconds (a JPEG), a run of 4 claimed at
+ * the end would keep one thread busy while the others wait for the batch.
+ * The look at `next` is only a hint; the fetch-add decides.
  */
-#define POOL_RUN 4
+#define POOL_RUN  4
+#define POOL_TAIL 32
 
 static void drain(struct pool_job *j, uint32_t worker)
 {
 	for (;;) {
-		uint32_t i = __atomic_fetch_add(&j->next, POOL_RUN,
-						__ATOMIC_RELAXED);
-		uint32_t end = i + POOL_RUN < j->n ? i + POOL_RUN : j->n;
+		uint32_t seen = __atomic_load_n(&j->next, __ATOMIC_RELAXED);
+		uint32_t run = seen + POOL_TAIL < j->n ? POOL_RUN : 1;
+		uint32_t i =
+			__atomic_fetch_add(&j->next, run, __ATOMIC_RELAXED);
+		uint32_t end = i + run < j->n ? i + run : j->n;
 
 		if (i >= j->n)
 			return;
