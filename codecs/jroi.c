@@ -224,16 +224,35 @@ static void jroi_cmyk_rgb(unsigned char *dst, const unsigned char *src,
 	}
 }
 
+/* The whole scaled pixels that cover a request at scale num/8. */
+static void jroi_cover(const struct jroi_req *req, uint32_t num, uint64_t *x0,
+		       uint64_t *y0, uint64_t *x1, uint64_t *y1)
+{
+	*x0 = (uint64_t)req->x * num / JROI_DENOM;
+	*y0 = (uint64_t)req->y * num / JROI_DENOM;
+	*x1 = ((uint64_t)req->x + req->w) * num;
+	*x1 = (*x1 + JROI_DENOM - 1) / JROI_DENOM;
+	*y1 = ((uint64_t)req->y + req->h) * num;
+	*y1 = (*y1 + JROI_DENOM - 1) / JROI_DENOM;
+}
+
+void jroi_region_size(const struct jroi_req *req, uint32_t num, uint64_t *w,
+		      uint64_t *h)
+{
+	uint64_t x0, y0, x1, y1;
+
+	jroi_cover(req, num, &x0, &y0, &x1, &y1);
+	*w = x1 - x0;
+	*h = y1 - y0;
+}
+
 /* The geometry of a request at scale num/8, in scaled pixels. */
 static void jroi_geometry(const struct jroi_req *req, uint32_t num, uint32_t sw,
 			  uint32_t sh, struct jroi_out *out)
 {
-	uint64_t x0 = (uint64_t)req->x * num / JROI_DENOM;
-	uint64_t y0 = (uint64_t)req->y * num / JROI_DENOM;
-	uint64_t x1 = ((uint64_t)(req->x + req->w) * num + JROI_DENOM - 1) /
-		      JROI_DENOM;
-	uint64_t y1 = ((uint64_t)(req->y + req->h) * num + JROI_DENOM - 1) /
-		      JROI_DENOM;
+	uint64_t x0, y0, x1, y1;
+
+	jroi_cover(req, num, &x0, &y0, &x1, &y1);
 
 	/* Both are within the scaled image already; keep it obvious. */
 	if (x1 > sw)

@@ -109,6 +109,14 @@ uint32_t jroi_pick_scale(const struct jroi_req *req, uint32_t width,
 			 uint32_t height);
 
 /*
+ * The size, w x h pixels, that request req decodes to at scale num/8
+ * (the width and height of struct jroi_out), without decoding: for a
+ * caller that sizes buffers or picks a coarser scale by it.
+ */
+void jroi_region_size(const struct jroi_req *req, uint32_t num, uint64_t *w,
+		      uint64_t *h);
+
+/*
  * Read the header of the JPEG in src[0..len) into info without decoding
  * any pixels. Returns 0, LOADER_EDECODE (not a JPEG, damaged header),
  * LOADER_ETOOBIG (above the pixel limit; info is still filled) or

@@ -28,12 +28,10 @@ struct imgpipe {
 	size_t dec_cap;	    /* bytes of a decoded region */
 	size_t plan_cap;    /* bytes of a resize plan */
 	size_t scratch_cap; /* bytes of resize scratch */
-	size_t out_bytes;   /* of one sample */
 	size_t ws_bytes;    /* all of a worker's buffers */
 };
 
 struct imgpipe_ws {
-	const struct imgpipe *ip;
 	struct jroi_dec *dec;
 	bool timing;
 	struct imgpipe_times t;
@@ -54,7 +52,7 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 		uint64_t max_pixels, struct diag *d)
 {
 	struct imgpipe *ip;
-	uint64_t s, px, rows;
+	uint64_t s, px;
 
 	*out = NULL;
 	if (sp->size == 0 || sp->size > ISPEC_SIZE_MAX)
@@ -83,14 +81,8 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 	ip->dec_cap = round64(px * 3);
 	ip->plan_cap = round64(rsz_plan_bytes(ip->max_side, ip->max_side,
 					      (uint32_t)s, (uint32_t)s));
-	/*
-	 * The resampler keeps a window of horizontally resized rows: at most
-	 * the vertical filter's taps, 2 * ceil(in / out) + 1, plus slack for
-	 * rounding; and one row of 32-bit accumulators.
-	 */
-	rows = 2 * ((ip->max_side + s - 1) / s) + 4;
-	ip->scratch_cap = round64(rows * s * 3 + 64 + s * 3 * 4);
-	ip->out_bytes = ispec_out_bytes(sp);
+	ip->scratch_cap = round64(
+		rsz_scratch_bytes(ip->max_side, (uint32_t)s, (uint32_t)s, 3));
 	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
 		       round64(s * s * 3) + round64(s * s);
 	*out = ip;
@@ -107,11 +99,6 @@ const struct ispec *imgpipe_spec(const struct imgpipe *ip)
 	return &ip->sp;
 }
 
-size_t imgpipe_ws_bytes(const struct imgpipe *ip)
-{
-	return ip->ws_bytes;
-}
-
 int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 		   struct imgpipe_ws **out)
 {
@@ -123,7 +110,6 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return -ENOMEM;
-	ws->ip = ip;
 	ws->timing = timing;
 	if (jroi_new(&ws->dec, ip->max_pixels) ||
 	    posix_memalign((void **)&ws->mem, 64, ip->ws_bytes)) {
@@ -169,21 +155,6 @@ static uint64_t clock_ns(const struct imgpipe_ws *ws)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The size a request decodes to at scale k/8 (jroi.h's covering rect). */
-static void region_size(const struct jroi_req *q, uint32_t k, uint64_t *w,
-			uint64_t *h)
-{
-	uint64_t x0 = (uint64_t)q->x * k / JROI_DENOM;
-	uint64_t y0 = (uint64_t)q->y * k / JROI_DENOM;
-	uint64_t x1 =
-		((uint64_t)(q->x + q->w) * k + JROI_DENOM - 1) / JROI_DENOM;
-	uint64_t y1 =
-		((uint64_t)(q->y + q->h) * k + JROI_DENOM - 1) / JROI_DENOM;
-
-	*w = x1 - x0;
-	*h = y1 - y0;
-}
-
 /*
  * Pin the request's scale: the one jroi would pick, or, if that region
  * would not fit the worker's buffers, the finest coarser one that does.
@@ -196,7 +167,7 @@ static void fit_scale(const struct imgpipe *ip, struct jroi_req *q,
 	for (; k > 1; k--) {
 		uint64_t w, h;
 
-		region_size(q, k, &w, &h);
+		jroi_region_size(q, k, &w, &h);
 		if (w <= ip->max_side && h <= ip->max_side &&
 		    w * h * 3 <= ip->dec_cap)
 			break;
@@ -227,12 +198,7 @@ static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
 		if (err)
 			return diag_set(d, LOADER_EUSAGE,
 					"rrc parameters refused");
-		q->x = (uint32_t)rect->x;
-		q->y = (uint32_t)rect->y;
-		q->w = (uint32_t)rect->w;
-		q->h = (uint32_t)rect->h;
-		q->min_w = q->min_h = sp->size;
-		return 0;
+		goto whole;
 	}
 	if (!sp->resize) {
 		if (width < sp->size || height < sp->size)
@@ -245,11 +211,7 @@ static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
 		rect->y =
 			augp_round_half_even((double)(height - sp->size) / 2.0);
 		rect->w = rect->h = sp->size;
-		q->x = (uint32_t)rect->x;
-		q->y = (uint32_t)rect->y;
-		q->w = q->h = sp->size;
-		q->min_w = q->min_h = sp->size;
-		return 0;
+		goto whole;
 	}
 	if (augp_resize_center(width, height, sp->resize, sp->size, rect, &rw,
 			       &rh))
@@ -278,6 +240,14 @@ static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
 	/* The scale must give the rectangle, not the request, size pixels. */
 	q->min_w = (uint32_t)ceil(sp->size * (x1 - x0) / rect->w);
 	q->min_h = (uint32_t)ceil(sp->size * (y1 - y0) / rect->h);
+	return 0;
+whole:
+	/* A rectangle of whole pixels, decoded as it is. */
+	q->x = (uint32_t)rect->x;
+	q->y = (uint32_t)rect->y;
+	q->w = (uint32_t)rect->w;
+	q->h = (uint32_t)rect->h;
+	q->min_w = q->min_h = sp->size;
 	return 0;
 }
 

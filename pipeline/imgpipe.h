@@ -66,12 +66,6 @@ void imgpipe_free(struct imgpipe *ip);
 const struct ispec *imgpipe_spec(const struct imgpipe *ip);
 
 /*
- * Bytes of memory one worker state holds (decoder excluded): what a
- * stream's budget must count per worker.
- */
-size_t imgpipe_ws_bytes(const struct imgpipe *ip);
-
-/*
  * Make one worker's state for ip; ip must outlive it. timing: record
  * per-stage times (two clock reads per stage). Returns 0 or -ENOMEM.
  */

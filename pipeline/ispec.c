@@ -842,6 +842,12 @@ void ispec_test_simd(bool on)
 #endif
 }
 
+/*
+ * With fewer pixels than this left (the SIMD loops' tail, small images),
+ * computing each element costs less than filling the tables.
+ */
+#define EMIT_TABLE_MIN 256
+
 static void emit_f32(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, float *restrict out)
 {
@@ -852,9 +858,14 @@ static void emit_f32(const struct affine *af, const uint8_t *restrict px,
 #ifdef ISPEC_X86
 	if (chw && ispec_simd && __builtin_cpu_supports("avx2"))
 		i = chw_f32_avx2(af, px, np, out);
-	if (i == np)
-		return;
 #endif
+	if (np - i < EMIT_TABLE_MIN) {
+		for (; i < np; i++)
+			for (unsigned c = 0; c < 3; c++)
+				out[i * step + c * plane] =
+					affine_at(af, c, px[3 * i + c]);
+		return;
+	}
 	for (unsigned c = 0; c < 3; c++)
 		for (unsigned v = 0; v < 256; v++)
 			lut[c][v] = affine_at(af, c, v);
@@ -875,9 +886,14 @@ static void emit_f16(const struct affine *af, const uint8_t *restrict px,
 	if (chw && ispec_simd && __builtin_cpu_supports("avx2") &&
 	    __builtin_cpu_supports("f16c"))
 		i = chw_f16_avx2(af, px, np, out);
-	if (i == np)
-		return;
 #endif
+	if (np - i < EMIT_TABLE_MIN) {
+		for (; i < np; i++)
+			for (unsigned c = 0; c < 3; c++)
+				out[i * step + c * plane] = ispec_f32_to_f16(
+					affine_at(af, c, px[3 * i + c]));
+		return;
+	}
 	for (unsigned c = 0; c < 3; c++)
 		for (unsigned v = 0; v < 256; v++)
 			lut[c][v] = ispec_f32_to_f16(affine_at(af, c, v));

@@ -359,7 +359,7 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 
 uint64_t order_sample_seed(const struct order *o, uint64_t g)
 {
-	return rng_mix(o->seed, o->epoch, g);
+	return order_seed_at(o, o->epoch, g);
 }
 
 uint64_t order_seed_at(const struct order *o, uint32_t epoch, uint64_t g)

@@ -764,6 +764,25 @@ static bool channels_ok(unsigned ch)
 	return ch == 1 || ch == 3 || ch == 4;
 }
 
+size_t rsz_scratch_bytes(uint32_t max_in_h, uint32_t out_w, uint32_t out_h,
+			 unsigned channels)
+{
+	size_t ring;
+
+	if (!channels_ok(channels) || !side_ok(max_in_h) || !side_ok(out_w) ||
+	    !side_ok(out_h))
+		return 0;
+	/*
+	 * Each output row reads at most ksize input rows, and the windows of
+	 * successive rows only move down, so the ring never holds more than
+	 * ksize rows; ksize grows with the box's height.
+	 */
+	ring = (size_t)ksize_for((double)max_in_h / (double)out_h) * out_w *
+	       channels;
+	return ((ring + 63) & ~(size_t)63) +
+	       (size_t)out_w * channels * sizeof(int32_t);
+}
+
 size_t rsz_scratch_size(const struct rsz_plan *p, unsigned channels)
 {
 	if (!channels_ok(channels) || p->y.copy)

@@ -125,6 +125,15 @@ void rsz_plan_free(struct rsz_plan *p);
 size_t rsz_scratch_size(const struct rsz_plan *p, unsigned channels);
 
 /*
+ * An upper bound of rsz_scratch_size() for every plan whose input is at
+ * most max_in_h rows high and whose output is out_w x out_h, box and
+ * flags as they may be: what a caller sizes its scratch by once. 0 for a
+ * size out of range or a channel count other than 1, 3 or 4.
+ */
+size_t rsz_scratch_bytes(uint32_t max_in_h, uint32_t out_w, uint32_t out_h,
+			 unsigned channels);
+
+/*
  * Resize src (the whole in_h rows of in_w * channels bytes, src_stride
  * bytes apart, even for a box plan) into dst (out_h rows of out_w *
  * channels bytes, dst_stride apart). channels is 1, 3 or 4, interleaved;

@@ -119,8 +119,7 @@ struct stream {
 	unsigned char **scratch;  /* per worker, max_field bytes */
 	struct imgpipe *pipe;	  /* NULL: no image pipeline */
 	struct imgpipe_ws **ws;	  /* per worker, with pipe */
-	uint64_t max_pixels;
-	uint8_t *bad; /* per sample of the batch being made */
+	uint8_t *bad;		  /* per sample of the batch being made */
 	/* Bad samples logged so far (skip policy), under bad_lock. */
 	pthread_mutex_t bad_lock;
 	uint32_t nlogged;
@@ -241,13 +240,11 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 				"output %s: a jpeg field takes no cast; the pipeline sets its type",
 				name);
 		sp = imgpipe_spec(s->pipe);
+		/* jpeg fields are stored as they are: nothing to unpack */
 		o->field = (uint32_t)k;
-		o->cast = cast;
 		o->image = true;
 		o->dtype = sp->dtype;
 		o->sample_bytes = ispec_out_bytes(sp);
-		o->src_dtype = DT_U8;
-		o->comp = f->comp;
 		s->nout++;
 		return 0;
 	}
@@ -293,7 +290,7 @@ static int add_output(struct stream *s, const char *name, uint32_t cast,
 }
 
 /* The image pipeline, when the client gave one. */
-static int setup_pipeline(struct stream *s, struct diag *d)
+static int setup_pipeline(struct stream *s, uint64_t max_pixels, struct diag *d)
 {
 	struct ispec sp;
 	char text[ISPEC_TEXT_MAX];
@@ -304,7 +301,7 @@ static int setup_pipeline(struct stream *s, struct diag *d)
 	err = ispec_parse(&sp, s->o.pipeline, d);
 	if (err)
 		return diag_wrap(d, err, "pipeline");
-	err = imgpipe_new(&s->pipe, &sp, s->max_pixels, d);
+	err = imgpipe_new(&s->pipe, &sp, max_pixels, d);
 	if (err)
 		return err;
 	ispec_format(&sp, text, sizeof(text));
@@ -679,10 +676,9 @@ int stream_new(struct stream **out, const struct stream_params *p,
 	s->direct = s->o.flags & PROTO_OPEN_DIRECT;
 	s->batch_size =
 		s->o.batch_size ? s->o.batch_size : STREAM_DEFAULT_BATCH;
-	s->max_pixels = p->max_pixels;
 	err = check_open(&s->o, d);
 	if (!err)
-		err = setup_pipeline(s, d);
+		err = setup_pipeline(s, p->max_pixels, d);
 	if (!err)
 		err = open_dataset(s, p, d);
 	if (!err)

@@ -927,3 +927,40 @@ Test(resize, bad_box_arguments)
 	rsz_plan_free(p);
 	free(mem);
 }
+
+/* rsz_scratch_bytes() bounds the scratch of any plan within its sizes. */
+Test(resize, scratch_bytes_bound)
+{
+	static const unsigned chs[] = { 1, 3, 4 };
+	uint64_t seed = 7;
+
+	for (int n = 0; n < 300; n++) {
+		uint32_t mw = random_side(&seed, 700),
+			 mh = random_side(&seed, 700);
+		uint32_t ow = random_side(&seed, 300),
+			 oh = random_side(&seed, 300);
+		uint32_t w = 1 + (uint32_t)(ut_rand(&seed) % mw);
+		uint32_t h = 1 + (uint32_t)(ut_rand(&seed) % mh);
+		unsigned flags = (unsigned)(ut_rand(&seed) % 4);
+		unsigned ch = chs[ut_rand(&seed) % 3];
+		size_t cap = rsz_plan_bytes(mw, mh, ow, oh);
+		size_t bound = rsz_scratch_bytes(mh, ow, oh, ch), need;
+		uint8_t *buf = malloc(cap);
+		struct rsz_plan *p;
+		double box[4];
+
+		cr_assert(cap && buf && bound);
+		random_box(&seed, w, h, box);
+		cr_assert_eq(
+			rsz_plan_box(buf, cap, w, h, box, ow, oh, flags, &p),
+			0);
+		need = rsz_scratch_size(p, ch);
+		cr_expect_leq(
+			need, bound,
+			"%ux%u box in %ux%u (max %u high) -> %ux%u, %u ch", w,
+			h, w, h, mh, ow, oh, ch);
+		free(buf);
+	}
+	cr_expect_eq(rsz_scratch_bytes(10, 10, 10, 2), 0);
+	cr_expect_eq(rsz_scratch_bytes(0, 10, 10, 3), 0);
+}
