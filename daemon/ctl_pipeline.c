@@ -13,7 +13,6 @@
  * Everything runs through the modules the daemon uses (ispec, imgpipe,
  * the jpeg codec), so what this prints is what a stream does.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,9 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -35,6 +31,7 @@
 #include "fdio.h"
 #include "imgpipe.h"
 #include "ispec.h"
+#include "jpgset.h"
 #include "loader.h"
 #include "opts.h"
 #include "progress.h"
@@ -43,8 +40,6 @@
 
 #define PFX "loaderctl pipeline: "
 
-/* No JPEG is larger than this; a bigger file is refused before reading. */
-#define PIPE_FILE_MAX (1ull << 30)
 /* Longest --profile: a day. */
 #define PIPE_SECONDS_MAX 86400.0
 
@@ -57,18 +52,19 @@ struct pipe_cli {
 #define O(f) offsetof(struct pipe_cli, f)
 static const struct opt pipe_table[] = {
 	{ "seed", 0, OPT_U64, O(seed), "0", "N",
-	  "the stream's seed: the sample seed is rng_mix(N, E, I)" },
+	  "the stream's seed: the sample seed is rng_mix(N, E, I)", 0, 0 },
 	{ "epoch", 0, OPT_U64, O(epoch), "0", "E",
-	  "the epoch whose sample to make" },
+	  "the epoch whose sample to make", 0, 0 },
 	{ "index", 0, OPT_U64, O(index), "0", "I",
-	  "the sample's index in the dataset (its id in a batch)" },
+	  "the sample's index in the dataset (its id in a batch)", 0, 0 },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
-	  "largest image (width x height) decoded, as loaderd's --max-pixels" },
+	  "largest image (width x height) decoded, as loaderd's --max-pixels",
+	  0, 0 },
 	{ "profile", 0, OPT_FLAG, O(profile), NULL, NULL,
-	  "time each stage over every JPEG under DIR, one thread" },
+	  "time each stage over every JPEG under DIR, one thread", 0, 0 },
 	{ "seconds", 0, OPT_STR, O(seconds), "2", "S",
-	  "with --profile: run each part for at least S seconds" },
-	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON" },
+	  "with --profile: run each part for at least S seconds", 0, 0 },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0 },
 	OPT_END,
 };
 #undef O
@@ -163,55 +159,6 @@ static int make_pipe(const struct pipe_out *po, uint64_t max_pixels,
 		return CTL_FAIL;
 	}
 	return CTL_OK;
-}
-
-/* Read all of a regular file into a new buffer; messages name path. */
-static int read_whole(const char *path, unsigned char **buf, size_t *len)
-{
-	struct stat st;
-	int fd, err = 0;
-
-	*buf = NULL;
-	*len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (fstat(fd, &st)) {
-		err = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		fprintf(stderr, PFX "%s: not a regular file\n", path);
-		err = LOADER_EUSAGE;
-		goto out;
-	}
-	if ((uint64_t)st.st_size > PIPE_FILE_MAX) {
-		fprintf(stderr, PFX "%s: %jd bytes, more than any JPEG holds\n",
-			path, (intmax_t)st.st_size);
-		err = LOADER_ETOOBIG;
-		goto out;
-	}
-	*len = (size_t)st.st_size;
-	*buf = malloc(*len ? *len : 1);
-	if (!*buf) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = fdio_pread_all(fd, *buf, *len, 0);
-out:
-	if (err < 0 && err >= -LOADER_ERRNO_MAX)
-		fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
-	else if (err == LOADER_ETRUNC)
-		fprintf(stderr, PFX "%s: shrank while being read\n", path);
-	if (err) {
-		free(*buf);
-		*buf = NULL;
-	}
-	if (fd >= 0)
-		close(fd);
-	return err;
 }
 
 /* --- SPEC IN.jpg OUT.npy ------------------------------------------------ */
@@ -322,8 +269,10 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 	}
 	if (make_pipe(po, o->max_pixels, false, &ip, &ws))
 		return CTL_FAIL;
-	if (read_whole(in, &jpeg, &len))
+	if (jpgset_read(in, &jpeg, &len, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
 		goto out;
+	}
 	sample = malloc(po->bytes);
 	if (!sample) {
 		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
@@ -370,130 +319,22 @@ out:
 
 /* --- --profile SPEC DIR ------------------------------------------------- */
 
-struct blob {
-	unsigned char *data;
-	size_t len;
-	char *path;
-};
-
-struct corpus {
-	struct blob *v;
-	size_t n, cap, bytes;
-};
-
-static void corpus_free(struct corpus *c)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		free(c->v[i].data);
-		free(c->v[i].path);
-	}
-	free(c->v);
-}
-
-static bool is_jpeg_name(const char *name)
-{
-	const char *dot = strrchr(name, '.');
-
-	return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
-}
-
-static int corpus_add(struct corpus *c, char *path)
-{
-	struct blob b = { .path = path };
-
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 256;
-		struct blob *v = realloc(c->v, cap * sizeof(*v));
-
-		if (!v) {
-			fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
-			free(path);
-			return -ENOMEM;
-		}
-		c->v = v;
-		c->cap = cap;
-	}
-	if (read_whole(path, &b.data, &b.len)) {
-		free(path);
-		return -EIO;
-	}
-	c->v[c->n++] = b;
-	c->bytes += b.len;
-	return 0;
-}
-
 /*
- * Add every .jpg/.jpeg under dir, in sorted order so that every run
- * decodes the same sequence. Hidden entries and symbolic links to
- * directories (which could loop) are skipped. Messages name the path.
- * corpus_add() owns path from the call on, failed or not.
- */
-static int corpus_scan(struct corpus *c, const char *dir)
-{
-	struct dirent **names = NULL;
-	int n, err = 0;
-
-	n = scandir(dir, &names, NULL, alphasort);
-	if (n < 0) {
-		err = -errno;
-		fprintf(stderr, PFX "%s: %s\n", dir, strerror(-err));
-		return err;
-	}
-	for (int i = 0; i < n; i++) {
-		const char *name = names[i]->d_name;
-		struct stat st, lst;
-		char *path = NULL;
-
-		if (err || name[0] == '.')
-			goto next;
-		if (asprintf(&path, "%s/%s", dir, name) < 0) {
-			path = NULL;
-			fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
-			err = -ENOMEM;
-			goto next;
-		}
-		if (lstat(path, &lst) || stat(path, &st)) {
-			err = -errno;
-			fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
-		} else if (S_ISDIR(st.st_mode)) {
-			if (!S_ISLNK(lst.st_mode))
-				err = corpus_scan(c, path);
-		} else if (S_ISREG(st.st_mode) && is_jpeg_name(name)) {
-			err = corpus_add(c, path);
-			path = NULL; /* the corpus owns it now */
-		}
-	next:
-		free(path);
-		free(names[i]);
-	}
-	free(names);
-	return err;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * One pass of the pipeline over the corpus, pass p being the epoch of
+ * One pass of the pipeline over the n files f, pass p being the epoch of
  * the sample seeds. Returns 0, or -1 after naming the file that failed.
  */
-static int pipe_pass(const struct pipe_cli *o, const struct corpus *c,
-		     struct imgpipe *ip, struct imgpipe_ws *ws, void *dst,
-		     uint64_t p)
+static int pipe_pass(const struct pipe_cli *o, const struct jpgset_file *f,
+		     size_t n, struct imgpipe *ip, struct imgpipe_ws *ws,
+		     void *dst, uint64_t p)
 {
 	struct diag d;
 
-	for (size_t i = 0; i < c->n; i++) {
-		int err = imgpipe_run(ip, ws, c->v[i].data, c->v[i].len,
+	for (size_t i = 0; i < n; i++) {
+		int err = imgpipe_run(ip, ws, f[i].data, f[i].len,
 				      rng_mix(o->seed, p, i), dst, &d);
 
 		if (err) {
-			fprintf(stderr, PFX "%s: %s\n", c->v[i].path,
+			fprintf(stderr, PFX "%s: %s\n", f[i].path,
 				err == -ENOMEM ? strerror(ENOMEM) : d.msg);
 			return -1;
 		}
@@ -502,19 +343,19 @@ static int pipe_pass(const struct pipe_cli *o, const struct corpus *c,
 }
 
 /* One pass of the full decode; the same contract. */
-static int full_pass(const struct corpus *c, struct codec_ctx *ctx, void *dst,
-		     size_t cap)
+static int full_pass(const struct jpgset_file *f, size_t n,
+		     struct codec_ctx *ctx, void *dst, size_t cap)
 {
 	const struct codec_ops *ops = codec_get(CODEC_JPEG);
 	struct codec_info info;
 	struct diag d;
 
-	for (size_t i = 0; i < c->n; i++) {
-		struct codec_src src = { c->v[i].data, c->v[i].len, NULL };
+	for (size_t i = 0; i < n; i++) {
+		struct codec_src src = { f[i].data, f[i].len, NULL };
 
 		if (ops->decode(ctx, &src, dst, cap, &info, &d)) {
-			fprintf(stderr, PFX "%s: full decode: %s\n",
-				c->v[i].path, d.msg);
+			fprintf(stderr, PFX "%s: full decode: %s\n", f[i].path,
+				d.msg);
 			return -1;
 		}
 	}
@@ -543,6 +384,12 @@ struct pipe_prof {
 	uint64_t images, wall_ns, stage[PIPE_NSTAGES];
 	uint64_t full_images, full_ns;
 };
+
+/* Nanoseconds since start, a progress_now() reading. */
+static uint64_t elapsed_ns(double start)
+{
+	return (uint64_t)((progress_now() - start) * 1e9);
+}
 
 static double per_img_us(uint64_t ns, uint64_t images)
 {
@@ -573,13 +420,15 @@ static uint64_t other_ns(const struct pipe_prof *p)
 }
 
 static void prof_print_json(const struct pipe_out *po, const char *dir,
-			    const struct corpus *c, double seconds,
+			    const struct jpgset *set, double seconds,
 			    const struct pipe_prof *p)
 {
 	json_t *j = out_json(po), *st = json_array();
 	double pipe_rate = per_s(p->images, p->wall_ns);
 	double full_rate = per_s(p->full_images, p->full_ns);
+	size_t n;
 
+	jpgset_files(set, &n);
 	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
 		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
 
@@ -591,9 +440,9 @@ static void prof_print_json(const struct pipe_out *po, const char *dir,
 				      "percent", pct(ns, p->wall_ns)));
 	}
 	json_object_set_new(j, "dir", json_string(dir));
-	json_object_set_new(j, "files", json_integer((json_int_t)c->n));
+	json_object_set_new(j, "files", json_integer((json_int_t)n));
 	json_object_set_new(j, "mean_file_bytes",
-			    json_real((double)c->bytes / (double)c->n));
+			    json_real((double)jpgset_bytes(set) / (double)n));
 	json_object_set_new(j, "min_seconds", json_real(seconds));
 	json_object_set_new(j, "pipeline",
 			    json_pack("{s:I, s:f, s:f, s:f}", "images",
@@ -615,17 +464,20 @@ static void prof_print_json(const struct pipe_out *po, const char *dir,
 }
 
 static void prof_print(const struct pipe_out *po, const char *dir,
-		       const struct corpus *c, const struct pipe_prof *p)
+		       const struct jpgset *set, const struct pipe_prof *p)
 {
 	double pipe_rate = per_s(p->images, p->wall_ns);
 	double full_rate = per_s(p->full_images, p->full_ns);
 	char type[64], b[32];
+	size_t n;
 
 	printf("spec           %s\n", po->text);
 	printf("output         %s, %zu bytes\n",
 	       out_type(po, type, sizeof(type)), po->bytes);
-	printf("files          %zu under %s, %s mean\n", c->n, dir,
-	       progress_bytes((double)c->bytes / (double)c->n, b, sizeof(b)));
+	jpgset_files(set, &n);
+	printf("files          %zu under %s, %s mean\n", n, dir,
+	       progress_bytes((double)jpgset_bytes(set) / (double)n, b,
+			      sizeof(b)));
 	printf("%-15s%9s %6s\n", "stage", "us/img", "%");
 	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
 		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
@@ -666,25 +518,29 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 			const char *dir)
 {
 	const struct codec_ops *jpeg = codec_get(CODEC_JPEG);
-	struct corpus c = { 0 };
+	struct jpgset *set = NULL;
+	const struct jpgset_file *f;
 	struct imgpipe *ip = NULL;
 	struct imgpipe_ws *ws = NULL;
 	struct codec_ctx *ctx = NULL;
 	struct imgpipe_times t0, t1;
 	struct pipe_prof p = { 0 };
 	void *sample = NULL, *full = NULL;
-	size_t full_cap = 0;
-	uint64_t min_ns, start, pass;
-	double seconds;
+	size_t n, full_cap = 0;
+	uint64_t min_ns, pass;
+	double seconds, start;
 	struct diag d;
 	int rc = CTL_FAIL;
 
 	if (parse_seconds(o->seconds, &seconds))
 		return CTL_FAIL;
 	min_ns = (uint64_t)(seconds * 1e9);
-	if (corpus_scan(&c, dir))
+	if (jpgset_load(&set, dir, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
 		goto out;
-	if (!c.n) {
+	}
+	f = jpgset_files(set, &n);
+	if (!n) {
 		fprintf(stderr, PFX "%s: no .jpg or .jpeg files\n", dir);
 		goto out;
 	}
@@ -695,12 +551,12 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 		goto out;
 	}
 	/* Size the full decode's buffer once, for the largest image. */
-	for (size_t i = 0; i < c.n; i++) {
-		struct codec_src src = { c.v[i].data, c.v[i].len, NULL };
+	for (size_t i = 0; i < n; i++) {
+		struct codec_src src = { f[i].data, f[i].len, NULL };
 		struct codec_info info;
 
 		if (jpeg->probe(ctx, &src, &info, &d)) {
-			fprintf(stderr, PFX "%s: %s\n", c.v[i].path, d.msg);
+			fprintf(stderr, PFX "%s: %s\n", f[i].path, d.msg);
 			goto out;
 		}
 		if (info.size > full_cap)
@@ -717,35 +573,35 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	 * One untimed pass of each first: every file must go through both,
 	 * and the buffers and code are paged in before the clock starts.
 	 */
-	if (pipe_pass(o, &c, ip, ws, sample, 0) ||
-	    full_pass(&c, ctx, full, full_cap))
+	if (pipe_pass(o, f, n, ip, ws, sample, 0) ||
+	    full_pass(f, n, ctx, full, full_cap))
 		goto out;
 
 	imgpipe_ws_times(ws, &t0);
-	start = now_ns();
+	start = progress_now();
 	pass = 1;
 	do {
-		if (pipe_pass(o, &c, ip, ws, sample, pass++))
+		if (pipe_pass(o, f, n, ip, ws, sample, pass++))
 			goto out;
-		p.images += c.n;
-		p.wall_ns = now_ns() - start;
+		p.images += n;
+		p.wall_ns = elapsed_ns(start);
 	} while (p.wall_ns < min_ns);
 	imgpipe_ws_times(ws, &t1);
 	for (size_t k = 0; k < PIPE_NSTAGES; k++)
 		p.stage[k] = stage_ns(&t1, k) - stage_ns(&t0, k);
 
-	start = now_ns();
+	start = progress_now();
 	do {
-		if (full_pass(&c, ctx, full, full_cap))
+		if (full_pass(f, n, ctx, full, full_cap))
 			goto out;
-		p.full_images += c.n;
-		p.full_ns = now_ns() - start;
+		p.full_images += n;
+		p.full_ns = elapsed_ns(start);
 	} while (p.full_ns < min_ns);
 
 	if (o->json)
-		prof_print_json(po, dir, &c, seconds, &p);
+		prof_print_json(po, dir, set, seconds, &p);
 	else
-		prof_print(po, dir, &c, &p);
+		prof_print(po, dir, set, &p);
 	rc = CTL_OK;
 out:
 	free(full);
@@ -753,7 +609,7 @@ out:
 	codec_ctx_free(ctx);
 	imgpipe_ws_free(ws);
 	imgpipe_free(ip);
-	corpus_free(&c);
+	jpgset_free(set);
 	return rc;
 }
 

@@ -30,11 +30,11 @@ struct verify_cli {
 #define O(f) offsetof(struct verify_cli, f)
 static const struct opt verify_table[] = {
 	{ "quick", 'q', OPT_FLAG, O(quick), NULL, NULL,
-	  "check structure and checksums only; do not decode fields" },
+	  "check structure and checksums only; do not decode fields", 0, 0 },
 	{ "max-report", 0, OPT_U64, O(max_report), "100", "N",
-	  "name at most N bad records per shard (all are counted)" },
+	  "name at most N bad records per shard (all are counted)", 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
-	  "print the summary as a JSON object" },
+	  "print the summary as a JSON object", 0, 0 },
 	OPT_END,
 };
 #undef O

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,12 +58,27 @@ int opts_parse_size(const char *s, unsigned long long *out)
 	return 0;
 }
 
+/*
+ * Whether v lies in o's range (any v but NaN when o has none). NaN fails
+ * the range test too, since every comparison with it is false. Integers
+ * are compared as doubles: exact below 2^53, where bounds are named, and
+ * a max of (double)UINT64_MAX (2^64) still admits every uint64_t.
+ */
+static bool in_range(const struct opt *o, double v)
+{
+	if (!(o->min < o->max))
+		return !isnan(v);
+	return v >= o->min && v <= o->max;
+}
+
 static int set_value(const struct opt *o, void *dst, const char *val,
 		     struct diag *d)
 {
-	char *p = (char *)dst + o->offset, *end;
+	void *p = (char *)dst + o->offset;
+	char *end;
 	unsigned long long u;
 	long long i;
+	double f;
 
 	switch (o->type) {
 	case OPT_FLAG: *(bool *)p = true; return 0;
@@ -70,23 +86,41 @@ static int set_value(const struct opt *o, void *dst, const char *val,
 	case OPT_U64:
 		errno = 0;
 		u = strtoull(val, &end, 10);
-		if (end == val || *end || errno || *val == '-')
+		if (end == val || *end || errno || *val == '-' ||
+		    !in_range(o, (double)u))
 			break;
 		*(uint64_t *)p = u;
 		return 0;
 	case OPT_I64:
 		errno = 0;
 		i = strtoll(val, &end, 10);
-		if (end == val || *end || errno)
+		if (end == val || *end || errno || !in_range(o, (double)i))
 			break;
 		*(int64_t *)p = i;
 		return 0;
 	case OPT_SIZE:
-		if (opts_parse_size(val, &u))
+		if (opts_parse_size(val, &u) || !in_range(o, (double)u))
 			break;
 		*(uint64_t *)p = u;
 		return 0;
+	case OPT_F64:
+		errno = 0;
+		f = strtod(val, &end);
+		if (end == val || *end || errno || !in_range(o, f))
+			break;
+		*(double *)p = f;
+		return 0;
 	}
+	/* A ranged option says what it takes; the rest keep the short form. */
+	if (o->min < o->max && o->type == OPT_F64)
+		return diag_set(d, LOADER_EUSAGE,
+				"--%s: \"%s\" is not a number in [%g, %g]",
+				o->name, val, o->min, o->max);
+	if (o->min < o->max)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"--%s: \"%s\" is not an integer in [%.0f, %.0f]",
+			o->name, val, o->min, o->max);
 	return diag_set(d, LOADER_EUSAGE, "--%s: invalid value \"%s\"", o->name,
 			val);
 }

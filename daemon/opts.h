@@ -20,6 +20,7 @@ enum opt_type {
 	OPT_U64,  /* uint64_t, decimal */
 	OPT_I64,  /* int64_t, decimal */
 	OPT_SIZE, /* uint64_t bytes, with an optional K/M/G/T suffix (1024s) */
+	OPT_F64,  /* double, as strtod() reads it; NaN is never accepted */
 };
 
 struct opt {
@@ -30,17 +31,23 @@ struct opt {
 	const char *def; /* default as text; NULL for none (flags: off) */
 	const char *arg; /* argument name for help, e.g. "BYTES" */
 	const char *help;
+	/*
+	 * Numbers only: the value (and the default) must lie in [min, max],
+	 * checked when min < max; leave both 0 for "any value of the type".
+	 */
+	double min, max;
 };
 
 #define OPT_END                                                                \
 	{                                                                      \
-		NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL                         \
+		NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL, 0, 0                   \
 	}
 
 /*
  * Apply the defaults of table to dst, then parse argv. Non-option
  * arguments are moved to the front of argv; *nargs gets their count.
- * "-h"/"--help" sets *help. Returns 0 or LOADER_EUSAGE naming the option.
+ * "-h"/"--help" sets *help. Returns 0 or LOADER_EUSAGE, with a message
+ * in d naming the option (and, for a ranged one, the range it allows).
  */
 int opts_parse(const struct opt *table, void *dst, int argc, char **argv,
 	       int *nargs, int *help, struct diag *d);

@@ -484,43 +484,44 @@ fail:
 /* Read s->path whole into s->file; *len gets its size. */
 static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 {
-	struct stat st;
+	uint64_t size = 0;
 	int fd, err = 0;
 
 	fd = open(s->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return diag_set(d, -errno, "open: %s", strerror(errno));
-	if (fstat(fd, &st)) {
-		err = diag_set(d, -errno, "stat: %s", strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = diag_set(d, -EINVAL, "not a regular file");
-		goto out;
-	}
 	/* A record field holds at most 4 GiB - 1 bytes. */
-	if ((uint64_t)st.st_size > UINT32_MAX) {
-		err = diag_set(d, LOADER_ETOOBIG,
+	err = fdio_regular_size(fd, UINT32_MAX, &size);
+	if (err == -EINVAL) {
+		err = diag_set(d, err, "not a regular file");
+		goto out;
+	}
+	if (err == LOADER_ETOOBIG) {
+		err = diag_set(d, err,
 			       "%" PRIu64
 			       " bytes, above a field's limit of %" PRIu32,
-			       (uint64_t)st.st_size, UINT32_MAX);
+			       size, UINT32_MAX);
 		goto out;
 	}
-	err = grow_buf(&s->file, &s->file_cap,
-		       st.st_size ? (size_t)st.st_size : 1);
+	if (err) {
+		err = diag_set(d, err, "stat: %s", strerror(-err));
+		goto out;
+	}
+	/* Not fdio_read_whole(): one buffer serves every file in turn. */
+	err = grow_buf(&s->file, &s->file_cap, size ? (size_t)size : 1);
 	if (err)
 		goto out;
-	err = fdio_pread_all(fd, s->file, (size_t)st.st_size, 0);
+	err = fdio_pread_all(fd, s->file, (size_t)size, 0);
 	if (err == LOADER_ETRUNC)
 		err = diag_set(d, err,
 			       "offset %" PRIu64
 			       ": file shrank while being read",
-			       (uint64_t)st.st_size);
+			       size);
 	else if (err)
 		err = diag_set(d, err, "read: %s", strerror(-err));
 	if (!err) {
-		*len = (size_t)st.st_size;
-		s->bytes_in += (uint64_t)st.st_size;
+		*len = (size_t)size;
+		s->bytes_in += size;
 	}
 out:
 	close(fd);

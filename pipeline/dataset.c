@@ -11,8 +11,6 @@
 
 #include <jansson.h>
 
-#include <sys/stat.h>
-
 #include "dataset.h"
 #include "fdio.h"
 #include "loader.h"
@@ -235,23 +233,24 @@ int dataset_load_fd(struct dataset **out, int fd, const char *name,
 	json_t *root;
 	int err;
 
-	struct stat st;
+	uint64_t size;
 	char *buf;
 
 	/*
 	 * The descriptor comes from a client: take only a regular file of a
 	 * sane size (never a pipe that could block us), read with pread.
 	 */
-	if (fstat(fd, &st))
-		return diag_set(d, -errno, "%s: %s", name, strerror(errno));
-	if (!S_ISREG(st.st_mode) || st.st_size > DATASET_MANIFEST_MAX)
+	err = fdio_regular_size(fd, DATASET_MANIFEST_MAX, &size);
+	if (err == -EINVAL || err == LOADER_ETOOBIG)
 		return diag_set(d, LOADER_EFORMAT,
 				"%s: not a regular file of at most %d bytes",
 				name, DATASET_MANIFEST_MAX);
-	buf = malloc((size_t)st.st_size + 1);
+	if (err)
+		return diag_set(d, err, "%s: %s", name, strerror(-err));
+	buf = malloc((size_t)size + 1);
 	if (!buf)
 		return -ENOMEM;
-	err = fdio_pread_all(fd, buf, (size_t)st.st_size, 0);
+	err = fdio_pread_all(fd, buf, (size_t)size, 0);
 	if (err) {
 		free(buf);
 		return diag_set(d, err, "%s: read: %s", name,
@@ -262,7 +261,7 @@ int dataset_load_fd(struct dataset **out, int fd, const char *name,
 		free(buf);
 		return -ENOMEM;
 	}
-	root = json_loadb(buf, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &je);
+	root = json_loadb(buf, (size_t)size, JSON_REJECT_DUPLICATES, &je);
 	free(buf);
 	if (!root) {
 		dataset_free(ds);

@@ -25,7 +25,6 @@
  * below the target, 2 on errors.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -39,8 +38,10 @@
 
 #include <cblas.h>
 
+#include "diag.h"
 #include "loader.h"
 #include "mlp.h"
+#include "opts.h"
 
 /*
  * OpenBLAS's cblas.h declares this, netlib's does not; a repeated
@@ -64,148 +65,72 @@ struct cfg {
 	const char *socket;
 	uint64_t epochs, batch, seed, threads, blas_threads, timeout_ms;
 	double lr, momentum, weight_decay, lr_decay, step_ms, target;
-	bool early_stop, quiet, help;
-};
-
-enum opt_type {
-	OPT_FLAG, /* bool, no argument */
-	OPT_STR,  /* const char * */
-	OPT_U64,  /* uint64_t in [min, max] */
-	OPT_F64,  /* double in [min, max] */
+	bool early_stop, quiet;
 };
 
 /*
  * One table drives parsing, defaults, range checks and --help, so that
- * they cannot drift apart (daemon/opts.c does the same for loaderctl;
- * the trainer links only libloader, so it keeps its own small copy).
+ * they cannot drift apart; it is read by daemon/opts.c, the same code as
+ * loaderd's and loaderctl's tables (built into this program too).
  */
-struct opt {
-	const char *name;
-	enum opt_type type;
-	size_t offset;
-	const char *def; /* as text; NULL: none (flags: off) */
-	double min, max; /* numbers only */
-	const char *arg; /* argument name in --help */
-	const char *help;
-};
-
 #define CFG(f) offsetof(struct cfg, f)
 
 static const struct opt opt_table[] = {
-	{ "data", OPT_STR, CFG(data), NULL, 0, 0, "DIR",
-	  "dataset directory holding train/ and test/ (loaderctl pack)" },
-	{ "socket", OPT_STR, CFG(socket), NULL, 0, 0, "PATH",
-	  "daemon socket (default: $LOADERD_SOCKET, then the library's)" },
-	{ "epochs", OPT_U64, CFG(epochs), "30", 1, UINT32_MAX, "N",
-	  "epochs to train at most" },
-	{ "early-stop", OPT_FLAG, CFG(early_stop), NULL, 0, 0, NULL,
-	  "stop after the first epoch that reaches --target" },
-	{ "batch", OPT_U64, CFG(batch), "128", 1, 65536, "N",
-	  "samples per batch" },
-	{ "lr", OPT_F64, CFG(lr), "0.05", 1e-9, 10, "RATE",
-	  "learning rate of the first epoch" },
-	{ "lr-decay", OPT_F64, CFG(lr_decay), "0.85", 1e-6, 1, "G",
-	  "learning rate factor per epoch (1: constant)" },
-	{ "momentum", OPT_F64, CFG(momentum), "0.9", 0, 0.999, "M",
-	  "SGD momentum (0: plain SGD)" },
-	{ "weight-decay", OPT_F64, CFG(weight_decay), "0", 0, 1, "W",
-	  "L2 weight decay on the weights" },
-	{ "seed", OPT_U64, CFG(seed), "1", 0, (double)UINT64_MAX, "N",
-	  "seed of the weights and the sample order" },
-	{ "threads", OPT_U64, CFG(threads), "0", 0, 4096, "N",
-	  "decode threads the daemon gives the streams (0: its own)" },
-	{ "blas-threads", OPT_U64, CFG(blas_threads), "1", 1, 1024, "N",
-	  "OpenBLAS threads; more than the free cores fight the daemon" },
-	{ "timeout-ms", OPT_U64, CFG(timeout_ms), "60000", 0, INT_MAX, "MS",
-	  "longest wait for one batch before giving up (0: for ever)" },
-	{ "simulate-step-ms", OPT_F64, CFG(step_ms), "0", 0, 1e6, "T",
-	  "busy-wait T ms per batch instead of training; report AU" },
-	{ "target", OPT_F64, CFG(target), "0.8833", 0, 1, "ACC",
-	  "test accuracy to reach (0: none)" },
-	{ "quiet", OPT_FLAG, CFG(quiet), NULL, 0, 0, NULL,
-	  "print only the summary line" },
-	{ "help", OPT_FLAG, CFG(help), NULL, 0, 0, NULL,
-	  "show this help and exit" },
-	{ NULL, OPT_FLAG, 0, NULL, 0, 0, NULL, NULL },
+	{ "data", 0, OPT_STR, CFG(data), NULL, "DIR",
+	  "dataset directory holding train/ and test/ (loaderctl pack)", 0, 0 },
+	{ "socket", 0, OPT_STR, CFG(socket), NULL, "PATH",
+	  "daemon socket (default: $LOADERD_SOCKET, then the library's)", 0,
+	  0 },
+	{ "epochs", 0, OPT_U64, CFG(epochs), "30", "N",
+	  "epochs to train at most", 1, UINT32_MAX },
+	{ "early-stop", 0, OPT_FLAG, CFG(early_stop), NULL, NULL,
+	  "stop after the first epoch that reaches --target", 0, 0 },
+	{ "batch", 0, OPT_U64, CFG(batch), "128", "N", "samples per batch", 1,
+	  65536 },
+	{ "lr", 0, OPT_F64, CFG(lr), "0.05", "RATE",
+	  "learning rate of the first epoch", 1e-9, 10 },
+	{ "lr-decay", 0, OPT_F64, CFG(lr_decay), "0.85", "G",
+	  "learning rate factor per epoch (1: constant)", 1e-6, 1 },
+	{ "momentum", 0, OPT_F64, CFG(momentum), "0.9", "M",
+	  "SGD momentum (0: plain SGD)", 0, 0.999 },
+	{ "weight-decay", 0, OPT_F64, CFG(weight_decay), "0", "W",
+	  "L2 weight decay on the weights", 0, 1 },
+	{ "seed", 0, OPT_U64, CFG(seed), "1", "N",
+	  "seed of the weights and the sample order", 0, (double)UINT64_MAX },
+	{ "threads", 0, OPT_U64, CFG(threads), "0", "N",
+	  "decode threads the daemon gives the streams (0: its own)", 0, 4096 },
+	{ "blas-threads", 0, OPT_U64, CFG(blas_threads), "1", "N",
+	  "OpenBLAS threads; more than the free cores fight the daemon", 1,
+	  1024 },
+	{ "timeout-ms", 0, OPT_U64, CFG(timeout_ms), "60000", "MS",
+	  "longest wait for one batch before giving up (0: for ever)", 0,
+	  INT_MAX },
+	{ "simulate-step-ms", 0, OPT_F64, CFG(step_ms), "0", "T",
+	  "busy-wait T ms per batch instead of training; report AU", 0, 1e6 },
+	{ "target", 0, OPT_F64, CFG(target), "0.8833", "ACC",
+	  "test accuracy to reach (0: none)", 0, 1 },
+	{ "quiet", 0, OPT_FLAG, CFG(quiet), NULL, NULL,
+	  "print only the summary line", 0, 0 },
+	OPT_END,
 };
 
-#define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]) - 1)
-
-static int set_opt(const struct opt *o, struct cfg *c, const char *val)
+/*
+ * Parse argv into c; *help is set by -h/--help. Returns 0, or -EINVAL
+ * after printing why.
+ */
+static int parse_opts(struct cfg *c, int argc, char **argv, int *help)
 {
-	void *p = (char *)c + o->offset;
-	char *end;
-	unsigned long long u;
-	double d;
+	struct diag d;
+	int nargs;
 
-	switch (o->type) {
-	case OPT_FLAG: *(bool *)p = true; return 0;
-	case OPT_STR: *(const char **)p = val; return 0;
-	case OPT_U64:
-		errno = 0;
-		u = strtoull(val, &end, 10);
-		if (end == val || *end || errno || *val == '-' ||
-		    (double)u < o->min || (double)u > o->max)
-			break;
-		*(uint64_t *)p = u;
-		return 0;
-	case OPT_F64:
-		errno = 0;
-		d = strtod(val, &end);
-		/* Written so that NaN fails the range test. */
-		if (end == val || *end || errno || !(d >= o->min) ||
-		    !(d <= o->max))
-			break;
-		*(double *)p = d;
-		return 0;
+	if (opts_parse(opt_table, c, argc, argv, &nargs, help, &d)) {
+		fprintf(stderr, "loader-train: %s\n", d.msg);
+		return -EINVAL;
 	}
-	if (o->type == OPT_U64)
-		fprintf(stderr,
-			"loader-train: --%s: \"%s\" is not an integer in [%.0f, %.0f]\n",
-			o->name, val, o->min, o->max);
-	else
-		fprintf(stderr,
-			"loader-train: --%s: \"%s\" is not a number in [%g, %g]\n",
-			o->name, val, o->min, o->max);
-	return -EINVAL;
-}
-
-static int parse_opts(struct cfg *c, int argc, char **argv)
-{
-	struct option lo[NOPTS + 1];
-	int ch, err;
-
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct opt *o = &opt_table[i];
-
-		if (o->def) {
-			err = set_opt(o, c, o->def);
-			if (err)
-				return err;
-		}
-		lo[i] = (struct option){ o->name,
-					 o->type == OPT_FLAG ?
-						 no_argument :
-						 required_argument,
-					 NULL, 256 + (int)i };
-	}
-	lo[NOPTS] = (struct option){ 0 };
-
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-		if (ch < 256) {
-			fprintf(stderr, "loader-train: %s option %s\n",
-				ch == ':' ? "missing argument to" : "unknown",
-				argv[optind - 1]);
-			return -EINVAL;
-		}
-		err = set_opt(&opt_table[ch - 256], c, optarg);
-		if (err)
-			return err;
-	}
-	if (optind < argc) {
+	/* opts_parse() moved the arguments that are not options to argv[0]. */
+	if (nargs) {
 		fprintf(stderr, "loader-train: unexpected argument \"%s\"\n",
-			argv[optind]);
+			argv[0]);
 		return -EINVAL;
 	}
 	return 0;
@@ -213,21 +138,11 @@ static int parse_opts(struct cfg *c, int argc, char **argv)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: loader-train --data DIR [OPTIONS]\n\n"
+	opts_help(
+		f, "loader-train --data DIR [OPTIONS]",
 		"Train an MLP (784-256-128-10, SGD with momentum) on a Fashion-MNIST\n"
-		"dataset streamed from loaderd; evaluate on DIR/test after every epoch.\n\n"
-		"options:\n");
-	for (const struct opt *o = opt_table; o->name; o++) {
-		char left[48];
-
-		snprintf(left, sizeof(left), "--%s%s%s", o->name,
-			 o->arg ? " " : "", o->arg ? o->arg : "");
-		fprintf(f, "  %-24s %s", left, o->help);
-		if (o->def && o->type != OPT_FLAG)
-			fprintf(f, " (default: %s)", o->def);
-		fputc('\n', f);
-	}
+		"dataset streamed from loaderd; evaluate on DIR/test after every epoch.",
+		opt_table);
 	fprintf(f,
 		"\nThe last line printed is a summary of key=value pairs:\n"
 		"  test_accuracy best_accuracy epochs samples seconds samples_per_s\n"
@@ -665,13 +580,13 @@ int main(int argc, char **argv)
 	struct run r = { 0 };
 	struct mlp *m = NULL;
 	char trainp[4096], testp[4096];
-	int err, status = EXIT_ERROR;
+	int err, help, status = EXIT_ERROR;
 
-	if (parse_opts(&c, argc, argv)) {
+	if (parse_opts(&c, argc, argv, &help)) {
 		fprintf(stderr, "Try 'loader-train --help'.\n");
 		return EXIT_ERROR;
 	}
-	if (c.help) {
+	if (help) {
 		usage(stdout);
 		return EXIT_REACHED;
 	}
