@@ -370,6 +370,8 @@ Test(resize, bad_arguments)
 	cr_assert_eq(rsz_plan_new(4, 4, 4, RSZ_MAX_SIDE + 1, &p), -EINVAL);
 	cr_assert_eq(rsz_plan_new(4, 4, 2, 2, &p), 0);
 	cr_assert_eq(rsz_scratch_size(p, 2), 0);
+	cr_assert_eq(rsz_scratch_bytes(4, 2, 2, 2), 0, "a bad channel count");
+	cr_assert_eq(rsz_scratch_bytes(0, 2, 2, 3), 0, "a bad size");
 	cr_assert_eq(rsz_run(p, px, 4, out, 2, 2, NULL), -EINVAL);
 	cr_assert_eq(rsz_run(p, px, 3, out, 2, 1, NULL), -EINVAL,
 		     "a source stride shorter than a row");
@@ -779,6 +781,13 @@ Test(resize, plan_bytes_bound)
 		cr_assert_eq(
 			rsz_plan_box(buf, cap, w, h, box, ow, oh, flags, &p), 0,
 			"%ux%u box in %ux%u -> %ux%u", w, h, mw, mh, ow, oh);
+		/* rsz_scratch_bytes() bounds the plan's scratch likewise. */
+		for (unsigned ch = 1; ch <= 4; ch += ch == 1 ? 2 : 1)
+			cr_expect_leq(
+				rsz_scratch_size(p, ch),
+				rsz_scratch_bytes(mh, ow, oh, ch),
+				"scratch: %ux%u box in %ux%u -> %ux%u, %u ch",
+				w, h, mw, mh, ow, oh, ch);
 		/* The smallest cap that works, by bisection. */
 		while (lo + 1 < hi) {
 			size_t mid = lo + (hi - lo) / 2;
@@ -926,41 +935,4 @@ Test(resize, bad_box_arguments)
 	cr_assert_eq(rsz_plan_box(mem, cap, 10, 10, NULL, 4, 4, 0, &p), 0);
 	rsz_plan_free(p);
 	free(mem);
-}
-
-/* rsz_scratch_bytes() bounds the scratch of any plan within its sizes. */
-Test(resize, scratch_bytes_bound)
-{
-	static const unsigned chs[] = { 1, 3, 4 };
-	uint64_t seed = 7;
-
-	for (int n = 0; n < 300; n++) {
-		uint32_t mw = random_side(&seed, 700),
-			 mh = random_side(&seed, 700);
-		uint32_t ow = random_side(&seed, 300),
-			 oh = random_side(&seed, 300);
-		uint32_t w = 1 + (uint32_t)(ut_rand(&seed) % mw);
-		uint32_t h = 1 + (uint32_t)(ut_rand(&seed) % mh);
-		unsigned flags = (unsigned)(ut_rand(&seed) % 4);
-		unsigned ch = chs[ut_rand(&seed) % 3];
-		size_t cap = rsz_plan_bytes(mw, mh, ow, oh);
-		size_t bound = rsz_scratch_bytes(mh, ow, oh, ch), need;
-		uint8_t *buf = malloc(cap);
-		struct rsz_plan *p;
-		double box[4];
-
-		cr_assert(cap && buf && bound);
-		random_box(&seed, w, h, box);
-		cr_assert_eq(
-			rsz_plan_box(buf, cap, w, h, box, ow, oh, flags, &p),
-			0);
-		need = rsz_scratch_size(p, ch);
-		cr_expect_leq(
-			need, bound,
-			"%ux%u box in %ux%u (max %u high) -> %ux%u, %u ch", w,
-			h, w, h, mh, ow, oh, ch);
-		free(buf);
-	}
-	cr_expect_eq(rsz_scratch_bytes(10, 10, 10, 2), 0);
-	cr_expect_eq(rsz_scratch_bytes(0, 10, 10, 3), 0);
 }
