@@ -1,13 +1,14 @@
 /*
  * loader.h - the public interface of loaderd's client library (libloader).
  *
- * This is the only public header of the project. It is self-contained and
- * depends on nothing but the C library.
+ * The public interface is this header and loader_error.h, which it
+ * includes (the error codes and loader_strerror(), shared by every layer
+ * of the project); both depend on nothing but the C library.
  *
  * Conventions: every function that acts returns 0 (or a count) on success
  * and a negative error code on failure: either -errno, or one of the
- * LOADER_E* codes below, which live in a range that no errno reaches.
- * loader_strerror() describes both.
+ * LOADER_E* codes of loader_error.h, which live in a range that no errno
+ * reaches. loader_strerror() describes both.
  *
  * A struct loader is one stream from the daemon: loader_open() connects,
  * hands the daemon the dataset's files (opened here, with the caller's
@@ -23,38 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loader_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#if defined(LOADER_BUILDING) && defined(__GNUC__)
-#define LOADER_API __attribute__((visibility("default")))
-#else
-#define LOADER_API
-#endif
-
-/*
- * Our own error codes. They are negative, like -errno, and sit below
- * LOADER_ERRNO_MAX so that they can never be mistaken for one.
- */
-#define LOADER_ERRNO_MAX 4095
-
-enum loader_error {
-	LOADER_EFORMAT = -4096, /* malformed data: bad magic, bad structure */
-	LOADER_EVERSION =
-		-4097,	       /* a format or protocol version we do not know */
-	LOADER_ETRUNC = -4098, /* data ends before its structure says it does */
-	LOADER_ECHECKSUM = -4099, /* stored and computed checksums differ */
-	LOADER_ESCHEMA = -4100, /* a schema that is invalid or does not match */
-	LOADER_EDECODE = -4101, /* a field's payload does not decode */
-	LOADER_ERANGE = -4102,	/* an index, offset or size out of range */
-	LOADER_ETOOBIG = -4103, /* a size above a configured limit */
-	LOADER_EUSAGE = -4104,	/* invalid option or argument */
-	LOADER_EPROTO = -4105,	/* a malformed protocol message */
-	LOADER_EEND = -4106,	/* the stream delivered all its epochs */
-	LOADER_ESTREAM = -4107, /* the daemon stopped the stream: see
-				   loader_reason() */
-};
 
 /* Sample orders (DESIGN.md, "Sample order"). */
 enum loader_order {
@@ -201,13 +175,6 @@ LOADER_API const char *loader_reason(const struct loader *l);
 
 /* End the stream and free everything. NULL is a no-op. */
 LOADER_API void loader_close(struct loader *l);
-
-/*
- * Describe an error code: a LOADER_E* code or a -errno value.
- * Returns a static string; it is never NULL and stays valid for the life
- * of the process.
- */
-LOADER_API const char *loader_strerror(int err);
 
 #ifdef __cplusplus
 }

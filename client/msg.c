@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "msg.h"
 
 /* Room for the most descriptors one message may carry. */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "outputs.h"
 
 static const struct {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "codec_priv.h"
-#include "loader.h"
+#include "loader_error.h"
 
 static const struct codec_ops *const codec_table[CODEC_COUNT] = {
 	[CODEC_RAW] = &codec_raw_ops,

@@ -6,7 +6,7 @@
 
 #include "codec_priv.h"
 #include "jpeg.h"
-#include "loader.h"
+#include "loader_error.h"
 
 static int tj_handle(struct codec_ctx *ctx)
 {

@@ -11,7 +11,7 @@
 #include <jerror.h>
 
 #include "jroi.h"
-#include "loader.h"
+#include "loader_error.h"
 
 /*
  * The scales worth decoding at, cheapest first. Measured with

@@ -10,7 +10,7 @@
 #include <zstd_errors.h>
 
 #include "codec_priv.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "zrec.h"
 
 struct zrec_enc {

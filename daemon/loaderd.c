@@ -15,7 +15,7 @@
 
 #include <uv.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "opts.h"
 #include "plog.h"
 #include "pool.h"

@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "msg.h"
 #include "plog.h"
 #include "proto.h"

@@ -13,7 +13,7 @@
 
 #include "dataset.h"
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "shard.h"
 
 void dataset_free(struct dataset *ds)

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 
 int fdio_write_all(int fd, const void *buf, size_t len)
 {

@@ -10,7 +10,7 @@
 #include "augp.h"
 #include "imgpipe.h"
 #include "jroi.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "resize.h"
 #include "rng.h"
 

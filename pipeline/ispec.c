@@ -21,7 +21,7 @@
 #define ISPEC_X86 1
 #endif
 
-#include "loader.h"
+#include "loader_error.h"
 #include "ispec.h"
 #include "schema.h"
 

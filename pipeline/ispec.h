@@ -21,7 +21,7 @@
  * SIZE and SHORT are 1..8192; rrc's scale defaults to 0.08 1, its ratio to
  * 3/4 4/3 (a ratio may be written as a fraction); u8 cannot be normalized.
  *
- * This module depends on codecs/diag.h and pipeline/schema.h (dtypes) only.
+ * This module depends on common/diag.h and pipeline/schema.h (dtypes) only.
  */
 #ifndef LD_ISPEC_H
 #define LD_ISPEC_H

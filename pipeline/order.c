@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "order.h"
 #include "rng.h"
 

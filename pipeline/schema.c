@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "schema.h"
 
 static const struct {

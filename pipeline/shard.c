@@ -18,7 +18,7 @@
 #endif
 
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "shard.h"
 #include "codec.h"
 #include "zrec.h"

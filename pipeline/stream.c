@@ -22,7 +22,7 @@
 #include "futex.h"
 #include "imgpipe.h"
 #include "ispec.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "order.h"
 #include "plog.h"
 #include "pool.h"

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "tar.h"
 
 #define OFF_NAME    0

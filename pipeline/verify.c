@@ -13,7 +13,7 @@
 #include "grow.h"
 #include "codec.h"
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "verify.h"
 
 /*

@@ -25,6 +25,7 @@
  * below the target, 2 on errors.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -38,10 +39,8 @@
 
 #include <cblas.h>
 
-#include "diag.h"
 #include "loader.h"
 #include "mlp.h"
-#include "opts.h"
 
 /*
  * OpenBLAS's cblas.h declares this, netlib's does not; a repeated
@@ -70,49 +69,105 @@ struct cfg {
 
 /*
  * One table drives parsing, defaults, range checks and --help, so that
- * they cannot drift apart; it is read by daemon/opts.c, the same code as
- * loaderd's and loaderctl's tables (built into this program too).
+ * they cannot drift apart. getopt_long does the parsing: this program
+ * uses libloader's public header and the C library only, so that it can
+ * be copied out of the tree as the start of another consumer.
  */
+enum arg_kind { ARG_FLAG, ARG_STR, ARG_U64, ARG_F64 };
+
+struct arg {
+	const char *name; /* long option, without "--" */
+	enum arg_kind kind;
+	size_t offset;	 /* of the value in struct cfg */
+	const char *def; /* default as text; NULL for none */
+	const char *meta;
+	const char *help;
+	double min, max; /* numbers: allowed range, checked when min < max */
+};
+
 #define CFG(f) offsetof(struct cfg, f)
 
-static const struct opt opt_table[] = {
-	{ "data", 0, OPT_STR, CFG(data), NULL, "DIR",
+static const struct arg args[] = {
+	{ "data", ARG_STR, CFG(data), NULL, "DIR",
 	  "dataset directory holding train/ and test/ (loaderctl pack)", 0, 0 },
-	{ "socket", 0, OPT_STR, CFG(socket), NULL, "PATH",
+	{ "socket", ARG_STR, CFG(socket), NULL, "PATH",
 	  "daemon socket (default: $LOADERD_SOCKET, then the library's)", 0,
 	  0 },
-	{ "epochs", 0, OPT_U64, CFG(epochs), "30", "N",
-	  "epochs to train at most", 1, UINT32_MAX },
-	{ "early-stop", 0, OPT_FLAG, CFG(early_stop), NULL, NULL,
+	{ "epochs", ARG_U64, CFG(epochs), "30", "N", "epochs to train at most",
+	  1, UINT32_MAX },
+	{ "early-stop", ARG_FLAG, CFG(early_stop), NULL, NULL,
 	  "stop after the first epoch that reaches --target", 0, 0 },
-	{ "batch", 0, OPT_U64, CFG(batch), "128", "N", "samples per batch", 1,
+	{ "batch", ARG_U64, CFG(batch), "128", "N", "samples per batch", 1,
 	  65536 },
-	{ "lr", 0, OPT_F64, CFG(lr), "0.05", "RATE",
+	{ "lr", ARG_F64, CFG(lr), "0.05", "RATE",
 	  "learning rate of the first epoch", 1e-9, 10 },
-	{ "lr-decay", 0, OPT_F64, CFG(lr_decay), "0.85", "G",
+	{ "lr-decay", ARG_F64, CFG(lr_decay), "0.85", "G",
 	  "learning rate factor per epoch (1: constant)", 1e-6, 1 },
-	{ "momentum", 0, OPT_F64, CFG(momentum), "0.9", "M",
+	{ "momentum", ARG_F64, CFG(momentum), "0.9", "M",
 	  "SGD momentum (0: plain SGD)", 0, 0.999 },
-	{ "weight-decay", 0, OPT_F64, CFG(weight_decay), "0", "W",
+	{ "weight-decay", ARG_F64, CFG(weight_decay), "0", "W",
 	  "L2 weight decay on the weights", 0, 1 },
-	{ "seed", 0, OPT_U64, CFG(seed), "1", "N",
-	  "seed of the weights and the sample order", 0, (double)UINT64_MAX },
-	{ "threads", 0, OPT_U64, CFG(threads), "0", "N",
+	{ "seed", ARG_U64, CFG(seed), "1", "N",
+	  "seed of the weights and the sample order", 0, 0 },
+	{ "threads", ARG_U64, CFG(threads), "0", "N",
 	  "decode threads the daemon gives the streams (0: its own)", 0, 4096 },
-	{ "blas-threads", 0, OPT_U64, CFG(blas_threads), "1", "N",
+	{ "blas-threads", ARG_U64, CFG(blas_threads), "1", "N",
 	  "OpenBLAS threads; more than the free cores fight the daemon", 1,
 	  1024 },
-	{ "timeout-ms", 0, OPT_U64, CFG(timeout_ms), "60000", "MS",
+	{ "timeout-ms", ARG_U64, CFG(timeout_ms), "60000", "MS",
 	  "longest wait for one batch before giving up (0: for ever)", 0,
 	  INT_MAX },
-	{ "simulate-step-ms", 0, OPT_F64, CFG(step_ms), "0", "T",
+	{ "simulate-step-ms", ARG_F64, CFG(step_ms), "0", "T",
 	  "busy-wait T ms per batch instead of training; report AU", 0, 1e6 },
-	{ "target", 0, OPT_F64, CFG(target), "0.8833", "ACC",
+	{ "target", ARG_F64, CFG(target), "0.8833", "ACC",
 	  "test accuracy to reach (0: none)", 0, 1 },
-	{ "quiet", 0, OPT_FLAG, CFG(quiet), NULL, NULL,
+	{ "quiet", ARG_FLAG, CFG(quiet), NULL, NULL,
 	  "print only the summary line", 0, 0 },
-	OPT_END,
 };
+
+#define NARGS (sizeof(args) / sizeof(args[0]))
+
+/* Store text v as the value of option a in c. Returns 0 or -EINVAL. */
+static int set_arg(struct cfg *c, const struct arg *a, const char *v)
+{
+	void *p = (char *)c + a->offset;
+	char *end;
+	double x;
+
+	errno = 0;
+	switch (a->kind) {
+	case ARG_FLAG: *(bool *)p = true; return 0;
+	case ARG_STR: *(const char **)p = v; return 0;
+	case ARG_U64: {
+		unsigned long long u = strtoull(v, &end, 10);
+
+		/* strtoull takes "-1" as ULLONG_MAX: refuse any sign. */
+		if (errno || end == v || *end || strchr(v, '-'))
+			goto bad;
+		x = (double)u;
+		if (a->min < a->max && (x < a->min || x > a->max))
+			goto range;
+		*(uint64_t *)p = u;
+		return 0;
+	}
+	case ARG_F64:
+		x = strtod(v, &end);
+		if (errno || end == v || *end || isnan(x))
+			goto bad;
+		if (a->min < a->max && (x < a->min || x > a->max))
+			goto range;
+		*(double *)p = x;
+		return 0;
+	}
+bad:
+	fprintf(stderr, "loader-train: --%s: \"%s\" is not a%s number\n",
+		a->name, v, a->kind == ARG_U64 ? " whole" : "");
+	return -EINVAL;
+range:
+	fprintf(stderr, "loader-train: --%s: %s is outside [%.15g, %.15g]\n",
+		a->name, v, a->min, a->max);
+	return -EINVAL;
+}
 
 /*
  * Parse argv into c; *help is set by -h/--help. Returns 0, or -EINVAL
@@ -120,17 +175,38 @@ static const struct opt opt_table[] = {
  */
 static int parse_opts(struct cfg *c, int argc, char **argv, int *help)
 {
-	struct diag d;
-	int nargs;
+	struct option lo[NARGS + 2];
+	int k;
 
-	if (opts_parse(opt_table, c, argc, argv, &nargs, help, &d)) {
-		fprintf(stderr, "loader-train: %s\n", d.msg);
-		return -EINVAL;
+	*help = 0;
+	for (size_t i = 0; i < NARGS; i++) {
+		lo[i] = (struct option){ args[i].name,
+					 args[i].kind == ARG_FLAG ?
+						 no_argument :
+						 required_argument,
+					 NULL, 256 + (int)i };
+		if (args[i].def && set_arg(c, &args[i], args[i].def))
+			return -EINVAL;
 	}
-	/* opts_parse() moved the arguments that are not options to argv[0]. */
-	if (nargs) {
+	lo[NARGS] = (struct option){ "help", no_argument, NULL, 'h' };
+	lo[NARGS + 1] = (struct option){ NULL, 0, NULL, 0 };
+	opterr = 0;
+	while ((k = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		if (k == 'h') {
+			*help = 1;
+		} else if (k >= 256) {
+			if (set_arg(c, &args[k - 256], optarg))
+				return -EINVAL;
+		} else {
+			fprintf(stderr, "loader-train: %s: %s\n",
+				argv[optind - 1],
+				k == ':' ? "needs a value" : "unknown option");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
 		fprintf(stderr, "loader-train: unexpected argument \"%s\"\n",
-			argv[0]);
+			argv[optind]);
 		return -EINVAL;
 	}
 	return 0;
@@ -138,11 +214,23 @@ static int parse_opts(struct cfg *c, int argc, char **argv, int *help)
 
 static void usage(FILE *f)
 {
-	opts_help(
-		f, "loader-train --data DIR [OPTIONS]",
+	fprintf(f,
+		"usage: loader-train --data DIR [OPTIONS]\n"
 		"Train an MLP (784-256-128-10, SGD with momentum) on a Fashion-MNIST\n"
-		"dataset streamed from loaderd; evaluate on DIR/test after every epoch.",
-		opt_table);
+		"dataset streamed from loaderd; evaluate on DIR/test after every epoch.\n"
+		"\nOptions:\n");
+	for (size_t i = 0; i < NARGS; i++) {
+		char left[40];
+
+		snprintf(left, sizeof(left), "--%s%s%s", args[i].name,
+			 args[i].meta ? " " : "",
+			 args[i].meta ? args[i].meta : "");
+		fprintf(f, "  %-24s %s", left, args[i].help);
+		if (args[i].def)
+			fprintf(f, " (default %s)", args[i].def);
+		fputc('\n', f);
+	}
+	fprintf(f, "  %-24s %s\n", "-h, --help", "print this help");
 	fprintf(f,
 		"\nThe last line printed is a summary of key=value pairs:\n"
 		"  test_accuracy best_accuracy epochs samples seconds samples_per_s\n"

@@ -13,7 +13,7 @@
 #include "codec.h"
 #include "diag.h"
 #include "jpeg.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "zrec.h"
 #include "../unit_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "diag.h"
 #include "jroi.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "../unit_util.h"
 
 /* Odd sizes whose scaled sizes differ for every num/8, 1..8. */

@@ -19,7 +19,7 @@
 #include "imgpipe.h"
 #include "ispec.h"
 #include "jroi.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "resize.h"
 #include "rng.h"
 #include "../unit_util.h"

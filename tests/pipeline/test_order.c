@@ -9,7 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "order.h"
 #include "rng.h"
 #include "../unit_util.h"

@@ -7,7 +7,7 @@
 
 #include <criterion/criterion.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "schema.h"
 #include "../unit_util.h"
 

@@ -22,7 +22,7 @@
 
 #include "codec.h"
 #include "jpeg.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "schema.h"
 #include "shard.h"
 #include "verify.h"

@@ -23,7 +23,7 @@
 #include "codec.h"
 #include "dataset.h"
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "shard.h"
 
 struct dump {

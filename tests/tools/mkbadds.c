@@ -27,7 +27,7 @@
 
 #include "dataset.h"
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "schema.h"
 #include "shard.h"
 

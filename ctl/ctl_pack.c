@@ -18,7 +18,7 @@
 #include "codec.h"
 #include "ctl.h"
 #include "dataset.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
 #include "rng.h"

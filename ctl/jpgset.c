@@ -15,7 +15,7 @@
 
 #include "fdio.h"
 #include "jpgset.h"
-#include "loader.h"
+#include "loader_error.h"
 
 struct jpgset {
 	struct jpgset_file *v;

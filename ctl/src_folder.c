@@ -34,7 +34,7 @@
 #include "codec.h"
 #include "fdio.h"
 #include "jpeg.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "resize.h"
 #include "source.h"
 

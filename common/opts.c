@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "opts.h"
 
 #define OPTS_MAX 64

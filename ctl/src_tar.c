@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "source.h"
 #include "tar.h"
 

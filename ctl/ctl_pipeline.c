@@ -32,7 +32,7 @@
 #include "imgpipe.h"
 #include "ispec.h"
 #include "jpgset.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
 #include "rng.h"

@@ -1,5 +1,5 @@
 /*
- * test_opts.c - the option tables of daemon/opts.c: values of every type,
+ * test_opts.c - the option tables of common/opts.c: values of every type,
  * [min, max] ranges (defaults included), the messages that name the
  * option and its range, and that tables without ranges are unchanged.
  */
@@ -14,7 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "diag.h"
-#include "loader.h"
+#include "loader_error.h"
 #include "opts.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))

@@ -18,7 +18,7 @@
 
 #include <zlib.h>
 
-#include "loader.h"
+#include "loader_error.h"
 #include "source.h"
 
 struct idx_file {

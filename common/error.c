@@ -3,7 +3,7 @@
  */
 #include <string.h>
 
-#include "loader.h"
+#include "loader_error.h"
 
 static const char *const loader_errors[] = {
 	[-(LOADER_EFORMAT)-4096] = "malformed data",
