@@ -86,6 +86,17 @@ struct proto_files {
 	uint32_t reserved;
 };
 
+/*
+ * Sample orders. libloader ties them to LOADER_ORDER_*, the daemon to its
+ * pipeline's, at compile time; so are the casts and bad-sample policies
+ * below.
+ */
+enum proto_order {
+	PROTO_ORDER_SEQUENTIAL = 0,
+	PROTO_ORDER_RANDOM = 1,
+	PROTO_ORDER_QUASI = 2,
+};
+
 /* How a field becomes an output of the batch. */
 enum proto_cast {
 	PROTO_CAST_NONE = 0,	 /* the field's own dtype and bytes */
@@ -110,7 +121,7 @@ enum proto_bad {
 
 struct proto_open {
 	uint32_t batch_size; /* 1..65536 */
-	uint32_t order;	     /* enum loader_order */
+	uint32_t order;	     /* enum proto_order */
 	uint64_t seed;
 	uint32_t epochs; /* 0: endless */
 	uint32_t start_epoch;

@@ -45,10 +45,28 @@ enum ring_state {
 	RING_FAILED = 2, /* the stream stopped: error and reason say why */
 };
 
+/*
+ * Element types of outputs: the shard format's numbers. libloader ties
+ * them to LOADER_DTYPE_*, the daemon to its pipeline's, at compile time.
+ */
+enum ring_dtype {
+	RING_DTYPE_U8 = 1,
+	RING_DTYPE_I8 = 2,
+	RING_DTYPE_U16 = 3,
+	RING_DTYPE_I16 = 4,
+	RING_DTYPE_U32 = 5,
+	RING_DTYPE_I32 = 6,
+	RING_DTYPE_U64 = 7,
+	RING_DTYPE_I64 = 8,
+	RING_DTYPE_F16 = 9,
+	RING_DTYPE_F32 = 10,
+	RING_DTYPE_F64 = 11,
+};
+
 /* One output of every batch, as the ring header describes it. */
 struct ring_output {
 	char name[PROTO_NAME_MAX];
-	uint32_t dtype;		       /* LOADER_DTYPE_* */
+	uint32_t dtype;		       /* enum ring_dtype */
 	uint32_t ndim;		       /* including the batch dimension */
 	uint64_t shape[RING_MAX_DIMS]; /* shape[0] = batch size */
 	uint64_t bytes;		       /* of a full batch */

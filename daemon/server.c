@@ -14,7 +14,9 @@
 
 #include "loader_error.h"
 #include "msg.h"
+#include "openreq.h"
 #include "plog.h"
+#include "producer.h"
 #include "proto.h"
 #include "server.h"
 #include "stream.h"
@@ -41,6 +43,7 @@ struct session {
 	uint32_t files_total, files_got;
 	uint32_t files_charged; /* counted in the uid's files */
 	struct stream *stream;
+	struct producer *prod; /* the stream's ring */
 	uint64_t ring_bytes;
 	struct session *next, **pprev;
 };
@@ -127,6 +130,7 @@ static void session_end(struct session *ss, const char *why)
 	u = uid_use(ss->srv, ss->cred.uid);
 	if (ss->stream) {
 		stream_free(ss->stream);
+		producer_free(ss->prod);
 		if (u) {
 			u->streams--;
 			u->bytes -= ss->ring_bytes;
@@ -228,14 +232,17 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		    const struct proto_open *m)
 {
 	struct server *srv = ss->srv;
-	struct stream_params p = {
-		.open = m,
-		.pool = srv->pool,
-		.max_ring_bytes = srv->lim.max_ring_bytes,
-		.max_pixels = srv->lim.max_pixels,
+	struct stream_config c;
+	struct producer_params pp = {
+		.slots = m->ring_slots,
+		.epochs = m->epochs,
+		.start_epoch = m->start_epoch,
+		.max_bytes = srv->lim.max_ring_bytes,
 		.label = ss->label,
 	};
-	struct proto_open_ok ok;
+	struct stream *st = NULL;
+	struct producer *pr = NULL;
+	struct proto_open_ok ok = { 0 };
 	struct uid_use *u;
 	struct diag d = { { 0 } };
 	int fds[2], err;
@@ -266,29 +273,43 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	if (srv->lim.max_uid_bytes > u->bytes)
-		p.max_ring_bytes =
-			srv->lim.max_uid_bytes - u->bytes < p.max_ring_bytes ?
+		pp.max_bytes =
+			srv->lim.max_uid_bytes - u->bytes < pp.max_bytes ?
 				srv->lim.max_uid_bytes - u->bytes :
-				p.max_ring_bytes;
+				pp.max_bytes;
 	else
-		p.max_ring_bytes = 0;
+		pp.max_bytes = 0;
+	err = openreq_config(m, &c, &d);
+	c.label = ss->label;
+	c.max_pixels = srv->lim.max_pixels;
 	/* The stream takes the files, whatever happens. */
-	p.fds = ss->files;
-	p.nfds = ss->files_got;
-	err = stream_new(&ss->stream, &p, &d);
+	if (err)
+		for (uint32_t i = 0; i < ss->files_got; i++)
+			close(ss->files[i]);
+	else
+		err = stream_new(&st, &c, ss->files, ss->files_got, srv->pool,
+				 &d);
 	free(ss->files);
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
+	if (!err) {
+		pp.lay = stream_layout(st);
+		err = producer_new(&pr, &pp, &d);
+	}
 	if (!err)
-		err = stream_start(ss->stream, &d);
+		err = stream_start(st, producer_sink(pr), &d);
 	if (err) {
-		stream_free(ss->stream);
-		ss->stream = NULL;
+		stream_free(st);
+		producer_free(pr);
 		reply_error(ss, h->seq, err,
 			    d.msg[0] ? d.msg : loader_strerror(err));
 		return;
 	}
-	stream_reply(ss->stream, &ok, &fds[0], &fds[1]);
+	ss->stream = st;
+	ss->prod = pr;
+	producer_reply(pr, &ok, &fds[0], &fds[1]);
+	ok.batches_per_epoch = pp.lay->batches_per_epoch;
+	ok.samples = pp.lay->samples;
 	ss->ring_bytes = ok.ring_bytes;
 	u->streams++;
 	u->bytes += ok.ring_bytes;
@@ -306,8 +327,16 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 {
 	struct proto_stats_ok st = { 0 };
 
-	if (ss->stream)
-		stream_stats(ss->stream, &st);
+	if (ss->stream) {
+		struct stream_stats n;
+
+		stream_stats(ss->stream, &n);
+		st.batches = n.batches;
+		st.samples = n.samples;
+		st.bytes_read = n.bytes_read;
+		st.bad_samples = n.bad_samples;
+		st.stall_ns = producer_stall_ns(ss->prod);
+	}
 	st.rss_bytes = rss_bytes();
 	msg_send(ss->fd, PROTO_STATS_OK, h->seq, &st, sizeof(st), NULL, 0);
 }

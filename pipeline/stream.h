@@ -1,59 +1,174 @@
 /*
- * stream.h - one client stream: read, decode and deliver batches into a
- * shared-memory ring (client/ring.h).
+ * stream.h - one stream of batches: read, decode and assemble samples
+ * into places that a sink provides.
  *
- * A stream owns the dataset's file descriptors (received from the client),
- * its ring memfds and two threads:
- *  - the reader walks the order (order.h) ahead of the consumer, within
- *    the prefetch byte budget: for each batch it merges adjacent records
- *    into extents and reads them with io_uring into a circular arena;
- *  - the assembler takes read batches in order, waits for a free ring
- *    slot, has the shared worker pool (pool.h) decode every sample straight
- *    into its place in the slot, and publishes the slot.
- * Memory is bounded by prefetch budget + ring + fixed per-worker scratch,
- * all allocated when the stream is created.
+ * A stream owns the dataset's file descriptors and two threads:
+ *  - the reader (reader.c) walks the order (order.h) ahead of the
+ *    consumer, within the prefetch byte budget: for each batch it merges
+ *    adjacent records into extents and reads them with io_uring into a
+ *    circular arena;
+ *  - the assembler (assemble.c) takes read batches in order, asks the
+ *    sink for the place of the next batch, has the shared worker pool
+ *    (pool.h) decode every sample straight into it, and hands it back.
+ * The sink is the daemon's ring producer; this module knows nothing of
+ * the wire or of shared memory. Memory is bounded by the prefetch budget
+ * + fixed per-worker scratch, all allocated by stream_new().
  */
 #ifndef LD_STREAM_H
 #define LD_STREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "diag.h"
-#include "proto.h"
+#include "order.h"
+
+#define STREAM_MAX_OUTPUTS 8
+#define STREAM_NAME_MAX	   32 /* of an output's field name, NUL included */
+#define STREAM_MAX_DIMS	   4  /* of one sample of an output */
+#define STREAM_MAX_BATCH   65536
+#define STREAM_MAX_WORLD   65536
+
+/* How a tensor field becomes an output. */
+enum stream_cast {
+	STREAM_CAST_NONE = 0,	  /* the field's own dtype and bytes */
+	STREAM_CAST_F32_UNIT = 1, /* u8 -> f32 in [0,1] (x / 255) */
+	STREAM_CAST_F32 = 2,	  /* integer -> f32, value kept */
+};
+
+/* What a sample that cannot be decoded does to its stream. */
+enum stream_bad {
+	STREAM_BAD_FAIL = 0, /* the stream ends with an error naming it */
+	STREAM_BAD_SKIP = 1, /* counted, logged once, replaced in its batch */
+};
+
+struct stream_output {
+	char field[STREAM_NAME_MAX]; /* schema field name */
+	enum stream_cast cast;
+};
+
+/* What a stream delivers; every value is checked by stream_new(). */
+struct stream_config {
+	uint32_t batch_size; /* 1..STREAM_MAX_BATCH; 0: default (256) */
+	enum order_kind order;
+	uint64_t seed;
+	uint32_t epochs; /* 0: endless */
+	uint32_t start_epoch;
+	uint32_t rank, world; /* rank < world <= STREAM_MAX_WORLD; 0: 1 */
+	bool drop_last;
+	bool direct;		 /* read the shards with O_DIRECT */
+	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
+	uint32_t threads;	 /* decode threads of the pool; 0: all */
+	enum stream_bad on_bad;
+	/* 0: every field as stored; else the outputs, in order. */
+	uint32_t noutputs;
+	struct stream_output out[STREAM_MAX_OUTPUTS];
+	/* The image pipeline (ispec.h) of jpeg outputs; NULL or "": none. */
+	const char *pipeline;
+	uint64_t max_pixels; /* of a JPEG; 0: JROI_DEFAULT_MAX_PIXELS */
+	const char *label;   /* for logs, e.g. "session 3 (pid 42 ...)" */
+};
+
+/* One output of every batch, as stream_new() laid it out. */
+struct stream_tensor {
+	char name[STREAM_NAME_MAX];
+	uint32_t dtype; /* enum dtype (schema.h) */
+	uint32_t ndim;	/* of one sample */
+	uint64_t shape[STREAM_MAX_DIMS];
+	uint64_t sample_bytes;
+};
+
+/* What every batch of a stream holds, and how many there are. */
+struct stream_layout {
+	uint32_t batch_size;
+	uint64_t batches_per_epoch;
+	uint64_t samples; /* of this rank, per epoch */
+	uint32_t noutputs;
+	struct stream_tensor out[STREAM_MAX_OUTPUTS];
+};
+
+/*
+ * The place of one batch, given by the sink. The sink sets ids (one u64
+ * per sample: its global index) and out[] (each output's first sample;
+ * sample i of output k is at out[k] + i * sample_bytes); the stream
+ * fills them and sets epoch, batch and count before publish().
+ */
+struct stream_batch {
+	uint64_t *ids;
+	unsigned char *out[STREAM_MAX_OUTPUTS];
+	uint32_t epoch;
+	uint64_t batch; /* index within its epoch */
+	uint32_t count; /* samples, <= batch_size */
+};
+
+/*
+ * Where batches go. Each callback runs on the stream's assembler thread,
+ * except cancel, which stream_free() calls on its caller's.
+ */
+struct stream_sink_ops {
+	/*
+	 * Wait for a free place for the next batch and describe it in b.
+	 * Returns 0; -ECANCELED once cancel() has run; or another negative
+	 * code after the sink has ended the stream itself (the stream then
+	 * stops without calling finish()).
+	 */
+	int (*acquire)(void *ctx, struct stream_batch *b);
+	/* The batch last acquired is complete: hand it to the consumer. */
+	void (*publish)(void *ctx, const struct stream_batch *b);
+	/*
+	 * The stream ends: err 0 after its last batch, else it failed and
+	 * reason (never NULL then) says why. No callback follows.
+	 */
+	void (*finish)(void *ctx, int err, const char *reason);
+	/* Make a waiting acquire() return -ECANCELED, now and from now on. */
+	void (*cancel)(void *ctx);
+};
+
+struct stream_sink {
+	const struct stream_sink_ops *ops;
+	void *ctx;
+};
 
 struct pool;
 struct stream;
 
-struct stream_params {
-	const struct proto_open *open; /* validated here */
-	int *fds; /* manifest, then shards; the stream takes them */
-	uint32_t nfds;
-	struct pool *pool;
-	uint64_t max_ring_bytes; /* refuse larger rings */
-	uint64_t max_pixels;	 /* of a JPEG; 0: JROI_DEFAULT_MAX_PIXELS */
-	const char *label;	 /* for logs, e.g. "uid 1000 pid 42" */
+/* Counters, read while the stream runs. */
+struct stream_stats {
+	uint64_t batches; /* handed to the sink */
+	uint64_t samples;
+	uint64_t bytes_read; /* from storage */
+	uint64_t bad_samples;
 };
 
 /*
- * Create a stream: parse the manifest, open and check every shard, build
- * the order and the ring. On success the stream owns params->fds; on
- * failure they are closed too. Errors (LOADER_EUSAGE for bad options,
- * shard format errors, -ENOMEM) are described in d.
+ * Create a stream over the dataset in fds (the manifest, then every
+ * shard in the manifest's order): parse the manifest, open and check
+ * every shard, build the order and lay out the batches. It reads files
+ * and allocates the prefetch budget: call it off any event loop. The
+ * stream takes the descriptors (not the array) whatever happens.
+ * Returns 0, or LOADER_EUSAGE for a bad config, a shard format error or
+ * -ENOMEM, described in d.
  */
-int stream_new(struct stream **out, const struct stream_params *p,
-	       struct diag *d);
+int stream_new(struct stream **out, const struct stream_config *c, int *fds,
+	       uint32_t nfds, struct pool *pool, struct diag *d);
 
-/* The ring's memfds (to send to the client) and the reply's sizes. */
-void stream_reply(const struct stream *s, struct proto_open_ok *ok,
-		  int *ring_fd, int *cons_fd);
+/* The batch layout; valid for the life of the stream. */
+const struct stream_layout *stream_layout(const struct stream *s);
 
-/* Start the reader and assembler threads. */
-int stream_start(struct stream *s, struct diag *d);
+/*
+ * Start the reader and assembler, which hand batches to sink (the sink
+ * must outlive the stream). Returns 0 or -errno, described in d.
+ */
+int stream_start(struct stream *s, const struct stream_sink *sink,
+		 struct diag *d);
 
-/* Stop the threads (if started) and free everything. NULL is a no-op. */
+/*
+ * Stop the threads (if started: it cancels the sink's acquire and joins
+ * them, so it waits for the batch being decoded) and free everything.
+ * Call it off any event loop. NULL is a no-op.
+ */
 void stream_free(struct stream *s);
 
-/* Counters for PROTO_STATS. */
-void stream_stats(const struct stream *s, struct proto_stats_ok *st);
+void stream_stats(const struct stream *s, struct stream_stats *st);
 
 #endif /* LD_STREAM_H */

@@ -1,0 +1,361 @@
+/*
+ * producer.c - a stream's batch ring: memfds, header, and the sink that
+ * waits for free slots and publishes full ones.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "futex.h"
+#include "loader_error.h"
+#include "plog.h"
+#include "producer.h"
+#include "ring.h"
+#include "schema.h"
+#include "tie.h"
+
+#define PRODUCER_DEFAULT_SLOTS 8
+#define PRODUCER_MAX_SLOTS     1024
+/* How often a producer waiting for a slot looks at the cancel flag. */
+#define PRODUCER_POLL_NS (50 * 1000 * 1000)
+
+/*
+ * The ring tells the client each output's dtype in the shard format's
+ * numbers (RING_DTYPE_*, which libloader ties to LOADER_DTYPE_*): the
+ * pipeline's enum dtype must stay equal to them.
+ */
+TIE(DT_U8, RING_DTYPE_U8);
+TIE(DT_I8, RING_DTYPE_I8);
+TIE(DT_U16, RING_DTYPE_U16);
+TIE(DT_I16, RING_DTYPE_I16);
+TIE(DT_U32, RING_DTYPE_U32);
+TIE(DT_I32, RING_DTYPE_I32);
+TIE(DT_U64, RING_DTYPE_U64);
+TIE(DT_I64, RING_DTYPE_I64);
+TIE(DT_F16, RING_DTYPE_F16);
+TIE(DT_F32, RING_DTYPE_F32);
+TIE(DT_F64, RING_DTYPE_F64);
+TIE(STREAM_MAX_OUTPUTS, PROTO_MAX_OUTPUTS);
+/* A ring shape is the batch, then a sample's dimensions. */
+TIE(STREAM_MAX_DIMS + 1, RING_MAX_DIMS);
+TIE(STREAM_NAME_MAX, PROTO_NAME_MAX);
+
+struct producer {
+	struct stream_sink sink;
+	char label[128];
+	int ring_fd, cons_fd;
+	struct ring_hdr *hdr;
+	struct ring_cons *cons;
+	size_t ring_bytes;
+	uint64_t slot_size;
+	uint32_t prod, last_cons;
+	bool cancel;
+	uint64_t stall_ns; /* atomic */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
+		      struct diag *d)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return diag_set(d, -errno, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)size)) {
+		int err = -errno;
+
+		close(fd);
+		return diag_set(d, err, "ring of %zu bytes: %s", size,
+				strerror(-err));
+	}
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED) {
+		int err = -errno;
+
+		close(fd);
+		return diag_set(d, err, "mmap ring: %s", strerror(-err));
+	}
+	/*
+	 * Sealed after our own writable mapping exists: the client cannot
+	 * resize the file, and (ring) cannot map it writable.
+	 */
+	if (fcntl(fd, F_ADD_SEALS, seals)) {
+		int err = -errno;
+
+		munmap(*map, size);
+		close(fd);
+		return diag_set(d, err, "seal ring: %s", strerror(-err));
+	}
+	return fd;
+}
+
+/* Where each output of a slot goes, after the slot head and the ids. */
+static uint64_t lay_out_slot(const struct stream_layout *lay, uint64_t *ids,
+			     uint64_t *offsets)
+{
+	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
+
+	*ids = pos;
+	pos = align_up(pos + (uint64_t)lay->batch_size * 8, RING_ALIGN);
+	for (uint32_t i = 0; i < lay->noutputs; i++) {
+		offsets[i] = pos;
+		pos = align_up(pos + lay->out[i].sample_bytes * lay->batch_size,
+			       RING_ALIGN);
+	}
+	return align_up(pos, RING_PAGE);
+}
+
+static void write_header(struct producer *pr, const struct producer_params *p,
+			 uint32_t slots, uint64_t ids, const uint64_t *offsets)
+{
+	const struct stream_layout *lay = p->lay;
+	struct ring_hdr *h = pr->hdr;
+
+	h->magic = RING_MAGIC;
+	h->version = RING_VERSION;
+	h->slot_count = slots;
+	h->noutputs = lay->noutputs;
+	h->slot_size = pr->slot_size;
+	h->slots_offset = RING_PAGE;
+	h->total_bytes = pr->ring_bytes;
+	h->batch_size = lay->batch_size;
+	h->epochs = p->epochs;
+	h->start_epoch = p->start_epoch;
+	h->batches_per_epoch = lay->batches_per_epoch;
+	h->ids_offset = ids;
+	for (uint32_t i = 0; i < lay->noutputs; i++) {
+		const struct stream_tensor *t = &lay->out[i];
+		struct ring_output *ro = &h->out[i];
+
+		memcpy(ro->name, t->name, sizeof(ro->name));
+		ro->dtype = t->dtype;
+		ro->ndim = 1 + t->ndim;
+		ro->shape[0] = lay->batch_size;
+		for (uint32_t k = 0; k < t->ndim; k++)
+			ro->shape[k + 1] = t->shape[k];
+		ro->bytes = t->sample_bytes * lay->batch_size;
+		ro->offset = offsets[i];
+	}
+}
+
+static void ring_finish(struct producer *pr, uint32_t state, int err,
+			const char *reason)
+{
+	if (reason)
+		snprintf(pr->hdr->reason, sizeof(pr->hdr->reason), "%s",
+			 reason);
+	pr->hdr->error = err;
+	__atomic_store_n(&pr->hdr->state, state, __ATOMIC_SEQ_CST);
+	futex_wake_shared(&pr->hdr->prod);
+}
+
+static unsigned char *slot_at(struct producer *pr, uint32_t k)
+{
+	return (unsigned char *)pr->hdr + RING_PAGE +
+	       ring_slot_of(k, pr->hdr->slot_count) * pr->slot_size;
+}
+
+/*
+ * Wait until the slot for pr->prod is free. The consumer index is the
+ * client's: it must only move forward, and never past what we published.
+ */
+static int sink_acquire(void *ctx, struct stream_batch *b)
+{
+	struct producer *pr = ctx;
+	uint32_t slots = pr->hdr->slot_count;
+	unsigned char *slot;
+
+	for (;;) {
+		uint32_t c = __atomic_load_n(&pr->cons->cons, __ATOMIC_ACQUIRE);
+		uint64_t t0;
+
+		if (!ring_cons_valid(pr->prod, c, pr->last_cons, slots)) {
+			char why[160];
+
+			snprintf(why, sizeof(why),
+				 "consumer index %" PRIu32
+				 " is invalid (published %" PRIu32
+				 ", released %" PRIu32 " before)",
+				 c, pr->prod, pr->last_cons);
+			plog(PLOG_ERR, "%s: stream failed: %s", pr->label, why);
+			ring_finish(pr, RING_FAILED, LOADER_EPROTO, why);
+			return LOADER_EPROTO;
+		}
+		pr->last_cons = c;
+		if (ring_pending(pr->prod, c) < slots)
+			break;
+		if (__atomic_load_n(&pr->cancel, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		__atomic_store_n(&pr->hdr->daemon_waiting, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&pr->cons->cons, __ATOMIC_SEQ_CST) == c) {
+			t0 = now_ns();
+			futex_wait_shared(&pr->cons->cons, c, PRODUCER_POLL_NS);
+			__atomic_fetch_add(&pr->stall_ns, now_ns() - t0,
+					   __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&pr->hdr->daemon_waiting, 0, __ATOMIC_SEQ_CST);
+	}
+	slot = slot_at(pr, pr->prod);
+	b->ids = (uint64_t *)(slot + pr->hdr->ids_offset);
+	for (uint32_t i = 0; i < pr->hdr->noutputs; i++)
+		b->out[i] = slot + pr->hdr->out[i].offset;
+	return 0;
+}
+
+static void sink_publish(void *ctx, const struct stream_batch *b)
+{
+	struct producer *pr = ctx;
+	struct ring_slot *slot = (struct ring_slot *)slot_at(pr, pr->prod);
+
+	slot->seq = pr->prod;
+	slot->batch = b->batch;
+	slot->epoch = b->epoch;
+	slot->count = b->count;
+	pr->prod++;
+	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pr->cons->client_waiting, __ATOMIC_SEQ_CST))
+		futex_wake_shared(&pr->hdr->prod);
+}
+
+static void sink_finish(void *ctx, int err, const char *reason)
+{
+	ring_finish(ctx, err ? RING_FAILED : RING_END, err, reason);
+}
+
+static void sink_cancel(void *ctx)
+{
+	struct producer *pr = ctx;
+
+	__atomic_store_n(&pr->cancel, true, __ATOMIC_RELEASE);
+	futex_wake_shared(&pr->cons->cons);
+}
+
+static const struct stream_sink_ops producer_ops = {
+	.acquire = sink_acquire,
+	.publish = sink_publish,
+	.finish = sink_finish,
+	.cancel = sink_cancel,
+};
+
+int producer_new(struct producer **out, const struct producer_params *p,
+		 struct diag *d)
+{
+	uint64_t offsets[STREAM_MAX_OUTPUTS], ids;
+	uint32_t slots = p->slots;
+	struct producer *pr;
+	void *map;
+	int fd, err;
+
+	/*
+	 * A power of two, so that the free-running 32-bit indices map to
+	 * the same slot on both sides of their wrap.
+	 */
+	if (slots == 1 || slots > PRODUCER_MAX_SLOTS || (slots & (slots - 1)))
+		return diag_set(d, LOADER_EUSAGE,
+				"ring slots %" PRIu32
+				" must be a power of two in 2..%d",
+				slots, PRODUCER_MAX_SLOTS);
+	pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		return diag_set(d, -ENOMEM, "out of memory");
+	pr->ring_fd = pr->cons_fd = -1;
+	pr->sink = (struct stream_sink){ &producer_ops, pr };
+	snprintf(pr->label, sizeof(pr->label), "%s", p->label ? p->label : "");
+	pr->slot_size = lay_out_slot(p->lay, &ids, offsets);
+	/*
+	 * No slot count asked for: PRODUCER_DEFAULT_SLOTS, or fewer (down
+	 * to 2) when large batches (images) would not fit the limit so.
+	 */
+	if (!slots)
+		for (slots = PRODUCER_DEFAULT_SLOTS;
+		     slots > 2 &&
+		     RING_PAGE + pr->slot_size * slots > p->max_bytes;
+		     slots /= 2)
+			;
+	pr->ring_bytes = RING_PAGE + pr->slot_size * slots;
+	if (pr->ring_bytes > p->max_bytes) {
+		err = diag_set(d, LOADER_ETOOBIG,
+			       "ring of %" PRIu32 " slots x %" PRIu64
+			       " bytes exceeds the limit of %" PRIu64
+			       " bytes (fewer slots or a smaller batch)",
+			       slots, pr->slot_size, p->max_bytes);
+		goto fail;
+	}
+	fd = make_memfd("loaderd-ring", pr->ring_bytes,
+			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
+				F_SEAL_SEAL,
+			&map, d);
+	if (fd < 0) {
+		err = fd;
+		goto fail;
+	}
+	pr->ring_fd = fd;
+	pr->hdr = map;
+	fd = make_memfd("loaderd-cons", RING_PAGE,
+			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, &map, d);
+	if (fd < 0) {
+		err = fd;
+		goto fail;
+	}
+	pr->cons_fd = fd;
+	pr->cons = map;
+	write_header(pr, p, slots, ids, offsets);
+	*out = pr;
+	return 0;
+fail:
+	producer_free(pr);
+	return err;
+}
+
+const struct stream_sink *producer_sink(struct producer *pr)
+{
+	return &pr->sink;
+}
+
+void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
+		    int *ring_fd, int *cons_fd)
+{
+	ok->ring_bytes = pr->ring_bytes;
+	ok->cons_bytes = RING_PAGE;
+	*ring_fd = pr->ring_fd;
+	*cons_fd = pr->cons_fd;
+}
+
+uint64_t producer_stall_ns(const struct producer *pr)
+{
+	return __atomic_load_n(&pr->stall_ns, __ATOMIC_RELAXED);
+}
+
+void producer_free(struct producer *pr)
+{
+	if (!pr)
+		return;
+	if (pr->hdr)
+		munmap(pr->hdr, pr->ring_bytes);
+	if (pr->cons)
+		munmap(pr->cons, RING_PAGE);
+	if (pr->ring_fd >= 0)
+		close(pr->ring_fd);
+	if (pr->cons_fd >= 0)
+		close(pr->cons_fd);
+	free(pr);
+}

@@ -1,0 +1,54 @@
+/*
+ * producer.h - the daemon's side of a stream's batch ring (client/ring.h):
+ * the memfds, the ring header, and the sink (pipeline/stream.h) through
+ * which a stream's assembler fills and publishes slots.
+ *
+ * The client's consumer index is untrusted input: the producer checks it
+ * on every read, and ends the stream with LOADER_EPROTO if it ever moves
+ * backwards or past what was published.
+ */
+#ifndef LD_PRODUCER_H
+#define LD_PRODUCER_H
+
+#include <stdint.h>
+
+#include "diag.h"
+#include "proto.h"
+#include "stream.h"
+
+struct producer;
+
+struct producer_params {
+	const struct stream_layout *lay;
+	uint32_t slots;	 /* a power of two in 2..1024; 0: default */
+	uint32_t epochs; /* 0: endless; told to the client */
+	uint32_t start_epoch;
+	uint64_t max_bytes; /* refuse a larger ring */
+	const char *label;  /* for logs; copied */
+};
+
+/*
+ * Create the ring for batches of p->lay: two sealed memfds, mapped here
+ * read-write, with the header written. Returns 0, LOADER_EUSAGE (slot
+ * count), LOADER_ETOOBIG (above max_bytes) or -errno, described in d.
+ */
+int producer_new(struct producer **out, const struct producer_params *p,
+		 struct diag *d);
+
+/* The sink a stream hands its batches to; valid until producer_free(). */
+const struct stream_sink *producer_sink(struct producer *pr);
+
+/*
+ * The OPEN_OK sizes, and the ring and consumer memfds to send with it.
+ * The descriptors stay the producer's.
+ */
+void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
+		    int *ring_fd, int *cons_fd);
+
+/* Nanoseconds the stream waited for the client to free a slot. */
+uint64_t producer_stall_ns(const struct producer *pr);
+
+/* Unmap and close everything. Free the stream first. NULL is a no-op. */
+void producer_free(struct producer *pr);
+
+#endif /* LD_PRODUCER_H */

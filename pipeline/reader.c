@@ -1,0 +1,322 @@
+/*
+ * reader.c - a stream's reader thread: plans each batch's reads from the
+ * epoch's order and reads them with io_uring into the prefetch arena.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "dataset.h"
+#include "fdio.h"
+#include "loader_error.h"
+#include "order.h"
+#include "plog.h"
+#include "shard.h"
+#include "stream_priv.h"
+
+#define STREAM_QD 64 /* io_uring queue depth per reader */
+/* Records closer than this are read as one extent: one I/O beats two. */
+#define STREAM_MERGE_GAP 4096
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct stream_ref *x = a, *y = b;
+
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Read [off, off+len) of fd into buf: io_uring if we have one, else pread. */
+struct reader_io {
+	struct io_uring ring;
+	bool have_ring;
+	bool registered; /* the arena is a registered buffer */
+	bool fixed;	 /* the shards are registered files */
+	unsigned inflight;
+};
+
+static int io_drain(struct reader_io *io, struct stream *s)
+{
+	int err = 0;
+
+	while (io->inflight) {
+		struct io_uring_cqe *cqe;
+		int r = io_uring_wait_cqe(&io->ring, &cqe);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return r;
+		if (cqe->res < 0 && !err)
+			err = cqe->res;
+		else if (!err &&
+			 (uint64_t)cqe->res != io_uring_cqe_get_data64(cqe))
+			err = LOADER_ETRUNC;
+		io_uring_cqe_seen(&io->ring, cqe);
+		io->inflight--;
+	}
+	return err;
+}
+
+static int io_read(struct reader_io *io, struct stream *s, uint32_t shard,
+		   void *buf, uint64_t len, uint64_t want, uint64_t off)
+{
+	int fd = s->fds[shard + 1];
+	struct io_uring_sqe *sqe;
+	int err;
+
+	if (!io->have_ring) {
+		ssize_t r;
+
+		if (!s->c.direct)
+			return fdio_pread_all(fd, buf, len, off);
+		/* O_DIRECT: one aligned read; the file's end may cut it. */
+		r = pread(fd, buf, len, (off_t)off);
+		if (r < 0)
+			return -errno;
+		return (uint64_t)r == want ? 0 : LOADER_ETRUNC;
+	}
+	if (len > (1u << 30))
+		return LOADER_ETOOBIG;
+	sqe = io_uring_get_sqe(&io->ring);
+	if (!sqe) {
+		io_uring_submit(&io->ring);
+		err = io_drain(io, s);
+		if (err)
+			return err;
+		sqe = io_uring_get_sqe(&io->ring);
+	}
+	/* Registered files spare the kernel a file lookup per read. */
+	if (io->fixed)
+		fd = (int)shard;
+	if (io->registered)
+		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, 0);
+	else
+		io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+	if (io->fixed)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	/* The expected length rides along to catch short reads. */
+	io_uring_sqe_set_data64(sqe, want);
+	io->inflight++;
+	return 0;
+}
+
+/*
+ * Plan batch b of the current epoch into pb: locate every record, sort
+ * by position, merge neighbours into extents, take arena space and read.
+ */
+static int read_batch(struct stream *s, struct reader_io *io,
+		      struct stream_pb *pb, uint64_t b, struct diag *d)
+{
+	uint32_t n = order_batch_count(s->order, b), next = 0;
+	uint64_t need = 0, start, pos;
+	int err;
+
+	pb->batch = b;
+	pb->epoch = order_epoch(s->order);
+	pb->count = n;
+	for (uint32_t k = 0; k < n; k++) {
+		struct shard_rec r;
+		uint64_t g = order_sample(s->order, b, k);
+
+		pb->gidx[k] = g;
+		order_locate(s->order, g, &pb->shard[k], &pb->ridx[k]);
+		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
+		pb->len[k] = r.length;
+		s->refs[k] = (struct stream_ref){ pb->shard[k], k, r.offset,
+						  r.length };
+	}
+	/* Sequential orders come sorted already: skip the sort then. */
+	for (uint32_t k = 1; k < n; k++)
+		if (cmp_ref(&s->refs[k - 1], &s->refs[k]) > 0) {
+			qsort(s->refs, n, sizeof(*s->refs), cmp_ref);
+			break;
+		}
+	/*
+	 * Merge neighbours into extents (one read each); with O_DIRECT an
+	 * extent is widened to whole blocks, and starts on a block in the
+	 * arena too.
+	 */
+	for (uint32_t k = 0; k < n;) {
+		const struct stream_ref *r = &s->refs[k];
+		struct stream_ext *e = &s->ext[next];
+		uint32_t j = k + 1;
+
+		e->shard = r->shard;
+		e->first = k;
+		e->off = r->off;
+		e->end = r->off + r->len;
+		while (j < n && s->refs[j].shard == r->shard &&
+		       s->refs[j].off <= e->end + STREAM_MERGE_GAP &&
+		       s->refs[j].off >= e->off) {
+			if (s->refs[j].off + s->refs[j].len > e->end)
+				e->end = s->refs[j].off + s->refs[j].len;
+			j++;
+		}
+		e->last = j;
+		if (s->c.direct) {
+			e->off -= e->off % STREAM_DIRECT_ALIGN;
+			e->end = align_up(e->end, STREAM_DIRECT_ALIGN);
+		}
+		need += e->end - e->off +
+			(s->c.direct ? STREAM_DIRECT_ALIGN : 0);
+		next++;
+		k = j;
+	}
+	if (need > s->arena_size)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"batch %" PRIu64 " needs %" PRIu64
+			" bytes of reads, above the prefetch budget of %" PRIu64,
+			b, need, s->arena_size);
+	/* Take a contiguous region: skip the arena's tail end if needed. */
+	pthread_mutex_lock(&s->lock);
+	start = s->arena_head;
+	if (start % s->arena_size + need > s->arena_size)
+		start = align_up(start + 1, s->arena_size);
+	while (!s->stop && start + need - s->arena_tail > s->arena_size)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	if (stream_stopping(s))
+		return -ECANCELED;
+	pos = start;
+	for (uint32_t x = 0; x < next; x++) {
+		const struct stream_ext *e = &s->ext[x];
+		uint64_t len = e->end - e->off, want = len;
+		unsigned char *base;
+
+		if (s->c.direct) {
+			uint64_t size = shard_file_size(s->sh[e->shard]);
+
+			pos = align_up(pos, STREAM_DIRECT_ALIGN);
+			/* The last block of a file comes back short. */
+			if (e->end > size)
+				want = size - e->off;
+		}
+		base = s->arena + pos % s->arena_size;
+		for (uint32_t m = e->first; m < e->last; m++)
+			pb->rec[s->refs[m].k] =
+				base + (s->refs[m].off - e->off);
+		err = io_read(io, s, e->shard, base, len, want, e->off);
+		if (err)
+			goto fail;
+		pos += len;
+	}
+	if (io->have_ring) {
+		io_uring_submit(&io->ring);
+		err = io_drain(io, s);
+		if (err)
+			goto fail;
+	}
+	__atomic_fetch_add(&s->n.bytes_read, pos - start, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&s->lock);
+	s->arena_head = pos;
+	pb->arena_end = pos;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+fail:
+	if (io->have_ring)
+		io_drain(io, s);
+	return diag_set(d, err, "batch %" PRIu64 ": read: %s", b,
+			loader_strerror(err));
+}
+
+static struct stream_pb *next_free_pb(struct stream *s)
+{
+	struct stream_pb *pb = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop && s->pb_prod - s->pb_cons == s->npb)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (!s->stop)
+		pb = &s->pb[s->pb_prod % s->npb];
+	pthread_mutex_unlock(&s->lock);
+	return pb;
+}
+
+static void post_pb(struct stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->pb_prod++;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void *reader_main(void *arg)
+{
+	struct stream *s = arg;
+	struct reader_io io = { 0 };
+	uint32_t e = s->c.start_epoch;
+	struct stream_pb *pb;
+	int r;
+
+	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
+	io.have_ring = r == 0;
+	if (io.have_ring)
+		io.fixed = io_uring_register_files(&io.ring, s->fds + 1,
+						   s->ds->nshards) == 0;
+	if (io.have_ring && s->c.direct) {
+		struct iovec iov = { s->arena, s->arena_size };
+
+		/*
+		 * A registered arena spares pinning pages per O_DIRECT read
+		 * (buffered reads gain little, and registering would fault
+		 * in the whole arena). RLIMIT_MEMLOCK often forbids it for
+		 * users: plain reads then.
+		 */
+		io.registered =
+			io_uring_register_buffers(&io.ring, &iov, 1) == 0;
+		plog(PLOG_DEBUG, "%s: arena of %" PRIu64 " bytes %sregistered",
+		     s->label, s->arena_size, io.registered ? "" : "not ");
+	}
+	if (r)
+		plog(PLOG_WARN,
+		     "%s: io_uring unavailable (%s): reading with pread",
+		     s->label, strerror(-r));
+	for (; s->c.epochs == 0 || e < s->c.start_epoch + s->c.epochs; e++) {
+		order_set_epoch(s->order, e);
+		for (uint64_t b = 0; b < s->lay.batches_per_epoch; b++) {
+			struct diag d = { { 0 } };
+
+			pb = next_free_pb(s);
+			if (!pb)
+				goto out;
+			pb->last = false;
+			pb->err = read_batch(s, &io, pb, b, &d);
+			if (pb->err == -ECANCELED)
+				goto out;
+			if (pb->err)
+				snprintf(pb->msg, sizeof(pb->msg),
+					 "epoch %" PRIu32 " %s", e, d.msg);
+			post_pb(s);
+			if (pb->err)
+				goto out;
+		}
+		if (s->lay.batches_per_epoch == 0 && s->c.epochs == 0)
+			break; /* nothing to loop over for ever */
+	}
+	pb = next_free_pb(s);
+	if (pb) {
+		pb->last = true;
+		pb->err = 0;
+		pb->count = 0;
+		pthread_mutex_lock(&s->lock);
+		pb->arena_end = s->arena_head;
+		pthread_mutex_unlock(&s->lock);
+		post_pb(s);
+	}
+out:
+	if (io.have_ring)
+		io_uring_queue_exit(&io.ring);
+	return NULL;
+}

@@ -1,0 +1,121 @@
+/*
+ * stream_priv.h - the state a stream's modules share: set-up and life
+ * (stream.c), the reader (reader.c) and the assembler (assemble.c).
+ * Nothing outside pipeline/stream*.c, reader.c and assemble.c includes it.
+ */
+#ifndef LD_STREAM_PRIV_H
+#define LD_STREAM_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "stream.h"
+
+/* O_DIRECT reads are whole blocks at block offsets into aligned memory. */
+#define STREAM_DIRECT_ALIGN 4096
+/* Bad samples a stream logs by name (skip policy); the rest are counted. */
+#define STREAM_LOG_BAD_MAX 100
+
+struct stream_out {
+	uint32_t field;	       /* schema index */
+	enum stream_cast cast; /* of a tensor field */
+	uint64_t field_bytes;  /* unpacked field bytes per sample */
+	uint64_t elems;	       /* elements per sample */
+	uint32_t src_dtype;    /* the field's */
+	uint32_t comp;	       /* the field's compression */
+	bool image;	       /* a jpeg field through the image pipeline */
+};
+
+/* A sample's record, for sorting a batch's reads by position. */
+struct stream_ref {
+	uint32_t shard;
+	uint32_t k; /* position in the batch */
+	uint64_t off;
+	uint32_t len;
+};
+
+/* One read: refs [first, last) of a shard, [off, end) of its file. */
+struct stream_ext {
+	uint32_t shard;
+	uint32_t first, last;
+	uint64_t off, end;
+};
+
+/* One batch read ahead: where each sample's record sits in the arena. */
+struct stream_pb {
+	uint32_t epoch;
+	uint32_t count;
+	uint64_t batch;
+	uint64_t arena_end; /* arena position freed after this batch */
+	const unsigned char **rec;
+	uint32_t *len;
+	uint64_t *gidx;
+	uint32_t *shard;
+	uint64_t *ridx;
+	bool last; /* no batch follows */
+	int err;
+	char msg[DIAG_MAX];
+};
+
+struct stream {
+	struct stream_config c; /* c.pipeline and c.label point nowhere */
+	char label[128];
+	struct dataset *ds;
+	int *fds;
+	uint32_t nfds;
+	struct shard **sh;
+	struct order *order;
+	struct pool *pool;
+	uint32_t nworkers; /* pool threads + the assembler */
+	struct stream_layout lay;
+	struct stream_out out[STREAM_MAX_OUTPUTS];
+	uint64_t max_field; /* largest unpacked field: scratch size */
+	struct stream_sink sink;
+
+	struct codec_ctx **codec; /* per worker */
+	unsigned char **scratch;  /* per worker, max_field bytes */
+	struct imgpipe *pipe;	  /* NULL: no image pipeline */
+	struct imgpipe_ws **ws;	  /* per worker, with pipe */
+	uint8_t *bad;		  /* per sample of the batch being made */
+	/* Bad samples logged so far (skip policy), under bad_lock. */
+	pthread_mutex_t bad_lock;
+	uint32_t nlogged;
+	uint64_t logged[STREAM_LOG_BAD_MAX];
+
+	unsigned char *arena;
+	uint64_t arena_size, arena_head, arena_tail; /* positions grow */
+	struct stream_pb *pb;
+	uint32_t npb;
+	uint64_t pb_prod, pb_cons;
+	struct stream_ref *refs; /* reader scratch, batch_size entries */
+	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
+
+	/* lock and cond guard the arena and pb positions, and stop. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, started;
+	pthread_t reader, assembler;
+
+	/* counters, updated with atomics */
+	struct stream_stats n;
+};
+
+static inline uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static inline bool stream_stopping(struct stream *s)
+{
+	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+}
+
+/* reader.c: the reader thread's body; arg is the stream. */
+void *reader_main(void *arg);
+
+/* assemble.c: the assembler thread's body; arg is the stream. */
+void *assembler_main(void *arg);
+
+#endif /* LD_STREAM_PRIV_H */

@@ -1,0 +1,76 @@
+#!/bin/sh
+# layers.sh - check the include graph of the tree against DESIGN.md's
+# layers ("Folders"): every quoted #include of a source file must resolve
+# to its own folder or to a folder its layer may use.
+#
+#   scripts/layers.sh [TOP]     TOP: the source tree (default: this one)
+#
+# Prints one line per arrow that is not allowed, naming the file, the
+# header and what the folder may use; exits 1 if there is any, else 0.
+# The build enforces the same graph with per-library include paths
+# (Makefile.am); this check also catches an arrow that a shared -I would
+# let through, such as the daemon including client/libloader's private
+# headers, or a header reached by a relative path.
+set -eu
+top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$top"
+
+# The allowed arrows: FOLDER: what it may include besides its own headers.
+# A folder name allows all of its headers; folder/header allows just one.
+allowed() {
+	case $1 in
+	common) echo "" ;;
+	codecs) echo "common" ;;
+	pipeline) echo "codecs common" ;;
+	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
+	ctl) echo "pipeline codecs common" ;;
+	client) echo "common/loader_error.h common/tie.h" ;;
+	trainer) echo "client/loader.h" ;;
+	bench) echo "ctl pipeline codecs common" ;;
+	esac
+}
+folders="common codecs pipeline daemon ctl client trainer bench"
+
+# Where a header lives: the folder of the one file of that name (file
+# names are unique across the tree), or nothing.
+home() {
+	for f in $folders; do
+		[ -f "$f/$1" ] && { echo "$f"; return; }
+	done
+	echo ""
+}
+
+bad=0
+for f in $folders; do
+	[ -d "$f" ] || continue
+	may=$(allowed "$f")
+	for src in "$f"/*.c "$f"/*.h; do
+		[ -f "$src" ] || continue
+		for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$src"); do
+			case $h in
+			config.h) continue ;;
+			*/*)
+				echo "$src: #include \"$h\": a path, not a header of an allowed folder"
+				bad=1
+				continue
+				;;
+			esac
+			[ -f "$f/$h" ] && continue
+			to=$(home "$h")
+			if [ -z "$to" ]; then
+				echo "$src: #include \"$h\": no such header in the tree"
+				bad=1
+				continue
+			fi
+			ok=0
+			for m in $may; do
+				[ "$m" = "$to" ] || [ "$m" = "$to/$h" ] && ok=1
+			done
+			if [ $ok -eq 0 ]; then
+				echo "$src: #include \"$h\" ($to/): $f may use only: ${may:-nothing of ours}"
+				bad=1
+			fi
+		done
+	done
+done
+exit $bad
