@@ -2,7 +2,9 @@
 # deps.sh - install the Debian packages loaderd needs, only those missing.
 #
 #   scripts/deps.sh          build and run dependencies, and the bundled data
-#   scripts/deps.sh --test   the same plus what the test suite uses
+#   scripts/deps.sh --test   the same plus what the test suite and CI use:
+#                            criterion, valgrind, and clang-format and
+#                            cppcheck for make lint
 #   scripts/deps.sh --bench  the same plus what the image benchmarks use:
 #                            torch, torchvision, PIL and NumPy (the peer and
 #                            bench/mkcorpus.py) and three wallpaper packages
@@ -15,7 +17,7 @@ pkgs="gcc make libc6-dev autoconf automake libtool pkg-config git
 liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmdb-dev
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
-test_pkgs="libcriterion-dev"
+test_pkgs="libcriterion-dev clang-format cppcheck valgrind"
 bench_pkgs="python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 

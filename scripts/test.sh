@@ -3,8 +3,10 @@
 # build and in an ASan+UBSan build, then make distcheck.
 #
 # Installs missing Debian packages first (scripts/deps.sh --test). Ends
-# with the totals alone on a line: "N passed, N failed, N skipped".
-# Exit status is non-zero if anything failed.
+# with the totals alone on a line: "N passed, N failed, N skipped", the
+# criterion unit tests counted on the line before. Exit status is
+# non-zero if anything failed, and if the unit tests did not run although
+# criterion is installed.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -16,10 +18,39 @@ run() {
 	"$@" || { echo "FAILED: $*"; status=1; }
 }
 
-run scripts/build.sh build
-run make -C build -j"$(nproc)" check
-run scripts/build.sh build-san --enable-sanitizers
-run make -C build-san -j"$(nproc)" check
+# Drop the results of earlier runs: make check runs only the tests of the
+# present configuration, and a stale result (say, the "criterion not
+# installed" skip of an earlier configuration) would count in the totals.
+clear_results() {
+	[ -d "$1" ] || return 0
+	find "$1" -name '*.trs' ! -path '*/loaderd-*' | while read -r t; do
+		rm -f "$t" "${t%.trs}.log"
+	done
+}
+
+# Criterion programs are the tests not named *.sh. Where criterion is
+# installed they must have run: a build configured without it reports
+# them as a single skip, and the totals would still look green.
+check_units() {
+	n=$(find "$1" -name '*.trs' ! -name '*.sh.trs' ! -path '*/loaderd-*' |
+		wc -l)
+	echo "-- $1: $n criterion unit test programs ran"
+	if [ "$n" -eq 0 ] && pkg-config --exists 'criterion >= 2.3'; then
+		echo "FAILED: $1: criterion is installed, but the unit tests did not run (built without criterion)"
+		status=1
+	fi
+}
+
+for b in build build-san; do
+	clear_results "$b"
+	if [ "$b" = build ]; then
+		run scripts/build.sh build
+	else
+		run scripts/build.sh build-san --enable-sanitizers
+	fi
+	run make -C "$b" -j"$(nproc)" check
+	check_units "$b"
+done
 echo "== make distcheck (log: build/distcheck.log)"
 if ! make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1; then
 	tail -50 build/distcheck.log
@@ -28,7 +59,7 @@ if ! make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1; then
 fi
 
 # Totals over both builds, from the per-test .trs files of automake.
-pass=0 fail=0 skip=0
+pass=0 fail=0 skip=0 unit=0
 for b in build build-san; do
 	[ -d "$b" ] || continue
 	for t in $(find "$b" -name '*.trs' ! -path '*/loaderd-*' 2>/dev/null); do
@@ -37,6 +68,7 @@ for b in build build-san; do
 		f=$(grep -Ec '^:test-result: (FAIL|XPASS|ERROR)' "$t")
 		s=$(grep -c '^:test-result: SKIP' "$t")
 		pass=$((pass + p + x)) fail=$((fail + f)) skip=$((skip + s))
+		case $t in *.sh.trs) ;; *) unit=$((unit + p + x + f + s)) ;; esac
 		if [ "$f" -gt 0 ]; then
 			echo "-- failures in ${t%.trs}.log:"
 			grep -E '^(not ok|# )' "${t%.trs}.log" | head -20
@@ -48,5 +80,6 @@ if [ $((pass + fail + skip)) -eq 0 ]; then
 	status=1
 fi
 [ "$fail" -gt 0 ] && status=1
+echo "of which criterion unit tests: $unit"
 echo "$pass passed, $fail failed, $skip skipped"
 exit $status

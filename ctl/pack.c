@@ -1,0 +1,578 @@
+/*
+ * pack.c - the pack engine: a source into a sharded dataset.
+ *
+ * One split at a time: open the source, settle the schema (compression,
+ * dictionaries), clear the output directory, then read every sample in
+ * source or shuffled order, compress its fields and append it to the
+ * current shard, starting a new shard when the next record would pass
+ * the target size. The manifest is written last, so that a directory
+ * with a manifest always holds a complete dataset.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grow.h"
+#include "codec.h"
+#include "dataset.h"
+#include "loader_error.h"
+#include "pack.h"
+#include "rng.h"
+#include "shard.h"
+#include "source.h"
+#include "zrec.h"
+
+#define PACK_MAX_SPLITS 16
+/* Fields smaller than this gain nothing from a zstd frame of their own. */
+#define PACK_MIN_COMPRESS 32
+
+static const struct source_ops *const pack_sources[] = {
+	&source_idx_ops,
+	&source_tar_ops,
+	&source_folder_ops,
+	NULL,
+};
+
+/* One split being packed. */
+struct pack_job {
+	const struct pack_params *p;
+	const struct source_ops *ops;
+	char outdir[4096];
+	const char *split;
+	struct source *src;
+	struct schema schema;
+	void *dict[SCHEMA_MAX_FIELDS];
+	size_t dict_len[SCHEMA_MAX_FIELDS];
+	struct zrec_enc *enc[SCHEMA_MAX_FIELDS];
+	unsigned char *zbuf[SCHEMA_MAX_FIELDS];
+	size_t zcap[SCHEMA_MAX_FIELDS];
+	struct codec_ctx *codec;
+	struct dataset ds;
+	uint64_t bytes_out, skipped;
+	struct diag d;
+};
+
+const struct source_ops *pack_source_find(const char *format, const char *path)
+{
+	bool detect = !format || !strcmp(format, "auto");
+
+	for (unsigned i = 0; pack_sources[i]; i++) {
+		if (detect ? pack_sources[i]->detect(path) :
+			     !strcmp(format, pack_sources[i]->name))
+			return pack_sources[i];
+	}
+	return NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Tell the caller. A negative return from it stops the pack. */
+static int report(struct pack_job *j, enum pack_event ev, uint64_t done,
+		  const char *msg, const struct pack_stats *st)
+{
+	const struct pack_params *p = j->p;
+	struct pack_progress pg = {
+		.event = ev,
+		.split = j->split,
+		.outdir = j->outdir,
+		.done = done,
+		.total = j->src->count,
+		.msg = msg,
+		.stats = st,
+	};
+	int err;
+
+	if (!p->progress)
+		return 0;
+	err = p->progress(&pg, p->arg);
+	if (err >= 0)
+		return 0;
+	return diag_set(&j->d, err, "%s: stopped by the caller", j->outdir);
+}
+
+static bool compressible(const struct field *f)
+{
+	if (f->kind == FIELD_BYTES)
+		return true;
+	return f->kind == FIELD_TENSOR &&
+	       field_fixed_size(f) >= PACK_MIN_COMPRESS;
+}
+
+/*
+ * Train one dictionary per compressed field from samples spread evenly
+ * over the dataset, about a hundred times the dictionary size in all, as
+ * zstd's documentation advises.
+ */
+static int train_dicts(struct pack_job *j)
+{
+	const struct pack_params *p = j->p;
+	uint64_t n = j->src->count, budget = p->dict_size * 100;
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	char where[512];
+	int err = 0;
+
+	if (budget > (64u << 20))
+		budget = 64u << 20;
+	for (uint32_t k = 0; k < j->schema.nfields; k++) {
+		unsigned char *buf = NULL;
+		size_t *sizes = NULL, len = 0, cap = 0;
+		uint64_t want, step, ns = 0;
+
+		if (j->schema.f[k].comp != COMP_ZSTD_DICT)
+			continue;
+		/* Probe one sample for its size to pick the stride. */
+		err = j->src->ops->get(j->src, 0, j->codec, f, where,
+				       sizeof(where), &j->d);
+		if (err)
+			return diag_wrap(&j->d, err, "%s", where);
+		want = f[k].len ? budget / f[k].len : n;
+		want = want < 16 ? 16 : want;
+		want = want > n ? n : want;
+		step = n / want ? n / want : 1;
+		sizes = calloc(want, sizeof(*sizes));
+		if (!sizes)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < n && ns < want && len < budget;
+		     i += step) {
+			err = j->src->ops->get(j->src, i, j->codec, f, where,
+					       sizeof(where), &j->d);
+			if (err) {
+				if (p->skip_bad)
+					continue;
+				diag_wrap(&j->d, err, "%s", where);
+				break;
+			}
+			err = grow_buf(&buf, &cap, len + f[k].len);
+			if (err)
+				break;
+			memcpy(buf + len, f[k].data, f[k].len);
+			len += f[k].len;
+			sizes[ns++] = f[k].len;
+		}
+		if (!err) {
+			j->dict[k] = malloc(p->dict_size);
+			err = j->dict[k] ? 0 : -ENOMEM;
+		}
+		if (!err)
+			err = zrec_train(j->dict[k], p->dict_size, buf, sizes,
+					 (unsigned)ns, &j->dict_len[k], &j->d);
+		if (err)
+			diag_wrap(&j->d, err, "field %s (drop --dict?)",
+				  j->schema.f[k].name);
+		free(buf);
+		free(sizes);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int prepare(struct pack_job *j)
+{
+	const struct pack_params *p = j->p;
+	bool zstd = p->dict || p->compress == PACK_COMPRESS_ZSTD;
+	int err;
+
+	j->schema = j->src->schema;
+	for (uint32_t k = 0; k < j->schema.nfields; k++) {
+		struct field *f = &j->schema.f[k];
+
+		if (!zstd || !compressible(f))
+			continue;
+		f->comp = p->dict ? COMP_ZSTD_DICT : COMP_ZSTD;
+		f->level = (int32_t)p->level;
+	}
+	err = schema_check(&j->schema, &j->d);
+	if (err)
+		return err;
+	if (p->dict) {
+		err = train_dicts(j);
+		if (err)
+			return err;
+	}
+	for (uint32_t k = 0; k < j->schema.nfields; k++) {
+		if (j->schema.f[k].comp == COMP_NONE)
+			continue;
+		err = zrec_enc_new(&j->enc[k], p->level, j->dict[k],
+				   j->dict_len[k], &j->d);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* mkdir -p: create dir and any missing parents. */
+static int mkdir_p(const char *dir)
+{
+	char path[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, n + 1);
+	for (char *c = path + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(path, 0777) && errno != EEXIST)
+			return -errno;
+		*c = '/';
+	}
+	if (mkdir(path, 0777) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Refuse to mix a new dataset into an old one, unless forced. */
+static int prepare_outdir(struct pack_job *j)
+{
+	DIR *dir;
+	const struct dirent *e;
+	char path[4200];
+	int err;
+
+	err = mkdir_p(j->outdir);
+	if (err)
+		return diag_set(&j->d, err, "%s: %s", j->outdir,
+				strerror(-err));
+	dir = opendir(j->outdir);
+	if (!dir)
+		return diag_set(&j->d, -errno, "%s: %s", j->outdir,
+				strerror(errno));
+	while ((e = readdir(dir))) {
+		bool ours = !strcmp(e->d_name, DATASET_MANIFEST) ||
+			    (!strncmp(e->d_name, "shard-", 6) &&
+			     strstr(e->d_name, ".lds"));
+
+		if (!ours)
+			continue;
+		if (!j->p->force) {
+			diag_set(
+				&j->d, -EEXIST,
+				"%s already holds a dataset (%s); pass --force to replace it",
+				j->outdir, e->d_name);
+			closedir(dir);
+			return -EEXIST;
+		}
+		snprintf(path, sizeof(path), "%s/%s", j->outdir, e->d_name);
+		unlink(path);
+	}
+	closedir(dir);
+	return 0;
+}
+
+static int add_shard_entry(struct pack_job *j, const char *name,
+			   uint64_t records, uint64_t bytes)
+{
+	struct dataset_shard *s;
+
+	s = realloc(j->ds.shards, (j->ds.nshards + 1) * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	j->ds.shards = s;
+	s += j->ds.nshards;
+	s->file = strdup(name);
+	if (!s->file)
+		return -ENOMEM;
+	s->records = records;
+	s->bytes = bytes;
+	j->ds.nshards++;
+	j->ds.records += records;
+	j->bytes_out += bytes;
+	return 0;
+}
+
+/* Close the current shard and record it in the manifest. */
+static int finish_shard(struct pack_job *j, struct shard_writer **w, int *fd,
+			const char *name)
+{
+	uint64_t count = shard_writer_count(*w);
+	uint64_t size = shard_writer_size(*w);
+	int err = shard_writer_finish(*w, &j->d);
+
+	shard_writer_free(*w);
+	*w = NULL;
+	if (!err && close(*fd))
+		err = diag_set(&j->d, -errno, "%s: close: %s", name,
+			       strerror(errno));
+	*fd = -1;
+	if (!err)
+		err = add_shard_entry(j, name, count, size);
+	return err;
+}
+
+static int open_shard(struct pack_job *j, struct shard_writer **w, int *fd,
+		      char *name, size_t n)
+{
+	struct shard_dict dicts[SCHEMA_MAX_FIELDS];
+	char path[4200];
+
+	for (uint32_t k = 0; k < j->schema.nfields; k++)
+		dicts[k] = (struct shard_dict){ j->dict[k], j->dict_len[k] };
+	snprintf(name, n, "shard-%05" PRIu32 ".lds", j->ds.nshards);
+	snprintf(path, sizeof(path), "%s/%s", j->outdir, name);
+	*fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (*fd < 0)
+		return diag_set(&j->d, -errno, "%s: %s", path, strerror(errno));
+	return shard_writer_new(w, *fd, path, &j->schema, dicts, &j->d);
+}
+
+static int write_all(struct pack_job *j, const uint64_t *order)
+{
+	const struct pack_params *p = j->p;
+	struct shard_field in[SCHEMA_MAX_FIELDS], out[SCHEMA_MAX_FIELDS];
+	struct shard_writer *w = NULL;
+	char name[64], where[512];
+	int fd = -1, err;
+	uint64_t n = j->src->count;
+
+	err = report(j, PACK_BEGIN, 0, NULL, NULL);
+	for (uint64_t i = 0; i < n && !err; i++) {
+		uint64_t rec = 4ull * j->schema.nfields;
+
+		err = j->src->ops->get(j->src, order ? order[i] : i, j->codec,
+				       in, where, sizeof(where), &j->d);
+		if (err) {
+			diag_wrap(&j->d, err, "%s", where);
+			if (!p->skip_bad || err == -ENOMEM)
+				break;
+			j->skipped++;
+			err = report(j, PACK_SKIP, i + 1, j->d.msg, NULL);
+			continue;
+		}
+		for (uint32_t k = 0; k < j->schema.nfields && !err; k++) {
+			size_t len;
+
+			out[k] = in[k];
+			if (!j->enc[k]) {
+				rec += in[k].len;
+				continue;
+			}
+			err = grow_buf(&j->zbuf[k], &j->zcap[k],
+				       zrec_bound(in[k].len));
+			if (!err)
+				err = zrec_compress(j->enc[k], in[k].data,
+						    in[k].len, j->zbuf[k],
+						    j->zcap[k], &len, &j->d);
+			if (!err && len > UINT32_MAX)
+				err = diag_set(
+					&j->d, LOADER_ETOOBIG,
+					"field %s compresses to %zu bytes",
+					j->schema.f[k].name, len);
+			out[k].data = j->zbuf[k];
+			out[k].len = (uint32_t)len;
+			rec += len;
+		}
+		if (err) {
+			diag_wrap(&j->d, err, "%s", where);
+			break;
+		}
+		/* Start a new shard when this record would overflow the target. */
+		if (w && shard_writer_count(w) &&
+		    shard_writer_size(w) + rec + SHARD_INDEX_ENTRY >
+			    p->shard_size) {
+			err = finish_shard(j, &w, &fd, name);
+			if (err)
+				break;
+		}
+		if (!w) {
+			err = open_shard(j, &w, &fd, name, sizeof(name));
+			if (err)
+				break;
+		}
+		err = shard_writer_add(w, out, &j->d);
+		if (err) {
+			diag_wrap(&j->d, err, "%s", where);
+			break;
+		}
+		err = report(j, PACK_SAMPLE, i + 1, NULL, NULL);
+	}
+	if (!err && w)
+		err = finish_shard(j, &w, &fd, name);
+	shard_writer_free(w);
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+static void job_free(struct pack_job *j)
+{
+	for (uint32_t k = 0; k < SCHEMA_MAX_FIELDS; k++) {
+		free(j->dict[k]);
+		zrec_enc_free(j->enc[k]);
+		free(j->zbuf[k]);
+	}
+	for (uint32_t i = 0; i < j->ds.nshards; i++)
+		free(j->ds.shards[i].file);
+	free(j->ds.shards);
+	free(j->ds.origin.source);
+	free(j->ds.origin.source_format);
+	codec_ctx_free(j->codec);
+	if (j->src)
+		j->src->ops->close(j->src);
+}
+
+/* Remove the shards a failed pack wrote, so no half dataset is left. */
+static void remove_partial(const struct pack_job *j)
+{
+	char path[4200];
+
+	for (uint32_t i = 0; i < j->ds.nshards; i++) {
+		snprintf(path, sizeof(path), "%s/%s", j->outdir,
+			 j->ds.shards[i].file);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/shard-%05" PRIu32 ".lds", j->outdir,
+		 j->ds.nshards);
+	unlink(path);
+}
+
+/* Pack one split (or the whole of a source without splits) into outdir. */
+static int pack_split(const struct pack_params *p, const char *outdir,
+		      const char *split, struct diag *d)
+{
+	struct source_opts so = {
+		.split = split,
+		.classes = p->classes,
+		.max_side = p->max_side,
+		.quality = p->quality,
+	};
+	struct pack_job j = { .p = p, .ops = p->format, .split = split };
+	struct pack_stats st = { 0 };
+	uint64_t *order = NULL;
+	double t0 = now();
+	int err;
+
+	snprintf(j.outdir, sizeof(j.outdir), "%s", outdir);
+	err = codec_ctx_new(&j.codec, 0);
+	if (!err)
+		err = j.ops->open(&j.src, p->src, &so, &j.d);
+	if (!err && j.src->count == 0)
+		err = diag_set(&j.d, -ENOENT, "%s: no samples found", p->src);
+	if (!err)
+		err = prepare(&j);
+	if (!err)
+		err = prepare_outdir(&j);
+	if (!err && p->shuffle >= 0) {
+		struct rng g;
+
+		order = malloc(j.src->count * sizeof(*order));
+		if (!order) {
+			err = -ENOMEM;
+		} else {
+			for (uint64_t i = 0; i < j.src->count; i++)
+				order[i] = i;
+			rng_seed(&g, (uint64_t)p->shuffle);
+			rng_shuffle_u64(&g, order, j.src->count);
+		}
+	}
+	if (!err)
+		err = write_all(&j, order);
+	if (!err && j.ds.records == 0)
+		err = diag_set(&j.d, -ENOENT, "%s: every sample was skipped",
+			       p->src);
+	if (!err) {
+		j.ds.dir = j.outdir;
+		j.ds.schema = j.schema;
+		j.ds.classes = j.src->classes;
+		j.ds.nclasses = j.src->nclasses;
+		j.ds.origin.source = strdup(p->src);
+		j.ds.origin.source_format = strdup(j.ops->name);
+		j.ds.origin.bytes_in = j.ops->bytes_in(j.src);
+		j.ds.origin.shuffle_seed = p->shuffle;
+		err = dataset_save(&j.ds, &j.d);
+		j.ds.classes = NULL;
+		j.ds.nclasses = 0;
+		j.ds.dir = NULL;
+	}
+	if (!err) {
+		st.records = j.ds.records;
+		st.skipped = j.skipped;
+		st.shards = j.ds.nshards;
+		st.bytes_in = j.ops->bytes_in(j.src);
+		st.bytes_out = j.bytes_out;
+		st.seconds = now() - t0;
+		err = report(&j, PACK_DONE, j.src->count, NULL, &st);
+	} else {
+		remove_partial(&j);
+	}
+	if (err)
+		diag_set(d, err, "%s",
+			 j.d.msg[0] ? j.d.msg : loader_strerror(err));
+	free(order);
+	job_free(&j);
+	return err;
+}
+
+static int check_params(const struct pack_params *p, struct diag *d)
+{
+	if (!p->format || !p->src || !p->outdir)
+		return diag_set(d, LOADER_EUSAGE,
+				"pack: format, source and output are required");
+	if (p->compress != PACK_COMPRESS_NONE &&
+	    p->compress != PACK_COMPRESS_ZSTD)
+		return diag_set(d, LOADER_EUSAGE,
+				"pack: unknown compression %d", p->compress);
+	if (p->shard_size < PACK_SHARD_SIZE_MIN || p->level < PACK_LEVEL_MIN ||
+	    p->level > PACK_LEVEL_MAX || p->quality < PACK_QUALITY_MIN ||
+	    p->quality > PACK_QUALITY_MAX ||
+	    p->dict_size < PACK_DICT_SIZE_MIN ||
+	    p->max_side > PACK_MAX_SIDE_MAX)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"pack: out of range: shard size >= %u, level %d..%d, quality %u..%u, dictionary size >= %u, max side <= %u",
+			PACK_SHARD_SIZE_MIN, PACK_LEVEL_MIN, PACK_LEVEL_MAX,
+			PACK_QUALITY_MIN, PACK_QUALITY_MAX, PACK_DICT_SIZE_MIN,
+			PACK_MAX_SIDE_MAX);
+	return 0;
+}
+
+int pack_run(const struct pack_params *p, struct diag *d)
+{
+	char splits[PACK_MAX_SPLITS][32];
+	bool found = false;
+	int n, err;
+
+	diag_clear(d);
+	err = check_params(p, d);
+	if (err)
+		return err;
+	if (!p->format->splits)
+		return pack_split(p, p->outdir, NULL, d);
+
+	n = p->format->splits(p->src, splits, PACK_MAX_SPLITS, d);
+	if (n < 0)
+		return n;
+	err = mkdir_p(p->outdir);
+	if (err)
+		return diag_set(d, err, "%s: %s", p->outdir, strerror(-err));
+	for (int i = 0; i < n; i++) {
+		char out[4096];
+
+		if (p->split && strcmp(p->split, splits[i]))
+			continue;
+		snprintf(out, sizeof(out), "%s/%s", p->outdir, splits[i]);
+		err = pack_split(p, out, splits[i], d);
+		if (err)
+			return err;
+		found = true;
+	}
+	if (p->split && !found)
+		return diag_set(d, -ENOENT, "%s has no split \"%s\"", p->src,
+				p->split);
+	return 0;
+}
