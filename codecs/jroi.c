@@ -150,7 +150,7 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 
 	memset(info, 0, sizeof(*info));
 	if (!src || len == 0)
-		return diag_set(d, LOADER_EDECODE, "empty JPEG payload");
+		return diag_set(d, LOADER_EDECODE, "empty jpeg (0 bytes)");
 	if (len > (unsigned long)-1)
 		return diag_set(d, LOADER_ETOOBIG, "JPEG payload of %zu bytes",
 				len);
