@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codec_priv.h"
+#include "jroi.h"
 #include "loader_error.h"
 
 static const struct codec_ops *const codec_table[CODEC_COUNT] = {
@@ -37,8 +38,7 @@ void codec_ctx_free(struct codec_ctx *ctx)
 	if (!ctx)
 		return;
 	ZSTD_freeDCtx(ctx->zd);
-	if (ctx->tj)
-		tjDestroy(ctx->tj);
+	jroi_free(ctx->jd);
 	if (ctx->tjc)
 		tjDestroy(ctx->tjc);
 	free(ctx);

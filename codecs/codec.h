@@ -7,8 +7,14 @@
  * same ops table, so callers select a codec by id and never switch on it.
  *
  * A struct codec_ctx holds the per-thread decoder state (zstd context,
- * TurboJPEG handle). It is not thread-safe: give each thread its own.
- * Decoding never allocates once the context has been used for a codec.
+ * JPEG decoder). It is not thread-safe: give each thread its own.
+ * Decoding never allocates once the context has been used for a codec
+ * (libjpeg keeps its own per-image pools).
+ *
+ * The jpeg entry is the decoder streams use (jroi.h), so a payload
+ * decodes here to the pixels, channels and errors a stream gets from it:
+ * grayscale to 1 channel, every other colour space (YCbCr, RGB, CMYK,
+ * YCCK) to 3 channels RGB, with the same header checks and pixel limit.
  */
 #ifndef LD_CODEC_H
 #define LD_CODEC_H
@@ -17,6 +23,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "jroi.h"
 
 enum codec_id { CODEC_RAW = 0, CODEC_ZSTD, CODEC_JPEG, CODEC_COUNT };
 
@@ -65,9 +72,10 @@ const struct codec_ops *codec_get(enum codec_id id);
 /*
  * Create a decoding context. max_pixels bounds the images a context will
  * decode (a guard against decompression bombs); 0 means the default,
- * CODEC_DEFAULT_MAX_PIXELS. Returns 0 or -ENOMEM.
+ * CODEC_DEFAULT_MAX_PIXELS, which is the stream's default too. Returns 0
+ * or -ENOMEM.
  */
-#define CODEC_DEFAULT_MAX_PIXELS (64u << 20)
+#define CODEC_DEFAULT_MAX_PIXELS JROI_DEFAULT_MAX_PIXELS
 int codec_ctx_new(struct codec_ctx **out, uint64_t max_pixels);
 
 /* Free a context. NULL is a no-op. */

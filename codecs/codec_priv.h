@@ -9,10 +9,12 @@
 
 #include "codec.h"
 
+struct jroi_dec;
+
 struct codec_ctx {
-	ZSTD_DCtx *zd; /* created on first zstd use */
-	tjhandle tj;   /* created on first jpeg decode */
-	tjhandle tjc;  /* created on first jpeg encode */
+	ZSTD_DCtx *zd;	     /* created on first zstd use */
+	struct jroi_dec *jd; /* created on first jpeg decode */
+	tjhandle tjc;	     /* created on first jpeg encode */
 	uint64_t max_pixels;
 };
 

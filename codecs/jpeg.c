@@ -1,83 +1,54 @@
 /*
- * jpeg.c - JPEG decode and encode with TurboJPEG.
+ * jpeg.c - the codec table's JPEG entry and pack's scaled decode, both
+ * through jroi (the decoder streams use), and encoding with TurboJPEG.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "codec_priv.h"
 #include "jpeg.h"
+#include "jroi.h"
 #include "loader_error.h"
 
-static int tj_handle(struct codec_ctx *ctx)
+/* The context's decoder, made on first use with the context's limit. */
+static int jpg_dec(struct codec_ctx *ctx, struct diag *d)
 {
-	if (!ctx->tj) {
-		ctx->tj = tjInitDecompress();
-		if (!ctx->tj)
-			return -ENOMEM;
-	}
+	if (!ctx->jd && jroi_new(&ctx->jd, ctx->max_pixels))
+		return diag_set(d, -ENOMEM, "no memory for a jpeg decoder");
 	return 0;
 }
 
-/* The pixel format and channel count a colourspace decodes to. */
-static void tj_format(int colorspace, int *pf, uint32_t *channels)
-{
-	switch (colorspace) {
-	case TJCS_GRAY:
-		*pf = TJPF_GRAY;
-		*channels = 1;
-		break;
-	case TJCS_CMYK:
-	case TJCS_YCCK:
-		*pf = TJPF_CMYK;
-		*channels = 4;
-		break;
-	default:
-		*pf = TJPF_RGB;
-		*channels = 3;
-		break;
-	}
-}
-
+/*
+ * Read the header as a stream does (jroi_header(): the same checks, the
+ * same pixel limit, the same messages).
+ */
 static int jpg_header(struct codec_ctx *ctx, const void *src, size_t len,
-		      int *w, int *h, int *cs, struct diag *d)
+		      struct jroi_info *info, struct diag *d)
 {
-	int sub, err;
+	int err = jpg_dec(ctx, d);
 
-	err = tj_handle(ctx);
 	if (err)
 		return err;
-	if (len == 0 || len > (unsigned long)-1)
-		return diag_set(d, LOADER_EDECODE, "empty JPEG payload");
-	*w = *h = 0; /* left unset for a tables-only stream */
-	if (tjDecompressHeader3(ctx->tj, src, (unsigned long)len, w, h, &sub,
-				cs) != 0)
-		return diag_set(d, LOADER_EDECODE, "jpeg header: %s",
-				tjGetErrorStr2(ctx->tj));
-	if (*w <= 0 || *h <= 0)
-		return diag_set(d, LOADER_EDECODE, "jpeg of %dx%d pixels", *w,
-				*h);
-	if ((uint64_t)*w * (uint64_t)*h > ctx->max_pixels)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"jpeg of %dx%d pixels exceeds the limit of %llu pixels",
-			*w, *h, (unsigned long long)ctx->max_pixels);
-	return 0;
+	return jroi_header(ctx->jd, src, len, info, d);
 }
 
 int jpg_scale_for(struct codec_ctx *ctx, const void *src, size_t len,
 		  uint32_t min_long_side, struct jpg_geom *g, struct diag *d)
 {
-	int w, h, cs, pf, err;
-	uint32_t best = 8;
+	struct jroi_info info;
+	uint32_t best = JROI_DENOM, w, h;
+	int err;
 
-	err = jpg_header(ctx, src, len, &w, &h, &cs, d);
+	err = jpg_header(ctx, src, len, &info, d);
 	if (err)
 		return err;
-	tj_format(cs, &pf, &g->channels);
+	w = info.width;
+	h = info.height;
+	g->channels = info.channels;
 	/* libjpeg-turbo scales by num/8 for num in 1..8 (among others). */
-	for (uint32_t num = 1; num < 8; num++) {
-		uint32_t lw = ((uint32_t)w * num + 7) / 8;
-		uint32_t lh = ((uint32_t)h * num + 7) / 8;
+	for (uint32_t num = 1; num < JROI_DENOM; num++) {
+		uint32_t lw = (w * num + JROI_DENOM - 1) / JROI_DENOM;
+		uint32_t lh = (h * num + JROI_DENOM - 1) / JROI_DENOM;
 
 		if ((lw > lh ? lw : lh) >= min_long_side) {
 			best = num;
@@ -85,36 +56,31 @@ int jpg_scale_for(struct codec_ctx *ctx, const void *src, size_t len,
 		}
 	}
 	g->scale_num = best;
-	g->width = ((uint32_t)w * best + 7) / 8;
-	g->height = ((uint32_t)h * best + 7) / 8;
+	g->width = (w * best + JROI_DENOM - 1) / JROI_DENOM;
+	g->height = (h * best + JROI_DENOM - 1) / JROI_DENOM;
 	return 0;
-}
-
-static int tj_fail(struct codec_ctx *ctx, struct diag *d)
-{
-	int warn = tjGetErrorCode(ctx->tj) == TJERR_WARNING;
-
-	return diag_set(d, LOADER_EDECODE, "jpeg %s: %s",
-			warn ? "data damaged" : "decode",
-			tjGetErrorStr2(ctx->tj));
 }
 
 int jpg_decode_scaled(struct codec_ctx *ctx, const void *src, size_t len,
 		      const struct jpg_geom *g, void *dst, struct diag *d)
 {
-	int w, h, cs, pf;
-	uint32_t ch;
-	int err = jpg_header(ctx, src, len, &w, &h, &cs, d);
+	struct jroi_info info;
+	struct jroi_req req;
+	struct jroi_out out;
+	int err = jpg_header(ctx, src, len, &info, d);
 
 	if (err)
 		return err;
-	tj_format(cs, &pf, &ch);
-	if (ch != g->channels)
+	if (info.channels != g->channels)
 		return diag_set(d, -EINVAL, "jpeg geometry does not match");
-	if (tjDecompress2(ctx->tj, src, (unsigned long)len, dst, (int)g->width,
-			  0, (int)g->height, pf, TJFLAG_STOPONWARNING) != 0)
-		return tj_fail(ctx, d);
-	return 0;
+	req = (struct jroi_req){ .w = info.width,
+				 .h = info.height,
+				 .scale_num = g->scale_num };
+	err = jroi_decode(ctx->jd, src, len, &req, dst, 0,
+			  (size_t)g->width * g->height * g->channels, &out, d);
+	if (!err && (out.width != g->width || out.height != g->height))
+		err = diag_set(d, -EINVAL, "jpeg geometry does not match");
+	return err;
 }
 
 int jpg_encode(struct codec_ctx *ctx, const void *pixels, uint32_t width,
@@ -162,26 +128,31 @@ void jpg_free(unsigned char *buf)
 static int jpeg_probe(struct codec_ctx *ctx, const struct codec_src *src,
 		      struct codec_info *info, struct diag *d)
 {
-	int w, h, cs, pf, err;
+	struct jroi_info ji;
+	int err;
 
 	memset(info, 0, sizeof(*info));
-	err = jpg_header(ctx, src->data, src->len, &w, &h, &cs, d);
+	err = jpg_header(ctx, src->data, src->len, &ji, d);
 	if (err)
 		return err;
-	tj_format(cs, &pf, &info->channels);
-	info->width = (uint32_t)w;
-	info->height = (uint32_t)h;
-	info->size = (size_t)w * (size_t)h * info->channels;
+	info->width = ji.width;
+	info->height = ji.height;
+	info->channels = ji.channels;
+	info->size = (size_t)ji.width * ji.height * ji.channels;
 	return 0;
 }
 
+/*
+ * The header first, then the whole image at 8/8: the two calls a stream
+ * makes, so that a payload fails here with the code and the reason a
+ * stream would give it.
+ */
 static int jpeg_decode(struct codec_ctx *ctx, const struct codec_src *src,
 		       void *dst, size_t cap, struct codec_info *info,
 		       struct diag *d)
 {
+	struct jroi_out out;
 	int err = jpeg_probe(ctx, src, info, d);
-	int pf;
-	uint32_t ch;
 
 	if (err)
 		return err;
@@ -189,15 +160,8 @@ static int jpeg_decode(struct codec_ctx *ctx, const struct codec_src *src,
 		return diag_set(d, LOADER_ETOOBIG,
 				"jpeg decodes to %zu bytes, room for %zu",
 				info->size, cap);
-	tj_format(info->channels == 1 ? TJCS_GRAY :
-		  info->channels == 4 ? TJCS_CMYK :
-					TJCS_RGB,
-		  &pf, &ch);
-	if (tjDecompress2(ctx->tj, src->data, (unsigned long)src->len, dst,
-			  (int)info->width, 0, (int)info->height, pf,
-			  TJFLAG_STOPONWARNING) != 0)
-		return tj_fail(ctx, d);
-	return 0;
+	return jroi_decode(ctx->jd, src->data, src->len, NULL, dst, 0, cap,
+			   &out, d);
 }
 
 const struct codec_ops codec_jpeg_ops = {

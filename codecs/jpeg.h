@@ -1,15 +1,22 @@
 /*
- * jpeg.h - JPEG through libjpeg-turbo's TurboJPEG API.
+ * jpeg.h - JPEG for the codec table and for packing: one decoder, jroi.
  *
- * Plain decoding goes through the codec table (CODEC_JPEG): grayscale
- * images decode to 1 channel, colour (YCbCr, RGB) to 3 channels RGB, and
- * CMYK/YCCK to 4 channels CMYK. This header adds what packing needs:
- * decoding at a reduced DCT scale and encoding.
+ * Every JPEG decode in the tree goes through jroi.h, the decoder streams
+ * use, so a JPEG gets one verdict and one set of pixels wherever it is
+ * decoded: a stream, `loaderctl verify` (the codec table, CODEC_JPEG),
+ * and `loaderctl pack --max-side` (jpg_scale_for() and
+ * jpg_decode_scaled() below). One colour policy follows: grayscale
+ * images decode to 1 channel (a stream repeats it into R, G and B after
+ * resampling), every other colour space (YCbCr, RGB, CMYK, YCCK) to 3
+ * channels RGB, CMYK and YCCK through libjpeg-turbo's inverted-CMYK
+ * formula (jroi.h). Headers are checked and the pixel limit applied as a
+ * stream does, with the same codes and messages.
  *
- * TurboJPEG catches libjpeg's errors inside the library (its own setjmp),
- * so a corrupt image is a return code here and never a longjmp through
- * our frames. Libjpeg warnings (e.g. "premature end of data") count as
- * errors: the image would decode to something other than what was stored.
+ * Libjpeg's errors never cross our frames (jroi catches them), and its
+ * warnings (e.g. "premature end of data") count as errors: the image
+ * would decode to something other than what was stored.
+ *
+ * Encoding (for pack's re-encoded images) uses TurboJPEG.
  */
 #ifndef LD_JPEG_H
 #define LD_JPEG_H
@@ -38,7 +45,11 @@ int jpg_scale_for(struct codec_ctx *ctx, const void *src, size_t len,
 
 /*
  * Decode at the geometry g from jpg_scale_for() into dst, which holds
- * g->height rows of g->width * g->channels bytes.
+ * g->height rows of g->width * g->channels bytes. The pixels are
+ * libjpeg-turbo's full decode at that scale (tjDecompress2() to the
+ * scaled size gives the same bytes for gray and colour images), CMYK
+ * and YCCK converted to RGB. Fails with -EINVAL when g does not match
+ * the image, otherwise as jroi_decode().
  */
 int jpg_decode_scaled(struct codec_ctx *ctx, const void *src, size_t len,
 		      const struct jpg_geom *g, void *dst, struct diag *d);

@@ -150,7 +150,7 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 
 	memset(info, 0, sizeof(*info));
 	if (!src || len == 0)
-		return diag_set(d, LOADER_EDECODE, "empty JPEG payload");
+		return diag_set(d, LOADER_EDECODE, "empty jpeg (0 bytes)");
 	if (len > (unsigned long)-1)
 		return diag_set(d, LOADER_ETOOBIG, "JPEG payload of %zu bytes",
 				len);
@@ -302,6 +302,7 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	JDIMENSION xoff, cw, lead;
 	uint32_t num, ch, cols;
 	size_t row_bytes, in_row;
+	bool direct;
 	int err;
 
 	err = jroi_read_header(dec, src, len, &info, d);
@@ -361,9 +362,19 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	lead = out->x0 - xoff;
 	cols = ci->output_width;
 	in_row = (size_t)cols * (size_t)ci->output_components;
-	err = jroi_row_room(dec, in_row * JROI_ROWS);
-	if (err)
-		return diag_set(d, err, "jpeg rows of %u pixels", cols);
+	/*
+	 * When libjpeg's rows are exactly the rows asked for (whole width,
+	 * no colour conversion of our own), it writes them straight into
+	 * dst, as TurboJPEG does for a full decode: the same bytes without
+	 * a copy. Otherwise rows go through the decoder's row buffer.
+	 */
+	direct = lead == 0 && cols == out->width &&
+		 ci->out_color_space != JCS_CMYK;
+	if (!direct) {
+		err = jroi_row_room(dec, in_row * JROI_ROWS);
+		if (err)
+			return diag_set(d, err, "jpeg rows of %u pixels", cols);
+	}
 	if (out->y0 && jpeg_skip_scanlines(ci, out->y0) != out->y0)
 		return diag_set(d, LOADER_EDECODE, "jpeg: cannot skip %u rows",
 				out->y0);
@@ -379,13 +390,18 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 		if (want > JROI_ROWS)
 			want = JROI_ROWS;
 		for (JDIMENSION k = 0; k < want; k++)
-			rows[k] = dec->row + k * in_row;
+			rows[k] = direct ? dst + (size_t)(r + k) * stride :
+					   dec->row + k * in_row;
 		got = jpeg_read_scanlines(ci, rows, want);
 		/* A memory source never suspends: 0 rows is an error. */
 		if (got == 0)
 			return diag_set(d, LOADER_EDECODE,
 					"jpeg: row %u did not decode",
 					out->y0 + r);
+		if (direct) {
+			r += got;
+			continue;
+		}
 		for (JDIMENSION k = 0; k < got; k++, r++) {
 			unsigned char *o = dst + (size_t)r * stride;
 

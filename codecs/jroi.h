@@ -14,12 +14,17 @@
  * through libjpeg-turbo's own formula for inverted (Adobe) CMYK:
  * R = C * K / 255, rounded, and likewise G from M and B from Y.
  *
+ * This is the one JPEG decoder of the tree: streams call it directly,
+ * and the codec table's jpeg entry (verify) and pack's scaled decode
+ * call it through jpeg.h, so its colour policy, header checks, pixel
+ * limit and messages are everyone's.
+ *
  * Libjpeg reports errors with a longjmp; this module catches every one
  * of them inside its own functions, so a caller never sees one cross
  * its frames. Libjpeg warnings (e.g. "premature end of data") count as
- * errors, as they do in jpeg.c. Data after the last row a request needs
- * is not read, so damage there goes unnoticed: the pixels returned are
- * still exactly those the image stores.
+ * errors. Data after the last row a request needs is not read, so
+ * damage there goes unnoticed: the pixels returned are still exactly
+ * those the image stores. A whole-image request reads to the end.
  *
  * A decoder is not thread-safe: keep one per thread.
  */

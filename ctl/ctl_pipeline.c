@@ -8,7 +8,9 @@
  *                           (seed, epoch, index) as a NumPy .npy file;
  *   --profile SPEC DIR      where the time goes: the pipeline's stages on
  *                           one thread over every JPEG under DIR, against
- *                           libjpeg-turbo's full decode of the same files.
+ *                           libjpeg-turbo's full decode of the same files
+ *                           (the jpeg codec: the streams' decoder, whole
+ *                           images at 8/8, as fast as tjDecompress2()).
  *
  * Everything runs through the modules the daemon uses (ispec, imgpipe,
  * the jpeg codec), so what this prints is what a stream does.
@@ -342,7 +344,12 @@ static int pipe_pass(const struct pipe_cli *o, const struct jpgset_file *f,
 	return 0;
 }
 
-/* One pass of the full decode; the same contract. */
+/*
+ * One pass of the full decode; the same contract. The jpeg codec is the
+ * decoder a stream uses (jroi) on the whole image, which writes rows
+ * straight into dst as tjDecompress2() does, so this is libjpeg-turbo's
+ * full-decode rate.
+ */
 static int full_pass(const struct jpgset_file *f, size_t n,
 		     struct codec_ctx *ctx, void *dst, size_t cap)
 {
@@ -490,7 +497,7 @@ static void prof_print(const struct pipe_out *po, const char *dir,
 	       "pipeline", per_img_us(p->wall_ns, p->images), 100.0, pipe_rate,
 	       p->images, (double)p->wall_ns / 1e9);
 	printf("%-15s%9.2f %6s  %.1f img/s (%" PRIu64
-	       " images, %.2f s; tjDecompress2 to RGB)\n",
+	       " images, %.2f s; whole image to RGB)\n",
 	       "full decode", per_img_us(p->full_ns, p->full_images), "",
 	       full_rate, p->full_images, (double)p->full_ns / 1e9);
 	printf("%-15s%9.2f %6s  pipeline img/s / full decode img/s\n", "ratio",

@@ -16,7 +16,9 @@
  * largest file. JPEGs are stored as they are, unless --max-side asks for
  * smaller ones: then a larger image is decoded at the smallest DCT scale
  * that keeps enough pixels, resampled so that its longer side is exactly
- * max_side and encoded again.
+ * max_side and encoded again. The decode is the streams' (jpeg.h over
+ * jroi.h), so a re-encoded image holds the pixels a stream would have
+ * seen: gray stays gray, CMYK and YCCK become RGB.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -653,16 +655,11 @@ static int folder_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	f[0].len = (uint32_t)len;
 	if (s->max_side &&
 	    (info.width > s->max_side || info.height > s->max_side)) {
-		/* jpg_encode() writes gray or RGB; CMYK would be converted. */
-		if (info.channels != 1 && info.channels != 3)
-			return diag_set(d, -ENOTSUP,
-					"%" PRIu32
-					"-channel (CMYK) JPEG of %" PRIu32
-					"x%" PRIu32
-					" is larger than --max-side %" PRIu32
-					" and cannot be re-encoded",
-					info.channels, info.width, info.height,
-					s->max_side);
+		/*
+		 * Decoded as a stream decodes it: gray stays gray, every
+		 * other colour space (CMYK and YCCK too) becomes the RGB a
+		 * stream would deliver, and is encoded as such.
+		 */
 		err = shrink(s, ctx, len, info.width, info.height, &len, d);
 		if (err)
 			return err;

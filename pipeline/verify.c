@@ -39,6 +39,7 @@ struct verify_slot {
 
 struct verify_ctx {
 	struct codec_ctx *codec;
+	uint64_t max_pixels; /* the codec context's */
 	struct verify_slot slot[VERIFY_SLOTS];
 	/* Reader state, valid during verify_shard(). */
 	pthread_mutex_t lock;
@@ -67,7 +68,8 @@ int verify_ctx_new(struct verify_ctx **out)
 			return -ENOMEM;
 		}
 	}
-	if (codec_ctx_new(&vc->codec, 0)) {
+	vc->max_pixels = CODEC_DEFAULT_MAX_PIXELS;
+	if (codec_ctx_new(&vc->codec, vc->max_pixels)) {
 		verify_ctx_free(vc);
 		return -ENOMEM;
 	}
@@ -129,6 +131,10 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		}
 		if (fd->kind != FIELD_JPEG)
 			continue;
+		/*
+		 * The jpeg codec is the stream's decoder: its header checks,
+		 * pixel limit, colour policy and messages.
+		 */
 		src.data = payload;
 		src.len = len;
 		err = jpeg->probe(vc->codec, &src, &info, d);
@@ -288,11 +294,22 @@ int verify_shard(struct verify_ctx *vc, const struct shard *sh, int fd,
 		 struct diag *d)
 {
 	uint64_t n = shard_count(sh), done = 0, begin, end;
+	uint64_t max_px =
+		o->max_pixels ? o->max_pixels : CODEC_DEFAULT_MAX_PIXELS;
 	pthread_t reader;
 	int err = 0;
 
 	if (n == 0)
 		return 0;
+	if (o->decode && max_px != vc->max_pixels) {
+		struct codec_ctx *c = NULL;
+
+		if (codec_ctx_new(&c, max_px))
+			return diag_set(d, -ENOMEM, "no memory for a decoder");
+		codec_ctx_free(vc->codec);
+		vc->codec = c;
+		vc->max_pixels = max_px;
+	}
 	shard_data_range(sh, &begin, &end);
 	posix_fadvise(fd, (off_t)begin, (off_t)(end - begin),
 		      POSIX_FADV_SEQUENTIAL);

@@ -25,6 +25,13 @@ typedef void (*verify_progress_fn)(void *arg, uint64_t bytes);
 
 struct verify_opts {
 	bool decode; /* decode every field, not only checksums */
+	/*
+	 * Largest JPEG (width x height) decoded; 0: the default, which is a
+	 * stream's default too. JPEG fields are decoded by the decoder a
+	 * stream uses, so with a stream's limit a record is bad here when a
+	 * stream would find it bad, for the same reason.
+	 */
+	uint64_t max_pixels;
 	verify_bad_fn bad;
 	verify_progress_fn progress;
 	void *arg;

@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 26
+plan 30
 
 LC_ALL=C
 export LC_ALL
@@ -175,6 +175,24 @@ is "$?" 0 "--skip-bad packs the rest"
 like "$out" 'skipped .*b_cat/corrupt\.jpg' "and names the skipped file"
 is "$("$TOOLS/dsdump" "$T/skip" | wc -l)" 30 "all 30 good samples packed"
 rm -f "$src/b_cat/corrupt.jpg"
+
+# CMYK and YCCK above --max-side are decoded as a stream decodes them
+# (to RGB) and re-encoded as RGB; a small one is stored as it is.
+mkdir -p "$T/cmyk/k"
+"$TOOLS/mkjpeg" "$T/cmyk/k/a.jpg" 200 150 41 --cmyk
+"$TOOLS/mkjpeg" "$T/cmyk/k/b.jpg" 150 200 42 --cmyk --progressive
+"$TOOLS/mkjpeg" "$T/cmyk/k/c.jpg" 40 30 43 --cmyk
+out=$("$LOADERCTL" pack --max-side 64 "$T/cmyk" "$T/cmyk_small" 2>&1)
+is "$?" 0 "pack --max-side 64 takes CMYK JPEGs larger than 64"
+dims=$(for i in 0 1 2; do
+	"$TOOLS/dsdump" --raw $i image "$T/cmyk_small" >"$T/img"
+	"$TOOLS/jpegdims" "$T/img"
+done | paste -sd, -)
+is "$dims" "64 48 3,48 64 3,40 30 4" "the large ones become RGB at 64, the small one stays CMYK"
+"$TOOLS/dsdump" --raw 2 image "$T/cmyk_small" >"$T/img"
+ok "the small one's bytes are the file's" cmp -s "$T/img" "$T/cmyk/k/c.jpg"
+"$LOADERCTL" verify "$T/cmyk_small" >"$T/verify.out" 2>&1
+is "$?" 0 "verify passes on them"
 
 # Nothing to pack.
 mkdir "$T/empty"

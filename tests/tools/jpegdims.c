@@ -4,7 +4,8 @@
  *	jpegdims [FILE]		(standard input without FILE or with "-")
  *
  * prints "W H C" from the header alone: C is 1 for grayscale, 4 for
- * CMYK/YCCK, 3 otherwise, the channels the codec decodes to. The
+ * CMYK/YCCK, 3 otherwise, the colour channels stored (the codec decodes
+ * CMYK/YCCK to 3 channels RGB, as a stream does). The
  * integration tests use it on payloads that dsdump --raw extracts.
  * Exit status: 0, 1 if the data is not a JPEG, 2 on a usage or I/O error.
  */
