@@ -25,6 +25,7 @@ struct verify_cli {
 	bool quick;
 	bool json;
 	uint64_t max_report;
+	uint64_t max_pixels;
 };
 
 #define O(f) offsetof(struct verify_cli, f)
@@ -35,6 +36,9 @@ static const struct opt verify_table[] = {
 	  "name at most N bad records per shard (all are counted)", 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
 	  "print the summary as a JSON object", 0, 0 },
+	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
+	  "largest JPEG (width x height) to decode, as loaderd --max-pixels; larger ones are bad records",
+	  0, 0 },
 	OPT_END,
 };
 #undef O
@@ -81,6 +85,7 @@ static void verify_one(struct verify_run *r, struct verify_ctx *vc,
 {
 	struct verify_opts vo = {
 		.decode = !r->o->quick,
+		.max_pixels = r->o->max_pixels,
 		.bad = on_bad,
 		.progress = on_progress,
 		.arg = r,

@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 30
+plan 33
 
 LC_ALL=C
 export LC_ALL
@@ -126,6 +126,13 @@ is "$(sed -n 's/^0\t//p' "$T/expect" | tr '\n' ' ')" \
 	"expected order is by directory path, then file name"
 "$LOADERCTL" verify "$T/plain" >"$T/verify.out" 2>&1
 is "$?" 0 "verify passes on the packed tree"
+# verify's pixel limit is the stream's: the largest image, 640x480, has 307200.
+"$LOADERCTL" verify --max-pixels 307200 "$T/plain" >"$T/verify.out" 2>&1
+is "$?" 0 "verify --max-pixels at the largest image passes"
+out=$("$LOADERCTL" verify --max-pixels 307199 "$T/plain" 2>&1)
+is "$?" 1 "verify --max-pixels one below it finds a bad record"
+like "$out" 'bad: .*record [0-9]+ .*640x480 pixels exceeds the limit of 307199 pixels' \
+	"and names the record and the limit, as a stream would"
 
 ok "--classes renames the classes" "$LOADERCTL" pack \
 	--classes 'dog,cat,other' "$src" "$T/named"
