@@ -764,6 +764,22 @@ static int io_drain(struct reader_io *io, struct stream *s)
 	return err;
 }
 
+/*
+ * Submit the reads queued. What the kernel does not take (io_uring_submit
+ * failed, or took fewer) will never complete: it is no longer waited for,
+ * and the error fails the batch; io_uring_queue_exit() drops the rest.
+ */
+static int io_submit(struct reader_io *io)
+{
+	unsigned queued = io_uring_sq_ready(&io->ring);
+	int r = io_uring_submit(&io->ring);
+
+	if (r >= 0 && (unsigned)r >= queued)
+		return 0;
+	io->inflight -= queued - (r > 0 ? (unsigned)r : 0);
+	return r < 0 ? r : -EAGAIN;
+}
+
 static int io_read(struct reader_io *io, struct stream *s, uint32_t shard,
 		   void *buf, uint64_t len, uint64_t want, uint64_t off)
 {
@@ -786,11 +802,14 @@ static int io_read(struct reader_io *io, struct stream *s, uint32_t shard,
 		return LOADER_ETOOBIG;
 	sqe = io_uring_get_sqe(&io->ring);
 	if (!sqe) {
-		io_uring_submit(&io->ring);
-		err = io_drain(io, s);
+		err = io_submit(io);
+		if (!err)
+			err = io_drain(io, s);
 		if (err)
 			return err;
 		sqe = io_uring_get_sqe(&io->ring);
+		if (!sqe) /* not after a whole queue completed */
+			return -EAGAIN;
 	}
 	/* Registered files spare the kernel a file lookup per read. */
 	if (io->fixed)
@@ -908,8 +927,9 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		pos += len;
 	}
 	if (io->have_ring) {
-		io_uring_submit(&io->ring);
-		err = io_drain(io, s);
+		err = io_submit(io);
+		if (!err)
+			err = io_drain(io, s);
 		if (err)
 			goto fail;
 	}
