@@ -15,7 +15,7 @@ pkgs="gcc make libc6-dev autoconf automake libtool pkg-config git
 liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmdb-dev
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
-test_pkgs="libcriterion-dev"
+test_pkgs="libcriterion-dev valgrind"
 bench_pkgs="python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 

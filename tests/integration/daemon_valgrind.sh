@@ -1,0 +1,105 @@
+#!/bin/sh
+# loaderd under valgrind (memcheck), stopped with SIGTERM: idle; with a
+# live stream; after a stream that ended, a stream whose client was
+# killed, and an OPEN refused for a hostile shard. Every error valgrind
+# reports fails the test, definite and indirect leaks included (possible
+# leaks are listed in the log, not counted: they are guesses about
+# interior pointers). tests/valgrind.supp holds the suppressions, each
+# with its reason. ASan and valgrind exclude each other: under the
+# sanitizer build, which the suite runs too, this test skips.
+. "$top_srcdir/tests/integration/tap.sh"
+
+command -v valgrind >/dev/null 2>&1 ||
+	skip_all "valgrind not installed (scripts/deps.sh --test)"
+case "${LOADER_SAN_CFLAGS:-}" in
+*sanitize*) skip_all "sanitizer build: valgrind cannot run ASan binaries" ;;
+esac
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+plan 13
+
+"$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
+D=$T/fm/test
+"$TOOLS/mkhugefooter" "$T/huge" 1073741824
+
+# vg_start NAME: loaderd under valgrind on $T/NAME.sock, its valgrind
+# report in $T/NAME.vg. Fails if the socket does not appear.
+vg_start() {
+	rm -f "$T/$1.sock"
+	valgrind -q --error-exitcode=99 --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect \
+		--show-leak-kinds=definite,indirect,possible \
+		--suppressions="$top_srcdir/tests/valgrind.supp" \
+		--log-file="$T/$1.vg" \
+		"$top_builddir/loaderd" -f --socket "$T/$1.sock" --threads 2 \
+		2>>"$T/$1.log" &
+	VG=$!
+	DAEMONS="$DAEMONS $VG"
+	i=0
+	while [ ! -S "$T/$1.sock" ] && [ $i -lt 600 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -S "$T/$1.sock" ]
+}
+
+# vg_stop NAME DESC: SIGTERM, then check valgrind's verdict.
+vg_stop() {
+	kill -TERM $VG
+	wait $VG
+	rc=$?
+	is "$rc" 0 "$2: valgrind reports no error (exit $rc)"
+	if [ "$rc" != 0 ]; then
+		grep -E '^==[0-9]+== +(at|by|Invalid|Conditional|Use|[0-9,]+ bytes)' \
+			"$T/$1.vg" | head -20 | sed 's/^/# /'
+	fi
+	like "$(tail -3 "$T/$1.log")" 'info: stopped' "$2: the daemon stops"
+}
+
+# wait_log NAME PATTERN: up to 60 s for PATTERN in the daemon's log.
+wait_log() {
+	i=0
+	while ! grep -q -- "$2" "$T/$1.log" && [ $i -lt 1200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	grep -q -- "$2" "$T/$1.log"
+}
+
+# 1. Start and stop.
+ok "idle: daemon starts under valgrind" vg_start idle
+vg_stop idle "idle"
+
+# 2. Stop with a stream running.
+ok "live stream: daemon starts under valgrind" vg_start live
+"$LDCLIENT" --epochs 0 --sleep-ms 20 --timeout-ms 60000 "$T/live.sock" "$D" \
+	>"$T/live.out" 2>&1 &
+cpid=$!
+wait_log live 'stream open'
+sleep 1
+vg_stop live "live stream"
+wait $cpid
+is "$?" 3 "live stream: the client gets an error, not a hang"
+
+# 3. Stop after streams that ended: one to its end, one whose client was
+# killed, and an OPEN refused.
+ok "ended streams: daemon starts under valgrind" vg_start ended
+out=$("$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/ended.sock" "$D")
+like "$out" 'total batches 40 samples 10000' "ended streams: a whole epoch"
+"$LDCLIENT" --epochs 0 --timeout-ms 60000 "$T/ended.sock" "$D" >/dev/null 2>&1 &
+cpid=$!
+sleep 1
+kill -9 $cpid
+wait $cpid 2>/dev/null
+out=$("$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/ended.sock" "$T/huge")
+like "$out" 'error: .*footer of 1073741824 bytes' "ended streams: a hostile shard is refused"
+# Both streams freed before the stop.
+i=0
+while [ "$(grep -c 'stream freed' "$T/ended.log")" -lt 2 ] && [ $i -lt 1200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+is "$(grep -c 'stream freed' "$T/ended.log")" 2 "ended streams: both streams freed"
+vg_stop ended "ended streams"
