@@ -1,7 +1,8 @@
 #!/bin/sh
 # loaderd under valgrind (memcheck), stopped with SIGTERM: idle; with a
 # live stream; after a stream that ended, a stream whose client was
-# killed, and an OPEN refused for a hostile shard. Every error valgrind
+# killed, and an OPEN refused for a hostile shard; and with OPENs in
+# flight on the thread pool. Every error valgrind
 # reports fails the test, definite and indirect leaks included (possible
 # leaks are listed in the log, not counted: they are guesses about
 # interior pointers). tests/valgrind.supp holds the suppressions, each
@@ -18,11 +19,13 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 13
+plan 16
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
 "$TOOLS/mkhugefooter" "$T/huge" 1073741824
+# 128 shards: an OPEN reads 128 footers, which takes a while here.
+"$LOADERCTL" pack --split test --shard-size 65536 "$src" "$T/many" >/dev/null
 
 # vg_start NAME: loaderd under valgrind on $T/NAME.sock, its valgrind
 # report in $T/NAME.vg. Fails if the socket does not appear.
@@ -103,3 +106,17 @@ while [ "$(grep -c 'stream freed' "$T/ended.log")" -lt 2 ] && [ $i -lt 1200 ]; d
 done
 is "$(grep -c 'stream freed' "$T/ended.log")" 2 "ended streams: both streams freed"
 vg_stop ended "ended streams"
+
+# 4. Stop while six OPENs of the many-shard dataset are in flight: some
+# are queued on the thread pool (cancelled), some running (their streams
+# are torn down when they complete), some still sending their files.
+ok "opens in flight: daemon starts under valgrind" vg_start opening
+for i in 1 2 3 4 5 6; do
+	"$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/opening.sock" \
+		"$T/many/test" >/dev/null 2>&1 &
+done
+sleep 0.5
+vg_stop opening "opens in flight"
+wait
+echo "# at the stop: $(grep -c 'stream open' "$T/opening.log") of 6 streams" \
+	"open, $(grep -c 'stream freed' "$T/opening.log") freed after it"
