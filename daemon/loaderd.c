@@ -251,15 +251,17 @@ int main(int argc, char **argv)
 		pool_free(pool);
 		return 1;
 	}
-	err = server_new(&ld.srv, loop, path, pool, &lim, &d);
-	if (!err) {
-		err = watch_signal(loop, &ld.sigint, SIGINT, &ld);
-		if (!err)
-			err = watch_signal(loop, &ld.sigterm, SIGTERM, &ld);
-		if (err)
-			snprintf(d.msg, sizeof(d.msg), "signals: %s",
-				 uv_strerror(err));
-	}
+	/*
+	 * Signals first: once the socket exists, whoever sees it may stop
+	 * the daemon, and a SIGTERM must then find its handler in place.
+	 */
+	err = watch_signal(loop, &ld.sigint, SIGINT, &ld);
+	if (!err)
+		err = watch_signal(loop, &ld.sigterm, SIGTERM, &ld);
+	if (err)
+		snprintf(d.msg, sizeof(d.msg), "signals: %s", uv_strerror(err));
+	else
+		err = server_new(&ld.srv, loop, path, pool, &lim, &d);
 	if (err) {
 		plog(PLOG_ERR, "%s", d.msg);
 		notify_parent(notify, false);
