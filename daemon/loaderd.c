@@ -62,15 +62,50 @@ static const struct opt loaderd_table[] = {
 };
 #undef O
 
-static struct server *the_server;
+/* What the loop runs; the signal handles' data. */
+struct loaderd {
+	struct server *srv;
+	uv_signal_t sigint, sigterm;
+};
 
+/* Close sig if uv_signal_init() set it up (it sets loop) and it is open. */
+static void close_signal(uv_signal_t *sig)
+{
+	if (sig->loop && !uv_is_closing((uv_handle_t *)sig))
+		uv_close((uv_handle_t *)sig, NULL);
+}
+
+/*
+ * Stop: close everything the loop watches, and let uv_run() return by
+ * itself once the last handle has closed and the last job on the thread
+ * pool (a stream being opened or freed) has finished. uv_stop() would
+ * return before those, with the server's memory still in use.
+ */
 static void on_signal(uv_signal_t *sig, int signum)
 {
+	struct loaderd *ld = sig->data;
+
 	plog(PLOG_INFO, "signal %d: stopping", signum);
-	server_free(the_server);
-	the_server = NULL;
-	uv_close((uv_handle_t *)sig, NULL);
-	uv_stop(sig->loop);
+	server_free(ld->srv);
+	ld->srv = NULL;
+	close_signal(&ld->sigint);
+	close_signal(&ld->sigterm);
+}
+
+/* Watch signum with sig. Returns 0 or a libuv error (a negative errno). */
+static int watch_signal(uv_loop_t *loop, uv_signal_t *sig, int signum,
+			struct loaderd *ld)
+{
+	/* uv_signal_init() fails only where the loop's signal pipe does. */
+	int err = uv_signal_init(loop, sig);
+
+	if (err)
+		return err;
+	sig->data = ld;
+	err = uv_signal_start(sig, on_signal, signum);
+	if (err)
+		uv_close((uv_handle_t *)sig, NULL);
+	return err;
 }
 
 static void default_socket(char *buf, size_t n)
@@ -140,9 +175,10 @@ int main(int argc, char **argv)
 	struct server_limits lim;
 	struct diag d = { { 0 } };
 	struct pool *pool = NULL;
-	uv_signal_t sigint, sigterm;
+	struct loaderd ld = { 0 };
+	uv_loop_t *loop;
 	char path[108];
-	int nargs, help, err, level, notify = -1;
+	int nargs, help, err, level, notify = -1, rc = 0;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads;
 	struct rlimit nofile;
@@ -208,30 +244,48 @@ int main(int argc, char **argv)
 		notify_parent(notify, false);
 		return 1;
 	}
-	err = server_new(&the_server, uv_default_loop(), path, pool, &lim, &d);
-	if (err) {
-		plog(PLOG_ERR, "%s", d.msg);
+	loop = uv_default_loop();
+	if (!loop) {
+		plog(PLOG_ERR, "cannot start the event loop");
 		notify_parent(notify, false);
 		pool_free(pool);
 		return 1;
 	}
-	uv_signal_init(uv_default_loop(), &sigint);
-	uv_signal_init(uv_default_loop(), &sigterm);
-	uv_signal_start(&sigint, on_signal, SIGINT);
-	uv_signal_start(&sigterm, on_signal, SIGTERM);
-	plog(PLOG_INFO,
-	     "listening on %s with %" PRIu32 " decode threads (pid %d)", path,
-	     threads, (int)getpid());
-	notify_parent(notify, true);
-	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-	/* Let the handles closed on the way out finish closing. */
-	if (!uv_is_closing((uv_handle_t *)&sigint))
-		uv_close((uv_handle_t *)&sigint, NULL);
-	if (!uv_is_closing((uv_handle_t *)&sigterm))
-		uv_close((uv_handle_t *)&sigterm, NULL);
-	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-	uv_loop_close(uv_default_loop());
+	/*
+	 * Signals first: once the socket exists, whoever sees it may stop
+	 * the daemon, and a SIGTERM must then find its handler in place.
+	 */
+	err = watch_signal(loop, &ld.sigint, SIGINT, &ld);
+	if (!err)
+		err = watch_signal(loop, &ld.sigterm, SIGTERM, &ld);
+	if (err)
+		snprintf(d.msg, sizeof(d.msg), "signals: %s", uv_strerror(err));
+	else
+		err = server_new(&ld.srv, loop, path, pool, &lim, &d);
+	if (err) {
+		plog(PLOG_ERR, "%s", d.msg);
+		notify_parent(notify, false);
+		server_free(ld.srv);
+		close_signal(&ld.sigint);
+		close_signal(&ld.sigterm);
+		rc = 1;
+	} else {
+		plog(PLOG_INFO,
+		     "listening on %s with %" PRIu32 " decode threads (pid %d)",
+		     path, threads, (int)getpid());
+		notify_parent(notify, true);
+	}
+	/*
+	 * Runs until on_signal() has closed everything (or, after a failed
+	 * start, until what was set up has closed). It returns non-zero only
+	 * after uv_stop(), which nothing calls.
+	 */
+	(void)uv_run(loop, UV_RUN_DEFAULT);
+	err = uv_loop_close(loop);
+	if (err)
+		plog(PLOG_WARN, "event loop: %s", uv_strerror(err));
 	pool_free(pool);
-	plog(PLOG_INFO, "stopped");
-	return 0;
+	if (!rc)
+		plog(PLOG_INFO, "stopped");
+	return rc;
 }

@@ -1,5 +1,18 @@
 /*
  * server.c - sessions: HELLO, FILES, OPEN, STATS over SOCK_SEQPACKET.
+ *
+ * The loop thread only answers messages. What can take long runs on
+ * libuv's thread pool (uv_queue_work), the reply going out from the
+ * after-work callback on the loop: opening a stream (it reads the
+ * manifest and every shard's footer from files the client chose) and
+ * freeing one (it joins the stream's threads, which finish the batch in
+ * progress first: seconds of JPEG decoding).
+ *
+ * Lifetimes. A session lives until its poll handle has closed and its
+ * OPEN in flight, if any, has completed (ss->refs). The server lives
+ * until its two handles have closed, its last session is freed and its
+ * last stream teardown has finished (srv->refs); server_free() starts
+ * that, and the loop's run finishes it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -10,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loader_error.h"
@@ -23,6 +37,17 @@
 
 #define SERVER_ACCEPT_PAUSE_MS 200
 
+/*
+ * What one stream holds against its uid's limits. It moves with the
+ * stream: from the OPEN in flight, to the session, to the teardown, and
+ * is given back when the stream's descriptors and ring are gone.
+ */
+struct charge {
+	uint32_t streams;
+	uint64_t bytes; /* ring bytes (reserved while the OPEN runs) */
+	uint64_t files; /* dataset descriptors */
+};
+
 /* Per-uid usage, for the limits. Few uids use one node: a list will do. */
 struct uid_use {
 	uid_t uid;
@@ -32,20 +57,53 @@ struct uid_use {
 	struct uid_use *next;
 };
 
+struct open_job;
+
 struct session {
 	struct server *srv;
 	uv_poll_t poll;
-	int fd;
+	int fd; /* closed with the poll handle */
 	struct ucred cred;
 	char label[96];
 	bool hello;
+	bool ended;    /* session_end() ran: nothing more is sent */
+	unsigned refs; /* the poll handle; an OPEN in flight */
 	int *files;
 	uint32_t files_total, files_got;
-	uint32_t files_charged; /* counted in the uid's files */
+	uint64_t files_charged;	  /* counted in the uid's files */
+	struct open_job *opening; /* an OPEN in flight, or NULL */
 	struct stream *stream;
-	struct producer *prod; /* the stream's ring */
-	uint64_t ring_bytes;
+	struct producer *prod; /* the ring stream fills */
+	struct charge charge;  /* what stream holds */
 	struct session *next, **pprev;
+};
+
+/* An OPEN on the thread pool. */
+struct open_job {
+	uv_work_t req;
+	struct session *ss; /* holds a reference until open_done() */
+	struct proto_open open;
+	int *fds; /* the session's files, taken */
+	uint32_t nfds;
+	uint64_t budget; /* ring bytes the uid may still take */
+	uint32_t seq;
+	struct charge charge;
+	struct stream *stream; /* the result, started */
+	struct producer *prod; /* its ring */
+	int err;
+	struct diag d;
+};
+
+/* A stream being freed on the thread pool. */
+struct teardown {
+	uv_work_t req;
+	struct server *srv; /* holds a reference until teardown_done() */
+	struct stream *stream;
+	struct producer *prod;
+	uid_t uid;
+	struct charge charge;
+	uint64_t t0;
+	char label[96];
 };
 
 struct server {
@@ -60,7 +118,18 @@ struct server {
 	uint64_t next_id;
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
+	bool stopping; /* server_free() ran */
+	/* Its two handles open, sessions alive, teardowns queued. */
+	unsigned refs;
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static struct uid_use *uid_use(struct server *srv, uid_t uid)
 {
@@ -76,6 +145,42 @@ static struct uid_use *uid_use(struct server *srv, uid_t uid)
 	u->next = srv->uids;
 	srv->uids = u;
 	return u;
+}
+
+/* The uid's entry if it has one (never allocates: for giving back). */
+static struct uid_use *uid_find(struct server *srv, uid_t uid)
+{
+	struct uid_use *u;
+
+	for (u = srv->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	return NULL;
+}
+
+static void charge_release(struct server *srv, uid_t uid, struct charge *c)
+{
+	struct uid_use *u = uid_find(srv, uid);
+
+	if (u) {
+		u->streams -= c->streams;
+		u->bytes -= c->bytes;
+		u->files -= c->files;
+	}
+	memset(c, 0, sizeof(*c));
+}
+
+static void server_put(struct server *srv)
+{
+	if (--srv->refs)
+		return;
+	while (srv->uids) {
+		struct uid_use *u = srv->uids;
+
+		srv->uids = u->next;
+		free(u);
+	}
+	free(srv);
 }
 
 static uint64_t rss_bytes(void)
@@ -104,8 +209,14 @@ static void reply_error(struct session *ss, uint32_t seq, int code,
 	m.e.len = (uint32_t)n;
 	memcpy(m.text, reason, n);
 	plog(PLOG_INFO, "%s: refused: %s", ss->label, reason);
-	msg_send(ss->fd, PROTO_ERROR, seq, &m, (uint32_t)(sizeof(m.e) + n),
-		 NULL, 0);
+	/*
+	 * A reply that cannot go (the peer hung up: its poll reports it and
+	 * ends the session; or it does not read and its socket is full:
+	 * never wait on one client) is the peer's loss alone. The same holds
+	 * for every reply below but OPEN_OK, which hands over a stream.
+	 */
+	(void)msg_send(ss->fd, PROTO_ERROR, seq, &m,
+		       (uint32_t)(sizeof(m.e) + n), NULL, 0);
 }
 
 static void close_files(struct session *ss)
@@ -117,33 +228,124 @@ static void close_files(struct session *ss)
 	ss->files_got = ss->files_total = 0;
 }
 
-static void session_closed(uv_handle_t *h)
+static void teardown_work(uv_work_t *req)
 {
-	free(h->data);
+	struct teardown *t = req->data;
+
+	stream_free(t->stream);
+	producer_free(t->prod);
 }
 
+static void teardown_done(uv_work_t *req, int status)
+{
+	struct teardown *t = req->data;
+
+	/*
+	 * status is 0: nothing cancels a teardown, it must run. The uid
+	 * gets its stream, ring bytes and descriptors back only now, when
+	 * the ring is unmapped and the files closed, so that its limits
+	 * bound what the daemon really holds. Given back at once, a client
+	 * that reconnects in a loop could pile up streams still being torn
+	 * down (each with its ring and threads) past its limits.
+	 */
+	charge_release(t->srv, t->uid, &t->charge);
+	plog(PLOG_INFO, "%s: stream freed after %" PRIu64 " ms", t->label,
+	     now_ms() - t->t0);
+	server_put(t->srv);
+	free(t);
+}
+
+/*
+ * Free stream s off the loop: stream_free() joins the stream's threads,
+ * which first finish the batch in progress. c (what s holds) moves to
+ * the teardown, and is given back when it is done.
+ */
+static void teardown(struct server *srv, struct stream *s,
+		     struct producer *pr, uid_t uid, struct charge *c,
+		     const char *label)
+{
+	struct teardown *t = calloc(1, sizeof(*t));
+	int err = t ? 0 : -ENOMEM;
+
+	if (t) {
+		t->req.data = t;
+		t->srv = srv;
+		t->stream = s;
+		t->prod = pr;
+		t->uid = uid;
+		t->charge = *c;
+		t->t0 = now_ms();
+		snprintf(t->label, sizeof(t->label), "%s", label);
+		err = uv_queue_work(srv->loop, &t->req, teardown_work,
+				    teardown_done);
+	}
+	if (err) {
+		/* Better a loop that waits once than a stream that leaks. */
+		plog(PLOG_WARN, "%s: freeing the stream on the loop: %s", label,
+		     loader_strerror(err));
+		free(t);
+		stream_free(s);
+		producer_free(pr);
+		charge_release(srv, uid, c);
+		return;
+	}
+	memset(c, 0, sizeof(*c));
+	srv->refs++;
+}
+
+static void session_put(struct session *ss)
+{
+	struct server *srv = ss->srv;
+
+	if (--ss->refs)
+		return;
+	free(ss);
+	server_put(srv);
+}
+
+static void session_closed(uv_handle_t *h)
+{
+	struct session *ss = h->data;
+
+	/* Closed only now: libuv is done with it, the number can be reused. */
+	close(ss->fd);
+	session_put(ss);
+}
+
+/*
+ * The client is gone (or the daemon stops): stop reading and replying,
+ * and free what the session holds. Its stream is torn down off the loop;
+ * an OPEN in flight ends its stream itself when it completes.
+ */
 static void session_end(struct session *ss, const char *why)
 {
 	struct uid_use *u;
 
+	if (ss->ended)
+		return;
+	ss->ended = true;
 	plog(PLOG_INFO, "%s: session ends: %s", ss->label, why);
-	u = uid_use(ss->srv, ss->cred.uid);
 	if (ss->stream) {
-		stream_free(ss->stream);
-		producer_free(ss->prod);
-		if (u) {
-			u->streams--;
-			u->bytes -= ss->ring_bytes;
-		}
+		teardown(ss->srv, ss->stream, ss->prod, ss->cred.uid,
+			 &ss->charge, ss->label);
+		ss->stream = NULL;
+		ss->prod = NULL;
 	}
+	/*
+	 * An OPEN still queued is cancelled (open_done() then closes its
+	 * descriptors); one already running cannot be, and uv_cancel() says
+	 * so with UV_EBUSY: it completes, and open_done() frees its stream.
+	 */
+	if (ss->opening)
+		(void)uv_cancel((uv_req_t *)&ss->opening->req);
+	u = uid_find(ss->srv, ss->cred.uid);
 	if (u)
 		u->files -= ss->files_charged;
+	ss->files_charged = 0;
 	close_files(ss);
 	*ss->pprev = ss->next;
 	if (ss->next)
 		ss->next->pprev = ss->pprev;
-	uv_poll_stop(&ss->poll);
-	close(ss->fd);
 	uv_close((uv_handle_t *)&ss->poll, session_closed);
 }
 
@@ -163,7 +365,9 @@ static void on_hello(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	ss->hello = true;
-	msg_send(ss->fd, PROTO_HELLO_OK, h->seq, &ok, sizeof(ok), NULL, 0);
+	/* A lost reply is the peer's alone (see reply_error()). */
+	(void)msg_send(ss->fd, PROTO_HELLO_OK, h->seq, &ok, sizeof(ok), NULL,
+		       0);
 }
 
 static void on_files(struct session *ss, const struct proto_hdr *h,
@@ -172,9 +376,9 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	struct uid_use *u;
 	char why[160];
 
-	if (!ss->hello || ss->stream) {
+	if (!ss->hello || ss->stream || ss->opening) {
 		snprintf(why, sizeof(why), "FILES %s",
-			 ss->stream ? "after OPEN" : "before HELLO");
+			 ss->hello ? "after OPEN" : "before HELLO");
 		goto bad;
 	}
 	if (m->total == 0 || m->total > PROTO_MAX_FILES ||
@@ -228,29 +432,128 @@ bad:
 	reply_error(ss, h->seq, LOADER_EPROTO, why);
 }
 
+/*
+ * On the thread pool: check the request, open and check the dataset,
+ * make the ring, start. The stream takes the files, whatever happens.
+ */
+static void open_work(uv_work_t *req)
+{
+	struct open_job *j = req->data;
+	struct server *srv = j->ss->srv;
+	struct stream_config c;
+	struct producer_params pp = {
+		.slots = j->open.ring_slots,
+		.epochs = j->open.epochs,
+		.start_epoch = j->open.start_epoch,
+		.max_bytes = j->budget,
+		.label = j->ss->label, /* the session outlives the job */
+	};
+
+	j->err = openreq_config(&j->open, &c, &j->d);
+	if (j->err) {
+		for (uint32_t i = 0; i < j->nfds; i++)
+			close(j->fds[i]);
+		goto out;
+	}
+	c.label = j->ss->label;
+	c.max_pixels = srv->lim.max_pixels;
+	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
+	if (j->err)
+		goto out;
+	pp.lay = stream_layout(j->stream);
+	j->err = producer_new(&j->prod, &pp, &j->d);
+	if (!j->err)
+		j->err = stream_start(j->stream, producer_sink(j->prod), &j->d);
+	if (j->err) {
+		stream_free(j->stream);
+		producer_free(j->prod);
+		j->stream = NULL;
+		j->prod = NULL;
+	}
+out:
+	/* The stream has its own copy of the descriptors (or closed them). */
+	free(j->fds);
+	j->fds = NULL;
+	j->nfds = 0;
+}
+
+/* On the loop: reply, or end the stream if nobody is left to take it. */
+static void open_done(uv_work_t *req, int status)
+{
+	struct open_job *j = req->data;
+	struct session *ss = j->ss;
+	struct server *srv = ss->srv;
+	struct proto_open_ok ok = { 0 };
+	struct uid_use *u;
+	int fds[2], err;
+
+	ss->opening = NULL;
+	if (status == UV_ECANCELED) {
+		/* Cancelled before it ran: the descriptors are still ours. */
+		for (uint32_t i = 0; i < j->nfds; i++)
+			close(j->fds[i]);
+		free(j->fds);
+		j->err = -ECANCELED;
+	}
+	if (j->err) {
+		charge_release(srv, ss->cred.uid, &j->charge);
+		if (!ss->ended)
+			reply_error(ss, j->seq, j->err,
+				    j->d.msg[0] ? j->d.msg :
+						  loader_strerror(j->err));
+		goto out;
+	}
+	producer_reply(j->prod, &ok, &fds[0], &fds[1]);
+	ok.batches_per_epoch = stream_layout(j->stream)->batches_per_epoch;
+	ok.samples = stream_layout(j->stream)->samples;
+	/* Keep the ring's bytes of those reserved (it takes no more). */
+	u = uid_find(srv, ss->cred.uid);
+	if (u)
+		u->bytes -= j->charge.bytes - ok.ring_bytes;
+	j->charge.bytes = ok.ring_bytes;
+	if (ss->ended) {
+		/* The client left (or the daemon stops) while it opened. */
+		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
+			 ss->label);
+		goto out;
+	}
+	ss->stream = j->stream;
+	ss->prod = j->prod;
+	ss->charge = j->charge;
+	plog(PLOG_INFO,
+	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
+	     " batches per epoch, ring %" PRIu64 " bytes",
+	     ss->label, ok.samples, ok.batches_per_epoch, ok.ring_bytes);
+	err = msg_send(ss->fd, PROTO_OPEN_OK, j->seq, &ok, sizeof(ok), fds, 2);
+	if (err)
+		plog(PLOG_WARN, "%s: OPEN_OK: %s", ss->label,
+		     loader_strerror(err));
+out:
+	free(j);
+	session_put(ss);
+}
+
+/*
+ * OPEN: check the session and the uid's limits here, then make the
+ * stream on the thread pool (open_work) and reply from open_done(). The
+ * uid is charged a stream and the largest ring it may get now, so that
+ * OPENs in flight together cannot pass its limits; open_done() keeps
+ * what the ring really takes.
+ */
 static void on_open(struct session *ss, const struct proto_hdr *h,
 		    const struct proto_open *m)
 {
 	struct server *srv = ss->srv;
-	struct stream_config c;
-	struct producer_params pp = {
-		.slots = m->ring_slots,
-		.epochs = m->epochs,
-		.start_epoch = m->start_epoch,
-		.max_bytes = srv->lim.max_ring_bytes,
-		.label = ss->label,
-	};
-	struct stream *st = NULL;
-	struct producer *pr = NULL;
-	struct proto_open_ok ok = { 0 };
+	struct open_job *j;
 	struct uid_use *u;
-	struct diag d = { { 0 } };
-	int fds[2], err;
+	uint64_t budget;
+	int err;
 
-	if (!ss->hello || ss->stream) {
+	if (!ss->hello || ss->stream || ss->opening) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
-			    ss->stream ? "a session holds one stream" :
-					 "OPEN before HELLO");
+			    !ss->hello	? "OPEN before HELLO" :
+			    ss->opening ? "an OPEN is already in progress" :
+					  "a session holds one stream");
 		return;
 	}
 	if (!ss->files_total || ss->files_got != ss->files_total) {
@@ -272,55 +575,38 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		reply_error(ss, h->seq, -EUSERS, why);
 		return;
 	}
+	budget = 0;
 	if (srv->lim.max_uid_bytes > u->bytes)
-		pp.max_bytes =
-			srv->lim.max_uid_bytes - u->bytes < pp.max_bytes ?
-				srv->lim.max_uid_bytes - u->bytes :
-				pp.max_bytes;
-	else
-		pp.max_bytes = 0;
-	err = openreq_config(m, &c, &d);
-	c.label = ss->label;
-	c.max_pixels = srv->lim.max_pixels;
-	/* The stream takes the files, whatever happens. */
-	if (err)
-		for (uint32_t i = 0; i < ss->files_got; i++)
-			close(ss->files[i]);
-	else
-		err = stream_new(&st, &c, ss->files, ss->files_got, srv->pool,
-				 &d);
-	free(ss->files);
-	ss->files = NULL;
-	ss->files_got = ss->files_total = 0;
-	if (!err) {
-		pp.lay = stream_layout(st);
-		err = producer_new(&pr, &pp, &d);
-	}
-	if (!err)
-		err = stream_start(st, producer_sink(pr), &d);
-	if (err) {
-		stream_free(st);
-		producer_free(pr);
-		reply_error(ss, h->seq, err,
-			    d.msg[0] ? d.msg : loader_strerror(err));
+		budget = srv->lim.max_uid_bytes - u->bytes;
+	if (budget > srv->lim.max_ring_bytes)
+		budget = srv->lim.max_ring_bytes;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		reply_error(ss, h->seq, -ENOMEM, "out of memory");
 		return;
 	}
-	ss->stream = st;
-	ss->prod = pr;
-	producer_reply(pr, &ok, &fds[0], &fds[1]);
-	ok.batches_per_epoch = pp.lay->batches_per_epoch;
-	ok.samples = pp.lay->samples;
-	ss->ring_bytes = ok.ring_bytes;
+	j->req.data = j;
+	j->ss = ss;
+	j->open = *m;
+	j->seq = h->seq;
+	/* The stream takes the files, whatever happens. */
+	j->fds = ss->files;
+	j->nfds = ss->files_got;
+	j->budget = budget;
+	j->charge = (struct charge){ 1, budget, ss->files_charged };
+	err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
+	if (err) {
+		free(j);
+		reply_error(ss, h->seq, err, "cannot queue the open");
+		return;
+	}
 	u->streams++;
-	u->bytes += ok.ring_bytes;
-	plog(PLOG_INFO,
-	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
-	     " batches per epoch, ring %" PRIu64 " bytes",
-	     ss->label, ok.samples, ok.batches_per_epoch, ok.ring_bytes);
-	err = msg_send(ss->fd, PROTO_OPEN_OK, h->seq, &ok, sizeof(ok), fds, 2);
-	if (err)
-		plog(PLOG_WARN, "%s: OPEN_OK: %s", ss->label,
-		     loader_strerror(err));
+	u->bytes += budget;
+	ss->files_charged = 0;
+	ss->files = NULL;
+	ss->files_got = ss->files_total = 0;
+	ss->opening = j;
+	ss->refs++;
 }
 
 static void on_stats(struct session *ss, const struct proto_hdr *h)
@@ -338,7 +624,9 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 		st.stall_ns = producer_stall_ns(ss->prod);
 	}
 	st.rss_bytes = rss_bytes();
-	msg_send(ss->fd, PROTO_STATS_OK, h->seq, &st, sizeof(st), NULL, 0);
+	/* A lost reply is the peer's alone (see reply_error()). */
+	(void)msg_send(ss->fd, PROTO_STATS_OK, h->seq, &st, sizeof(st), NULL,
+		       0);
 }
 
 static void on_session(uv_poll_t *poll, int status, int events)
@@ -400,9 +688,21 @@ static void on_accept(uv_poll_t *poll, int status, int events);
 static void on_accept_resume(uv_timer_t *t)
 {
 	struct server *srv = t->data;
+	int err;
 
-	srv->accept_paused = false;
-	uv_poll_start(&srv->poll, UV_READABLE, on_accept);
+	err = uv_poll_start(&srv->poll, UV_READABLE, on_accept);
+	if (!err) {
+		srv->accept_paused = false;
+		return;
+	}
+	/* Never stay deaf: try again after another pause. */
+	plog(PLOG_ERR, "cannot poll the listening socket: %s: retrying",
+	     uv_strerror(err));
+	err = uv_timer_start(&srv->accept_pause, on_accept_resume,
+			     SERVER_ACCEPT_PAUSE_MS, 0);
+	if (err)
+		plog(PLOG_ERR, "not accepting connections any more: %s",
+		     uv_strerror(err));
 }
 
 static void on_accept(uv_poll_t *poll, int status, int events)
@@ -410,10 +710,12 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 	struct server *srv = poll->data;
 	struct session *ss;
 	socklen_t len;
-	int fd;
+	int fd, err;
 
-	if (status < 0)
+	if (status < 0) {
+		plog(PLOG_WARN, "listening socket: %s", uv_strerror(status));
 		return;
+	}
 	fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
 		if (errno == EMFILE || errno == ENFILE) {
@@ -423,10 +725,18 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 			 */
 			plog(PLOG_WARN, "accept: %s: not accepting for %d ms",
 			     strerror(errno), SERVER_ACCEPT_PAUSE_MS);
-			uv_poll_stop(&srv->poll);
+			err = uv_timer_start(&srv->accept_pause,
+					     on_accept_resume,
+					     SERVER_ACCEPT_PAUSE_MS, 0);
+			if (err) {
+				/* Spinning beats never accepting again. */
+				plog(PLOG_ERR, "accept pause: %s",
+				     uv_strerror(err));
+				return;
+			}
+			/* uv_poll_stop() fails on nothing but a NULL. */
+			(void)uv_poll_stop(&srv->poll);
 			srv->accept_paused = true;
-			uv_timer_start(&srv->accept_pause, on_accept_resume,
-				       SERVER_ACCEPT_PAUSE_MS, 0);
 		} else if (errno != EAGAIN && errno != EINTR) {
 			plog(PLOG_WARN, "accept: %s", strerror(errno));
 		}
@@ -446,19 +756,25 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 		 "session %" PRIu64 " (pid %d uid %u gid %u)", ++srv->next_id,
 		 (int)ss->cred.pid, (unsigned)ss->cred.uid,
 		 (unsigned)ss->cred.gid);
-	if (uv_poll_init(srv->loop, &ss->poll, fd)) {
+	err = uv_poll_init(srv->loop, &ss->poll, fd);
+	if (err) {
+		plog(PLOG_WARN, "%s: %s", ss->label, uv_strerror(err));
 		close(fd);
 		free(ss);
 		return;
 	}
 	ss->poll.data = ss;
+	ss->refs = 1;
+	srv->refs++;
 	ss->next = srv->sessions;
 	if (ss->next)
 		ss->next->pprev = &ss->next;
 	ss->pprev = &srv->sessions;
 	srv->sessions = ss;
-	uv_poll_start(&ss->poll, UV_READABLE | UV_DISCONNECT, on_session);
 	plog(PLOG_INFO, "%s: connected", ss->label);
+	err = uv_poll_start(&ss->poll, UV_READABLE | UV_DISCONNECT, on_session);
+	if (err)
+		session_end(ss, uv_strerror(err));
 }
 
 /* Is a daemon answering on path? */
@@ -515,37 +831,51 @@ int server_new(struct server **out, uv_loop_t *loop, const char *path,
 		free(srv);
 		return err;
 	}
-	uv_poll_init(loop, &srv->poll, srv->fd);
+	err = uv_poll_init(loop, &srv->poll, srv->fd);
+	if (err) {
+		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
+		close(srv->fd);
+		unlink(path);
+		free(srv);
+		return err;
+	}
 	srv->poll.data = srv;
-	uv_timer_init(loop, &srv->accept_pause);
+	/* It only fills in the struct: it returns 0 in every libuv. */
+	(void)uv_timer_init(loop, &srv->accept_pause);
 	srv->accept_pause.data = srv;
-	uv_poll_start(&srv->poll, UV_READABLE, on_accept);
+	srv->refs = 2; /* the two handles */
+	err = uv_poll_start(&srv->poll, UV_READABLE, on_accept);
+	if (err) {
+		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
+		server_free(srv);
+		return err;
+	}
 	*out = srv;
 	return 0;
 }
 
-static void server_closed(uv_handle_t *h)
+static void server_handle_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct server *srv = h->data;
+
+	if (h == (uv_handle_t *)&srv->poll)
+		close(srv->fd);
+	server_put(srv);
 }
 
 void server_free(struct server *srv)
 {
-	if (!srv)
+	if (!srv || srv->stopping)
 		return;
+	srv->stopping = true;
 	while (srv->sessions)
 		session_end(srv->sessions, "daemon stopping");
-	uv_poll_stop(&srv->poll);
-	uv_timer_stop(&srv->accept_pause);
-	uv_close((uv_handle_t *)&srv->accept_pause, NULL);
-	close(srv->fd);
+	/*
+	 * Both handles live in srv, and libuv runs close callbacks in no
+	 * order we may rely on: each one gives its reference back, and the
+	 * last of everything (handles, sessions, teardowns) frees srv.
+	 */
+	uv_close((uv_handle_t *)&srv->accept_pause, server_handle_closed);
+	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
 	unlink(srv->path);
-	while (srv->uids) {
-		struct uid_use *u = srv->uids;
-
-		srv->uids = u->next;
-		free(u);
-	}
-	/* The handle lives in srv: free it once libuv is done with it. */
-	uv_close((uv_handle_t *)&srv->poll, server_closed);
 }

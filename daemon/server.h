@@ -6,6 +6,8 @@
  * plain recvmsg/sendmsg, because descriptors travel with SCM_RIGHTS and
  * libuv's own pipes frame messages their own way. A session holds at most
  * one stream; closing the connection ends the stream and frees its memory.
+ * Opening and freeing a stream run on libuv's thread pool (uv_queue_work):
+ * the loop never waits on disk or on a stream's threads.
  */
 #ifndef LD_SERVER_H
 #define LD_SERVER_H
@@ -31,13 +33,20 @@ struct server;
 /*
  * Listen on path (an existing socket file is replaced if no daemon
  * answers on it; a live daemon there is an error). Returns 0 or a
- * negative code described in d.
+ * negative code described in d; on failure, what was already registered
+ * with the loop is freed when the loop next runs.
  */
 int server_new(struct server **out, uv_loop_t *loop, const char *path,
 	       struct pool *pool, const struct server_limits *lim,
 	       struct diag *d);
 
-/* Close every session and the listening socket; unlink the path. */
+/*
+ * Stop: end every session, close the listening socket and unlink the
+ * path. Memory is freed later, on the loop, once the server's handles
+ * have closed and the streams being opened or torn down on libuv's
+ * thread pool are gone: run the loop until it returns (nothing of the
+ * server is left on it then). NULL, or a second call, is a no-op.
+ */
 void server_free(struct server *srv);
 
 #endif /* LD_SERVER_H */

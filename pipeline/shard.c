@@ -132,6 +132,7 @@ int shard_writer_new(struct shard_writer **out, int fd, const char *name,
 {
 	unsigned char hdr[SHARD_HEADER_SIZE] = { 0 };
 	struct shard_writer *w;
+	uint64_t dict_total = 0;
 	int err;
 
 	err = schema_check(s, d);
@@ -156,6 +157,17 @@ int shard_writer_new(struct shard_writer **out, int fd, const char *name,
 			err = diag_set(d, LOADER_ESCHEMA,
 				       "%s: field %s needs a dictionary", name,
 				       s->f[i].name);
+			goto fail;
+		}
+		/* Readers refuse more: see SHARD_MAX_DICT_BYTES. */
+		dict_total += dicts[i].len;
+		if (dict_total > SHARD_MAX_DICT_BYTES) {
+			err = diag_set(
+				d, LOADER_ETOOBIG,
+				"%s: dictionaries of %" PRIu64
+				" bytes up to field %s, a shard holds at most %u",
+				name, dict_total, s->f[i].name,
+				SHARD_MAX_DICT_BYTES);
 			goto fail;
 		}
 		w->dict[i] = malloc(dicts[i].len);
@@ -213,6 +225,11 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 				"%s: record %" PRIu64 " of %" PRIu64
 				" bytes exceeds 4 GiB",
 				w->name, w->count, total);
+	if (w->count >= SHARD_MAX_RECORDS)
+		return diag_set(d, LOADER_ETOOBIG,
+				"%s: a shard holds at most %u records: start "
+				"another shard",
+				w->name, SHARD_MAX_RECORDS);
 	if (w->count == w->index_cap) {
 		uint64_t cap = w->index_cap ? w->index_cap * 2 : 1024;
 		void *p = realloc(w->index, cap * SHARD_INDEX_ENTRY);
@@ -444,6 +461,77 @@ static int check_trailer(struct shard *sh, const unsigned char *t,
 	return 0;
 }
 
+/*
+ * Check the footer's size against what its head says it holds, before
+ * the footer is allocated and read. The size comes from the file, and a
+ * sparse file declares gigabytes that cost its writer nothing: all of it
+ * would be allocated and read here (and hashed, only to find a bad
+ * checksum). The head is not yet covered by a checksum, so these checks
+ * can only refuse; parse_fields() checks it again once the footer is
+ * read and its checksum holds.
+ *
+ * A footer is its head, F descriptors, the dictionaries (padded to 8
+ * bytes each) and the index of 24 bytes per record, so it can be no
+ * larger than SHARD_MAX_RECORDS entries and SHARD_MAX_DICT_BYTES of
+ * dictionaries allow, and it must end exactly where its index ends.
+ */
+static int check_footer_size(struct shard *sh, uint64_t foff, uint64_t fsize,
+			     const unsigned char *head, struct diag *d)
+{
+	uint32_t nf = get32(head);
+	uint64_t ioff = get64(head + 24), min_pre, max_pre, max_size;
+
+	if (sh->count > SHARD_MAX_RECORDS)
+		return diag_set(d, LOADER_ETOOBIG,
+				"%s: offset %" PRIu64 ": footer of %" PRIu64
+				" bytes for %" PRIu64
+				" records: a shard holds at most %u",
+				sh->name, foff, fsize, sh->count,
+				SHARD_MAX_RECORDS);
+	max_size = SHARD_FOOTER_HEAD +
+		   (uint64_t)SCHEMA_MAX_FIELDS * (SHARD_FIELD_DESC + 8) +
+		   SHARD_MAX_DICT_BYTES + sh->count * SHARD_INDEX_ENTRY;
+	if (fsize > max_size)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"%s: offset %" PRIu64 ": footer of %" PRIu64
+			" bytes, but an index of %" PRIu64
+			" records with the largest schema and dictionaries takes at most %" PRIu64,
+			sh->name, foff, fsize, sh->count, max_size);
+	if (nf == 0 || nf > SCHEMA_MAX_FIELDS)
+		return diag_set(d, LOADER_ESCHEMA,
+				"%s: offset %" PRIu64 ": %" PRIu32
+				" fields, expected 1..%d (footer of %" PRIu64
+				" bytes)",
+				sh->name, foff, nf, SCHEMA_MAX_FIELDS, fsize);
+	min_pre = SHARD_FOOTER_HEAD + (uint64_t)nf * SHARD_FIELD_DESC;
+	max_pre = min_pre + (uint64_t)nf * 8 + SHARD_MAX_DICT_BYTES;
+	if (get64(head + 16) != sh->count || ioff < min_pre || ioff > max_pre ||
+	    fsize != ioff + sh->count * SHARD_INDEX_ENTRY)
+		return diag_set(d, LOADER_ERANGE,
+				"%s: offset %" PRIu64 ": footer of %" PRIu64
+				" bytes does not match its index: %" PRIu64
+				" records (trailer %" PRIu64
+				") of %d bytes at %" PRIu64 ", after %" PRIu32
+				" fields and their dictionaries (%" PRIu64
+				"..%" PRIu64 " bytes)",
+				sh->name, foff, fsize, get64(head + 16),
+				sh->count, SHARD_INDEX_ENTRY, ioff, nf, min_pre,
+				max_pre);
+	/* Every record holds its F lengths at least. */
+	if (sh->count > (sh->data_end - SHARD_HEADER_SIZE) / ((uint64_t)4 * nf))
+		return diag_set(d, LOADER_ERANGE,
+				"%s: offset %" PRIu64 ": footer of %" PRIu64
+				" bytes indexes %" PRIu64
+				" records of at least %" PRIu64
+				" bytes, more than the %" PRIu64
+				" bytes before it hold",
+				sh->name, foff, fsize, sh->count,
+				(uint64_t)4 * nf,
+				sh->data_end - SHARD_HEADER_SIZE);
+	return 0;
+}
+
 static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 {
 	const unsigned char *ft = sh->footer;
@@ -640,6 +728,7 @@ static int check_index(struct shard *sh, uint64_t foff, struct diag *d)
 int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 {
 	unsigned char hdr[SHARD_HEADER_SIZE], tr[SHARD_TRAILER_SIZE];
+	unsigned char head[SHARD_FOOTER_HEAD];
 	uint64_t foff = 0, fsize = 0, want;
 	struct shard *sh;
 	struct stat st;
@@ -681,8 +770,24 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	if (err)
 		goto fail;
 	sh->data_end = foff;
+	if (fsize < SHARD_FOOTER_HEAD) {
+		err = diag_set(d, LOADER_ERANGE,
+			       "%s: offset %" PRIu64 ": footer of %" PRIu64
+			       " bytes",
+			       name, foff, fsize);
+		goto fail;
+	}
+	err = fdio_pread_all(fd, head, sizeof(head), foff);
+	if (err) {
+		diag_set(d, err, "%s: read footer: %s", name,
+			 loader_strerror(err));
+		goto fail;
+	}
+	err = check_footer_size(sh, foff, fsize, head, d);
+	if (err)
+		goto fail;
 	sh->footer_size = fsize;
-	sh->footer = malloc(fsize ? fsize : 1);
+	sh->footer = malloc(fsize);
 	if (!sh->footer) {
 		err = diag_set(d, -ENOMEM, "%s: footer of %" PRIu64 " bytes",
 			       name, fsize);
@@ -701,13 +806,6 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 			       ": footer checksum %016" PRIx64
 			       ", computed %016" PRIx64,
 			       name, foff, get64(tr + 24), want);
-		goto fail;
-	}
-	if (fsize < SHARD_FOOTER_HEAD) {
-		err = diag_set(d, LOADER_ERANGE,
-			       "%s: offset %" PRIu64 ": footer of %" PRIu64
-			       " bytes",
-			       name, foff, fsize);
 		goto fail;
 	}
 	err = parse_fields(sh, foff, d);

@@ -30,6 +30,15 @@
 #define SHARD_INDEX_ENTRY  24
 /* No record may be larger than this (lengths are u32 on disk). */
 #define SHARD_MAX_RECORD UINT32_MAX
+/*
+ * Bounds of what a footer may hold, so that a reader knows the most it
+ * may have to allocate before it reads one: records of one shard (an index
+ * of 384 MiB at most), and the bytes of all its dictionaries (zstd's are
+ * ~100 KiB; 64 fields of the default 112 KiB fit with room). The writer
+ * refuses more; the reader rejects a footer larger than these allow.
+ */
+#define SHARD_MAX_RECORDS    (1u << 24)
+#define SHARD_MAX_DICT_BYTES (16u << 20)
 
 struct zrec_ddict;
 
@@ -103,10 +112,14 @@ struct shard;
 /*
  * Open the shard on fd: read and check header, trailer and footer, and
  * digest any dictionaries. fd stays owned by the caller and must stay
- * open while the shard is in use. Errors name the file and the offset:
+ * open while the shard is in use. The footer's size is checked against
+ * the index and dictionaries it claims to hold (and the bounds above)
+ * before it is allocated and read. Errors name the file and the offset:
  * LOADER_EFORMAT (bad magic or structure), LOADER_EVERSION,
  * LOADER_ETRUNC, LOADER_ECHECKSUM (header, trailer or footer), LOADER_ESCHEMA,
- * LOADER_ERANGE (an offset or length outside the file), -errno for I/O.
+ * LOADER_ERANGE (an offset or length outside the file, or a footer whose
+ * size disagrees with its index), LOADER_ETOOBIG (a footer above the
+ * bounds), -errno for I/O.
  */
 int shard_open(struct shard **out, int fd, const char *name, struct diag *d);
 

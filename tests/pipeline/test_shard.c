@@ -1150,6 +1150,155 @@ Test(corrupt, not_a_shard, .init = setup, .fini = teardown)
 	}
 }
 
+/* ---------------------------------------------------------- footer size */
+
+/*
+ * What a footer claims: the trailer's footer size and record count, and
+ * the footer head's field count, record count and index offset.
+ */
+struct claim {
+	const char *what;
+	uint64_t region; /* bytes of records (left sparse) */
+	uint64_t fsize, count;
+	uint32_t nf;
+	uint64_t head_count, ioff;
+	int err;
+	const char *needle; /* in the message, besides name, offset, size */
+};
+
+/*
+ * A shard file with a valid header and trailer around a sparse record
+ * region and a sparse footer whose head says what c says. The file costs
+ * a few blocks whatever size it claims. Returns the footer's offset.
+ */
+static uint64_t write_claim(const struct claim *c)
+{
+	unsigned char hdr[SHARD_HEADER_SIZE] = { 0 };
+	unsigned char head[SHARD_FOOTER_HEAD] = { 0 };
+	unsigned char tr[SHARD_TRAILER_SIZE] = { 0 };
+	uint64_t foff = SHARD_HEADER_SIZE + c->region;
+	uint64_t size = foff + c->fsize + SHARD_TRAILER_SIZE;
+
+	memcpy(hdr, SHARD_MAGIC, 8);
+	put32(hdr + 8, SHARD_VERSION);
+	put32(hdr + 12, SHARD_HEADER_SIZE);
+	put64(hdr + 56, XXH3_64bits(hdr, 56));
+	put32(head, c->nf);
+	put32(head + 4, SHARD_FIELD_DESC);
+	put32(head + 8, SHARD_INDEX_ENTRY);
+	put64(head + 16, c->head_count);
+	put64(head + 24, c->ioff);
+	put64(tr, foff);
+	put64(tr + 8, c->fsize);
+	put64(tr + 16, c->count);
+	put32(tr + 32, SHARD_VERSION);
+	put64(tr + 48, XXH3_64bits(tr, 48));
+	memcpy(tr + 56, SHARD_MAGIC, 8);
+	cr_assert_eq(ftruncate(tmp_fd, 0), 0);
+	cr_assert_eq(ftruncate(tmp_fd, (off_t)size), 0, "%s: %s", c->what,
+		     strerror(errno));
+	cr_assert_eq(pwrite(tmp_fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	cr_assert_eq(pwrite(tmp_fd, head, sizeof(head), (off_t)foff),
+		     (ssize_t)sizeof(head));
+	cr_assert_eq(pwrite(tmp_fd, tr, sizeof(tr),
+			    (off_t)(size - SHARD_TRAILER_SIZE)),
+		     (ssize_t)sizeof(tr));
+	return foff;
+}
+
+/*
+ * A footer's size comes from the file: one that claims more than the
+ * bounds allow, or more than its own index, is refused before it is
+ * allocated and read. Had it been read, the footer checksum (left zero
+ * here) would have failed instead, after allocating all of it.
+ */
+Test(footer, size_bounded_by_index, .init = setup, .fini = teardown)
+{
+	const uint64_t big = SHARD_MAX_RECORDS + 1ull;
+	const uint64_t pre1 = SHARD_FOOTER_HEAD + SHARD_FIELD_DESC;
+	const struct claim t[] = {
+		{ "1 GiB footer, no records", 0, 1ull << 30, 0, 1, 0, pre1,
+		  LOADER_ETOOBIG, "at most" },
+		{ "4 GiB footer, records to fill it", 1ull << 32, 4ull << 30,
+		  (4ull << 30) / SHARD_INDEX_ENTRY, 1,
+		  (4ull << 30) / SHARD_INDEX_ENTRY, pre1, LOADER_ETOOBIG,
+		  "at most 16777216" },
+		{ "one record more than a shard holds", big * 4,
+		  pre1 + big * SHARD_INDEX_ENTRY, big, 1, big, pre1,
+		  LOADER_ETOOBIG, "16777217 records" },
+		{ "footer longer than its index", 40 * 10, 1u << 20, 10, 1, 10,
+		  pre1, LOADER_ERANGE, "does not match its index" },
+		{ "footer shorter than its index", 40 * 1000, pre1 + 24 * 999,
+		  1000, 1, 1000, pre1, LOADER_ERANGE,
+		  "does not match its index" },
+		{ "head and trailer count differ", 40 * 10, pre1 + 24 * 10, 10,
+		  1, 11, pre1, LOADER_ERANGE, "does not match its index" },
+		{ "index inside the descriptors", 40 * 10, 64 + 24 * 10, 10, 1,
+		  10, 64, LOADER_ERANGE, "does not match its index" },
+		{ "index after too many dictionary bytes", 40 * 10,
+		  pre1 + 8 + SHARD_MAX_DICT_BYTES + 8 + 24 * 10, 10, 1, 10,
+		  pre1 + 8 + SHARD_MAX_DICT_BYTES + 8, LOADER_ERANGE,
+		  "does not match its index" },
+		{ "no fields", 40 * 10, pre1 + 24 * 10, 10, 0, 10, pre1,
+		  LOADER_ESCHEMA, "0 fields" },
+		{ "more records than the record bytes hold", 100,
+		  SHARD_FOOTER_HEAD + 2 * SHARD_FIELD_DESC + 24 * 1000, 1000, 2,
+		  1000, SHARD_FOOTER_HEAD + 2 * SHARD_FIELD_DESC, LOADER_ERANGE,
+		  "at least 8 bytes" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct shard *sh = NULL;
+		struct diag d = { "" };
+		char off[48], size[48];
+		uint64_t foff = write_claim(&t[i]);
+		int err;
+
+		err = shard_open(&sh, tmp_fd, SHARD_NAME, &d);
+		shard_close(sh);
+		snprintf(off, sizeof(off), "offset %" PRIu64, foff);
+		snprintf(size, sizeof(size), "footer of %" PRIu64 " bytes",
+			 t[i].fsize);
+		cr_expect_eq(err, t[i].err, "%s: %d (%s)", t[i].what, err,
+			     d.msg);
+		cr_expect(strstr(d.msg, SHARD_NAME) && strstr(d.msg, off) &&
+				  strstr(d.msg, size),
+			  "%s: message \"%s\" lacks the file, %s or %s",
+			  t[i].what, d.msg, off, size);
+		cr_expect(strstr(d.msg, t[i].needle), "%s: message \"%s\"",
+			  t[i].what, d.msg);
+	}
+}
+
+/* The writer keeps within the bounds that readers check. */
+Test(footer, writer_bounds_dictionaries, .init = setup, .fini = teardown)
+{
+	static const char *const t[] = { "a: bytes zstd 3 dict",
+					 "b: bytes zstd 3 dict" };
+	size_t half = SHARD_MAX_DICT_BYTES / 2;
+	struct shard_dict dicts[2];
+	struct shard_writer *w = NULL;
+	struct schema s;
+	struct diag d = { "" };
+	unsigned char *buf = calloc(1, half + 1);
+	int err;
+
+	cr_assert_not_null(buf);
+	parse_schema(&s, t, 2);
+	dicts[0] = (struct shard_dict){ buf, half };
+	dicts[1] = (struct shard_dict){ buf, half + 1 };
+	err = shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, dicts, &d);
+	cr_expect_eq(err, LOADER_ETOOBIG, "%d: %s", err, d.msg);
+	cr_expect(strstr(d.msg, SHARD_NAME) && strstr(d.msg, "field b"), "%s",
+		  d.msg);
+	dicts[1].len = half;
+	diag_clear(&d);
+	cr_expect_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, dicts, &d), 0,
+		     "%s", d.msg);
+	shard_writer_free(w);
+	free(buf);
+}
+
 /* ---------------------------------------------------------------- verify */
 
 struct progress {

@@ -1,0 +1,133 @@
+#!/bin/sh
+# loaderd under valgrind (memcheck), stopped with SIGTERM: idle; with a
+# live stream; after a stream that ended, a stream whose client was
+# killed, and an OPEN refused for a hostile shard; and with OPENs in
+# flight on the thread pool. Every error valgrind
+# reports fails the test, definite and indirect leaks included (possible
+# leaks are listed in the log, not counted: they are guesses about
+# interior pointers). tests/valgrind.supp holds the suppressions, each
+# with its reason. ASan and valgrind exclude each other: under the
+# sanitizer build, which the suite runs too, this test skips.
+. "$top_srcdir/tests/integration/tap.sh"
+
+command -v valgrind >/dev/null 2>&1 ||
+	skip_all "valgrind not installed (scripts/deps.sh --test)"
+case "${LOADER_SAN_CFLAGS:-}" in
+*sanitize*) skip_all "sanitizer build: valgrind cannot run ASan binaries" ;;
+esac
+# The stream's reader (pipeline/reader.c) marks io_uring's buffers
+# defined only in a build configured with valgrind present
+# (HAVE_VALGRIND); in one configured before valgrind came, every read
+# would show as uninitialised. Say so rather than fail on thousands of
+# errors (scripts/build.sh reconfigures such a build by itself).
+if ! grep -q '^#define HAVE_VALGRIND 1' "$top_builddir/config.h"; then
+	echo "1..1"
+	echo "not ok 1 - this build was configured without valgrind:" \
+		"reconfigure it (scripts/build.sh does) now that valgrind is installed"
+	exit 1
+fi
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+plan 16
+
+"$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
+D=$T/fm/test
+"$TOOLS/mkhugefooter" "$T/huge" 1073741824
+# 128 shards: an OPEN reads 128 footers, which takes a while here.
+"$LOADERCTL" pack --split test --shard-size 65536 "$src" "$T/many" >/dev/null
+
+# vg_start NAME: loaderd under valgrind on $T/NAME.sock, its valgrind
+# report in $T/NAME.vg. Fails if the socket does not appear.
+vg_start() {
+	rm -f "$T/$1.sock"
+	valgrind -q --error-exitcode=99 --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect \
+		--show-leak-kinds=definite,indirect,possible \
+		--suppressions="$top_srcdir/tests/valgrind.supp" \
+		--log-file="$T/$1.vg" \
+		"$top_builddir/loaderd" -f --socket "$T/$1.sock" --threads 2 \
+		2>>"$T/$1.log" &
+	VG=$!
+	DAEMONS="$DAEMONS $VG"
+	i=0
+	while [ ! -S "$T/$1.sock" ] && [ $i -lt 600 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -S "$T/$1.sock" ]
+}
+
+# vg_stop NAME DESC: SIGTERM, then check valgrind's verdict.
+vg_stop() {
+	kill -TERM $VG
+	wait $VG
+	rc=$?
+	is "$rc" 0 "$2: valgrind reports no error (exit $rc)"
+	if [ "$rc" != 0 ]; then
+		grep -E '^==[0-9]+== +(at|by|Invalid|Conditional|Use|[0-9,]+ bytes)' \
+			"$T/$1.vg" | head -20 | sed 's/^/# /'
+	fi
+	like "$(tail -3 "$T/$1.log")" 'info: stopped' "$2: the daemon stops"
+}
+
+# wait_log NAME PATTERN: up to 60 s for PATTERN in the daemon's log.
+wait_log() {
+	i=0
+	while ! grep -q -- "$2" "$T/$1.log" && [ $i -lt 1200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	grep -q -- "$2" "$T/$1.log"
+}
+
+# 1. Start and stop.
+ok "idle: daemon starts under valgrind" vg_start idle
+vg_stop idle "idle"
+
+# 2. Stop with a stream running.
+ok "live stream: daemon starts under valgrind" vg_start live
+"$LDCLIENT" --epochs 0 --sleep-ms 20 --timeout-ms 60000 "$T/live.sock" "$D" \
+	>"$T/live.out" 2>&1 &
+cpid=$!
+wait_log live 'stream open'
+sleep 1
+vg_stop live "live stream"
+wait $cpid
+is "$?" 3 "live stream: the client gets an error, not a hang"
+
+# 3. Stop after streams that ended: one to its end, one whose client was
+# killed, and an OPEN refused.
+ok "ended streams: daemon starts under valgrind" vg_start ended
+out=$("$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/ended.sock" "$D")
+like "$out" 'total batches 40 samples 10000' "ended streams: a whole epoch"
+"$LDCLIENT" --epochs 0 --timeout-ms 60000 "$T/ended.sock" "$D" >/dev/null 2>&1 &
+cpid=$!
+sleep 1
+kill -9 $cpid
+wait $cpid 2>/dev/null
+out=$("$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/ended.sock" "$T/huge")
+like "$out" 'error: .*footer of 1073741824 bytes' "ended streams: a hostile shard is refused"
+# Both streams freed before the stop.
+i=0
+while [ "$(grep -c 'stream freed' "$T/ended.log")" -lt 2 ] && [ $i -lt 1200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+is "$(grep -c 'stream freed' "$T/ended.log")" 2 "ended streams: both streams freed"
+vg_stop ended "ended streams"
+
+# 4. Stop while six OPENs of the many-shard dataset are in flight: some
+# are queued on the thread pool (cancelled), some running (their streams
+# are torn down when they complete), some still sending their files.
+ok "opens in flight: daemon starts under valgrind" vg_start opening
+for i in 1 2 3 4 5 6; do
+	"$LDCLIENT" --epochs 1 --timeout-ms 60000 "$T/opening.sock" \
+		"$T/many/test" >/dev/null 2>&1 &
+done
+sleep 0.5
+vg_stop opening "opens in flight"
+wait
+echo "# at the stop: $(grep -c 'stream open' "$T/opening.log") of 6 streams" \
+	"open, $(grep -c 'stream freed' "$T/opening.log") freed after it"
