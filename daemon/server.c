@@ -260,9 +260,8 @@ static void teardown_done(uv_work_t *req, int status)
  * which first finish the batch in progress. c (what s holds) moves to
  * the teardown, and is given back when it is done.
  */
-static void teardown(struct server *srv, struct stream *s,
-		     struct producer *pr, uid_t uid, struct charge *c,
-		     const char *label)
+static void teardown(struct server *srv, struct stream *s, struct producer *pr,
+		     uid_t uid, struct charge *c, const char *label)
 {
 	struct teardown *t = calloc(1, sizeof(*t));
 	int err = t ? 0 : -ENOMEM;
