@@ -24,6 +24,7 @@
 #include "jroi.h"
 #include "loader_error.h"
 #include "../unit_util.h"
+#include "../ut_jpeg.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -89,40 +90,6 @@ static unsigned char *picture(uint32_t ch, uint64_t seed)
 	return px;
 }
 
-/* CMYK stored as CMYK (an Adobe marker with no transform), via libjpeg. */
-static unsigned char *encode_plain_cmyk(const unsigned char *px, bool prog,
-					size_t *len)
-{
-	struct jpeg_compress_struct c;
-	struct jpeg_error_mgr e;
-	unsigned char *out = NULL;
-	unsigned long n = 0;
-
-	c.err = jpeg_std_error(&e);
-	jpeg_create_compress(&c);
-	jpeg_mem_dest(&c, &out, &n);
-	c.image_width = IMG_W;
-	c.image_height = IMG_H;
-	c.input_components = 4;
-	c.in_color_space = JCS_CMYK;
-	jpeg_set_defaults(&c);
-	jpeg_set_colorspace(&c, JCS_CMYK);
-	jpeg_set_quality(&c, 90, TRUE);
-	if (prog)
-		jpeg_simple_progression(&c);
-	jpeg_start_compress(&c, TRUE);
-	while (c.next_scanline < c.image_height) {
-		JSAMPROW row =
-			(JSAMPROW)px + (size_t)c.next_scanline * IMG_W * 4;
-
-		jpeg_write_scanlines(&c, &row, 1);
-	}
-	jpeg_finish_compress(&c);
-	jpeg_destroy_compress(&c);
-	*len = n;
-	return out;
-}
-
 /* A JPEG of kind k; free with free(). */
 static unsigned char *encode(const struct kind *k, size_t *len)
 {
@@ -132,7 +99,7 @@ static unsigned char *encode(const struct kind *k, size_t *len)
 	tjhandle tc;
 
 	if (k->plain_cmyk) {
-		jpg = encode_plain_cmyk(px, k->progressive, len);
+		jpg = ut_encode_cmyk(px, IMG_W, IMG_H, k->progressive, len);
 		free(px);
 		return jpg;
 	}

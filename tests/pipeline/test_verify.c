@@ -31,6 +31,7 @@
 #include "shard.h"
 #include "verify.h"
 #include "../unit_util.h"
+#include "../ut_jpeg.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -66,39 +67,6 @@ struct payload {
 	size_t len;
 };
 
-static unsigned char *encode_plain_cmyk(const unsigned char *px, bool prog,
-					size_t *len)
-{
-	struct jpeg_compress_struct c;
-	struct jpeg_error_mgr e;
-	unsigned char *out = NULL;
-	unsigned long n = 0;
-
-	c.err = jpeg_std_error(&e);
-	jpeg_create_compress(&c);
-	jpeg_mem_dest(&c, &out, &n);
-	c.image_width = SIDE;
-	c.image_height = SIDE;
-	c.input_components = 4;
-	c.in_color_space = JCS_CMYK;
-	jpeg_set_defaults(&c);
-	jpeg_set_colorspace(&c, JCS_CMYK);
-	jpeg_set_quality(&c, 90, TRUE);
-	if (prog)
-		jpeg_simple_progression(&c);
-	jpeg_start_compress(&c, TRUE);
-	while (c.next_scanline < c.image_height) {
-		JSAMPROW row =
-			(JSAMPROW)px + (size_t)c.next_scanline * SIDE * 4;
-
-		jpeg_write_scanlines(&c, &row, 1);
-	}
-	jpeg_finish_compress(&c);
-	jpeg_destroy_compress(&c);
-	*len = n;
-	return out;
-}
-
 /* A good JPEG, malloc'd. */
 static unsigned char *encode(const struct good *g, unsigned seed, size_t *len)
 {
@@ -111,7 +79,7 @@ static unsigned char *encode(const struct good *g, unsigned seed, size_t *len)
 	cr_assert_not_null(px);
 	ut_picture(px, SIDE, SIDE, ch, seed);
 	if (g->plain_cmyk) {
-		jpg = encode_plain_cmyk(px, g->progressive, len);
+		jpg = ut_encode_cmyk(px, SIDE, SIDE, g->progressive, len);
 		free(px);
 		return jpg;
 	}

@@ -1,0 +1,50 @@
+/*
+ * ut_jpeg.h - JPEGs the unit tests need and TurboJPEG cannot write.
+ *
+ * Include after <stdio.h> (jpeglib.h needs FILE and size_t first) and
+ * <jpeglib.h>; link with libjpeg.
+ */
+#ifndef UT_JPEG_H
+#define UT_JPEG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * w x h CMYK pixels (4 bytes each, row after row) stored as CMYK: an
+ * Adobe marker with no transform, at quality 90, progressive if asked.
+ * Returns the JPEG (free() it) and its length in *len.
+ */
+static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
+					    unsigned h, bool prog, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr e;
+	unsigned char *out = NULL;
+	unsigned long n = 0;
+
+	c.err = jpeg_std_error(&e);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &out, &n);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 4;
+	c.in_color_space = JCS_CMYK;
+	jpeg_set_defaults(&c);
+	jpeg_set_colorspace(&c, JCS_CMYK);
+	jpeg_set_quality(&c, 90, TRUE);
+	if (prog)
+		jpeg_simple_progression(&c);
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * 4;
+
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	*len = n;
+	return out;
+}
+
+#endif /* UT_JPEG_H */
