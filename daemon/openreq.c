@@ -24,9 +24,14 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags & ~PROTO_OPEN_DIRECT || m->reserved || m->reserved2)
+	if (m->flags & ~PROTO_OPEN_DIRECT)
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
+	if (m->reserved || m->reserved2)
+		return diag_set(d, LOADER_EUSAGE,
+				"reserved %#" PRIx32 ", reserved2 %#" PRIx32
+				" (both must be 0)",
+				m->reserved, m->reserved2);
 	if (m->order > PROTO_ORDER_QUASI)
 		return diag_set(d, LOADER_EUSAGE, "unknown order %" PRIu32,
 				m->order);
