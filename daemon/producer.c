@@ -188,6 +188,9 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 		uint32_t c = __atomic_load_n(&pr->cons->cons, __ATOMIC_ACQUIRE);
 		uint64_t t0;
 
+		/* Once cancelled, never hand out a place, free or not. */
+		if (__atomic_load_n(&pr->cancel, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
 		if (!ring_cons_valid(pr->prod, c, pr->last_cons, slots)) {
 			char why[160];
 
@@ -203,8 +206,6 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 		pr->last_cons = c;
 		if (ring_pending(pr->prod, c) < slots)
 			break;
-		if (__atomic_load_n(&pr->cancel, __ATOMIC_ACQUIRE))
-			return -ECANCELED;
 		__atomic_store_n(&pr->hdr->daemon_waiting, 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&pr->cons->cons, __ATOMIC_SEQ_CST) == c) {
 			t0 = now_ns();
