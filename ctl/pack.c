@@ -381,10 +381,14 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 			diag_wrap(&j->d, err, "%s", where);
 			break;
 		}
-		/* Start a new shard when this record would overflow the target. */
+		/*
+		 * Start a new shard when this record would overflow the
+		 * target, or the records a shard may hold (tiny records).
+		 */
 		if (w && shard_writer_count(w) &&
-		    shard_writer_size(w) + rec + SHARD_INDEX_ENTRY >
-			    p->shard_size) {
+		    (shard_writer_size(w) + rec + SHARD_INDEX_ENTRY >
+			     p->shard_size ||
+		     shard_writer_count(w) == SHARD_MAX_RECORDS)) {
 			err = finish_shard(j, &w, &fd, name);
 			if (err)
 				break;
