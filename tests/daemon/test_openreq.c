@@ -1,0 +1,305 @@
+/*
+ * test_openreq.c - an OPEN request off the wire (daemon/openreq.c): a
+ * valid one maps field by field into the pipeline's stream_config, and
+ * every malformed one is refused with the right code and a reason that
+ * names what is wrong.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "loader_error.h"
+#include "openreq.h"
+#include "../unit_util.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A request that every field of the config can be told apart in. */
+static void valid_open(struct proto_open *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->batch_size = 32;
+	m->order = PROTO_ORDER_RANDOM;
+	m->seed = 0x0123456789abcdefull;
+	m->epochs = 3;
+	m->start_epoch = 5;
+	m->rank = 1;
+	m->world = 4;
+	m->drop_last = 1;
+	m->ring_slots = 4;
+	m->prefetch_bytes = 3u << 20;
+	m->threads = 2;
+	m->noutputs = 2;
+	m->flags = PROTO_OPEN_DIRECT;
+	strcpy(m->out[0].field, "image");
+	m->out[0].cast = PROTO_CAST_F32_UNIT;
+	strcpy(m->out[1].field, "label");
+	m->out[1].cast = PROTO_CAST_F32;
+	m->on_bad = PROTO_BAD_SKIP;
+	strcpy(m->pipeline, "crop 24");
+}
+
+Test(openreq, valid_maps_field_by_field)
+{
+	struct proto_open m;
+	struct stream_config c;
+	struct diag d = { "" };
+
+	valid_open(&m);
+	memset(&c, 0xa5, sizeof(c));
+	cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+	cr_expect_eq(c.batch_size, 32);
+	cr_expect_eq(c.order, ORDER_RANDOM);
+	cr_expect_eq(c.seed, 0x0123456789abcdefull);
+	cr_expect_eq(c.epochs, 3);
+	cr_expect_eq(c.start_epoch, 5);
+	cr_expect_eq(c.rank, 1);
+	cr_expect_eq(c.world, 4);
+	cr_expect(c.drop_last);
+	cr_expect(c.direct);
+	cr_expect_eq(c.prefetch_bytes, 3u << 20);
+	cr_expect_eq(c.threads, 2);
+	cr_expect_eq(c.on_bad, STREAM_BAD_SKIP);
+	cr_expect_eq(c.noutputs, 2);
+	cr_expect_str_eq(c.out[0].field, "image");
+	cr_expect_eq(c.out[0].cast, STREAM_CAST_F32_UNIT);
+	cr_expect_str_eq(c.out[1].field, "label");
+	cr_expect_eq(c.out[1].cast, STREAM_CAST_F32);
+	/* Unused outputs are cleared, not left as the caller had them. */
+	for (unsigned i = 2; i < STREAM_MAX_OUTPUTS; i++) {
+		cr_expect_eq(c.out[i].field[0], '\0', "output %u", i);
+		cr_expect_eq(c.out[i].cast, STREAM_CAST_NONE, "output %u", i);
+	}
+	/* The pipeline text is the request's own, not a copy. */
+	cr_expect_eq(c.pipeline, m.pipeline);
+	/* Left to the caller, and zero until it sets them. */
+	cr_expect_null(c.label);
+	cr_expect_eq(c.max_pixels, 0);
+}
+
+/* Every wire value of each enum becomes the pipeline's value of it. */
+Test(openreq, enums_map_to_pipeline_values)
+{
+	static const struct {
+		uint32_t wire;
+		enum order_kind kind;
+	} orders[] = {
+		{ PROTO_ORDER_SEQUENTIAL, ORDER_SEQUENTIAL },
+		{ PROTO_ORDER_RANDOM, ORDER_RANDOM },
+		{ PROTO_ORDER_QUASI, ORDER_QUASI },
+	};
+	static const struct {
+		uint32_t wire;
+		enum stream_cast cast;
+	} casts[] = {
+		{ PROTO_CAST_NONE, STREAM_CAST_NONE },
+		{ PROTO_CAST_F32_UNIT, STREAM_CAST_F32_UNIT },
+		{ PROTO_CAST_F32, STREAM_CAST_F32 },
+	};
+	static const struct {
+		uint32_t wire;
+		enum stream_bad bad;
+	} bads[] = {
+		{ PROTO_BAD_FAIL, STREAM_BAD_FAIL },
+		{ PROTO_BAD_SKIP, STREAM_BAD_SKIP },
+	};
+	struct proto_open m;
+	struct stream_config c;
+	struct diag d = { "" };
+
+	for (size_t i = 0; i < NELEM(orders); i++) {
+		valid_open(&m);
+		m.order = orders[i].wire;
+		cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+		cr_expect_eq(c.order, orders[i].kind, "order %u",
+			     orders[i].wire);
+	}
+	for (size_t i = 0; i < NELEM(casts); i++) {
+		valid_open(&m);
+		m.out[1].cast = casts[i].wire;
+		cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+		cr_expect_eq(c.out[1].cast, casts[i].cast, "cast %u",
+			     casts[i].wire);
+	}
+	for (size_t i = 0; i < NELEM(bads); i++) {
+		valid_open(&m);
+		m.on_bad = bads[i].wire;
+		cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+		cr_expect_eq(c.on_bad, bads[i].bad, "on_bad %u", bads[i].wire);
+	}
+	valid_open(&m);
+	m.flags = 0;
+	m.drop_last = 0;
+	cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+	cr_expect_not(c.direct);
+	cr_expect_not(c.drop_last);
+}
+
+/* ------------------------------------------------- edges that pass */
+
+static void no_outputs(struct proto_open *m)
+{
+	m->noutputs = 0;
+}
+
+static void max_outputs(struct proto_open *m)
+{
+	m->noutputs = PROTO_MAX_OUTPUTS;
+	for (unsigned i = 0; i < PROTO_MAX_OUTPUTS; i++)
+		snprintf(m->out[i].field, PROTO_NAME_MAX, "f%u", i);
+}
+
+static void longest_name(struct proto_open *m)
+{
+	memset(m->out[1].field, 'n', PROTO_NAME_MAX - 1);
+	m->out[1].field[PROTO_NAME_MAX - 1] = '\0';
+}
+
+static void longest_pipeline(struct proto_open *m)
+{
+	memset(m->pipeline, 'p', PROTO_PIPELINE_MAX - 1);
+	m->pipeline[PROTO_PIPELINE_MAX - 1] = '\0';
+}
+
+/* Outputs past noutputs are not looked at. */
+static void garbage_past_noutputs(struct proto_open *m)
+{
+	memset(m->out[2].field, 'x', PROTO_NAME_MAX);
+	m->out[2].cast = 99;
+}
+
+static void empty_pipeline(struct proto_open *m)
+{
+	m->pipeline[0] = '\0';
+}
+
+Test(openreq, edges_accepted)
+{
+	static const struct {
+		const char *why;
+		void (*mut)(struct proto_open *m);
+	} t[] = {
+		{ "no outputs", no_outputs },
+		{ "PROTO_MAX_OUTPUTS outputs", max_outputs },
+		{ "a name of PROTO_NAME_MAX - 1 bytes", longest_name },
+		{ "a pipeline of PROTO_PIPELINE_MAX - 1 bytes",
+		  longest_pipeline },
+		{ "garbage past noutputs", garbage_past_noutputs },
+		{ "no pipeline", empty_pipeline },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct proto_open m;
+		struct stream_config c;
+		struct diag d = { "" };
+
+		valid_open(&m);
+		t[i].mut(&m);
+		cr_expect_eq(openreq_config(&m, &c, &d), 0, "%s: %s", t[i].why,
+			     d.msg);
+		cr_expect_eq(c.noutputs, m.noutputs, "%s", t[i].why);
+		cr_expect_eq(c.pipeline, m.pipeline, "%s", t[i].why);
+		if (m.noutputs > 1)
+			cr_expect_eq(memcmp(c.out[1].field, m.out[1].field,
+					    PROTO_NAME_MAX),
+				     0, "%s", t[i].why);
+	}
+}
+
+/* ------------------------------------------------- malformed requests */
+
+static void unknown_flag(struct proto_open *m)
+{
+	m->flags |= 0x4;
+}
+
+static void reserved_set(struct proto_open *m)
+{
+	m->reserved = 1;
+}
+
+static void reserved2_set(struct proto_open *m)
+{
+	m->reserved2 = 0x80000000u;
+}
+
+static void order_3(struct proto_open *m)
+{
+	m->order = 3;
+}
+
+static void drop_last_2(struct proto_open *m)
+{
+	m->drop_last = 2;
+}
+
+static void on_bad_2(struct proto_open *m)
+{
+	m->on_bad = 2;
+}
+
+static void pipeline_unterminated(struct proto_open *m)
+{
+	memset(m->pipeline, 'p', sizeof(m->pipeline));
+}
+
+static void name_unterminated(struct proto_open *m)
+{
+	memset(m->out[1].field, 'n', PROTO_NAME_MAX);
+}
+
+static void cast_3(struct proto_open *m)
+{
+	m->out[1].cast = 3;
+}
+
+static void outputs_9(struct proto_open *m)
+{
+	m->noutputs = PROTO_MAX_OUTPUTS + 1;
+}
+
+Test(openreq, malformed_refused)
+{
+	static const struct {
+		const char *why;
+		void (*mut)(struct proto_open *m);
+		int code;
+		const char *needle; /* in the reason */
+	} t[] = {
+		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
+		  "unknown flags 0x5" },
+		{ "reserved != 0", reserved_set, LOADER_EUSAGE,
+		  "reserved 0x1" },
+		{ "reserved2 != 0", reserved2_set, LOADER_EUSAGE,
+		  "reserved2 0x80000000" },
+		{ "order 3", order_3, LOADER_EUSAGE, "unknown order 3" },
+		{ "drop_last 2", drop_last_2, LOADER_EUSAGE, "drop_last" },
+		{ "on_bad 2", on_bad_2, LOADER_EUSAGE, "bad sample policy 2" },
+		{ "pipeline without NUL", pipeline_unterminated, LOADER_EPROTO,
+		  "pipeline not terminated" },
+		{ "output name without NUL", name_unterminated, LOADER_EPROTO,
+		  "output 1: name not terminated" },
+		{ "cast 3", cast_3, LOADER_EUSAGE,
+		  "output label: unknown cast 3" },
+		{ "9 outputs", outputs_9, LOADER_EUSAGE,
+		  "9 outputs, at most 8" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct proto_open m;
+		struct stream_config c;
+		struct diag d = { "" };
+		int err;
+
+		valid_open(&m);
+		t[i].mut(&m);
+		err = openreq_config(&m, &c, &d);
+		cr_expect_eq(err, t[i].code, "%s: got %d (%s), want %d",
+			     t[i].why, err, d.msg, t[i].code);
+		cr_expect_not_null(strstr(d.msg, t[i].needle),
+				   "%s: reason \"%s\" lacks \"%s\"", t[i].why,
+				   d.msg, t[i].needle);
+	}
+}
