@@ -131,22 +131,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct uid_use *uid_use(struct server *srv, uid_t uid)
-{
-	struct uid_use *u;
-
-	for (u = srv->uids; u; u = u->next)
-		if (u->uid == uid)
-			return u;
-	u = calloc(1, sizeof(*u));
-	if (!u)
-		return NULL;
-	u->uid = uid;
-	u->next = srv->uids;
-	srv->uids = u;
-	return u;
-}
-
 /* The uid's entry if it has one (never allocates: for giving back). */
 static struct uid_use *uid_find(struct server *srv, uid_t uid)
 {
@@ -156,6 +140,22 @@ static struct uid_use *uid_find(struct server *srv, uid_t uid)
 		if (u->uid == uid)
 			return u;
 	return NULL;
+}
+
+/* The uid's entry, made on its first use; NULL when out of memory. */
+static struct uid_use *uid_use(struct server *srv, uid_t uid)
+{
+	struct uid_use *u = uid_find(srv, uid);
+
+	if (u)
+		return u;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->next = srv->uids;
+	srv->uids = u;
+	return u;
 }
 
 static void charge_release(struct server *srv, uid_t uid, struct charge *c)
