@@ -40,8 +40,9 @@ wait_log() {
 	done
 }
 
-"$TOOLS/mkhugefooter" "$T/h1" 1073741824
-"$TOOLS/mkhugefooter" "$T/h4" 4294967296
+printf 'x' >"$T/one"
+"$TOOLS/mkbadds" --claim-footer 1073741824 "$T/h1" "$T/one"
+"$TOOLS/mkbadds" --claim-footer 4294967296 "$T/h4" "$T/one"
 ok "daemon starts" start_daemon "$T/d.sock" --threads 1
 dpid=$DAEMON_PID
 
