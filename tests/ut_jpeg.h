@@ -1,8 +1,9 @@
 /*
  * ut_jpeg.h - JPEGs the unit tests need and TurboJPEG cannot write.
  *
- * Include after <stdio.h> (jpeglib.h needs FILE and size_t first) and
- * <jpeglib.h>; link with libjpeg.
+ * Include after <stdio.h> (jpeglib.h needs FILE and size_t first),
+ * <criterion/criterion.h>, <jpeglib.h> and <turbojpeg.h>; link with
+ * libjpeg and libturbojpeg.
  */
 #ifndef UT_JPEG_H
 #define UT_JPEG_H
@@ -45,6 +46,32 @@ static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
 	jpeg_destroy_compress(&c);
 	*len = n;
 	return out;
+}
+
+/*
+ * w x h pixels of TurboJPEG format pf at quality 90 with subsampling
+ * subsamp, progressive if asked; a failure fails the test. Returns the
+ * JPEG (free() it) and its length in *len.
+ */
+static inline unsigned char *ut_encode_tj(const unsigned char *px, int w, int h,
+					  int pf, int subsamp, bool prog,
+					  size_t *len)
+{
+	unsigned char *jpg = NULL, *copy;
+	unsigned long n = 0;
+	tjhandle tc = tjInitCompress();
+
+	cr_assert_not_null(tc);
+	cr_assert_eq(tjCompress2(tc, px, w, 0, h, pf, &jpg, &n, subsamp, 90,
+				 prog ? TJFLAG_PROGRESSIVE : 0),
+		     0, "tjCompress2: %s", tjGetErrorStr2(tc));
+	tjDestroy(tc);
+	copy = malloc(n);
+	cr_assert_not_null(copy);
+	memcpy(copy, jpg, n);
+	tjFree(jpg);
+	*len = n;
+	return copy;
 }
 
 #endif /* UT_JPEG_H */

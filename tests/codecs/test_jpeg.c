@@ -94,29 +94,15 @@ static unsigned char *picture(uint32_t ch, uint64_t seed)
 static unsigned char *encode(const struct kind *k, size_t *len)
 {
 	uint32_t ch = (uint32_t)tjPixelSize[k->pf];
-	unsigned char *px = picture(ch, 7), *jpg = NULL, *copy;
-	unsigned long n = 0;
-	tjhandle tc;
+	unsigned char *px = picture(ch, 7), *jpg;
 
-	if (k->plain_cmyk) {
+	if (k->plain_cmyk)
 		jpg = ut_encode_cmyk(px, IMG_W, IMG_H, k->progressive, len);
-		free(px);
-		return jpg;
-	}
-	tc = tjInitCompress();
-	cr_assert_not_null(tc);
-	cr_assert_eq(tjCompress2(tc, px, IMG_W, 0, IMG_H, k->pf, &jpg, &n,
-				 k->subsamp, 90,
-				 k->progressive ? TJFLAG_PROGRESSIVE : 0),
-		     0, "%s: %s", k->name, tjGetErrorStr2(tc));
-	tjDestroy(tc);
+	else
+		jpg = ut_encode_tj(px, IMG_W, IMG_H, k->pf, k->subsamp,
+				   k->progressive, len);
 	free(px);
-	copy = malloc(n);
-	cr_assert_not_null(copy);
-	memcpy(copy, jpg, n);
-	tjFree(jpg);
-	*len = n;
-	return copy;
+	return jpg;
 }
 
 /*
