@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -73,6 +74,13 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 #define LOADER_MANIFEST_VERSION 1
 #define LOADER_REASON_LEN	1024
 /*
+ * The smallest struct loader_opts and loader_stats a caller can know:
+ * their layouts at LOADER_VERSION 1.0, the first with a size field.
+ * Later versions only append fields.
+ */
+#define LOADER_OPTS_SIZE_1  (offsetof(struct loader_opts, start_batch) + 8)
+#define LOADER_STATS_SIZE_1 (offsetof(struct loader_stats, daemon_rss) + 8)
+/*
  * Spin this many rounds before sleeping: a batch that is a few
  * microseconds away is cheaper to wait for awake than through a futex
  * round trip.
@@ -115,9 +123,13 @@ struct loader {
 	uint32_t noutputs;
 	struct loader_output out[PROTO_MAX_OUTPUTS];
 
-	uint32_t next;	  /* our consumer index: the next batch to read */
-	bool outstanding; /* batch `next` is handed out, not released */
-	uint64_t outstanding_seq;
+	/*
+	 * Batches [released, next) are held by the caller: at most
+	 * slot_count - 1 of them, so that the daemon always has a slot to
+	 * fill. `released` is what we last stored in the consumer page.
+	 */
+	uint32_t next;	   /* the next batch to read */
+	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
 
 	struct loader_stats st;
@@ -187,6 +199,36 @@ static size_t loader_dtype_size(uint32_t dtype)
 
 /* ---- options ------------------------------------------------------------ */
 
+/*
+ * The caller's options as this library knows them: o->size bytes of
+ * them, the rest zero. A caller built against a newer header may pass a
+ * larger struct as long as the fields this library does not know are
+ * zero (their defaults).
+ */
+static int loader_copy_opts(struct loader *l, const struct loader_opts *in,
+			    struct loader_opts *o)
+{
+	const unsigned char *p = (const unsigned char *)in;
+
+	memset(o, 0, sizeof(*o));
+	if (!in)
+		return 0;
+	if (in->size < LOADER_OPTS_SIZE_1)
+		return loader_fail(
+			l, LOADER_EUSAGE,
+			"struct loader_opts: size %u is not set (initialise it with LOADER_OPTS_INIT)",
+			in->size);
+	for (size_t i = sizeof(*o); i < in->size; i++)
+		if (p[i])
+			return loader_fail(
+				l, LOADER_EUSAGE,
+				"struct loader_opts: byte %zu is set, past the %zu bytes this library (version %d.%d) knows",
+				i, sizeof(*o), LOADER_VERSION_MAJOR,
+				LOADER_VERSION_MINOR);
+	memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));
+	return 0;
+}
+
 /* Fill the OPEN message from the caller's options and their defaults. */
 static int loader_make_open(struct loader *l, const struct loader_opts *o,
 			    struct proto_open *po)
@@ -209,6 +251,7 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	po->threads = o->threads;
 	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
 	po->on_bad = o->on_bad;
+	po->start_batch = o->start_batch;
 	if (o->pipeline) {
 		size_t n = strlen(o->pipeline);
 
@@ -879,14 +922,31 @@ static int loader_map(struct loader *l, int fds[2],
 			(unsigned long long)ok->cons_bytes);
 		goto out;
 	}
-	l->hdr = mmap(NULL, (size_t)ok->ring_bytes, PROT_READ, MAP_SHARED,
-		      fds[0], 0);
+	/*
+	 * The slots writable, so that a consumer may change a batch it holds
+	 * in place (ring.h); the header read-only, so that a stray write to
+	 * it faults here rather than confuse this library later.
+	 */
+	l->hdr = mmap(NULL, (size_t)ok->ring_bytes, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, fds[0], 0);
 	if (l->hdr == MAP_FAILED) {
 		l->hdr = NULL;
-		err = loader_fail(l, -errno, "mmap ring: %s", strerror(errno));
+		if (errno == EPERM)
+			err = loader_fail(
+				l, LOADER_EVERSION,
+				"the ring cannot be mapped writable: loaderd is older than this library (ring version %d)",
+				RING_VERSION);
+		else
+			err = loader_fail(l, -errno, "mmap ring: %s",
+					  strerror(errno));
 		goto out;
 	}
 	l->ring_bytes = (size_t)ok->ring_bytes;
+	if (mprotect(l->hdr, RING_PAGE, PROT_READ)) {
+		err = loader_fail(l, -errno, "mprotect ring header: %s",
+				  strerror(errno));
+		goto out;
+	}
 	l->cons = mmap(NULL, (size_t)ok->cons_bytes, PROT_READ | PROT_WRITE,
 		       MAP_SHARED, fds[1], 0);
 	if (l->cons == MAP_FAILED) {
@@ -936,6 +996,7 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 	 * need not start at 0.
 	 */
 	l->next = __atomic_load_n(&l->cons->cons, __ATOMIC_ACQUIRE);
+	l->released = l->next;
 	return 0;
 }
 
@@ -943,7 +1004,7 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 			   const struct loader_opts *opts, char *errbuf,
 			   size_t errlen)
 {
-	static const struct loader_opts none;
+	struct loader_opts opt;
 	struct proto_open po;
 	struct loader *l;
 	uint32_t first_seq = 0;
@@ -958,19 +1019,19 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 		return -EINVAL;
 	}
 	*out = NULL;
-	if (!opts)
-		opts = &none;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->sock = -1;
-	l->timeout_ms =
-		opts->timeout_ms ? opts->timeout_ms : LOADER_TIMEOUT_DEFAULT;
-
-	err = loader_make_open(l, opts, &po);
+	err = loader_copy_opts(l, opts, &opt);
 	if (err)
 		goto fail;
-	err = loader_connect(l, opts);
+	l->timeout_ms = opt.timeout_ms ? opt.timeout_ms : LOADER_TIMEOUT_DEFAULT;
+
+	err = loader_make_open(l, &opt, &po);
+	if (err)
+		goto fail;
+	err = loader_connect(l, &opt);
 	if (err)
 		goto fail;
 	err = loader_hello(l);
@@ -1110,7 +1171,7 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 
 	if (!l || !b)
 		return -EINVAL;
-	if (l->outstanding)
+	if (l->next - l->released >= l->slot_count - 1)
 		return -EBUSY;
 	if (l->final)
 		return l->final;
@@ -1134,6 +1195,14 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 	slot = l->slots +
 	       (uint64_t)ring_slot_of(l->next, l->slot_count) * l->slot_size;
 	memcpy(&rs, slot, sizeof(rs));
+	/* loader_release() knows a batch by its seq: it must be its index. */
+	if ((uint32_t)rs.seq != l->next) {
+		l->final = loader_fail(
+			l, LOADER_EPROTO,
+			"ring: slot of batch %" PRIu32 " holds batch %" PRIu64,
+			l->next, rs.seq);
+		return l->final;
+	}
 	if (rs.count > l->batch_size) {
 		l->final = loader_fail(
 			l, LOADER_EPROTO,
@@ -1160,8 +1229,7 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 		t->bytes = (size_t)(rs.count * o->sample_bytes);
 		bytes += t->bytes;
 	}
-	l->outstanding = true;
-	l->outstanding_seq = rs.seq;
+	l->next++;
 	l->st.batches++;
 	l->st.samples += rs.count;
 	l->st.bytes += bytes;
@@ -1172,16 +1240,16 @@ LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 {
 	if (!l || !b)
 		return -EINVAL;
-	if (!l->outstanding || b->seq != l->outstanding_seq)
+	/* Only the oldest batch held: the daemon's index says "all before". */
+	if (l->released == l->next || (uint32_t)b->seq != l->released)
 		return -EINVAL;
-	l->outstanding = false;
-	l->next++;
+	l->released++;
 	/*
 	 * Store cons, then read the daemon's flag, both seq_cst: the mirror
 	 * of the daemon's side (ring.h), so that a daemon waiting for a free
 	 * slot is never left asleep.
 	 */
-	__atomic_store_n(&l->cons->cons, l->next, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&l->cons->cons, l->released, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&l->hdr->daemon_waiting, __ATOMIC_SEQ_CST))
 		futex_wake_shared(&l->cons->cons);
 	return 0;
@@ -1192,19 +1260,50 @@ LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)
 	union loader_reply r;
 	int err;
 
+	struct loader_stats all;
+	uint32_t size;
+
 	if (!l || !st)
 		return -EINVAL;
-	*st = l->st;
+	size = st->size;
+	if (size < LOADER_STATS_SIZE_1)
+		return loader_fail(
+			l, LOADER_EUSAGE,
+			"struct loader_stats: size %u is not set (initialise it with LOADER_STATS_INIT)",
+			size);
+	all = l->st;
 	err = msg_send(l->sock, PROTO_STATS, ++l->seq, NULL, 0, NULL, 0);
 	if (err)
 		return loader_send_failed(l, err, PROTO_STATS);
 	err = loader_reply(l, l->seq, PROTO_STATS_OK, &r, NULL, 0, NULL);
 	if (err)
 		return err;
-	st->daemon_bytes_read = r.stats.bytes_read;
-	st->daemon_bad_samples = r.stats.bad_samples;
-	st->daemon_rss = r.stats.rss_bytes;
+	all.daemon_bytes_read = r.stats.bytes_read;
+	all.daemon_bad_samples = r.stats.bad_samples;
+	all.daemon_rss = r.stats.rss_bytes;
+	all.size = size;
+	memcpy(st, &all, size < sizeof(all) ? size : sizeof(all));
 	return 0;
+}
+
+LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)
+{
+	return l ? l->st.batches_per_epoch : 0;
+}
+
+LOADER_API uint64_t loader_samples(const struct loader *l)
+{
+	return l ? l->st.dataset_samples : 0;
+}
+
+LOADER_API uint32_t loader_slots(const struct loader *l)
+{
+	return l ? l->slot_count : 0;
+}
+
+LOADER_API int loader_version(void)
+{
+	return LOADER_VERSION;
 }
 
 LOADER_API const char *loader_reason(const struct loader *l)

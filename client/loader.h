@@ -30,6 +30,18 @@
 extern "C" {
 #endif
 
+/*
+ * The library's version. LOADER_VERSION is what this header describes;
+ * loader_version() what the library that was loaded implements. A
+ * program built against major M runs with any library of major M and a
+ * minor at least as high as its own (the structs below only grow, at
+ * their end, and their size field tells the library which layout the
+ * caller knows).
+ */
+#define LOADER_VERSION_MAJOR 1
+#define LOADER_VERSION_MINOR 0
+#define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
+
 /* Sample orders (DESIGN.md, "Sample order"). */
 enum loader_order {
 	LOADER_ORDER_SEQUENTIAL = 0,
@@ -70,10 +82,17 @@ enum loader_bad {
 #define LOADER_MAX_DIMS	   5
 
 /*
- * Stream options. Zero-initialise, then set what you need: every zero
- * field means its default.
+ * Stream options. Initialise with LOADER_OPTS_INIT (or zero and set
+ * size), then set what you need: every other zero field means its
+ * default.
  */
 struct loader_opts {
+	/*
+	 * sizeof(struct loader_opts) as the caller was compiled: the
+	 * library reads only that much and takes later fields as zero, and
+	 * refuses a larger struct whose unknown tail is not zero.
+	 */
+	uint32_t size;
 	/* Daemon socket; NULL: $LOADERD_SOCKET, else
 	 * $XDG_RUNTIME_DIR/loaderd.sock, else /run/loaderd/loaderd.sock. */
 	const char *socket_path;
@@ -105,9 +124,23 @@ struct loader_opts {
 	uint32_t direct;	 /* 1: the daemon reads with O_DIRECT (bypassing
 			   the page cache; for datasets larger than RAM) */
 	int timeout_ms;		 /* for connect and replies; default 10000 */
+	/*
+	 * The first batch of start_epoch to deliver (0..batches per epoch
+	 * - 1): a stream resumed at (start_epoch, start_batch) delivers the
+	 * very batches an uninterrupted one would from there on.
+	 */
+	uint64_t start_batch;
 };
 
-/* One output of a batch: a view into the ring, read-only. */
+#define LOADER_OPTS_INIT  { .size = sizeof(struct loader_opts) }
+#define LOADER_STATS_INIT { .size = sizeof(struct loader_stats) }
+
+/*
+ * One output of a batch: a view into the ring. The memory is this
+ * stream's alone and mapped writable, so a consumer may modify a batch
+ * in place while it holds it (the daemon never reads slot data back);
+ * a write after loader_release() corrupts only batches of this stream.
+ */
 struct loader_tensor {
 	const char *name;
 	const void *data;
@@ -132,6 +165,10 @@ struct loader_batch {
 };
 
 struct loader_stats {
+	/* sizeof(struct loader_stats) as the caller knows it, set by the
+	 * caller: the library fills that much. */
+	uint32_t size;
+	uint32_t reserved;
 	uint64_t batches; /* received by this client */
 	uint64_t samples;
 	uint64_t bytes;	  /* output bytes received */
@@ -157,18 +194,37 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 
 /*
  * Wait up to timeout_ms (< 0: for ever) for the next batch and describe
- * it in *b. Returns 0, -ETIMEDOUT, LOADER_EEND after the last epoch,
- * LOADER_ESTREAM if the daemon failed the stream, -EPIPE if the daemon
- * went away, or -EBUSY if the previous batch was not released.
+ * it in *b. A client may hold up to ring slots - 1 batches at once
+ * (loader_slots() - 1), released in the order they came. Returns 0,
+ * -ETIMEDOUT, LOADER_EEND after the last epoch, LOADER_ESTREAM if the
+ * daemon failed the stream, -EPIPE if the daemon went away, or -EBUSY
+ * if that many batches are held.
  */
 LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 			   int timeout_ms);
 
-/* Give batch b's slot back to the daemon. b stops being valid. */
+/*
+ * Give batch b's slot back to the daemon; b stops being valid. b must
+ * be the oldest batch held: -EINVAL otherwise.
+ */
 LOADER_API int loader_release(struct loader *l, const struct loader_batch *b);
 
-/* Counters, including the daemon's (one round trip). */
+/*
+ * Counters, including the daemon's (one round trip). st->size must be
+ * set (LOADER_STATS_INIT); fields past it are left alone.
+ */
 LOADER_API int loader_stats(struct loader *l, struct loader_stats *st);
+
+/*
+ * The stream's shape, known since loader_open() (no round trip):
+ * batches per epoch, samples in the dataset (all ranks), and ring slots.
+ */
+LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l);
+LOADER_API uint64_t loader_samples(const struct loader *l);
+LOADER_API uint32_t loader_slots(const struct loader *l);
+
+/* LOADER_VERSION of the library that was loaded. */
+LOADER_API int loader_version(void);
 
 /* The daemon's reason for the last failure; never NULL. */
 LOADER_API const char *loader_reason(const struct loader *l);

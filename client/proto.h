@@ -36,7 +36,7 @@
 #endif
 
 #define PROTO_MAGIC	   0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION	   1
+#define PROTO_VERSION	   2 /* 2: OPEN carries start_batch */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -142,6 +142,8 @@ struct proto_open {
 	 * cannot be an output).
 	 */
 	char pipeline[PROTO_PIPELINE_MAX];
+	/* The first batch of start_epoch to deliver (< batches per epoch). */
+	uint64_t start_batch;
 };
 
 struct proto_open_ok {
@@ -187,7 +189,7 @@ static inline uint32_t proto_payload_size(uint16_t type)
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
 _Static_assert(sizeof(struct proto_open) ==
-		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX,
+		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX + 8,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

@@ -3,9 +3,13 @@
  *
  * Two memfds per stream:
  *  - the ring: a header page, then ring_slot_count slots of slot_size
- *    bytes. The daemon writes it; it seals the memfd against resizing and
- *    against new writable mappings (F_SEAL_FUTURE_WRITE), so the client
- *    can map it read-only only.
+ *    bytes. The daemon writes it and never reads any of it back (it
+ *    works from its own copy of the layout); it seals the memfd against
+ *    resizing. The client maps the header read-only and the slots
+ *    read-write, so that a consumer may modify a batch it holds in place
+ *    (a Python user's x.sub_(1)): the memfd is this stream's alone, so
+ *    such a write can reach no other client, and writing where it should
+ *    not corrupts only this stream's batches.
  *  - the consumer page: the only memory the client writes. It holds the
  *    consumer index, which the daemon treats as untrusted input: it only
  *    ever moves forward, by at most the number of published batches.
@@ -34,7 +38,7 @@
 #include "proto.h"
 
 #define RING_MAGIC    0x47524c4cu /* "LLRG" in memory */
-#define RING_VERSION  1
+#define RING_VERSION  2 /* 2: slots writable by the client */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */

@@ -66,6 +66,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	c->seed = m->seed;
 	c->epochs = m->epochs;
 	c->start_epoch = m->start_epoch;
+	c->start_batch = m->start_batch;
 	c->rank = m->rank;
 	c->world = m->world;
 	c->drop_last = m->drop_last;

@@ -47,6 +47,11 @@ TIE(STREAM_MAX_OUTPUTS, PROTO_MAX_OUTPUTS);
 TIE(STREAM_MAX_DIMS + 1, RING_MAX_DIMS);
 TIE(STREAM_NAME_MAX, PROTO_NAME_MAX);
 
+/*
+ * The client maps the ring's slots writable (ring.h), and with them the
+ * header: nothing in the ring is read back here. The layout the sink
+ * works from is this private copy; the shared header is only written.
+ */
 struct producer {
 	struct stream_sink sink;
 	char label[128];
@@ -55,6 +60,9 @@ struct producer {
 	struct ring_cons *cons;
 	size_t ring_bytes;
 	uint64_t slot_size;
+	uint32_t slots, noutputs;
+	uint64_t ids_offset;
+	uint64_t offsets[STREAM_MAX_OUTPUTS];
 	uint32_t prod, last_cons;
 	bool cancel;
 	uint64_t stall_ns; /* atomic */
@@ -96,7 +104,7 @@ static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
 	}
 	/*
 	 * Sealed after our own writable mapping exists: the client cannot
-	 * resize the file, and (ring) cannot map it writable.
+	 * resize the file (which would turn our writes into SIGBUS).
 	 */
 	if (fcntl(fd, F_ADD_SEALS, seals)) {
 		int err = -errno;
@@ -171,7 +179,7 @@ static void ring_finish(struct producer *pr, uint32_t state, int err,
 static unsigned char *slot_at(struct producer *pr, uint32_t k)
 {
 	return (unsigned char *)pr->hdr + RING_PAGE +
-	       ring_slot_of(k, pr->hdr->slot_count) * pr->slot_size;
+	       ring_slot_of(k, pr->slots) * pr->slot_size;
 }
 
 /*
@@ -181,7 +189,7 @@ static unsigned char *slot_at(struct producer *pr, uint32_t k)
 static int sink_acquire(void *ctx, struct stream_batch *b)
 {
 	struct producer *pr = ctx;
-	uint32_t slots = pr->hdr->slot_count;
+	uint32_t slots = pr->slots;
 	unsigned char *slot;
 
 	for (;;) {
@@ -216,9 +224,9 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 		__atomic_store_n(&pr->hdr->daemon_waiting, 0, __ATOMIC_SEQ_CST);
 	}
 	slot = slot_at(pr, pr->prod);
-	b->ids = (uint64_t *)(slot + pr->hdr->ids_offset);
-	for (uint32_t i = 0; i < pr->hdr->noutputs; i++)
-		b->out[i] = slot + pr->hdr->out[i].offset;
+	b->ids = (uint64_t *)(slot + pr->ids_offset);
+	for (uint32_t i = 0; i < pr->noutputs; i++)
+		b->out[i] = slot + pr->offsets[i];
 	return 0;
 }
 
@@ -301,10 +309,14 @@ int producer_new(struct producer **out, const struct producer_params *p,
 			       slots, pr->slot_size, p->max_bytes);
 		goto fail;
 	}
+	/*
+	 * No F_SEAL_FUTURE_WRITE: the client maps the slots writable, so
+	 * that an in-place operation on a delivered tensor (a Python user's
+	 * x.sub_(1)) works instead of killing the trainer with SIGSEGV. The
+	 * memfd is this stream's alone, and nothing in it is read back.
+	 */
 	fd = make_memfd("loaderd-ring", pr->ring_bytes,
-			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
-				F_SEAL_SEAL,
-			&map, d);
+			F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, &map, d);
 	if (fd < 0) {
 		err = fd;
 		goto fail;
@@ -319,6 +331,10 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	}
 	pr->cons_fd = fd;
 	pr->cons = map;
+	pr->slots = slots;
+	pr->noutputs = p->lay->noutputs;
+	pr->ids_offset = ids;
+	memcpy(pr->offsets, offsets, sizeof(pr->offsets));
 	write_header(pr, p, slots, ids, offsets);
 	*out = pr;
 	return 0;

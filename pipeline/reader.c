@@ -315,8 +315,10 @@ void *reader_main(void *arg)
 		     "%s: io_uring unavailable (%s): reading with pread",
 		     s->label, strerror(-r));
 	for (; s->c.epochs == 0 || e < s->c.start_epoch + s->c.epochs; e++) {
+		uint64_t b = e == s->c.start_epoch ? s->c.start_batch : 0;
+
 		order_set_epoch(s->order, e);
-		for (uint64_t b = 0; b < s->lay.batches_per_epoch; b++) {
+		for (; b < s->lay.batches_per_epoch; b++) {
 			struct diag d = { { 0 } };
 
 			pb = next_free_pb(s);

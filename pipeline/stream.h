@@ -54,6 +54,9 @@ struct stream_config {
 	uint64_t seed;
 	uint32_t epochs; /* 0: endless */
 	uint32_t start_epoch;
+	/* The first batch of start_epoch (< batches per epoch): resuming
+	 * there delivers what an uninterrupted stream would. */
+	uint64_t start_batch;
 	uint32_t rank, world; /* rank < world <= STREAM_MAX_WORLD; 0: 1 */
 	bool drop_last;
 	bool direct;		 /* read the shards with O_DIRECT */

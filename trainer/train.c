@@ -370,7 +370,7 @@ static int join(char *buf, size_t len, const char *dir, const char *sub)
 
 static void stream_opts(const struct cfg *c, struct loader_opts *lo)
 {
-	memset(lo, 0, sizeof(*lo));
+	*lo = (struct loader_opts)LOADER_OPTS_INIT;
 	lo->socket_path = c->socket;
 	lo->outputs = OUTPUTS;
 	lo->batch_size = (uint32_t)c->batch;
@@ -560,7 +560,6 @@ static int train(const struct cfg *c, struct mlp *m, const char *trainp,
 		 const char *testp, struct run *r)
 {
 	struct loader_opts lo;
-	struct loader_stats st;
 	struct loader_batch b;
 	struct loader *l = NULL;
 	struct epoch e = { 0 };
@@ -583,9 +582,7 @@ static int train(const struct cfg *c, struct mlp *m, const char *trainp,
 		loader_fail("open train stream", err, errbuf);
 		return err;
 	}
-	/* Without the count we fall back to watching batch.epoch change. */
-	if (!loader_stats(l, &st))
-		bpe = st.batches_per_epoch;
+	bpe = loader_batches_per_epoch(l);
 
 	for (;;) {
 		t0 = now();

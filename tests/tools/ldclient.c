@@ -7,7 +7,10 @@
  * digest of every id and output byte (--hash), every sample id (--ids),
  * the outputs' shapes (--shapes), or the cost of a handoff (--handoff).
  * It can also stop consuming (--hold-after) or go slowly (--sleep-ms) for
- * the tests that kill one side. --pipeline and --on-bad set the image
+ * the tests that kill one side. --keep K holds up to K batches at once,
+ * releasing the oldest when K are held (and checks that releasing the
+ * newest first is refused); --batch-hash prints a digest of each batch;
+ * --start-batch N starts the first epoch at its batch N. --pipeline and --on-bad set the image
  * pipeline and bad-sample policy; --stats prints the daemon's counters
  * (bad samples among them) at the end; --warmup N starts the rate's
  * clock after the first N batches, as the torchvision peer does. Exit status: 0 at the end of the stream,
@@ -50,6 +53,7 @@ static void usage(void)
 		"  [--hash] [--ids] [--shapes] [--hold-after N] [--sleep-ms T]\n"
 		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct]\n"
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
+		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -82,8 +86,11 @@ int main(int argc, char **argv)
 					    { "on-bad", 1, 0, 'B' },
 					    { "stats", 0, 0, 'Q' },
 					    { "warmup", 1, 0, 'W' },
+					    { "keep", 1, 0, 'K' },
+					    { "batch-hash", 0, 0, 'G' },
+					    { "start-batch", 1, 0, 'N' },
 					    { 0, 0, 0, 0 } };
-	struct loader_opts o = { .epochs = 1 };
+	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
 	uint64_t batch_bytes = 0;
@@ -95,6 +102,9 @@ int main(int argc, char **argv)
 	uint64_t *lat = NULL, nlat = 0, t0, warmup = 0, ns0 = 0, bytes0 = 0;
 	unsigned char *copy = NULL;
 	size_t copy_cap = 0;
+	static struct loader_batch held[1024];
+	long keep = 1, nheld = 0, first = 0;
+	int bhash = 0, order_err = 0;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -129,6 +139,13 @@ int main(int argc, char **argv)
 		case 'L': o.pipeline = optarg; break;
 		case 'Q': stats = 1; break;
 		case 'W': warmup = strtoull(optarg, NULL, 10); break;
+		case 'K':
+			keep = atol(optarg);
+			if (keep < 1 || keep > 1024)
+				usage();
+			break;
+		case 'G': bhash = 1; break;
+		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
 		case 'B':
 			if (!strcmp(optarg, "skip"))
 				o.on_bad = LOADER_BAD_SKIP;
@@ -188,6 +205,20 @@ int main(int argc, char **argv)
 				printf("id %" PRIu32 " %" PRIu64 " %" PRIu64
 				       "\n",
 				       b.epoch, b.index, b.ids[i]);
+		if (bhash) {
+			XXH3_state_t *bx = XXH3_createState();
+
+			XXH3_64bits_reset(bx);
+			XXH3_64bits_update(bx, b.ids, b.count * sizeof(*b.ids));
+			for (uint32_t k = 0; k < b.noutputs; k++)
+				XXH3_64bits_update(bx, b.out[k].data,
+						   b.out[k].bytes);
+			printf("batch %" PRIu32 " %" PRIu64 " %" PRIu32
+			       " xxh3 %016" PRIx64 "\n",
+			       b.epoch, b.index, b.count,
+			       XXH3_64bits_digest(bx));
+			XXH3_freeState(bx);
+		}
 		if (hash) {
 			XXH3_64bits_update(xx, b.ids, b.count * sizeof(*b.ids));
 			for (uint32_t k = 0; k < b.noutputs; k++)
@@ -216,7 +247,20 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			pause();
 		}
-		loader_release(l, &b);
+		/*
+		 * Hold up to `keep` batches; release the oldest when that
+		 * many are held. Releasing out of order must be refused.
+		 */
+		held[(first + nheld) % 1024] = b;
+		nheld++;
+		if (nheld >= 2 && loader_release(l, &held[(first + nheld - 1) %
+							  1024]) != -EINVAL)
+			order_err = 1;
+		if (nheld == keep) {
+			loader_release(l, &held[first]);
+			first = (first + 1) % 1024;
+			nheld--;
+		}
 		a1 = now_ns();
 		if (handoff && nb % 8 != 1 && nlat < (uint64_t)handoff * 64)
 			lat[nlat++] = a1 - a0; /* not the first after a fill */
@@ -252,7 +296,7 @@ int main(int argc, char **argv)
 		       (bytes - bytes0) / s / 1e9, warmup);
 	}
 	if (stats) {
-		struct loader_stats st;
+		struct loader_stats st = LOADER_STATS_INIT;
 		int e = loader_stats(l, &st);
 
 		if (e)
@@ -294,6 +338,10 @@ int main(int argc, char **argv)
 		free(dst);
 	}
 	rc = 0;
+	if (order_err) {
+		printf("error: a release out of order was accepted\n");
+		rc = 3;
+	}
 	if (r && r != LOADER_EEND &&
 	    !(handoff && nb >= (uint64_t)handoff * 8)) {
 		printf("error: %s: %s\n", loader_strerror(r), loader_reason(l));

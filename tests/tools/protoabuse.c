@@ -1644,6 +1644,7 @@ static int case_bystander(struct ctx *c, const void *arg)
 static int case_libloader(struct ctx *c, const void *arg)
 {
 	struct loader_opts o = {
+		.size = sizeof(o),
 		.socket_path = c->sock,
 		.outputs = "image:unit,label",
 		.epochs = 1,
