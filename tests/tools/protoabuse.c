@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "futex.h"
 #include "loader.h"
 #include "msg.h"
 #include "proto.h"
@@ -828,7 +829,7 @@ static const uint16_t type_error = PROTO_ERROR;
 
 static int case_hello_v2(struct ctx *c, const void *arg)
 {
-	struct proto_hello m = { .version = 2 };
+	struct proto_hello m = { .version = PROTO_VERSION + 1 };
 	uint32_t seq = ++c->seq;
 	int fd = dial(c), r;
 
@@ -1424,14 +1425,25 @@ static const enum files_kind fk_o_path = FK_O_PATH;
 /* ---- the ring ------------------------------------------------------------ */
 
 /* The ring memfd is sealed: no writable mapping, no write, no resize. */
-static int case_ring_sealed(struct ctx *c, const void *arg)
+/*
+ * The client may map its ring writable (in-place ops on the batches it
+ * holds), but nothing it writes there reaches the daemon: it scribbles
+ * over the whole ring, header included, while an endless stream runs
+ * and it releases batch after batch, and the daemon goes on filling
+ * slots. The memfds still cannot be resized.
+ */
+static int case_ring_scribbled(struct ctx *c, const void *arg)
 {
 	struct proto_open o;
 	struct fx x;
-	void *map;
+	unsigned char *map = MAP_FAILED;
+	uint32_t released = 0, known = 0;
+	int64_t end;
 	int r;
 
 	base_open(&o);
+	o.epochs = 0;
+	o.ring_slots = 2;
 	r = fx_open(c, &x, &o);
 	if (r == 1)
 		r = fail(c, "a valid OPEN was refused: %s", x.reason);
@@ -1439,27 +1451,50 @@ static int case_ring_sealed(struct ctx *c, const void *arg)
 		goto out;
 	map = mmap(NULL, x.ok.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   x.ring_fd, 0);
-	if (map != MAP_FAILED) {
-		munmap(map, x.ok.ring_bytes);
-		r = fail(c, "the ring maps PROT_WRITE MAP_SHARED");
-	} else if (errno != EPERM) {
-		r = fail(c, "mmap PROT_WRITE MAP_SHARED: %s, expected EPERM",
-			 strerror(errno));
+	if (map == MAP_FAILED) {
+		r = fail(c, "mmap PROT_WRITE MAP_SHARED: %s", strerror(errno));
+		goto out;
 	}
-	if (!r && !mprotect((void *)x.hdr, RING_PAGE, PROT_READ | PROT_WRITE))
-		r = fail(c, "mprotect made the read-only ring writable");
-	if (!r && pwrite(x.ring_fd, "x", 1, 0) >= 0)
-		r = fail(c, "write() to the ring memfd succeeded");
-	if (!r && !ftruncate(x.ring_fd, (off_t)x.ok.ring_bytes / 2))
+	/*
+	 * Twenty batches, each released after the whole ring was
+	 * overwritten: the producer reads back nothing of it.
+	 */
+	end = now_ms() + PA_RING_MS;
+	while (released < 20 && now_ms() < end) {
+		uint32_t prod = ring_prod(&x);
+
+		/* Our own scribbles read as garbage until the next publish. */
+		if (prod - released <= o.ring_slots &&
+		    (int32_t)(prod - known) > 0)
+			known = prod;
+		if (known == released) {
+			nap_ms(1);
+			continue;
+		}
+		memset(map, 0xa5, x.ok.ring_bytes);
+		released++;
+		__atomic_store_n(&x.cons->cons, released, __ATOMIC_SEQ_CST);
+		futex_wake_shared(&x.cons->cons);
+	}
+	if (released < 20) {
+		r = fail(c, "only %" PRIu32 " batches within %d ms", released,
+			 PA_RING_MS);
+		goto out;
+	}
+	if (!ftruncate(x.ring_fd, (off_t)x.ok.ring_bytes / 2))
 		r = fail(c, "the ring memfd could be shrunk");
 	if (!r && !ftruncate(x.cons_fd, 0))
 		r = fail(c, "the consumer memfd could be shrunk");
 	if (!r)
+		r = stats(c, x.fd, NULL);
+	if (!r)
 		note(c,
 		     "ring of %" PRIu64
-		     " bytes: writable mapping, write, mprotect and resize refused",
+		     " bytes overwritten 20 times while streaming; resize refused",
 		     x.ok.ring_bytes);
 out:
+	if (map != MAP_FAILED)
+		munmap(map, x.ok.ring_bytes);
 	fx_close(&x);
 	return r;
 }
@@ -1760,7 +1795,7 @@ static const struct abuse_case cases[] = {
 	{ "client sends HELLO_OK", case_daemon_type, &type_hello_ok },
 	{ "client sends OPEN_OK", case_daemon_type, &type_open_ok },
 	{ "client sends a well-formed ERROR", case_daemon_type, &type_error },
-	{ "HELLO with version 2", case_hello_v2, NULL },
+	{ "HELLO with a newer version", case_hello_v2, NULL },
 	{ "descriptors attached to HELLO", case_fds_on, &type_hello },
 	{ "descriptors attached to STATS", case_fds_on, &type_stats },
 	{ "OPEN before HELLO", case_open_before_hello, NULL },
@@ -1811,7 +1846,8 @@ static const struct abuse_case cases[] = {
 	{ "shards as O_PATH descriptors", case_bad_files, &fk_o_path },
 	{ "second OPEN and FILES after OPEN", case_after_open, NULL },
 	{ "STATS before OPEN: STATS_OK with zeros", case_stats_first, NULL },
-	{ "ring memfd sealed against writes", case_ring_sealed, NULL },
+	{ "a client scribbling over its ring harms only itself",
+	  case_ring_scribbled, NULL },
 	{ "consumer index beyond the published batches", case_cons,
 	  &ca_beyond },
 	{ "consumer index moved backwards", case_cons, &ca_backwards },
