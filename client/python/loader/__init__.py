@@ -1,0 +1,577 @@
+"""loader: batches from loaderd in Python, without a copy.
+
+    import loader
+    with loader.Stream("var/fashion-mnist/train", batch_size=256,
+                       outputs="image:unit,label", order="random",
+                       seed=1, epochs=1) as s:
+        for b in s:
+            x = torch.from_dlpack(b["image"])   # a view of shared memory
+            y = np.asarray(b["label"])          # so is this
+
+A Stream is one stream of the daemon (libloader's struct loader): the
+dataset's files are opened here, with this process's permissions, and
+each batch is written by the daemon straight into a ring of shared memory
+that this process maps. A Batch is valid until the next iteration or
+b.release(); each output (b["image"]) is an Output, a view into the ring
+that NumPy (__array_interface__) and every DLPack consumer
+(torch.from_dlpack, np.from_dlpack, JAX's and TensorFlow's DLPack import)
+take without a copy. An Output, and every array or tensor made from it,
+keeps its batch's slot of the ring until the last of them is gone: the
+daemon refills a slot only then, so a tensor never sees its memory
+reused. The slots are mapped writable, so an in-place operation on a
+delivered tensor (x.sub_(1)) changes this process's batch and nothing
+else.
+
+A stream holds at most ring_slots - 1 batches (8 slots by default):
+keeping more tensors of past batches alive (a list of them, a loss that
+keeps its graph) raises loader.Error naming the remedy (copy what you
+keep, e.g. x.clone()).
+
+The adapters are modules of their own, imported only when used:
+loader.torch (an iterable of torch tensors with set_epoch() and
+state_dict()) and loader.keras (a keras.utils.PyDataset and a tf.data
+generator).
+
+The package binds libloader.so.1 with ctypes: from an installed loaderd,
+from $LOADER_LIBRARY, or, in a build tree, through BUILD/loader-python.
+"""
+
+import collections
+import errno as _errno
+import gc
+import os
+import threading
+
+from . import _lib
+
+__all__ = ["Stream", "Batch", "Output", "Error", "library_version",
+           "default_rank_world"]
+
+__version__ = "%d.%d" % (_lib.NEED_MAJOR, _lib.NEED_MINOR)
+
+#: LOADER_VERSION of the libloader that was loaded, as (major, minor).
+library_version = (_lib.version // 1000, _lib.version % 1000)
+library_path = _lib.path
+
+# The library's own error codes, as loader.EEND etc.
+globals().update(_lib.CODES)
+
+_get_ident = threading.get_ident
+
+# How long one wait in the library lasts before Python looks at its
+# signals again: Ctrl-C is noticed within this much.
+_SLICE_MS = 100
+
+
+class Error(Exception):
+    """A failure of libloader or the daemon.
+
+    code: the negative code (-errno or a LOADER_E* code, e.g. loader.EEND);
+    reason: the daemon's or the library's reason (loader_reason());
+    strerror: loader_strerror(code).
+    """
+
+    def __init__(self, code, reason=""):
+        self.code = code
+        self.strerror = _lib.strerror(code)
+        self.reason = reason or self.strerror
+        self.errno = -code if -4096 < code < 0 else None
+        super().__init__(code, self.reason)
+
+    def __str__(self):
+        if self.reason == self.strerror:
+            return self.reason
+        return "%s (%s)" % (self.reason, self.strerror)
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise Error(-_errno.EINVAL, "$%s is %r, not a number" % (name, v))
+
+
+# Where a distributed job's launcher puts a process's rank and world size,
+# in the order they are believed: torch.distributed (torchrun), one node's
+# local pair, Open MPI, Horovod, Slurm.
+_RANK_ENV = (
+    ("RANK", "WORLD_SIZE"),
+    ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("HOROVOD_RANK", "HOROVOD_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS"),
+)
+
+
+def default_rank_world():
+    """(rank, world, source) from the environment; (0, 1, None) if unset.
+
+    A pair is used only whole: RANK without WORLD_SIZE is an error rather
+    than a silent world of 1 (which would deliver every sample to every
+    rank).
+    """
+    for r, w in _RANK_ENV:
+        rank, world = _env_int(r), _env_int(w)
+        if rank is None and world is None:
+            continue
+        if rank is None or world is None:
+            raise Error(_lib.CODES["EUSAGE"],
+                        "$%s is set but $%s is not: pass rank= and world="
+                        % (r if rank is not None else w,
+                           w if rank is not None else r))
+        return rank, world, "%s/%s" % (r, w)
+    return 0, 1, None
+
+
+def _enum(value, table, what):
+    if isinstance(value, str):
+        try:
+            return table[value]
+        except KeyError:
+            raise Error(_lib.CODES["EUSAGE"], "%s %r: one of %s"
+                        % (what, value, ", ".join(sorted(table))))
+    return int(value)
+
+
+def _text(v):
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple)):
+        v = ",".join(v)
+    return os.fsencode(v) if isinstance(v, (str, os.PathLike)) else v
+
+
+class _Slot:
+    """A batch's slot of the ring, as long as anything views it.
+
+    The Batch holds it until released; every Output holds it, and so
+    (through the Output) does every array and tensor made from one. When
+    the last of them is gone the slot is done, and the stream gives done
+    slots back to the daemon in order. Finalisation may happen on any
+    thread (a tensor freed by another one): it only sets a flag there,
+    and the stream's own thread does the giving back.
+    """
+
+    __slots__ = ("rec", "stream")
+
+    def __init__(self, stream, rec):
+        self.rec = rec
+        self.stream = stream
+
+    def __del__(self):
+        self.rec[1] = True
+        s = self.stream
+        try:
+            if s._owner == _get_ident() and not s._busy:
+                s._sweep()
+        except Exception:
+            # At interpreter exit, or a failed release: the flag is set,
+            # and the next call on the stream will see to it.
+            pass
+
+
+class Output:
+    """One output of a batch: a view of shared memory, not a copy.
+
+    name, dtype (a NumPy dtype name), shape (batch dimension first),
+    nbytes, and data_ptr (the address). np.asarray(o) and
+    torch.from_dlpack(o) view the same memory; the batch's slot stays
+    taken while any of them lives.
+    """
+
+    __slots__ = ("_slot", "name", "dtype", "shape", "nbytes", "data_ptr",
+                 "_typestr")
+
+    def __init__(self, slot, name, ptr, dtype, shape, nbytes):
+        self._slot = slot
+        self.name = name
+        self.data_ptr = ptr
+        self.dtype = _lib.DTYPE_NAME[dtype]
+        self._typestr = _lib.TYPESTR[dtype]
+        self.shape = shape
+        self.nbytes = nbytes
+
+    @property
+    def __array_interface__(self):
+        return {"version": 3, "shape": self.shape, "typestr": self._typestr,
+                "data": (self.data_ptr, False)}
+
+    def __dlpack__(self, stream=None):
+        """A DLPack capsule of this output (CPU memory, no copy).
+
+        The capsule is NumPy's: its deleter drops an array whose base is
+        this Output, so the slot stays taken until the consumer (a torch
+        tensor, say) is freed.
+        """
+        if stream is not None:
+            raise BufferError("loader: a CPU output takes no stream")
+        return (_np or _numpy()).asarray(self).__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+    def numpy(self):
+        """np.asarray(self): a writable NumPy view."""
+        return _numpy().asarray(self)
+
+    def __repr__(self):
+        return "<loader.Output %s %s%s at 0x%x>" % (
+            self.name, self.dtype, list(self.shape), self.data_ptr)
+
+
+_np = None
+
+
+def _numpy():
+    global _np
+    if _np is None:
+        try:
+            import numpy
+        except ImportError:
+            raise ImportError("loader: DLPack export goes through NumPy; "
+                              "install python3-numpy")
+        _np = numpy
+    return _np
+
+
+class Batch(collections.abc.Mapping):
+    """A batch: a mapping from output names to Outputs, plus its place.
+
+    epoch, index (within the epoch), seq (in the stream), count (samples),
+    ids (an Output of the samples' global indices, uint64). Valid until
+    the stream's next iteration or release(); b[name] after that raises
+    loader.Error. Outputs taken before stay valid as long as they live.
+    """
+
+    __slots__ = ("_slot", "_ptrs", "_stream", "seq", "index", "epoch",
+                 "count", "_ids")
+
+    def __init__(self, stream, slot, seq, index, epoch, count, ptrs):
+        self._stream = stream
+        self._slot = slot
+        self.seq = seq
+        self.index = index
+        self.epoch = epoch
+        self.count = count
+        self._ptrs = ptrs  # the outputs', then the ids'
+
+    def _check(self):
+        if self._slot is None:
+            raise Error(-_errno.EINVAL,
+                        "batch %d of epoch %d was released: its slot may "
+                        "hold another batch now (take outputs before "
+                        "releasing, or copy them)" % (self.index, self.epoch))
+        return self._slot
+
+    def __getitem__(self, name):
+        slot = self._check()
+        k, dtype, sample_shape, sample_bytes = self._stream._by_name[name]
+        return Output(slot, name, self._ptrs[k], dtype,
+                      (self.count,) + sample_shape, self.count * sample_bytes)
+
+    def __iter__(self):
+        return iter(self._stream._names)
+
+    def __len__(self):
+        return len(self._stream._names)
+
+    @property
+    def ids(self):
+        return Output(self._check(), "ids", self._ptrs[-1], 7,
+                      (self.count,), 8 * self.count)
+
+    @property
+    def released(self):
+        return self._slot is None
+
+    def release(self):
+        """Done with this batch. Its slot goes back to the daemon once no
+        Output, array or tensor of it is left. Idempotent."""
+        self._slot = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return "<loader.Batch epoch %d index %d: %d samples, %s>" % (
+            self.epoch, self.index, self.count, ", ".join(self._stream._names))
+
+
+class Stream:
+    """A stream of batches from loaderd.
+
+    Stream(dataset, batch_size=256, outputs=None, pipeline=None,
+           order="sequential", seed=0, epochs=1, start_epoch=0,
+           start_batch=0, rank=None, world=None, drop_last=False,
+           ring_slots=0, prefetch_bytes=0, threads=0, direct=False,
+           on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None)
+
+    Every keyword is the struct loader_opts field of the same name
+    (libloader(3)), 0 or None meaning the library's default, except:
+    epochs defaults to 1 (0 or None: endless); outputs may be a list;
+    order is "sequential", "random" or "quasi"; on_bad "fail" or "skip";
+    rank and world default from the environment (RANK/WORLD_SIZE,
+    LOCAL_RANK/LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE,
+    HOROVOD_RANK/SIZE, SLURM_PROCID/NTASKS, else 0 of 1); socket is the
+    daemon's socket path; wait_timeout (seconds, None: for ever) bounds
+    each wait for a batch. len(stream) is the number of batches per
+    epoch. Iterating yields Batches; each stays valid until the next one
+    is asked for.
+    """
+
+    def __init__(self, dataset, *, batch_size=0, outputs=None,
+                 pipeline=None, order="sequential", seed=0, epochs=1,
+                 start_epoch=0, start_batch=0, rank=None, world=None,
+                 drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
+                 direct=False, on_bad="fail", timeout_ms=0, socket=None,
+                 wait_timeout=None):
+        import ctypes
+        self._h = None
+        self._busy = False
+        self._owner = threading.get_ident()
+        self._closing = False
+        if rank is None and world is None:
+            rank, world, self.rank_source = default_rank_world()
+        else:
+            self.rank_source = "arguments"
+            rank = 0 if rank is None else rank
+            world = 1 if world is None else world
+        self.rank, self.world = rank, world
+        o = _lib.Opts()
+        o.size = ctypes.sizeof(o)
+        self._keep = [_text(socket), _text(outputs), _text(pipeline)]
+        o.socket_path, o.outputs, o.pipeline = self._keep
+        o.on_bad = _enum(on_bad, _lib.ON_BAD, "on_bad")
+        o.batch_size = batch_size or 0
+        o.order = _enum(order, _lib.ORDERS, "order")
+        o.seed = seed
+        o.epochs = epochs or 0
+        o.start_epoch = start_epoch
+        o.start_batch = start_batch
+        o.rank, o.world = rank, world
+        o.drop_last = bool(drop_last)
+        o.ring_slots = ring_slots or 0
+        o.prefetch_bytes = prefetch_bytes or 0
+        o.threads = threads or 0
+        o.direct = bool(direct)
+        o.timeout_ms = timeout_ms or 0
+        self.options = {f: getattr(o, f) for f, _ in o._fields_
+                        if f not in ("size", "socket_path")}
+        self.dataset = os.fspath(dataset)
+        self._wait_ms = None if wait_timeout is None else \
+            int(wait_timeout * 1000)
+
+        h = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        rc = _lib.lib.loader_open(ctypes.byref(h), os.fsencode(dataset),
+                                  ctypes.byref(o), err, len(err))
+        if rc:
+            raise Error(rc, err.value.decode("utf-8", "replace"))
+        self._h = h
+        self._view = _lib.BatchView()
+        self._pview = ctypes.byref(self._view)
+        self._rel = _lib.BatchView()
+        self._prel = ctypes.byref(self._rel)
+        self.slots = _lib.lib.loader_slots(h)
+        self._mask = self.slots - 1
+        self._ptrs = {}
+        self._bpe = _lib.lib.loader_batches_per_epoch(h)
+        self.samples = _lib.lib.loader_samples(h)
+        self._held = collections.deque()  # [seq, done] of slots not given back
+        self._cur = None   # the batch handed out last
+        self._final = None  # the code that ended the stream
+        self._layout = None
+        self._names = ()
+        self._by_name = {}
+
+    # ---- iteration ---------------------------------------------------------
+
+    def __len__(self):
+        """Batches per epoch (for this rank)."""
+        return self._bpe
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        b = self.next()
+        if b is None:
+            raise StopIteration
+        return b
+
+    def next(self, timeout=None):
+        """The next Batch, or None after the last epoch.
+
+        Releases the batch handed out before. timeout (seconds) overrides
+        wait_timeout for this call; on expiry loader.Error with code
+        -ETIMEDOUT, and the stream goes on.
+        """
+        if self._h is None:
+            raise Error(-_errno.EBADF, "the stream is closed")
+        cur = self._cur
+        if cur is not None:
+            # Dropping the batch's hold gives its slot back right away
+            # (_Slot.__del__) when nothing else views it.
+            self._cur = None
+            cur._slot = None
+        if self._held and self._held[0][1]:
+            self._sweep()
+        if self._final is not None:
+            return self._ended()
+        if len(self._held) >= self.slots - 1:
+            # Tensors of earlier batches are alive; a cycle may be all
+            # that keeps them.
+            gc.collect()
+            self._sweep()
+            if len(self._held) >= self.slots - 1:
+                raise Error(-_errno.EBUSY, self._full_reason())
+        wait = self._wait_ms if timeout is None else int(timeout * 1000)
+        left = wait
+        lib, h, pv = _lib.lib, self._h, self._pview
+        while True:
+            ms = _SLICE_MS if left is None or left > _SLICE_MS else left
+            self._busy = True
+            try:
+                rc = lib.loader_next(h, pv, ms)
+            finally:
+                self._busy = False
+            if rc != -_errno.ETIMEDOUT:
+                break
+            # Back in Python between slices: a pending Ctrl-C raises
+            # KeyboardInterrupt here.
+            if left is not None:
+                left -= ms
+                if left <= 0:
+                    raise Error(rc, "no batch within %g s" % (wait / 1000))
+        if rc:
+            self._final = rc
+            return self._ended()
+        v = self._view
+        if self._layout is None:
+            self._learn_layout(v)
+        seq = v.seq
+        # A slot's addresses never change: read them from the view once.
+        ptrs = self._ptrs.get(seq & self._mask)
+        if ptrs is None:
+            ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
+            self._ptrs[seq & self._mask] = ptrs
+        rec = [seq, False]
+        self._held.append(rec)
+        b = Batch(self, _Slot(self, rec), seq, v.index, v.epoch, v.count,
+                  ptrs)
+        self._cur = b
+        return b
+
+    def _learn_layout(self, v):
+        """The outputs' names, types and sample shapes: the same in every
+        batch, so read once."""
+        lay = []
+        for i in range(v.noutputs):
+            t = v.out[i]
+            shape = tuple(int(t.shape[d]) for d in range(1, t.ndim))
+            sb = t.bytes // v.count if v.count else 0
+            lay.append((t.name.decode(), (i, t.dtype, shape, sb)))
+        self._layout = lay
+        self._names = tuple(n for n, _ in lay)
+        self._by_name = dict(lay)
+
+    def _ended(self):
+        rc = self._final
+        if rc == _lib.EEND:
+            return None
+        raise Error(rc, _lib.lib.loader_reason(self._h).decode(
+            "utf-8", "replace"))
+
+    def _full_reason(self):
+        kept = ", ".join(str(r[0]) for r in self._held if not r[1])
+        return ("%d batches of this stream are still viewed (seq %s): "
+                "Outputs, arrays or tensors of them are alive, and the "
+                "ring has %d slots, of which the daemon needs one. Drop "
+                "them, copy what you keep (x.clone(), np.array(x)), or "
+                "open the stream with more ring_slots"
+                % (len(self._held), kept, self.slots))
+
+    def _sweep(self):
+        """Give done slots back to the daemon, oldest first."""
+        if self._h is None or self._busy:
+            return
+        self._busy = True
+        try:
+            held, rel = self._held, self._rel
+            while held and held[0][1]:
+                rel.seq = held[0][0]
+                rc = _lib.lib.loader_release(self._h, self._prel)
+                held.popleft()
+                if rc:
+                    raise Error(rc, "loader_release of batch %d" % rel.seq)
+        finally:
+            self._busy = False
+        if self._closing and not held:
+            self._close_now()
+
+    # ---- the rest ------------------------------------------------------------
+
+    def stats(self):
+        """Counters as a dict: this client's (batches, samples, bytes,
+        wait_s: time blocked waiting for batches), the stream's shape
+        (batches_per_epoch, dataset_samples, slots, held) and the
+        daemon's (daemon_bytes_read, daemon_bad_samples, daemon_rss).
+        One round trip to the daemon."""
+        import ctypes
+        if self._h is None:
+            raise Error(-_errno.EBADF, "the stream is closed")
+        st = _lib.Stats()
+        st.size = ctypes.sizeof(st)
+        self._busy = True
+        try:
+            rc = _lib.lib.loader_stats(self._h, ctypes.byref(st))
+        finally:
+            self._busy = False
+        if rc:
+            raise Error(rc, _lib.lib.loader_reason(self._h).decode(
+                "utf-8", "replace"))
+        d = {f: getattr(st, f) for f, _ in st._fields_
+             if f not in ("size", "reserved", "wait_ns")}
+        d["wait_s"] = st.wait_ns / 1e9
+        d["slots"] = self.slots
+        d["held"] = len(self._held)
+        return d
+
+    def close(self):
+        """End the stream. The shared memory stays mapped (and the daemon's
+        stream open) until the last Output, array or tensor of it is
+        gone: closing never pulls memory from under a live tensor."""
+        if self._h is None:
+            return
+        if self._cur is not None:
+            self._cur._slot = None
+            self._cur = None
+        self._closing = True
+        self._sweep()
+
+    def _close_now(self):
+        h, self._h = self._h, None
+        if h is not None:
+            _lib.lib.loader_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Reached only when no slot is alive (each _Slot holds the
+        # stream): everything can go.
+        if getattr(self, "_h", None) is not None:
+            self._close_now()
+
+    def __repr__(self):
+        return "<loader.Stream %s: %d batches per epoch, rank %d of %d>" % (
+            self.dataset, self._bpe, self.rank, self.world)

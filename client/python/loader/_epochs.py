@@ -1,0 +1,121 @@
+"""Epochs over one stream: what the framework adapters share.
+
+A training loop iterates a loader once per epoch; a loaderd stream runs
+through all its epochs without a break, so that the daemon prefetches
+across the boundary. Epochs cuts the stream at epoch boundaries: the
+first batch of the next epoch, once seen, is kept (converted, so that its
+tensors hold its slot) for the next iteration. set_epoch() and
+load_state_dict() move to another place by opening the stream again
+there (start_epoch, start_batch), which the order contract makes exact.
+"""
+
+from . import Stream
+
+
+class Epochs:
+    """One epoch per iteration of a stream; convert(batch) makes what is
+    yielded (it must not keep the Batch itself: only what it made from
+    its outputs)."""
+
+    def __init__(self, dataset, convert, stream_kwargs):
+        self._dataset = dataset
+        self._convert = convert
+        self._kw = dict(stream_kwargs)
+        self._kw.setdefault("order", "random")
+        self._kw.setdefault("epochs", 0)
+        self._first = self._kw.pop("start_epoch", 0)
+        self._stream = None
+        self._peek = None      # (epoch, index, converted) of a next epoch
+        self.epoch = self._first  # the epoch the next iteration yields
+        self.batch = self._kw.pop("start_batch", 0)  # its next batch
+        self._open(self.epoch, self.batch)
+
+    def _open(self, epoch, batch):
+        if self._stream is not None:
+            self._stream.close()
+        self._peek = None
+        kw = dict(self._kw)
+        total = kw.get("epochs") or 0
+        if total:
+            # epochs counts from the first epoch of the loader's life:
+            # a stream reopened later runs only the ones left.
+            left = self._first + total - epoch
+            if left <= 0:
+                self._stream = None
+                self.epoch, self.batch = epoch, batch
+                return
+            kw["epochs"] = left
+        self._stream = Stream(self._dataset, start_epoch=epoch,
+                              start_batch=batch, **kw)
+        self.epoch, self.batch = epoch, batch
+
+    @property
+    def stream(self):
+        return self._stream
+
+    def __len__(self):
+        if self._stream is None:
+            return 0
+        return len(self._stream)
+
+    def set_epoch(self, epoch):
+        """The next iteration yields epoch `epoch` from its first batch."""
+        if epoch == self.epoch and self.batch == 0:
+            return
+        if self._peek is not None and self._peek[0] == epoch and \
+                self._peek[1] == 0 and self.batch == 0:
+            return
+        self._open(epoch, 0)
+
+    def state_dict(self):
+        """Where the next iteration starts: (seed, epoch, batch), with
+        what else makes the order (loaderd's order contract)."""
+        kw = self._kw
+        return {"seed": kw.get("seed", 0), "epoch": self.epoch,
+                "batch": self.batch, "order": kw.get("order"),
+                "batch_size": kw.get("batch_size", 0),
+                "rank": self._stream.rank if self._stream else None,
+                "world": self._stream.world if self._stream else None}
+
+    def load_state_dict(self, state):
+        """Resume where state_dict() was taken: the batches that follow
+        are those an uninterrupted run would have delivered."""
+        for k in ("seed", "order", "batch_size"):
+            if k in state and state[k] is not None:
+                self._kw[k] = state[k]
+        self._open(state["epoch"], state["batch"])
+
+    def __iter__(self):
+        s = self._stream
+        if s is None:
+            return
+        want = self.epoch
+        if self._peek is not None:
+            e, i, item = self._peek
+            self._peek = None
+            if e == want:
+                self.batch = i + 1
+                yield item
+            del item
+        for b in s:
+            if b.epoch != want:
+                # The next epoch began: keep its first batch for then.
+                self._peek = (b.epoch, b.index, self._convert(b))
+                b.release()
+                self.epoch, self.batch = b.epoch, b.index
+                return
+            item = self._convert(b)
+            b.release()
+            self.batch = b.index + 1
+            if self.batch >= len(s):
+                self.epoch, self.batch = want + 1, 0
+            yield item
+            del item
+        # The stream ended (its last epoch): nothing more to peek.
+        self.epoch, self.batch = want + 1, 0
+
+    def close(self):
+        self._peek = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None

@@ -1,0 +1,182 @@
+"""The C library under the package: finding libloader.so, its structs and
+functions as ctypes sees them, and the check that the two agree.
+
+Nothing here is public; the package's modules use it.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+# The LOADER_VERSION this package was written against: the library must
+# have the same major and at least this minor (loader.h, "version").
+NEED_MAJOR = 1
+NEED_MINOR = 0
+SONAME = "libloader.so.%d" % NEED_MAJOR
+
+MAX_OUTPUTS = 8
+MAX_DIMS = 5
+
+# LOADER_E* (common/loader_error.h): the range no errno reaches.
+CODES = {
+    "EFORMAT": -4096, "EVERSION": -4097, "ETRUNC": -4098,
+    "ECHECKSUM": -4099, "ESCHEMA": -4100, "EDECODE": -4101,
+    "ERANGE": -4102, "ETOOBIG": -4103, "EUSAGE": -4104, "EPROTO": -4105,
+    "EEND": -4106, "ESTREAM": -4107,
+}
+EEND = CODES["EEND"]
+ESTREAM = CODES["ESTREAM"]
+
+# Element types: LOADER_DTYPE_* to NumPy's array-interface type strings.
+TYPESTR = {
+    1: "|u1", 2: "|i1", 3: "<u2", 4: "<i2", 5: "<u4", 6: "<i4",
+    7: "<u8", 8: "<i8", 9: "<f2", 10: "<f4", 11: "<f8",
+}
+DTYPE_NAME = {
+    1: "uint8", 2: "int8", 3: "uint16", 4: "int16", 5: "uint32",
+    6: "int32", 7: "uint64", 8: "int64", 9: "float16", 10: "float32",
+    11: "float64",
+}
+
+ORDERS = {"sequential": 0, "random": 1, "quasi": 2}
+ON_BAD = {"fail": 0, "skip": 1}
+
+
+class Opts(ctypes.Structure):
+    """struct loader_opts, LOADER_VERSION 1.0."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("socket_path", ctypes.c_char_p),
+        ("outputs", ctypes.c_char_p),
+        ("pipeline", ctypes.c_char_p),
+        ("on_bad", ctypes.c_uint32),
+        ("batch_size", ctypes.c_uint32),
+        ("order", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("epochs", ctypes.c_uint32),
+        ("start_epoch", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("world", ctypes.c_uint32),
+        ("drop_last", ctypes.c_uint32),
+        ("ring_slots", ctypes.c_uint32),
+        ("prefetch_bytes", ctypes.c_uint64),
+        ("threads", ctypes.c_uint32),
+        ("direct", ctypes.c_uint32),
+        ("timeout_ms", ctypes.c_int),
+        ("start_batch", ctypes.c_uint64),
+    ]
+
+
+class Tensor(ctypes.Structure):
+    """struct loader_tensor."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_uint32),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.c_uint64 * MAX_DIMS),
+        ("bytes", ctypes.c_size_t),
+    ]
+
+
+class BatchView(ctypes.Structure):
+    """struct loader_batch."""
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("index", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint32),
+        ("count", ctypes.c_uint32),
+        ("ids", ctypes.c_void_p),
+        ("noutputs", ctypes.c_uint32),
+        ("out", Tensor * MAX_OUTPUTS),
+    ]
+
+
+class Stats(ctypes.Structure):
+    """struct loader_stats, LOADER_VERSION 1.0."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("batches", ctypes.c_uint64),
+        ("samples", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("wait_ns", ctypes.c_uint64),
+        ("batches_per_epoch", ctypes.c_uint64),
+        ("dataset_samples", ctypes.c_uint64),
+        ("daemon_bytes_read", ctypes.c_uint64),
+        ("daemon_bad_samples", ctypes.c_uint64),
+        ("daemon_rss", ctypes.c_uint64),
+    ]
+
+
+def _candidates():
+    """Where libloader may be, in the order it is looked for."""
+    env = os.environ.get("LOADER_LIBRARY")
+    if env:
+        # An explicit choice is the only one: a wrong path must not
+        # silently fall back to another library.
+        return [env]
+    out = []
+    try:
+        from . import _installed  # written by make install
+        out.append(os.path.join(_installed.LIBDIR, SONAME))
+    except ImportError:
+        pass
+    out.append(SONAME)  # the dynamic loader's search path
+    found = ctypes.util.find_library("loader")
+    if found:
+        out.append(found)
+    return out
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            errors.append("%s: %s" % (path, e))
+    raise ImportError(
+        "loader: cannot load libloader (%s). Install loaderd (make "
+        "install), or point LOADER_LIBRARY at libloader.so.%d (in a build "
+        "tree: BUILD/.libs/libloader.so.%d, or run python through "
+        "BUILD/loader-python)" % ("; ".join(errors), NEED_MAJOR, NEED_MAJOR))
+
+
+lib, path = _load()
+
+lib.loader_version.restype = ctypes.c_int
+lib.loader_version.argtypes = []
+version = lib.loader_version()
+if version // 1000 != NEED_MAJOR or version % 1000 < NEED_MINOR:
+    raise ImportError(
+        "loader: %s is version %d.%d; this package needs %d.x with x >= %d"
+        % (path, version // 1000, version % 1000, NEED_MAJOR, NEED_MINOR))
+
+_P = ctypes.c_void_p
+lib.loader_open.restype = ctypes.c_int
+lib.loader_open.argtypes = [ctypes.POINTER(_P), ctypes.c_char_p,
+                            ctypes.POINTER(Opts), ctypes.c_char_p,
+                            ctypes.c_size_t]
+lib.loader_next.restype = ctypes.c_int
+lib.loader_next.argtypes = [_P, ctypes.POINTER(BatchView), ctypes.c_int]
+lib.loader_release.restype = ctypes.c_int
+lib.loader_release.argtypes = [_P, ctypes.POINTER(BatchView)]
+lib.loader_stats.restype = ctypes.c_int
+lib.loader_stats.argtypes = [_P, ctypes.POINTER(Stats)]
+lib.loader_reason.restype = ctypes.c_char_p
+lib.loader_reason.argtypes = [_P]
+lib.loader_close.restype = None
+lib.loader_close.argtypes = [_P]
+lib.loader_batches_per_epoch.restype = ctypes.c_uint64
+lib.loader_batches_per_epoch.argtypes = [_P]
+lib.loader_samples.restype = ctypes.c_uint64
+lib.loader_samples.argtypes = [_P]
+lib.loader_slots.restype = ctypes.c_uint32
+lib.loader_slots.argtypes = [_P]
+lib.loader_strerror.restype = ctypes.c_char_p
+lib.loader_strerror.argtypes = [ctypes.c_int]
+
+
+def strerror(code):
+    return lib.loader_strerror(code).decode("utf-8", "replace")

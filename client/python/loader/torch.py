@@ -1,0 +1,93 @@
+"""loader.torch: loaderd batches as torch tensors, one epoch per iteration.
+
+    from loader.torch import DataLoader
+    dl = DataLoader("var/fashion-mnist/train", batch_size=256,
+                    outputs="image:unit,label", seed=1, epochs=10)
+    for epoch in range(10):
+        dl.set_epoch(epoch)
+        for batch in dl:                      # {"image": tensor, "label": tensor}
+            loss = step(batch["image"], batch["label"])
+    torch.save(dl.state_dict(), "loader.pt") # (seed, epoch, next batch)
+
+The tensors view the daemon's shared memory (torch.from_dlpack, no
+copy); each keeps its batch's slot of the ring until it is freed, so a
+loop may hold a few batches (up to ring_slots - 1) but must copy what it
+keeps for longer (x.clone()). In-place operations on them are allowed.
+Options are those of loader.Stream; order defaults to "random" and
+epochs to 0 (endless; set_epoch() moves on).
+"""
+
+import torch as _torch
+
+from ._epochs import Epochs
+
+__all__ = ["DataLoader"]
+
+
+class DataLoader:
+    """An iterable of dicts (or tuples, with keys=) of torch tensors.
+
+    keys: output names to yield as a tuple in that order (e.g.
+    ("image", "label")); None yields a dict of every output.
+    pin_memory: copy each batch into pinned memory (for asynchronous
+    transfers to an accelerator); the copy frees the slot at once.
+    with_ids: add the samples' global indices (int64) as "ids".
+    """
+
+    def __init__(self, dataset, *, keys=None, pin_memory=False,
+                 with_ids=False, **stream_kwargs):
+        self.keys = tuple(keys) if keys is not None else None
+        self.pin_memory = pin_memory
+        self.with_ids = with_ids
+        self._ep = Epochs(dataset, self._convert, stream_kwargs)
+
+    def _convert(self, b):
+        from_dlpack = _torch.from_dlpack
+        names = self.keys if self.keys is not None else tuple(b)
+        t = [from_dlpack(b[n]) for n in names]
+        if self.with_ids:
+            names = names + ("ids",)
+            # torch has no uint64 (DLPack import refuses it): the ids,
+            # all below 2^63, as int64 through a NumPy view.
+            t.append(from_dlpack(b.ids.numpy().view("int64")))
+        if self.pin_memory:
+            t = [x.pin_memory() for x in t]
+        if self.keys is not None:
+            return tuple(t)
+        return dict(zip(names, t))
+
+    def __iter__(self):
+        return iter(self._ep)
+
+    def __len__(self):
+        """Batches per epoch."""
+        return len(self._ep)
+
+    @property
+    def stream(self):
+        """The loader.Stream underneath (stats(), samples, ...)."""
+        return self._ep.stream
+
+    @property
+    def epoch(self):
+        return self._ep.epoch
+
+    def set_epoch(self, epoch):
+        """The next iteration yields epoch `epoch` (as DistributedSampler's
+        set_epoch); a no-op when that is the epoch that comes next."""
+        self._ep.set_epoch(epoch)
+
+    def state_dict(self):
+        return self._ep.state_dict()
+
+    def load_state_dict(self, state):
+        self._ep.load_state_dict(state)
+
+    def close(self):
+        self._ep.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
