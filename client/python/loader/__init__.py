@@ -412,7 +412,7 @@ class Stream:
         wait_timeout for this call; on expiry loader.Error with code
         -ETIMEDOUT, and the stream goes on.
         """
-        if self._h is None:
+        if self._h is None or self._closing:
             raise Error(-_errno.EBADF, "the stream is closed")
         cur = self._cur
         if cur is not None:
@@ -524,7 +524,7 @@ class Stream:
         daemon's (daemon_bytes_read, daemon_bad_samples, daemon_rss).
         One round trip to the daemon."""
         import ctypes
-        if self._h is None:
+        if self._h is None or self._closing:
             raise Error(-_errno.EBADF, "the stream is closed")
         st = _lib.Stats()
         st.size = ctypes.sizeof(st)

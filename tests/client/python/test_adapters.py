@@ -1,0 +1,187 @@
+"""The framework adapters against a real loaderd.
+
+loader.torch.DataLoader: one epoch per iteration, each sample once per
+epoch, the same batches as a plain Stream of that (seed, epoch);
+set_epoch() to any epoch; state_dict()/load_state_dict() resume mid-epoch
+with exactly the batches an uninterrupted run delivers; zero-copy tensors.
+
+loader.keras: TensorFlow and Keras are not in Debian 12, so PyDataset and
+tf_dataset are tested against stand-in classes with the interfaces they
+use (keras.utils.PyDataset's constructor and protocol; tf.TensorSpec,
+tf.as_dtype, tf.data.Dataset.from_generator), driven as Keras's fit()
+and a tf.data loop drive them.
+"""
+
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixture as fx  # noqa: E402
+
+np, torch = fx.need("numpy", "torch")
+import loader  # noqa: E402
+import loader.keras  # noqa: E402
+import loader.torch  # noqa: E402
+
+t = fx.Tap()
+T = fx.tmpdir()
+D = fx.pack_fmnist(T)
+d = fx.Daemon(T, "d", "--threads", "2")
+KW = dict(socket=d.sock, batch_size=500, outputs="image:unit,label", seed=21)
+
+
+def digest(*arrays):
+    return fx._XXH().digest([(a.ctypes.data, a.nbytes) for a in arrays])
+
+
+def stream_epoch(epoch, start_batch=0):
+    """[(index, ids digest, image digest)] of one epoch, by a plain Stream."""
+    out = []
+    with loader.Stream(D, order="random", epochs=1, start_epoch=epoch,
+                       start_batch=start_batch, **KW) as s:
+        for b in s:
+            out.append((b.index, digest(b.ids.numpy()),
+                        digest(b["image"].numpy())))
+    return out
+
+
+def torch_epoch(dl, first_index=0):
+    out = []
+    for i, (x, y, ids) in enumerate(dl):
+        out.append((first_index + i, digest(ids.numpy()), digest(x.numpy())))
+    return out
+
+
+# --- loader.torch -------------------------------------------------------------
+dl = loader.torch.DataLoader(D, keys=("image", "label"), with_ids=True,
+                             epochs=3, **KW)
+t.eq(len(dl), 20, "len(): batches per epoch")
+ok = True
+for e in range(3):
+    dl.set_epoch(e)
+    got = torch_epoch(dl)
+    ok = ok and got == stream_epoch(e)
+t.ok(ok, "3 epochs through set_epoch(): each the batches of a Stream of "
+     "that epoch")
+t.eq(list(dl), [], "after the stream's last epoch an iteration is empty")
+
+dl = loader.torch.DataLoader(D, keys=("image", "label"), with_ids=True,
+                             epochs=10, **KW)
+dl.set_epoch(6)
+t.eq(torch_epoch(dl), stream_epoch(6), "set_epoch(6) on a new loader: "
+     "epoch 6's batches")
+ids = set()
+dl.set_epoch(7)
+for x, y, i in dl:
+    ids.update(i.tolist())
+    ptr_ok = fx.in_ring(x.data_ptr()) and fx.in_ring(y.data_ptr())
+t.eq(ids, set(range(10000)), "every sample once in an epoch")
+t.ok(ptr_ok, "the tensors are views of the ring")
+del x, y, i                    # the loop's last batch: its slot goes back
+
+it = iter(dl)                  # epoch 8
+head = [next(it) for _ in range(5)]
+state = dl.state_dict()
+t.eq((state["epoch"], state["batch"], state["seed"]), (8, 5, 21),
+     "state_dict() after 5 batches of epoch 8: (seed, epoch, next batch)")
+del head                       # 5 held slots would starve the ring
+rest = torch_epoch(it, 5)
+dl2 = loader.torch.DataLoader(D, keys=("image", "label"), with_ids=True,
+                              epochs=10, **KW)
+dl2.load_state_dict(state)
+t.eq(torch_epoch(dl2, 5), rest, "load_state_dict() on a new loader: the "
+     "same 15 batches an uninterrupted run delivered")
+t.eq(rest, stream_epoch(8)[5:], "... which are epoch 8's from batch 5")
+dl2.close()
+dl.close()
+
+b = next(iter(loader.torch.DataLoader(D, epochs=1, **KW)))
+t.eq((sorted(b), b["image"].dtype, b["label"].dtype),
+     (["image", "label"], torch.float32, torch.int64),
+     "without keys: a dict of every output")
+
+# --- loader.keras, against stand-ins -------------------------------------------
+class StandInPyDataset:
+    """keras.utils.PyDataset's constructor, as Keras 3 defines it."""
+
+    def __init__(self, workers=1, use_multiprocessing=False,
+                 max_queue_size=10):
+        self.workers = workers
+        self.use_multiprocessing = use_multiprocessing
+        self.max_queue_size = max_queue_size
+
+
+keras = types.SimpleNamespace(
+    utils=types.SimpleNamespace(PyDataset=StandInPyDataset))
+
+
+def fit(ds, epochs):
+    """What Model.fit does with a PyDataset and workers=1: every index in
+    order each epoch, then on_epoch_end()."""
+    seen = []
+    for _ in range(epochs):
+        ep = []
+        for i in range(len(ds)):
+            x, y = ds[i]
+            ep.append((x.shape, y.shape, x.dtype, digest(y)))
+            seen.append(y.copy())
+        ds.on_epoch_end()
+    return seen
+
+
+ds = loader.keras.PyDataset(D, keras=keras, x="image", y="ids", epochs=2,
+                            **KW)
+t.ok(isinstance(ds, StandInPyDataset), "PyDataset subclasses "
+     "keras.utils.PyDataset")
+t.eq(len(ds), 20, "len(): batches per epoch")
+ys = fit(ds, 2)
+t.ok(len(ys) == 40 and
+     set(np.concatenate(ys[:20]).tolist()) == set(range(10000)) and
+     set(np.concatenate(ys[20:]).tolist()) == set(range(10000)),
+     "two epochs of fit(): every sample once in each")
+t.ok(not np.array_equal(np.concatenate(ys[:20]), np.concatenate(ys[20:])),
+     "... in another order each epoch")
+want = [d[1] for d in stream_epoch(0)]
+t.eq([digest(y) for y in ys[:20]], want,
+     "epoch 0 is a Stream's epoch 0 (ids, batch by batch)")
+ds = loader.keras.PyDataset(D, keras=keras, x="image", y="label", epochs=1,
+                            **KW)
+x, y = ds[0]
+t.eq((x.shape, x.dtype.name, y.shape, y.dtype.name),
+     ((500, 28, 28), "float32", (500,), "int64"), "(x, y) as NumPy arrays")
+t.ok(fx.in_ring(x.ctypes.data), "... views of the ring (copy=False)")
+t.raises(IndexError, lambda: ds[5], "an index out of order is refused, "
+         "saying why", "in order")
+
+
+class StandInSpec:
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+class StandInDataset:
+    def __init__(self, gen, output_signature):
+        self.gen, self.element_spec = gen, output_signature
+
+    @staticmethod
+    def from_generator(generator, output_signature):
+        return StandInDataset(generator, output_signature)
+
+    def __iter__(self):
+        return iter(self.gen())
+
+
+tf = types.SimpleNamespace(
+    TensorSpec=StandInSpec, as_dtype=lambda dt: np.dtype(dt).name,
+    data=types.SimpleNamespace(Dataset=StandInDataset))
+tds = loader.keras.tf_dataset(D, keys=("image", "ids"), tf=tf, epochs=2,
+                              copy=True, **KW)
+t.eq([(s.shape, s.dtype) for s in tds.element_spec],
+     [((None, 28, 28), "float32"), ((None,), "uint64")],
+     "tf_dataset: the element spec from the stream's outputs")
+e0 = [digest(i) for _, i in tds]
+e1 = [digest(i) for _, i in tds]
+t.eq(e0, want, "one epoch per iteration: epoch 0 first (the batch read "
+     "for the spec is not lost)")
+t.eq(e1, [d[1] for d in stream_epoch(1)], "... then epoch 1")
