@@ -3,7 +3,9 @@
 #
 #   scripts/deps.sh          build and run dependencies, and the bundled data
 #   scripts/deps.sh --test   the same plus what the test suite and CI use:
-#                            criterion, valgrind, and clang-format and
+#                            criterion, valgrind, Python 3 with NumPy and
+#                            torch (the loader package's tests and its
+#                            PyTorch example), and clang-format and
 #                            cppcheck for make lint
 #   scripts/deps.sh --bench  the same plus what the image benchmarks use:
 #                            torch, torchvision, PIL and NumPy (the peer and
@@ -17,7 +19,8 @@ pkgs="gcc make libc6-dev autoconf automake libtool pkg-config git
 liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmdb-dev
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
-test_pkgs="libcriterion-dev clang-format cppcheck valgrind"
+test_pkgs="libcriterion-dev clang-format cppcheck valgrind
+python3 python3-numpy python3-torch"
 bench_pkgs="python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 
