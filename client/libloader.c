@@ -1026,7 +1026,8 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_copy_opts(l, opts, &opt);
 	if (err)
 		goto fail;
-	l->timeout_ms = opt.timeout_ms ? opt.timeout_ms : LOADER_TIMEOUT_DEFAULT;
+	l->timeout_ms =
+		opt.timeout_ms ? opt.timeout_ms : LOADER_TIMEOUT_DEFAULT;
 
 	err = loader_make_open(l, &opt, &po);
 	if (err)
@@ -1197,10 +1198,10 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 	memcpy(&rs, slot, sizeof(rs));
 	/* loader_release() knows a batch by its seq: it must be its index. */
 	if ((uint32_t)rs.seq != l->next) {
-		l->final = loader_fail(
-			l, LOADER_EPROTO,
-			"ring: slot of batch %" PRIu32 " holds batch %" PRIu64,
-			l->next, rs.seq);
+		l->final = loader_fail(l, LOADER_EPROTO,
+				       "ring: slot of batch %" PRIu32
+				       " holds batch %" PRIu64,
+				       l->next, rs.seq);
 		return l->final;
 	}
 	if (rs.count > l->batch_size) {

@@ -132,8 +132,10 @@ struct loader_opts {
 	uint64_t start_batch;
 };
 
+/* clang-format off */
 #define LOADER_OPTS_INIT  { .size = sizeof(struct loader_opts) }
 #define LOADER_STATS_INIT { .size = sizeof(struct loader_stats) }
+/* clang-format on */
 
 /*
  * One output of a batch: a view into the ring. The memory is this

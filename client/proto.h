@@ -36,7 +36,7 @@
 #endif
 
 #define PROTO_MAGIC	   0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION	   2 /* 2: OPEN carries start_batch */
+#define PROTO_VERSION	   2	       /* 2: OPEN carries start_batch */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */

@@ -38,7 +38,7 @@
 #include "proto.h"
 
 #define RING_MAGIC    0x47524c4cu /* "LLRG" in memory */
-#define RING_VERSION  2 /* 2: slots writable by the client */
+#define RING_VERSION  2		  /* 2: slots writable by the client */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */

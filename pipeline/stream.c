@@ -335,8 +335,8 @@ static int open_dataset(struct stream *s, struct diag *d)
 	s->lay.samples = order_size(s->order);
 	if (s->c.start_batch && s->c.start_batch >= s->lay.batches_per_epoch)
 		return diag_set(d, LOADER_EUSAGE,
-				"start batch %" PRIu64 " of an epoch of %" PRIu64
-				" batches",
+				"start batch %" PRIu64
+				" of an epoch of %" PRIu64 " batches",
 				s->c.start_batch, s->lay.batches_per_epoch);
 	return 0;
 }

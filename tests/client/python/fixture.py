@@ -57,6 +57,13 @@ class Tap:
         self.n = 0
         self.failed = 0
         atexit.register(self.done)
+        sys.excepthook = self._uncaught
+
+    def _uncaught(self, kind, value, tb):
+        """A test script that raises fails as a test, with the traceback."""
+        import traceback
+        self.ok(False, "the test script ran to its end",
+                "".join(traceback.format_exception(kind, value, tb)))
 
     def ok(self, cond, desc, *diag):
         self.n += 1
