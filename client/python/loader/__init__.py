@@ -144,29 +144,82 @@ def _text(v):
     return os.fsencode(v) if isinstance(v, (str, os.PathLike)) else v
 
 
+class _Ring:
+    """The native stream (libloader's handle) and the slots it has not
+    given back yet, oldest first, as [seq, done] records.
+
+    Every _Slot holds its ring, so the mapping outlives any tensor that
+    views it; the Stream holds the ring too, but no _Slot holds the
+    Stream, so dropping a Stream frees it at once (no cycle).
+    """
+
+    __slots__ = ("h", "held", "busy", "owner", "closing", "rel", "prel")
+
+    def __init__(self, h):
+        import ctypes
+        self.h = h
+        self.held = collections.deque()
+        self.busy = False          # inside libloader, or sweeping
+        self.owner = _get_ident()  # the thread that iterates
+        self.closing = False
+        self.rel = _lib.BatchView()
+        self.prel = ctypes.byref(self.rel)
+
+    def sweep(self):
+        """Give done slots back to the daemon, oldest first."""
+        if self.h is None or self.busy:
+            return
+        self.busy = True
+        try:
+            held, rel = self.held, self.rel
+            while held and held[0][1]:
+                rel.seq = held[0][0]
+                rc = _lib.lib.loader_release(self.h, self.prel)
+                held.popleft()
+                if rc:
+                    raise Error(rc, "loader_release of batch %d" % rel.seq)
+        finally:
+            self.busy = False
+        if self.closing and not held:
+            self.close_now()
+
+    def close(self):
+        self.closing = True
+        self.sweep()
+
+    def close_now(self):
+        h, self.h = self.h, None
+        if h is not None:
+            _lib.lib.loader_close(h)
+
+    def __del__(self):
+        # Nothing views the ring any more, and no Stream uses it.
+        self.close_now()
+
+
 class _Slot:
     """A batch's slot of the ring, as long as anything views it.
 
     The Batch holds it until released; every Output holds it, and so
     (through the Output) does every array and tensor made from one. When
-    the last of them is gone the slot is done, and the stream gives done
+    the last of them is gone the slot is done, and the ring gives done
     slots back to the daemon in order. Finalisation may happen on any
     thread (a tensor freed by another one): it only sets a flag there,
-    and the stream's own thread does the giving back.
+    and the iterating thread does the giving back.
     """
 
-    __slots__ = ("rec", "stream")
+    __slots__ = ("rec", "ring")
 
-    def __init__(self, stream, rec):
+    def __init__(self, ring, rec):
         self.rec = rec
-        self.stream = stream
+        self.ring = ring
 
     def __del__(self):
         self.rec[1] = True
-        s = self.stream
+        r = self.ring
         try:
-            if s._owner == _get_ident() and not s._busy:
-                s._sweep()
+            if r.owner == _get_ident() and not r.busy:
+                r.sweep()
         except Exception:
             # At interpreter exit, or a failed release: the flag is set,
             # and the next call on the stream will see to it.
@@ -246,11 +299,14 @@ class Batch(collections.abc.Mapping):
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
-    __slots__ = ("_slot", "_ptrs", "_stream", "seq", "index", "epoch",
-                 "count", "_ids")
+    __slots__ = ("_slot", "_ptrs", "_by_name", "_names", "seq", "index",
+                 "epoch", "count")
 
     def __init__(self, stream, slot, seq, index, epoch, count, ptrs):
-        self._stream = stream
+        # The stream's layout, not the stream: the stream holds its
+        # current batch, and a cycle would keep both until a GC pass.
+        self._by_name = stream._by_name
+        self._names = stream._names
         self._slot = slot
         self.seq = seq
         self.index = index
@@ -268,15 +324,15 @@ class Batch(collections.abc.Mapping):
 
     def __getitem__(self, name):
         slot = self._check()
-        k, dtype, sample_shape, sample_bytes = self._stream._by_name[name]
+        k, dtype, sample_shape, sample_bytes = self._by_name[name]
         return Output(slot, name, self._ptrs[k], dtype,
                       (self.count,) + sample_shape, self.count * sample_bytes)
 
     def __iter__(self):
-        return iter(self._stream._names)
+        return iter(self._names)
 
     def __len__(self):
-        return len(self._stream._names)
+        return len(self._names)
 
     @property
     def ids(self):
@@ -300,7 +356,7 @@ class Batch(collections.abc.Mapping):
 
     def __repr__(self):
         return "<loader.Batch epoch %d index %d: %d samples, %s>" % (
-            self.epoch, self.index, self.count, ", ".join(self._stream._names))
+            self.epoch, self.index, self.count, ", ".join(self._names))
 
 
 class Stream:
@@ -332,10 +388,7 @@ class Stream:
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
                  wait_timeout=None):
         import ctypes
-        self._h = None
-        self._busy = False
-        self._owner = threading.get_ident()
-        self._closing = False
+        self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
         else:
@@ -373,17 +426,14 @@ class Stream:
                                   ctypes.byref(o), err, len(err))
         if rc:
             raise Error(rc, err.value.decode("utf-8", "replace"))
-        self._h = h
+        self._ring = _Ring(h)
         self._view = _lib.BatchView()
         self._pview = ctypes.byref(self._view)
-        self._rel = _lib.BatchView()
-        self._prel = ctypes.byref(self._rel)
         self.slots = _lib.lib.loader_slots(h)
         self._mask = self.slots - 1
         self._ptrs = {}
         self._bpe = _lib.lib.loader_batches_per_epoch(h)
         self.samples = _lib.lib.loader_samples(h)
-        self._held = collections.deque()  # [seq, done] of slots not given back
         self._cur = None   # the batch handed out last
         self._final = None  # the code that ended the stream
         self._layout = None
@@ -412,35 +462,39 @@ class Stream:
         wait_timeout for this call; on expiry loader.Error with code
         -ETIMEDOUT, and the stream goes on.
         """
-        if self._h is None or self._closing:
+        ring = self._ring
+        if ring is None or ring.closing:
             raise Error(-_errno.EBADF, "the stream is closed")
+        # Slots are given back on the thread that iterates (see _Slot).
+        ring.owner = _get_ident()
         cur = self._cur
         if cur is not None:
             # Dropping the batch's hold gives its slot back right away
             # (_Slot.__del__) when nothing else views it.
             self._cur = None
             cur._slot = None
-        if self._held and self._held[0][1]:
-            self._sweep()
+        held = ring.held
+        if held and held[0][1]:
+            ring.sweep()
         if self._final is not None:
             return self._ended()
-        if len(self._held) >= self.slots - 1:
+        if len(held) >= self.slots - 1:
             # Tensors of earlier batches are alive; a cycle may be all
             # that keeps them.
             gc.collect()
-            self._sweep()
-            if len(self._held) >= self.slots - 1:
+            ring.sweep()
+            if len(held) >= self.slots - 1:
                 raise Error(-_errno.EBUSY, self._full_reason())
         wait = self._wait_ms if timeout is None else int(timeout * 1000)
         left = wait
-        lib, h, pv = _lib.lib, self._h, self._pview
+        lib, h, pv = _lib.lib, ring.h, self._pview
         while True:
             ms = _SLICE_MS if left is None or left > _SLICE_MS else left
-            self._busy = True
+            ring.busy = True
             try:
                 rc = lib.loader_next(h, pv, ms)
             finally:
-                self._busy = False
+                ring.busy = False
             if rc != -_errno.ETIMEDOUT:
                 break
             # Back in Python between slices: a pending Ctrl-C raises
@@ -462,8 +516,8 @@ class Stream:
             ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
             self._ptrs[seq & self._mask] = ptrs
         rec = [seq, False]
-        self._held.append(rec)
-        b = Batch(self, _Slot(self, rec), seq, v.index, v.epoch, v.count,
+        held.append(rec)
+        b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
                   ptrs)
         self._cur = b
         return b
@@ -485,35 +539,18 @@ class Stream:
         rc = self._final
         if rc == _lib.EEND:
             return None
-        raise Error(rc, _lib.lib.loader_reason(self._h).decode(
+        raise Error(rc, _lib.lib.loader_reason(self._ring.h).decode(
             "utf-8", "replace"))
 
     def _full_reason(self):
-        kept = ", ".join(str(r[0]) for r in self._held if not r[1])
+        held = self._ring.held
+        kept = ", ".join(str(r[0]) for r in held if not r[1])
         return ("%d batches of this stream are still viewed (seq %s): "
                 "Outputs, arrays or tensors of them are alive, and the "
                 "ring has %d slots, of which the daemon needs one. Drop "
                 "them, copy what you keep (x.clone(), np.array(x)), or "
                 "open the stream with more ring_slots"
-                % (len(self._held), kept, self.slots))
-
-    def _sweep(self):
-        """Give done slots back to the daemon, oldest first."""
-        if self._h is None or self._busy:
-            return
-        self._busy = True
-        try:
-            held, rel = self._held, self._rel
-            while held and held[0][1]:
-                rel.seq = held[0][0]
-                rc = _lib.lib.loader_release(self._h, self._prel)
-                held.popleft()
-                if rc:
-                    raise Error(rc, "loader_release of batch %d" % rel.seq)
-        finally:
-            self._busy = False
-        if self._closing and not held:
-            self._close_now()
+                % (len(held), kept, self.slots))
 
     # ---- the rest ------------------------------------------------------------
 
@@ -524,41 +561,37 @@ class Stream:
         daemon's (daemon_bytes_read, daemon_bad_samples, daemon_rss).
         One round trip to the daemon."""
         import ctypes
-        if self._h is None or self._closing:
+        ring = self._ring
+        if ring is None or ring.closing:
             raise Error(-_errno.EBADF, "the stream is closed")
         st = _lib.Stats()
         st.size = ctypes.sizeof(st)
-        self._busy = True
+        ring.busy = True
         try:
-            rc = _lib.lib.loader_stats(self._h, ctypes.byref(st))
+            rc = _lib.lib.loader_stats(ring.h, ctypes.byref(st))
         finally:
-            self._busy = False
+            ring.busy = False
         if rc:
-            raise Error(rc, _lib.lib.loader_reason(self._h).decode(
+            raise Error(rc, _lib.lib.loader_reason(ring.h).decode(
                 "utf-8", "replace"))
         d = {f: getattr(st, f) for f, _ in st._fields_
              if f not in ("size", "reserved", "wait_ns")}
         d["wait_s"] = st.wait_ns / 1e9
         d["slots"] = self.slots
-        d["held"] = len(self._held)
+        d["held"] = len(ring.held)
         return d
 
     def close(self):
         """End the stream. The shared memory stays mapped (and the daemon's
         stream open) until the last Output, array or tensor of it is
         gone: closing never pulls memory from under a live tensor."""
-        if self._h is None:
+        ring = self._ring
+        if ring is None:
             return
         if self._cur is not None:
             self._cur._slot = None
             self._cur = None
-        self._closing = True
-        self._sweep()
-
-    def _close_now(self):
-        h, self._h = self._h, None
-        if h is not None:
-            _lib.lib.loader_close(h)
+        ring.close()
 
     def __enter__(self):
         return self
@@ -567,10 +600,12 @@ class Stream:
         self.close()
 
     def __del__(self):
-        # Reached only when no slot is alive (each _Slot holds the
-        # stream): everything can go.
-        if getattr(self, "_h", None) is not None:
-            self._close_now()
+        # The ring lives on while a tensor views it (each _Slot holds
+        # it); this only says that no one will ask for more batches.
+        ring = getattr(self, "_ring", None)
+        if ring is not None:
+            self._cur = None
+            ring.close()
 
     def __repr__(self):
         return "<loader.Stream %s: %d batches per epoch, rank %d of %d>" % (

@@ -136,3 +136,16 @@ t.raises(loader.Error, lambda: next(s), "next() after close() raises",
 del x, b, s
 gc.collect()
 t.eq(fx.ring_ranges(), [], "the ring is unmapped once the last tensor is gone")
+
+# --- dropped without close() ------------------------------------------------
+gc.disable()
+try:
+    s = loader.Stream(D, **KW)
+    for b in s:
+        if b.index == 2:
+            break
+    del s, b
+    t.eq(fx.ring_ranges(), [], "a stream dropped mid-epoch without close() "
+         "is freed at once (no reference cycle waits for the GC)")
+finally:
+    gc.enable()
