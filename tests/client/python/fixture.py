@@ -114,11 +114,26 @@ def tmpdir():
 def run(*args, **kw):
     """Run a program of the build tree; its stdout as text."""
     p = subprocess.run([str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, **kw)
+                       stderr=subprocess.PIPE, text=True, env=child_env(),
+                       **kw)
     if p.returncode:
         raise RuntimeError("%s: exit %d: %s%s" % (
             " ".join(map(str, args)), p.returncode, p.stdout, p.stderr))
     return p.stdout
+
+
+def child_env():
+    """The environment for the programs a test starts: without what
+    loader-python adds for python3 in a sanitizer build (the preloaded
+    runtimes, leak checks off), which the programs, linked with the
+    sanitizers themselves, must not inherit."""
+    env = dict(os.environ)
+    if env.pop("LOADER_SAN_PRELOAD", None):
+        env.pop("LD_PRELOAD", None)
+        opts = [o for o in env.get("ASAN_OPTIONS", "").split(":")
+                if o and o != "detect_leaks=0"]
+        env["ASAN_OPTIONS"] = ":".join(opts)
+    return env
 
 
 def tool(name):
@@ -133,7 +148,7 @@ class Daemon:
         self.log = open(self.sock + ".log", "w")
         self.proc = subprocess.Popen(
             [os.path.join(TOP, "loaderd"), "-f", "--socket", self.sock]
-            + list(args), stderr=self.log)
+            + list(args), stderr=self.log, env=child_env())
         atexit.register(self.kill)
         for _ in range(200):
             if os.path.exists(self.sock):

@@ -28,6 +28,10 @@ case $pydir in
 *) r=1 ;;
 esac
 ok "installed under a Python package directory ($pydir)" test $r -eq 0
+# A sanitizer build's python3 needs the runtimes preloaded, as
+# loader-python does it.
+eval "$(grep -E '^(LD_PRELOAD|ASAN_OPTIONS)=' "$top_builddir/loader-python")"
+export LD_PRELOAD ASAN_OPTIONS
 got=$(cd "$T" && env -u LOADER_LIBRARY PYTHONPATH="$T/inst$pydir" \
 	LD_LIBRARY_PATH="$T/inst$libdir" "$py" -c \
 	'import loader, loader.torch, loader.keras; print(loader.library_version, loader.__file__)' 2>&1)
