@@ -145,7 +145,12 @@ def _load():
 
 lib, path = _load()
 
-lib.loader_version.restype = ctypes.c_int
+try:
+    lib.loader_version.restype = ctypes.c_int
+except AttributeError:
+    raise ImportError("loader: %s has no loader_version(): a libloader "
+                      "older than %d.0 (or not libloader)"
+                      % (path, NEED_MAJOR))
 lib.loader_version.argtypes = []
 version = lib.loader_version()
 if version // 1000 != NEED_MAJOR or version % 1000 < NEED_MINOR:
