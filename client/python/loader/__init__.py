@@ -37,6 +37,7 @@ from $LOADER_LIBRARY, or, in a build tree, through BUILD/loader-python.
 """
 
 import collections
+import ctypes
 import errno as _errno
 import gc
 import os
@@ -153,7 +154,8 @@ class _Ring:
     Stream, so dropping a Stream frees it at once (no cycle).
     """
 
-    __slots__ = ("h", "held", "busy", "owner", "closing", "rel", "prel")
+    __slots__ = ("h", "held", "busy", "owner", "closing", "rel", "prel",
+                 "arrays")
 
     def __init__(self, h):
         import ctypes
@@ -164,6 +166,8 @@ class _Ring:
         self.closing = False
         self.rel = _lib.BatchView()
         self.prel = ctypes.byref(self.rel)
+        # (address, shape) -> an ndarray of the ring there, for DLPack.
+        self.arrays = {}
 
     def sweep(self):
         """Give done slots back to the daemon, oldest first."""
@@ -255,13 +259,26 @@ class Output:
     def __dlpack__(self, stream=None):
         """A DLPack capsule of this output (CPU memory, no copy).
 
-        The capsule is NumPy's: its deleter drops an array whose base is
+        The capsule is NumPy's: its deleter drops an array that holds
         this Output, so the slot stays taken until the consumer (a torch
         tensor, say) is freed.
         """
         if stream is not None:
             raise BufferError("loader: a CPU output takes no stream")
-        return (_np or _numpy()).asarray(self).__dlpack__()
+        # A view of an array made once per slot and shape, which holds
+        # this Output: cheaper than np.asarray(self) on the hot path.
+        key = (self.data_ptr, self.shape)
+        base = self._slot.ring.arrays.get(key)
+        if base is None:
+            # Made from the bare address: the cached array must not keep
+            # this Output (and its slot) alive, as np.asarray(self) would.
+            np = _np or _numpy()
+            mem = (ctypes.c_char * self.nbytes).from_address(self.data_ptr)
+            base = np.frombuffer(mem, self._typestr).reshape(self.shape)
+            self._slot.ring.arrays[key] = base
+        v = base.view(_Held)
+        v.owner = self
+        return v.__dlpack__()
 
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU, device 0
@@ -276,17 +293,23 @@ class Output:
 
 
 _np = None
+_Held = None
 
 
 def _numpy():
-    global _np
+    global _np, _Held
     if _np is None:
         try:
             import numpy
         except ImportError:
             raise ImportError("loader: DLPack export goes through NumPy; "
                               "install python3-numpy")
-        _np = numpy
+
+        class Held(numpy.ndarray):
+            """An array that keeps `owner` (an Output) alive."""
+            owner = None
+
+        _np, _Held = numpy, Held
     return _np
 
 
@@ -515,7 +538,7 @@ class Stream:
         if ptrs is None:
             ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
             self._ptrs[seq & self._mask] = ptrs
-        rec = [seq, False]
+        rec = [seq, False, v.epoch, v.index]
         held.append(rec)
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
                   ptrs)
@@ -544,13 +567,23 @@ class Stream:
 
     def _full_reason(self):
         held = self._ring.held
-        kept = ", ".join(str(r[0]) for r in held if not r[1])
-        return ("%d batches of this stream are still viewed (seq %s): "
-                "Outputs, arrays or tensors of them are alive, and the "
-                "ring has %d slots, of which the daemon needs one. Drop "
-                "them, copy what you keep (x.clone(), np.array(x)), or "
-                "open the stream with more ring_slots"
-                % (len(held), kept, self.slots))
+        alive = ["%d:%d" % (r[2], r[3]) for r in held if not r[1]]
+        waiting = len(held) - len(alive)
+        return ("the ring's %d slots are taken (the daemon needs one): "
+                "batch%s %s (epoch:index) %s still viewed by Outputs, "
+                "arrays or tensors%s. Drop what keeps %s (a loop variable "
+                "of an earlier loop, a list of tensors, a loss kept with "
+                "its graph), copy what you keep (x.clone(), np.array(x)), "
+                "or open the stream with more ring_slots (a loop that "
+                "holds the batch before while it asks for the next needs "
+                "at least 4)"
+                % (self.slots, "es" if len(alive) > 1 else "",
+                   ", ".join(alive), "are" if len(alive) > 1 else "is",
+                   "" if not waiting else
+                   ", and %d finished batch%s wait%s behind (slots go "
+                   "back in order)" % (waiting, "es" if waiting > 1 else "",
+                                       "" if waiting > 1 else "s"),
+                   "them" if len(alive) > 1 else "it"))
 
     # ---- the rest ------------------------------------------------------------
 

@@ -9,7 +9,13 @@ load_state_dict() move to another place by opening the stream again
 there (start_epoch, start_batch), which the order contract makes exact.
 """
 
-from . import Stream
+import errno
+
+from . import Error, Stream
+
+# A loop holds the batch before while it asks for the next, and the first
+# batch of the next epoch is read ahead: 3 held at most, so 4 slots.
+MIN_SLOTS = 4
 
 
 class Epochs:
@@ -45,8 +51,24 @@ class Epochs:
                 self.epoch, self.batch = epoch, batch
                 return
             kw["epochs"] = left
+        slots = kw.get("ring_slots") or 0
+        if slots and slots < MIN_SLOTS:
+            raise Error(-errno.EINVAL,
+                        "ring_slots=%d: a training loop holds the batch "
+                        "before while it asks for the next, and the next "
+                        "epoch's first is read ahead: at least %d"
+                        % (slots, MIN_SLOTS))
         self._stream = Stream(self._dataset, start_epoch=epoch,
                               start_batch=batch, **kw)
+        if self._stream.slots < MIN_SLOTS:
+            n = self._stream.slots
+            self._stream.close()
+            self._stream = None
+            raise Error(-errno.E2BIG,
+                        "loaderd gave the stream %d ring slots (its batches "
+                        "are too large for 4 under its --max-ring): a "
+                        "training loop needs at least %d; use a smaller "
+                        "batch or raise loaderd's --max-ring" % (n, MIN_SLOTS))
         self.epoch, self.batch = epoch, batch
 
     @property

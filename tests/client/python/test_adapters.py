@@ -185,3 +185,17 @@ e1 = [digest(i) for _, i in tds]
 t.eq(e0, want, "one epoch per iteration: epoch 0 first (the batch read "
      "for the spec is not lost)")
 t.eq(e1, [d[1] for d in stream_epoch(1)], "... then epoch 1")
+
+# --- ring slots a training loop needs ----------------------------------------
+t.raises(loader.Error, lambda: loader.torch.DataLoader(D, ring_slots=2, **KW),
+         "ring_slots=2 is refused for a training loop, saying why",
+         "at least 4")
+dl = loader.torch.DataLoader(D, keys=("image", "label"), ring_slots=4,
+                             epochs=2, **KW)
+n = 0
+for e in range(2):
+    dl.set_epoch(e)
+    for x, y in dl:             # x, y hold the batch before each next()
+        n += 1
+t.eq(n, 40, "with 4 slots a plain loop keeping its loop variables runs "
+     "two epochs")

@@ -52,8 +52,12 @@ with loader.Stream(D, **KW) as s:
     t.eq(s.stats()["held"], 3,
          "an Output of a released batch keeps its slot, and the two "
          "released after it wait behind it (slots go back in order)")
-    t.raises(loader.Error, lambda: next(s),
-             "... so a 4-slot ring has no batch to give", "still viewed")
+    e = t.raises(loader.Error, lambda: next(s),
+                 "... so a 4-slot ring has no batch to give",
+                 "batch 0:0 (epoch:index) is still viewed")
+    t.ok(e is not None and "2 finished batches wait behind" in str(e),
+         "... and the error names the batch that blocks and counts those "
+         "waiting behind it", str(e))
     t.ok(np.array_equal(np.asarray(img0), a0) and fx.in_ring(img0.data_ptr),
          "... its bytes unchanged, a view of the ring all along")
     del img0, a0, b0
