@@ -42,17 +42,13 @@ slots=${SLOTS:-4}
 py=/usr/bin/python3
 spec='decode | rrc 224 | flip 0.5 | normalize imagenet'
 
-skip() {
-	echo "image_pipeline: $*; skipped" >&2
-	exit 77
-}
-say() { echo "-- $*" >&2; }
+BENCH=image_pipeline
+. "$top/bench/common.sh"
 # rate LINE: the value of img_per_s=... in LINE.
 rate() {
 	echo "$1" | tr ' ' '\n' |
 		awk -F= '$1 == "img_per_s" { r = $2 } END { if (r == "") exit 1; print r }'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 [ "$cores" -ge 1 ] && [ "$cores" -le "$ncpu" ] ||
 	{ echo "image_pipeline: CORES=$cores: 1..$ncpu" >&2; exit 2; }

@@ -38,12 +38,8 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 rounds=${ROUNDS:-200}
 goal=20
 
-skip() {
-	echo "python_handoff: $*; skipped" >&2
-	exit 77
-}
-say() { echo "-- $*" >&2; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+BENCH=python_handoff
+. "$top/bench/common.sh"
 
 [ -x "$b/loaderd" ] && [ -x "$b/loader-python" ] ||
 	{ echo "python_handoff: no $b/loaderd or $b/loader-python: build first, or set BUILD" >&2; exit 2; }
@@ -67,20 +63,8 @@ trap 'exit 143' TERM
 say "packing $src (train) into $w/fm"
 "$b/loaderctl" pack --split train "$src" "$w/fm" >/dev/null
 cat "$w"/fm/train/shard-*.lds >/dev/null
-"$b/loaderd" -f --socket "$w/d.sock" --log-level warn 2>>"$w/daemon.log" &
-dpid=$!
-pids="$pids $dpid"
-while [ ! -S "$w/d.sock" ]; do
-	kill -0 $dpid 2>/dev/null ||
-		{ cat "$w/daemon.log" >&2; echo "python_handoff: loaderd did not start" >&2; exit 1; }
-	sleep 0.05
-done
+start_daemon "$w/d.sock" --log-level warn
 
-# field KEY LINE: the value of KEY=... in LINE.
-field() {
-	echo "$2" | tr ' ' '\n' |
-		awk -F= -v k="$1" '$1 == k { v = $2 } END { if (v == "") exit 1; print v }'
-}
 # pyrun [--dataloader]: one run of the Python loop; prints
 # "P50 P90 P99 WAITED_BURSTS NEXT_P50 RELEASE_P50 DLPACK_P50".
 pyrun() {

@@ -44,12 +44,8 @@ batches=${BATCHES:-16}
 batch=${BATCH:-64}
 cores=$(nproc)
 
-skip() {
-	echo "python_train: $*; skipped" >&2
-	exit 77
-}
-say() { echo "-- $*" >&2; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+BENCH=python_train
+. "$top/bench/common.sh"
 
 [ -x "$b/loaderd" ] && [ -x "$b/loader-python" ] ||
 	{ echo "python_train: no $b/loaderd or $b/loader-python: build first, or set BUILD" >&2; exit 2; }
@@ -75,20 +71,7 @@ cat "$w"/ds/shard-*.lds >/dev/null
 # As bench/image_pipeline.sh: cores - 1 pool threads, and the stream's
 # own thread, decode on cores threads; one core still gets two.
 pool=$((cores > 1 ? cores - 1 : 1))
-"$b/loaderd" -f --socket "$w/d.sock" --threads "$pool" --log-level warn \
-	2>>"$w/daemon.log" &
-dpid=$!
-pids="$pids $dpid"
-while [ ! -S "$w/d.sock" ]; do
-	kill -0 $dpid 2>/dev/null ||
-		{ cat "$w/daemon.log" >&2; echo "python_train: loaderd did not start" >&2; exit 1; }
-	sleep 0.05
-done
-
-# field KEY LINE: the value of KEY=... in LINE.
-field() {
-	echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'
-}
+start_daemon "$w/d.sock" --threads "$pool" --log-level warn
 
 echo "== simulated training: $n JPEGs from $corpus, batch $batch, $cores cores,"
 echo "   $batches timed batches per run; loaderd --threads $pool vs DataLoader($cores workers)"

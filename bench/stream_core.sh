@@ -24,19 +24,9 @@ trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
 "$b/loaderctl" pack "$src" "$w/fm" >/dev/null
 cat "$w"/fm/*/shard-*.lds >/dev/null
 
-daemon() { # SOCK ARGS...: start a loaderd, wait for its socket
-	s=$1
-	shift
-	"$b/loaderd" -f --socket "$s" --log-level warn "$@" 2>>"$w/daemon.log" &
-	pids="$pids $!"
-	DPID=$!
-	while [ ! -S "$s" ]; do
-		kill -0 $DPID 2>/dev/null ||
-			{ cat "$w/daemon.log" >&2; echo "stream_core: loaderd did not start" >&2; exit 1; }
-		sleep 0.05
-	done
-}
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+BENCH=stream_core
+. "$top/bench/common.sh"
+daemon() { start_daemon "$@" --log-level warn; }
 
 daemon "$w/d.sock"
 echo "== raw path: Fashion-MNIST train (60000 x 792 B), 5 epochs, batch 256, outputs as stored"

@@ -43,7 +43,8 @@ rm -f "$w/img" "$w/lab"
 rm -rf "$w/x10" "$w/rand"
 
 now() { date +%s.%N; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+BENCH=verify_read
+. "$top/bench/common.sh"
 
 printf '%-12s %10s %10s %10s %10s %7s\n' case bytes read_MB/s verify_MB/s records/s ratio
 for c in fmnist-x10 fmnist-dict rand-64k; do

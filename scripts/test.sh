@@ -28,16 +28,31 @@ clear_results() {
 	done
 }
 
-# Criterion programs are the tests not named *.sh. Where criterion is
+# The Python package's tests (their .trs files lose the .py).
+pytests='*/tests/client/python/*'
+
+# Criterion programs are the other tests not named *.sh. Where criterion is
 # installed they must have run: a build configured without it reports
 # them as a single skip, and the totals would still look green.
 check_units() {
-	n=$(find "$1" -name '*.trs' ! -name '*.sh.trs' ! -path '*/loaderd-*' |
-		wc -l)
+	n=$(find "$1" -name '*.trs' ! -name '*.sh.trs' ! -path "$pytests" \
+		! -path '*/loaderd-*' | wc -l)
 	echo "-- $1: $n criterion unit test programs ran"
 	if [ "$n" -eq 0 ] && pkg-config --exists 'criterion >= 2.3'; then
 		echo "FAILED: $1: criterion is installed, but the unit tests did not run (built without criterion)"
 		status=1
+	fi
+	# Likewise the Python package's tests skip without NumPy and torch;
+	# with them installed (deps.sh --test), a skip hides a failure.
+	if /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then
+		for t in $(find "$1" -name '*.trs' ! -name '*.sh.trs' \
+			-path "$pytests" ! -path '*/loaderd-*'); do
+			if grep -q '^:test-result: SKIP' "$t"; then
+				echo "FAILED: $1: ${t%.trs} skipped although NumPy and torch are installed:"
+				grep -m1 SKIP "${t%.trs}.log"
+				status=1
+			fi
+		done
 	fi
 }
 
@@ -59,7 +74,7 @@ if ! make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1; then
 fi
 
 # Totals over both builds, from the per-test .trs files of automake.
-pass=0 fail=0 skip=0 unit=0
+pass=0 fail=0 skip=0 unit=0 py=0
 for b in build build-san; do
 	[ -d "$b" ] || continue
 	for t in $(find "$b" -name '*.trs' ! -path '*/loaderd-*' 2>/dev/null); do
@@ -68,7 +83,11 @@ for b in build build-san; do
 		f=$(grep -Ec '^:test-result: (FAIL|XPASS|ERROR)' "$t")
 		s=$(grep -c '^:test-result: SKIP' "$t")
 		pass=$((pass + p + x)) fail=$((fail + f)) skip=$((skip + s))
-		case $t in *.sh.trs) ;; *) unit=$((unit + p + x + f + s)) ;; esac
+		case $t in
+		*.sh.trs) ;;
+		$pytests) py=$((py + p + x + f + s)) ;;
+		*) unit=$((unit + p + x + f + s)) ;;
+		esac
 		if [ "$f" -gt 0 ]; then
 			echo "-- failures in ${t%.trs}.log:"
 			grep -E '^(not ok|# )' "${t%.trs}.log" | head -20
@@ -80,6 +99,6 @@ if [ $((pass + fail + skip)) -eq 0 ]; then
 	status=1
 fi
 [ "$fail" -gt 0 ] && status=1
-echo "of which criterion unit tests: $unit"
+echo "of which criterion unit tests: $unit, Python package tests: $py"
 echo "$pass passed, $fail failed, $skip skipped"
 exit $status

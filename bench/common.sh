@@ -1,0 +1,39 @@
+# common.sh - sourced by the benchmark scripts: the helpers they share.
+#
+# The script sets BENCH (its name, for messages), b (the build directory),
+# w (its scratch directory) and pids (processes to kill at exit) before
+# it calls start_daemon.
+
+# skip WHY...: something the benchmark needs is absent: exit 77.
+skip() {
+	echo "$BENCH: $*; skipped" >&2
+	exit 77
+}
+
+# say TEXT...: progress, on stderr (stdout is the figures).
+say() { echo "-- $*" >&2; }
+
+# median: the median of the numbers on stdin, one a line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# field KEY LINE: the value of KEY=... in LINE.
+field() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+
+# start_daemon SOCK ARGS...: $b/loaderd in the foreground on SOCK, its log
+# in $w/daemon.log; returns once the socket is there. DPID is its pid,
+# added to $pids.
+start_daemon() {
+	_sock=$1
+	shift
+	"$b/loaderd" -f --socket "$_sock" "$@" 2>>"$w/daemon.log" &
+	DPID=$!
+	pids="$pids $DPID"
+	while [ ! -S "$_sock" ]; do
+		kill -0 $DPID 2>/dev/null || {
+			cat "$w/daemon.log" >&2
+			echo "$BENCH: loaderd did not start" >&2
+			exit 1
+		}
+		sleep 0.05
+	done
+}
