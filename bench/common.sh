@@ -37,3 +37,16 @@ start_daemon() {
 		sleep 0.05
 	done
 }
+
+# need_python MODULE...: the build tree's Python ($b/loader-python, with
+# the loader package) must import every MODULE; exit 2 when the tree is
+# not built, 77 when a module is missing.
+need_python() {
+	[ -x "$b/loaderd" ] && [ -x "$b/loader-python" ] || {
+		echo "$BENCH: no $b/loaderd or $b/loader-python: build first, or set BUILD" >&2
+		exit 2
+	}
+	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3 (Debian's python3)"
+	"$b/loader-python" -c "import $(echo "$*" | tr ' ' ',')" 2>/dev/null ||
+		skip "$b/loader-python cannot import $* (scripts/deps.sh --bench)"
+}

@@ -41,12 +41,7 @@ goal=20
 BENCH=python_handoff
 . "$top/bench/common.sh"
 
-[ -x "$b/loaderd" ] && [ -x "$b/loader-python" ] ||
-	{ echo "python_handoff: no $b/loaderd or $b/loader-python: build first, or set BUILD" >&2; exit 2; }
-[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3 (Debian's python3)"
-"$b/loader-python" -c 'import numpy, torch, loader' 2>/dev/null ||
-	skip "$b/loader-python cannot import numpy, torch and loader" \
-		"(Debian: python3-numpy, python3-torch)"
+need_python numpy torch loader
 [ -f "$src/train-images-idx3-ubyte.gz" ] || [ -f "$src/train-images-idx3-ubyte" ] ||
 	skip "no Fashion-MNIST in $src (Debian package dataset-fashion-mnist)"
 ldc=$b/tests/tools/ldclient

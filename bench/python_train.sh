@@ -47,12 +47,7 @@ cores=$(nproc)
 BENCH=python_train
 . "$top/bench/common.sh"
 
-[ -x "$b/loaderd" ] && [ -x "$b/loader-python" ] ||
-	{ echo "python_train: no $b/loaderd or $b/loader-python: build first, or set BUILD" >&2; exit 2; }
-[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3 (Debian's python3)"
-"$b/loader-python" -c 'import numpy, torch, torchvision, PIL, loader' 2>/dev/null ||
-	skip "$b/loader-python cannot import numpy, torch, torchvision, PIL" \
-		"and loader (scripts/deps.sh --bench)"
+need_python numpy torch torchvision PIL loader
 [ -d "$corpus" ] && [ -n "$(ls -A "$corpus")" ] ||
 	skip "no corpus in $corpus (bench/image_pipeline.sh makes it, or" \
 		"bench/mkcorpus.py --count 2000 --seed 0 $corpus)"
