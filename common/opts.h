@@ -3,12 +3,14 @@
  *
  * Each command describes its options once (name, type, where the value
  * goes, default, help); the same table drives parsing, defaults and the
- * --help text, so they cannot drift apart. The config file (later) reads
- * the same tables.
+ * --help text, so they cannot drift apart. A config file of
+ * "name = value" lines (opts_parse_file) reads the same tables, and
+ * opts_print_config() writes one.
  */
 #ifndef LD_OPTS_H
 #define LD_OPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -21,6 +23,8 @@ enum opt_type {
 	OPT_I64,  /* int64_t, decimal */
 	OPT_SIZE, /* uint64_t bytes, with an optional K/M/G/T suffix (1024s) */
 	OPT_F64,  /* double, as strtod() reads it; NaN is never accepted */
+	OPT_CHOICE, /* const char *, one of the "|"-separated words of arg */
+	OPT_MODE,   /* uint64_t, an octal file mode up to 07777 */
 };
 
 struct opt {
@@ -36,12 +40,52 @@ struct opt {
 	 * checked when min < max; leave both 0 for "any value of the type".
 	 */
 	double min, max;
+	unsigned flags; /* OPT_F_* */
 };
+
+/* The option is for the command line only, never in a config file. */
+#define OPT_F_CLI_ONLY 1u
+/* A running program applies a new value on reload (SIGHUP). */
+#define OPT_F_RELOAD 2u
 
 #define OPT_END                                                                \
 	{                                                                      \
-		NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL, 0, 0                   \
+		NULL, 0, OPT_FLAG, 0, NULL, NULL, NULL, 0, 0, 0                \
 	}
+
+/* Set every option of table that has a default to it. */
+int opts_defaults(const struct opt *table, void *dst, struct diag *d);
+
+/*
+ * Parse argv over dst, as opts_parse() does but without setting the
+ * defaults first (a config file may have set values in between).
+ */
+int opts_parse_argv(const struct opt *table, void *dst, int argc, char **argv,
+		    int *nargs, int *help, struct diag *d);
+
+/*
+ * Read the config file path over dst: "name = value" lines, names being
+ * the table's long names ("_" and "-" alike), "#" starting a comment, a
+ * value taken whole to the end of its line (trimmed; double quotes
+ * around it are dropped). Flags take yes/no, true/false, on/off or 1/0.
+ * An option set twice, an unknown or command-line-only name, or a bad
+ * value is an error. String values point into *text, which the caller
+ * frees (free()) after the last use of dst; it is set even on error.
+ * Returns 0, -errno when the file cannot be read, or LOADER_EUSAGE, with
+ * "PATH:LINE: reason" in d.
+ */
+int opts_parse_file(const struct opt *table, void *dst, const char *path,
+		    char **text, struct diag *d);
+
+/*
+ * Write a config file of every option a file may set, each with its help
+ * as a comment: with dst's values, or (dst NULL) the defaults commented
+ * out.
+ */
+void opts_print_config(FILE *f, const struct opt *table, const void *dst);
+
+/* Do a and b (two structs of table's) hold the same value of option o? */
+bool opts_same(const struct opt *o, const void *a, const void *b);
 
 /*
  * Apply the defaults of table to dst, then parse argv. Non-option

@@ -13,6 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
 #include "loader_error.h"
@@ -22,7 +27,11 @@
 #include "server.h"
 
 struct loaderd_opts {
+	const char *config;
+	bool print_config;
 	const char *socket;
+	uint64_t socket_mode;
+	const char *socket_group;
 	bool foreground;
 	uint64_t threads;
 	const char *log_level;
@@ -31,48 +40,155 @@ struct loaderd_opts {
 	uint64_t max_uid_streams;
 	uint64_t max_uid_files;
 	uint64_t max_pixels;
+	bool direct;
 };
 
+/*
+ * Every option, once: the command line, the config file (all but the
+ * OPT_F_CLI_ONLY ones), --help, --print-config and the man pages'
+ * lists (tests/integration/daemon_config.sh checks those agree) come
+ * from this table.
+ */
 #define O(f) offsetof(struct loaderd_opts, f)
 static const struct opt loaderd_table[] = {
+	{ "config", 'c', OPT_STR, O(config), NULL, "FILE",
+	  "read options from FILE (default: " LOADERD_CONF
+	  " if it exists); the command line wins over it",
+	  0, 0, OPT_F_CLI_ONLY },
+	{ "print-config", 0, OPT_FLAG, O(print_config), NULL, NULL,
+	  "print the options in effect as a config file, and exit", 0, 0,
+	  OPT_F_CLI_ONLY },
 	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
-	  "control socket (default: $XDG_RUNTIME_DIR/loaderd.sock, or /run/loaderd/loaderd.sock as root)",
+	  "control socket (default: $XDG_RUNTIME_DIR/loaderd.sock, or /run/loaderd/loaderd.sock as root); one passed by systemd (socket activation) wins",
+	  0, 0, 0 },
+	{ "socket-mode", 0, OPT_MODE, O(socket_mode), "0660", "MODE",
+	  "permissions of the socket file loaderd makes (octal): who may connect",
+	  0, 0, 0 },
+	{ "socket-group", 0, OPT_STR, O(socket_group), NULL, "GROUP",
+	  "group of the socket file loaderd makes (default: loaderd's own)", 0,
 	  0, 0 },
 	{ "foreground", 'f', OPT_FLAG, O(foreground), NULL, NULL,
 	  "stay in the foreground (as under systemd); otherwise detach once listening",
-	  0, 0 },
+	  0, 0, OPT_F_CLI_ONLY },
 	{ "threads", 't', OPT_U64, O(threads), "0", "N",
 	  "decode threads shared by all streams (0: one per core, less one)", 0,
-	  0 },
-	{ "log-level", 'l', OPT_STR, O(log_level), "info", "LEVEL",
-	  "err, warn, info or debug", 0, 0 },
+	  1024, 0 },
+	{ "log-level", 'l', OPT_CHOICE, O(log_level), "info",
+	  "err|warn|info|debug",
+	  "what to log: errors only, up to warnings, up to events, or everything",
+	  0, 0, OPT_F_RELOAD },
 	{ "max-ring", 0, OPT_SIZE, O(max_ring), "1G", "BYTES",
-	  "largest batch ring of one stream", 0, 0 },
+	  "largest batch ring of one stream", 0, 0, OPT_F_RELOAD },
 	{ "max-uid-ring", 0, OPT_SIZE, O(max_uid_ring), "4G", "BYTES",
-	  "ring bytes all streams of one user may hold", 0, 0 },
+	  "ring bytes all streams of one user may hold", 0, 0, OPT_F_RELOAD },
 	{ "max-uid-streams", 0, OPT_U64, O(max_uid_streams), "64", "N",
-	  "streams one user may hold", 0, 0 },
+	  "streams one user may hold", 0, 0, OPT_F_RELOAD },
 	{ "max-uid-files", 0, OPT_U64, O(max_uid_files), "0", "N",
 	  "dataset descriptors one user's sessions may hold (0: a quarter of the descriptor limit)",
-	  0, 0 },
+	  0, 0, OPT_F_RELOAD },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
-	  0, 0 },
+	  0, 0, OPT_F_RELOAD },
+	{ "direct", 0, OPT_FLAG, O(direct), NULL, NULL,
+	  "read every stream's shards with O_DIRECT, whatever the client asks (datasets larger than memory)",
+	  0, 0, OPT_F_RELOAD },
 	OPT_END,
 };
 #undef O
 
-/* What the loop runs; the signal handles' data. */
+/* How often the status line (systemd's STATUS=) is brought up to date. */
+#define LOADERD_STATUS_MS 5000
+
+/* What the loop runs; the handles' data. */
 struct loaderd {
 	struct server *srv;
-	uv_signal_t sigint, sigterm;
+	uv_signal_t sigint, sigterm, sighup;
+	uv_timer_t status, watchdog;
+	/* The options in effect, and what they were read from. */
+	struct loaderd_opts o;
+	char *conf_text; /* the config file's text: o's strings point in */
+	/* Texts of earlier reloads that options kept from them point in. */
+	char **kept_texts;
+	size_t nkept;
+	int argc;
+	char **argv;
+	uint64_t nofile; /* the descriptor limit, for max-uid-files 0 */
+	/* The last status line's totals, for rates. */
+	struct server_status last;
+	uint64_t last_ms;
 };
 
-/* Close sig if uv_signal_init() set it up (it sets loop) and it is open. */
-static void close_signal(uv_signal_t *sig)
+/*
+ * The options: defaults, then the config file, then the command line
+ * (which wins). The file is the one --config names, which must exist, or
+ * the default one if it does. On error, d says what is wrong and where
+ * (the file and line, or the option).
+ */
+static int load_options(struct loaderd_opts *o, char **text, int argc,
+			char **argv, int *help, struct diag *d)
 {
-	if (sig->loop && !uv_is_closing((uv_handle_t *)sig))
-		uv_close((uv_handle_t *)sig, NULL);
+	struct loaderd_opts cli = { 0 };
+	const char *path;
+	int nargs, err;
+
+	*text = NULL;
+	/* A first pass over the command line: which file, and its errors. */
+	err = opts_defaults(loaderd_table, &cli, d);
+	if (!err)
+		err = opts_parse_argv(loaderd_table, &cli, argc, argv, &nargs,
+				      help, d);
+	if (err || *help)
+		return err;
+	if (nargs)
+		return diag_set(d, LOADER_EUSAGE, "unexpected argument %s",
+				argv[0]);
+	memset(o, 0, sizeof(*o));
+	err = opts_defaults(loaderd_table, o, d);
+	if (err)
+		return err;
+	path = cli.config;
+	if (!path && access(LOADERD_CONF, F_OK) == 0)
+		path = LOADERD_CONF;
+	if (path && *path) {
+		err = opts_parse_file(loaderd_table, o, path, text, d);
+		if (err)
+			return err;
+	}
+	return opts_parse_argv(loaderd_table, o, argc, argv, &nargs, help, d);
+}
+
+/* The values load_options() cannot check alone. */
+static int check_options(const struct loaderd_opts *o, struct diag *d)
+{
+	if (o->socket_group && *o->socket_group && !getgrnam(o->socket_group))
+		return diag_set(d, LOADER_EUSAGE,
+				"socket-group: no group \"%s\"",
+				o->socket_group);
+	return 0;
+}
+
+static void make_limits(const struct loaderd *ld, struct server_limits *lim)
+{
+	const struct loaderd_opts *o = &ld->o;
+
+	*lim = (struct server_limits){
+		.max_ring_bytes = o->max_ring,
+		.max_uid_bytes = o->max_uid_ring,
+		.max_uid_streams = (uint32_t)o->max_uid_streams,
+		.max_uid_files =
+			o->max_uid_files ? o->max_uid_files : ld->nofile / 4,
+		.max_pixels = o->max_pixels,
+		.direct = o->direct,
+	};
+}
+
+/* Close h if it was set up (init sets its loop) and is not closing. */
+static void close_handle(void *h)
+{
+	uv_handle_t *u = h;
+
+	if (u->loop && !uv_is_closing(u))
+		uv_close(u, NULL);
 }
 
 /*
@@ -81,15 +197,104 @@ static void close_signal(uv_signal_t *sig)
  * pool (a stream being opened or freed) has finished. uv_stop() would
  * return before those, with the server's memory still in use.
  */
+static void stop(struct loaderd *ld, int signum)
+{
+	plog(PLOG_INFO, "signal %d: stopping", signum);
+	sd_notify(0, "STOPPING=1");
+	server_free(ld->srv);
+	ld->srv = NULL;
+	close_handle(&ld->sigint);
+	close_handle(&ld->sigterm);
+	close_handle(&ld->sighup);
+	close_handle(&ld->status);
+	close_handle(&ld->watchdog);
+}
+
+/*
+ * SIGHUP: read the options again. What can change live (limits, log
+ * level: OPT_F_RELOAD) applies to what comes next; the rest is named as
+ * needing a restart. A file that does not parse changes nothing.
+ */
+static void reload(struct loaderd *ld)
+{
+	struct loaderd_opts n;
+	struct server_limits lim;
+	struct diag d = { { 0 } };
+	char *text = NULL, later[256] = "";
+	size_t used = 0;
+	int help, err;
+
+	sd_notify(0, "RELOADING=1");
+	err = load_options(&n, &text, ld->argc, ld->argv, &help, &d);
+	if (!err)
+		err = check_options(&n, &d);
+	if (err) {
+		plog(PLOG_ERR, "reload: %s; the options in effect stay", d.msg);
+		free(text);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	for (const struct opt *t = loaderd_table; t->name; t++) {
+		if ((t->flags & (OPT_F_RELOAD | OPT_F_CLI_ONLY)) ||
+		    opts_same(t, &ld->o, &n))
+			continue;
+		used += (size_t)snprintf(
+			later + used,
+			used < sizeof(later) ? sizeof(later) - used : 0, "%s%s",
+			used ? ", " : "", t->name);
+		/* Keep what runs: it changes only with a restart. */
+		memcpy((char *)&n + t->offset, (char *)&ld->o + t->offset,
+		       t->type == OPT_STR  ? sizeof(char *) :
+		       t->type == OPT_FLAG ? sizeof(bool) :
+					     sizeof(uint64_t));
+	}
+	/*
+	 * Strings of options kept may point into the old text: then it
+	 * lives until the daemon exits (reloads that need a restart are
+	 * rare, and config files small).
+	 */
+	if (used) {
+		char **k =
+			realloc(ld->kept_texts, (ld->nkept + 1) * sizeof(*k));
+
+		plog(PLOG_WARN,
+		     "reload: changed, but applied only by a restart: %s",
+		     later);
+		if (!k) {
+			plog(PLOG_ERR,
+			     "reload: out of memory; nothing changed");
+			free(text);
+			sd_notify(0, "READY=1");
+			return;
+		}
+		k[ld->nkept++] = ld->conf_text;
+		ld->kept_texts = k;
+	} else {
+		free(ld->conf_text);
+	}
+	ld->conf_text = text;
+	ld->o = n;
+	plog_set_level(plog_parse_level(n.log_level));
+	make_limits(ld, &lim);
+	if (ld->srv)
+		server_set_limits(ld->srv, &lim);
+	plog(PLOG_INFO,
+	     "reloaded: log-level %s, max-ring %" PRIu64
+	     ", max-uid-ring %" PRIu64 ", max-uid-streams %" PRIu64
+	     ", max-pixels %" PRIu64 "%s",
+	     n.log_level, n.max_ring, n.max_uid_ring, n.max_uid_streams,
+	     n.max_pixels, n.direct ? ", direct" : "");
+	sd_notify(0, "READY=1");
+}
+
 static void on_signal(uv_signal_t *sig, int signum)
 {
 	struct loaderd *ld = sig->data;
 
-	plog(PLOG_INFO, "signal %d: stopping", signum);
-	server_free(ld->srv);
-	ld->srv = NULL;
-	close_signal(&ld->sigint);
-	close_signal(&ld->sigterm);
+	if (signum == SIGHUP)
+		reload(ld);
+	else
+		stop(ld, signum);
 }
 
 /* Watch signum with sig. Returns 0 or a libuv error (a negative errno). */
@@ -106,6 +311,98 @@ static int watch_signal(uv_loop_t *loop, uv_signal_t *sig, int signum,
 	if (err)
 		uv_close((uv_handle_t *)sig, NULL);
 	return err;
+}
+
+/* systemd's status line: streams, and what they deliver. */
+static void on_status(uv_timer_t *t)
+{
+	struct loaderd *ld = t->data;
+	struct server_status st;
+	uint64_t now = uv_now(t->loop), ms = now - ld->last_ms;
+	double b = 0, mb = 0;
+
+	if (!ld->srv)
+		return;
+	server_status(ld->srv, &st);
+	/* A stream that ended takes its counts along: no rate from that. */
+	if (ms && st.batches >= ld->last.batches &&
+	    st.bytes_read >= ld->last.bytes_read) {
+		b = (double)(st.batches - ld->last.batches) * 1e3 / (double)ms;
+		mb = (double)(st.bytes_read - ld->last.bytes_read) / 1e3 /
+		     (double)ms;
+	}
+	sd_notifyf(0,
+		   "STATUS=%" PRIu32 " streams (%" PRIu32
+		   " sessions), %.0f batches/s, %.1f MB/s read",
+		   st.streams, st.sessions, b, mb);
+	ld->last = st;
+	ld->last_ms = now;
+}
+
+/* The loop is alive: tell systemd's watchdog. */
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+/*
+ * Timers for the status line and, when the unit sets WatchdogSec=, the
+ * watchdog: pinged at half its period from the loop, so a loop that
+ * stops turning gets the daemon restarted.
+ */
+static int start_timers(uv_loop_t *loop, struct loaderd *ld)
+{
+	uint64_t usec = 0;
+	int err;
+
+	(void)uv_timer_init(loop, &ld->status);
+	ld->status.data = ld;
+	ld->last_ms = uv_now(loop);
+	err = uv_timer_start(&ld->status, on_status, LOADERD_STATUS_MS,
+			     LOADERD_STATUS_MS);
+	if (err)
+		return err;
+	uv_unref((uv_handle_t *)&ld->status);
+	(void)uv_timer_init(loop, &ld->watchdog);
+	ld->watchdog.data = ld;
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+		err = uv_timer_start(&ld->watchdog, on_watchdog, 0,
+				     usec / 2000);
+		if (err)
+			return err;
+		plog(PLOG_INFO, "systemd watchdog: a ping every %" PRIu64 " ms",
+		     usec / 2000);
+	}
+	return 0;
+}
+
+/*
+ * The socket systemd passes (socket activation): one, a listening
+ * SOCK_SEQPACKET Unix socket; -1 when none was passed. Its path, for
+ * the logs, goes to path.
+ */
+static int activated_socket(char *path, size_t n, struct diag *d)
+{
+	struct sockaddr_un a;
+	socklen_t an = sizeof(a);
+	int k = sd_listen_fds(1);
+
+	if (k < 0)
+		return diag_set(d, k, "sd_listen_fds: %s", strerror(-k));
+	if (k == 0)
+		return -1;
+	if (k > 1)
+		return diag_set(d, LOADER_EUSAGE,
+				"systemd passed %d sockets; loaderd takes one",
+				k);
+	memset(&a, 0, sizeof(a));
+	if (!getsockname(SD_LISTEN_FDS_START, (struct sockaddr *)&a, &an) &&
+	    a.sun_family == AF_UNIX && a.sun_path[0])
+		snprintf(path, n, "%s", a.sun_path);
+	else
+		snprintf(path, n, "(socket from systemd)");
+	return SD_LISTEN_FDS_START;
 }
 
 static void default_socket(char *buf, size_t n)
@@ -171,50 +468,66 @@ static void notify_parent(int fd, bool ok)
 int main(int argc, char **argv)
 {
 	static const char usage[] = "loaderd [OPTIONS]";
-	struct loaderd_opts o = { 0 };
 	struct server_limits lim;
+	struct server_listen l;
 	struct diag d = { { 0 } };
 	struct pool *pool = NULL;
 	struct loaderd ld = { 0 };
 	uv_loop_t *loop;
 	char path[108];
-	int nargs, help, err, level, notify = -1, rc = 0;
+	int help, err, notify = -1, rc = 0, fd;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads;
+	struct group *gr;
 	struct rlimit nofile;
 
-	err = opts_parse(loaderd_table, &o, argc, argv, &nargs, &help, &d);
-	if (err || help || nargs > 1) {
+	err = load_options(&ld.o, &ld.conf_text, argc, argv, &help, &d);
+	if (!err && !help)
+		err = check_options(&ld.o, &d);
+	if (err || help) {
 		if (help) {
 			opts_help(
 				stdout, usage,
 				"Serve batches of sharded datasets to training processes\n"
-				"through shared memory; see loaderd(8).",
+				"through shared memory; see loaderd(8) and loaderd.conf(5).",
 				loaderd_table);
 			return 0;
 		}
 		fprintf(stderr, "loaderd: %s\nusage: %s (--help for options)\n",
-			err ? d.msg : "unexpected argument", usage);
+			d.msg, usage);
 		return 2;
 	}
-	level = plog_parse_level(o.log_level);
-	if (level < 0) {
-		fprintf(stderr,
-			"loaderd: --log-level: \"%s\" is not err, warn, info or debug\n",
-			o.log_level);
-		return 2;
+	if (ld.o.print_config) {
+		printf("# loaderd.conf: the options in effect (loaderd --print-config)\n");
+		opts_print_config(stdout, loaderd_table, &ld.o);
+		free(ld.conf_text);
+		return 0;
 	}
-	plog_set_level(level);
-	if (o.socket)
-		snprintf(path, sizeof(path), "%s", o.socket);
-	else
-		default_socket(path, sizeof(path));
-	threads = o.threads ? (uint32_t)o.threads :
-			      (uint32_t)(cores > 1 ? cores - 1 : 1);
-	if (o.threads > 1024) {
-		fprintf(stderr, "loaderd: --threads: at most 1024\n");
-		return 2;
+	ld.argc = argc;
+	ld.argv = argv;
+	plog_set_level(plog_parse_level(ld.o.log_level));
+	fd = activated_socket(path, sizeof(path), &d);
+	if (fd < -1) {
+		fprintf(stderr, "loaderd: %s\n", d.msg);
+		return 1;
 	}
+	if (fd < 0) {
+		if (ld.o.socket && *ld.o.socket)
+			snprintf(path, sizeof(path), "%s", ld.o.socket);
+		else
+			default_socket(path, sizeof(path));
+	}
+	gr = ld.o.socket_group && *ld.o.socket_group ?
+		     getgrnam(ld.o.socket_group) :
+		     NULL;
+	l = (struct server_listen){
+		.path = path,
+		.fd = fd,
+		.mode = (unsigned)ld.o.socket_mode,
+		.gid = gr ? (long)gr->gr_gid : -1,
+	};
+	threads = ld.o.threads ? (uint32_t)ld.o.threads :
+				 (uint32_t)(cores > 1 ? cores - 1 : 1);
 	/* Shards are descriptors: take all the process may have. */
 	if (!getrlimit(RLIMIT_NOFILE, &nofile) &&
 	    nofile.rlim_cur < nofile.rlim_max) {
@@ -222,16 +535,9 @@ int main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 	getrlimit(RLIMIT_NOFILE, &nofile);
-	if (!o.max_uid_files)
-		o.max_uid_files = nofile.rlim_cur / 4;
-	lim = (struct server_limits){
-		.max_ring_bytes = o.max_ring,
-		.max_uid_bytes = o.max_uid_ring,
-		.max_uid_streams = (uint32_t)o.max_uid_streams,
-		.max_uid_files = o.max_uid_files,
-		.max_pixels = o.max_pixels,
-	};
-	if (!o.foreground && detach(&notify)) {
+	ld.nofile = nofile.rlim_cur;
+	make_limits(&ld, &lim);
+	if (!ld.o.foreground && detach(&notify)) {
 		fprintf(stderr, "loaderd: cannot detach: %s\n",
 			strerror(errno));
 		return 1;
@@ -258,25 +564,40 @@ int main(int argc, char **argv)
 	err = watch_signal(loop, &ld.sigint, SIGINT, &ld);
 	if (!err)
 		err = watch_signal(loop, &ld.sigterm, SIGTERM, &ld);
+	if (!err)
+		err = watch_signal(loop, &ld.sighup, SIGHUP, &ld);
+	if (!err)
+		err = start_timers(loop, &ld);
 	if (err)
-		snprintf(d.msg, sizeof(d.msg), "signals: %s", uv_strerror(err));
+		snprintf(d.msg, sizeof(d.msg), "signals and timers: %s",
+			 uv_strerror(err));
 	else
-		err = server_new(&ld.srv, loop, path, pool, &lim, &d);
+		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
 	if (err) {
 		plog(PLOG_ERR, "%s", d.msg);
 		notify_parent(notify, false);
 		server_free(ld.srv);
-		close_signal(&ld.sigint);
-		close_signal(&ld.sigterm);
+		ld.srv = NULL;
+		close_handle(&ld.sigint);
+		close_handle(&ld.sigterm);
+		close_handle(&ld.sighup);
+		close_handle(&ld.status);
+		close_handle(&ld.watchdog);
 		rc = 1;
 	} else {
 		plog(PLOG_INFO,
-		     "listening on %s with %" PRIu32 " decode threads (pid %d)",
-		     path, threads, (int)getpid());
+		     "listening on %s%s with %" PRIu32
+		     " decode threads (pid %d)",
+		     path, fd >= 0 ? " (from systemd)" : "", threads,
+		     (int)getpid());
 		notify_parent(notify, true);
+		sd_notifyf(0,
+			   "READY=1\nSTATUS=listening on %s, %" PRIu32
+			   " decode threads\nMAINPID=%lu",
+			   path, threads, (unsigned long)getpid());
 	}
 	/*
-	 * Runs until on_signal() has closed everything (or, after a failed
+	 * Runs until stop() has closed everything (or, after a failed
 	 * start, until what was set up has closed). It returns non-zero only
 	 * after uv_stop(), which nothing calls.
 	 */
@@ -285,6 +606,10 @@ int main(int argc, char **argv)
 	if (err)
 		plog(PLOG_WARN, "event loop: %s", uv_strerror(err));
 	pool_free(pool);
+	free(ld.conf_text);
+	for (size_t i = 0; i < ld.nkept; i++)
+		free(ld.kept_texts[i]);
+	free(ld.kept_texts);
 	if (!rc)
 		plog(PLOG_INFO, "stopped");
 	return rc;

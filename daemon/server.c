@@ -15,6 +15,7 @@
  * that, and the loop's run finishes it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -86,6 +87,12 @@ struct open_job {
 	int *fds; /* the session's files, taken */
 	uint32_t nfds;
 	uint64_t budget; /* ring bytes the uid may still take */
+	/*
+	 * The limits the stream is made under, copied on the loop: a
+	 * reload (server_set_limits()) may change srv->lim meanwhile.
+	 */
+	uint64_t max_pixels;
+	bool direct;
 	uint32_t seq;
 	struct charge charge;
 	struct stream *stream; /* the result, started */
@@ -118,7 +125,8 @@ struct server {
 	uint64_t next_id;
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
-	bool stopping; /* server_free() ran */
+	bool inherited; /* the socket came from systemd: not ours to unlink */
+	bool stopping;	/* server_free() ran */
 	/* Its two handles open, sessions alive, teardowns queued. */
 	unsigned refs;
 };
@@ -455,7 +463,8 @@ static void open_work(uv_work_t *req)
 		goto out;
 	}
 	c.label = j->ss->label;
-	c.max_pixels = srv->lim.max_pixels;
+	c.max_pixels = j->max_pixels;
+	c.direct = c.direct || j->direct;
 	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
 	if (j->err)
 		goto out;
@@ -592,6 +601,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->budget = budget;
+	j->max_pixels = srv->lim.max_pixels;
+	j->direct = srv->lim.direct;
 	j->charge = (struct charge){ 1, budget, ss->files_charged };
 	err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
 	if (err) {
@@ -791,22 +802,84 @@ static bool socket_alive(const char *path)
 	return alive;
 }
 
-int server_new(struct server **out, uv_loop_t *loop, const char *path,
-	       struct pool *pool, const struct server_limits *lim,
-	       struct diag *d)
+/* Bind and listen on l->path, with l's mode and group. */
+static int server_bind(struct server *srv, const struct server_listen *l,
+		       struct diag *d)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct server *srv;
-	int err;
+	const char *path = l->path;
 
 	if (strlen(path) >= sizeof(a.sun_path))
 		return diag_set(d, -ENAMETOOLONG,
-				"--socket %s: longer than %zu bytes", path,
+				"socket %s: longer than %zu bytes", path,
 				sizeof(a.sun_path) - 1);
 	if (socket_alive(path))
 		return diag_set(d, -EADDRINUSE,
 				"%s: another loaderd is serving this socket",
 				path);
+	srv->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			 0);
+	if (srv->fd < 0)
+		return diag_set(d, -errno, "socket: %s", strerror(errno));
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	unlink(path); /* a stale socket from a dead daemon */
+	/*
+	 * Who may connect is the socket file's mode and group: set both
+	 * before listen(), so that no client gets in under others.
+	 */
+	if (bind(srv->fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    (l->gid >= 0 && chown(path, (uid_t)-1, (gid_t)l->gid)) ||
+	    chmod(path, l->mode) || listen(srv->fd, 64)) {
+		int err = diag_set(d, -errno, "%s: %s", path, strerror(errno));
+
+		close(srv->fd);
+		unlink(path);
+		return err;
+	}
+	return 0;
+}
+
+/* Take the socket systemd listens on: it must be what we would make. */
+static int server_inherit(struct server *srv, const struct server_listen *l,
+			  struct diag *d)
+{
+	int type = 0, listening = 0, fl;
+	socklen_t n = sizeof(type);
+	struct sockaddr_un a;
+	socklen_t an = sizeof(a);
+
+	if (getsockopt(l->fd, SOL_SOCKET, SO_TYPE, &type, &n) ||
+	    type != SOCK_SEQPACKET ||
+	    getsockname(l->fd, (struct sockaddr *)&a, &an) ||
+	    a.sun_family != AF_UNIX)
+		return diag_set(
+			d, -EINVAL,
+			"the socket passed by systemd (fd %d) is not a Unix SOCK_SEQPACKET socket: use ListenSequentialPacket=",
+			l->fd);
+	n = sizeof(listening);
+	if (getsockopt(l->fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) ||
+	    !listening)
+		return diag_set(
+			d, -EINVAL,
+			"the socket passed by systemd (fd %d) is not listening",
+			l->fd);
+	fl = fcntl(l->fd, F_GETFL);
+	if (fl < 0 || fcntl(l->fd, F_SETFL, fl | O_NONBLOCK) ||
+	    fcntl(l->fd, F_SETFD, FD_CLOEXEC))
+		return diag_set(d, -errno, "fd %d: %s", l->fd, strerror(errno));
+	srv->fd = l->fd;
+	srv->inherited = true;
+	return 0;
+}
+
+int server_new(struct server **out, uv_loop_t *loop,
+	       const struct server_listen *l, struct pool *pool,
+	       const struct server_limits *lim, struct diag *d)
+{
+	struct server *srv;
+	const char *path = l->path;
+	int err;
+
 	srv = calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
@@ -814,27 +887,18 @@ int server_new(struct server **out, uv_loop_t *loop, const char *path,
 	srv->pool = pool;
 	srv->lim = *lim;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
-	srv->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			 0);
-	if (srv->fd < 0) {
-		err = diag_set(d, -errno, "socket: %s", strerror(errno));
-		free(srv);
-		return err;
-	}
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	unlink(path); /* a stale socket from a dead daemon */
-	if (bind(srv->fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    chmod(path, 0666) || listen(srv->fd, 64)) {
-		err = diag_set(d, -errno, "%s: %s", path, strerror(errno));
-		close(srv->fd);
+	err = l->fd >= 0 ? server_inherit(srv, l, d) : server_bind(srv, l, d);
+	if (err) {
 		free(srv);
 		return err;
 	}
 	err = uv_poll_init(loop, &srv->poll, srv->fd);
 	if (err) {
 		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
-		close(srv->fd);
-		unlink(path);
+		if (!srv->inherited) {
+			close(srv->fd);
+			unlink(path);
+		}
 		free(srv);
 		return err;
 	}
@@ -851,6 +915,27 @@ int server_new(struct server **out, uv_loop_t *loop, const char *path,
 	}
 	*out = srv;
 	return 0;
+}
+
+void server_set_limits(struct server *srv, const struct server_limits *lim)
+{
+	srv->lim = *lim;
+}
+
+void server_status(const struct server *srv, struct server_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (const struct session *ss = srv->sessions; ss; ss = ss->next) {
+		struct stream_stats s;
+
+		st->sessions++;
+		if (!ss->stream)
+			continue;
+		st->streams++;
+		stream_stats(ss->stream, &s);
+		st->batches += s.batches;
+		st->bytes_read += s.bytes_read;
+	}
 }
 
 static void server_handle_closed(uv_handle_t *h)
@@ -876,5 +961,7 @@ void server_free(struct server *srv)
 	 */
 	uv_close((uv_handle_t *)&srv->accept_pause, server_handle_closed);
 	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
-	unlink(srv->path);
+	/* systemd made an inherited socket, and keeps it for the next start. */
+	if (!srv->inherited)
+		unlink(srv->path);
 }

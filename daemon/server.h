@@ -12,6 +12,7 @@
 #ifndef LD_SERVER_H
 #define LD_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -26,19 +27,50 @@ struct server_limits {
 	uint32_t max_uid_streams;
 	uint64_t max_uid_files; /* descriptors one uid's sessions may hold */
 	uint64_t max_pixels;	/* largest image a pipeline decodes */
+	bool direct;		/* every stream reads with O_DIRECT */
+};
+
+/* Where the server listens. */
+struct server_listen {
+	const char *path; /* the socket's path (for logs when inherited) */
+	/*
+	 * A listening SOCK_SEQPACKET socket to take (systemd's socket
+	 * activation), or -1 to bind path: then mode is the socket file's
+	 * mode and gid (unless -1) its group.
+	 */
+	int fd;
+	unsigned mode;
+	long gid;
+};
+
+/* What the daemon is doing, for its status line. */
+struct server_status {
+	uint32_t sessions;
+	uint32_t streams;
+	uint64_t batches;    /* published by the streams alive now */
+	uint64_t bytes_read; /* from storage, by the streams alive now */
 };
 
 struct server;
 
 /*
- * Listen on path (an existing socket file is replaced if no daemon
- * answers on it; a live daemon there is an error). Returns 0 or a
+ * Listen as l says (a path: an existing socket file is replaced if no
+ * daemon answers on it; a live daemon there is an error). Returns 0 or a
  * negative code described in d; on failure, what was already registered
- * with the loop is freed when the loop next runs.
+ * with the loop is freed when the loop next runs. An inherited socket
+ * is closed by server_free(), its path left to whoever made it.
  */
-int server_new(struct server **out, uv_loop_t *loop, const char *path,
-	       struct pool *pool, const struct server_limits *lim,
-	       struct diag *d);
+int server_new(struct server **out, uv_loop_t *loop,
+	       const struct server_listen *l, struct pool *pool,
+	       const struct server_limits *lim, struct diag *d);
+
+/*
+ * New limits, from now on: streams already open keep what they hold,
+ * and a uid above a lowered limit gets no new stream until it is below.
+ */
+void server_set_limits(struct server *srv, const struct server_limits *lim);
+
+void server_status(const struct server *srv, struct server_status *st);
 
 /*
  * Stop: end every session, close the listening socket and unlink the

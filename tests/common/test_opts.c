@@ -9,7 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -29,17 +33,17 @@ struct vals {
 
 #define V(f) offsetof(struct vals, f)
 static const struct opt table[] = {
-	{ "u", 'u', OPT_U64, V(u), "128", "N", "ranged integer", 1, 65536 },
+	{ "u", 'u', OPT_U64, V(u), "128", "N", "ranged integer", 1, 65536, 0 },
 	{ "size", 0, OPT_SIZE, V(size), "1K", "BYTES", "ranged size", 0,
-	  1 << 20 },
+	  1 << 20, 0 },
 	{ "big", 0, OPT_U64, V(big), "1", "N", "up to UINT64_MAX", 0,
-	  (double)UINT64_MAX },
-	{ "i", 0, OPT_I64, V(i), "-1", "N", "unranged signed", 0, 0 },
-	{ "f", 0, OPT_F64, V(f), "0.9", "X", "ranged number", 0, 0.999 },
-	{ "any", 0, OPT_F64, V(any), "2", "X", "unranged number", 0, 0 },
-	{ "lr", 0, OPT_F64, V(lr), "0.05", "RATE", "tiny minimum", 1e-9, 10 },
-	{ "s", 0, OPT_STR, V(s), NULL, "TEXT", "text", 0, 0 },
-	{ "flag", 'f', OPT_FLAG, V(flag), NULL, NULL, "a flag", 0, 0 },
+	  (double)UINT64_MAX, 0 },
+	{ "i", 0, OPT_I64, V(i), "-1", "N", "unranged signed", 0, 0, 0 },
+	{ "f", 0, OPT_F64, V(f), "0.9", "X", "ranged number", 0, 0.999, 0 },
+	{ "any", 0, OPT_F64, V(any), "2", "X", "unranged number", 0, 0, 0 },
+	{ "lr", 0, OPT_F64, V(lr), "0.05", "RATE", "tiny minimum", 1e-9, 10, 0 },
+	{ "s", 0, OPT_STR, V(s), NULL, "TEXT", "text", 0, 0, 0 },
+	{ "flag", 'f', OPT_FLAG, V(flag), NULL, NULL, "a flag", 0, 0, 0 },
 	OPT_END,
 };
 #undef V
@@ -166,7 +170,7 @@ Test(opts, bad_values)
 Test(opts, bad_default)
 {
 	static const struct opt t[] = {
-		{ "n", 0, OPT_U64, 0, "0", "N", "", 1, 9 },
+		{ "n", 0, OPT_U64, 0, "0", "N", "", 1, 9, 0 },
 		OPT_END,
 	};
 	char *argv[] = { "prog" };
@@ -195,4 +199,157 @@ Test(opts, args_flags_help)
 	cr_assert_eq(nargs, 2);
 	cr_expect_str_eq(argv[0], "a");
 	cr_expect_str_eq(argv[1], "b");
+}
+
+/* ---- config files ------------------------------------------------------ */
+
+/* The same table, with a command-line-only option and a choice. */
+struct fvals {
+	uint64_t u, mode;
+	const char *s, *level;
+	bool flag, cli;
+};
+
+#define F(f) offsetof(struct fvals, f)
+static const struct opt ftable[] = {
+	{ "max-u", 0, OPT_U64, F(u), "5", "N", "ranged", 1, 100, OPT_F_RELOAD },
+	{ "mode", 0, OPT_MODE, F(mode), "0660", "MODE", "a mode", 0, 0, 0 },
+	{ "s", 0, OPT_STR, F(s), NULL, "TEXT", "text", 0, 0, 0 },
+	{ "level", 0, OPT_CHOICE, F(level), "info", "err|info|debug", "a choice",
+	  0, 0, 0 },
+	{ "flag", 0, OPT_FLAG, F(flag), NULL, NULL, "a flag", 0, 0, 0 },
+	{ "cli", 0, OPT_FLAG, F(cli), NULL, NULL, "command line only", 0, 0,
+	  OPT_F_CLI_ONLY },
+	OPT_END,
+};
+#undef F
+
+/* Write text to a file and read it over v (after the defaults). */
+static int parse_file(const char *text, struct fvals *v, struct diag *d)
+{
+	char path[] = "/tmp/test_opts.XXXXXX", *buf = NULL;
+	int fd = mkstemp(path), err;
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	memset(v, 0, sizeof(*v));
+	d->msg[0] = '\0';
+	cr_assert_eq(opts_defaults(ftable, v, d), 0, "%s", d->msg);
+	err = opts_parse_file(ftable, v, path, &buf, d);
+	/* The strings point into buf: copy what the tests look at. */
+	{
+		static char s[64], level[16];
+
+		snprintf(s, sizeof(s), "%s", v->s ? v->s : "(null)");
+		snprintf(level, sizeof(level), "%s", v->level);
+		v->s = s;
+		v->level = level;
+	}
+	free(buf);
+	unlink(path);
+	/* The message starts with the path: keep the rest. */
+	if (err) {
+		char *c = strchr(d->msg, ':');
+
+		if (c)
+			memmove(d->msg, c + 1, strlen(c + 1) + 1);
+	}
+	return err;
+}
+
+Test(opts, file_values)
+{
+	struct fvals v;
+	struct diag d;
+
+	cr_assert_eq(parse_file("# a comment\n\n  max_u = 42   # trailing\n"
+				"mode=0600\ns = \"  two words # not a comment \"\n"
+				"level = debug\nflag = yes\n",
+				&v, &d),
+		     0, "%s", d.msg);
+	cr_expect_eq(v.u, 42);
+	cr_expect_eq(v.mode, 0600);
+	cr_expect_str_eq(v.s, "  two words # not a comment ");
+	cr_expect_str_eq(v.level, "debug");
+	cr_expect(v.flag);
+	cr_assert_eq(parse_file("flag = off\n", &v, &d), 0, "%s", d.msg);
+	cr_expect_not(v.flag);
+	cr_expect_eq(v.u, 5, "an option the file leaves keeps its default");
+	cr_expect_str_eq(v.level, "info");
+}
+
+Test(opts, file_errors)
+{
+	static const struct {
+		const char *text, *msg;
+	} t[] = {
+		{ "max-u = 0\n", "1: max-u: \"0\" is not an integer in [1, 100]" },
+		{ "\nmax-u = x\n", "2: max-u: \"x\" is not an integer in [1, 100]" },
+		{ "nope = 1\n", "1: nope: no such option" },
+		{ "cli = yes\n", "1: cli: only on the command line" },
+		{ "s = a\ns = b\n", "2: s: set again (first at line 1)" },
+		{ "flag = maybe\n", "1: flag: \"maybe\" is not yes or no" },
+		{ "level = loud\n",
+		  "1: level: \"loud\" is not one of err|info|debug" },
+		{ "mode = 0999\n", "1: mode: \"0999\" is not an octal mode (e.g. 0660)" },
+		{ "mode = 010000\n",
+		  "1: mode: \"010000\" is not an octal mode (e.g. 0660)" },
+		{ "s = \"open\n", "1: s: unterminated quote" },
+		{ "max-u =\n", "1: max-u: no value" },
+		{ "words only\n", "1: \"words only\": expected NAME = VALUE" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct fvals v;
+		struct diag d;
+
+		cr_expect_eq(parse_file(t[i].text, &v, &d), LOADER_EUSAGE,
+			     "%s", t[i].text);
+		cr_expect_str_eq(d.msg, t[i].msg, "%s", t[i].text);
+	}
+}
+
+Test(opts, file_missing)
+{
+	struct fvals v = { 0 };
+	struct diag d = { "" };
+	char *buf = (char *)1;
+
+	cr_expect_eq(opts_parse_file(ftable, &v, "/nonexistent/x.conf", &buf,
+				     &d),
+		     -ENOENT);
+	cr_expect_null(buf);
+	cr_expect_str_eq(d.msg, "/nonexistent/x.conf: No such file or directory");
+}
+
+/* --print-config's output, read back, sets the same values. */
+Test(opts, print_config_round_trip)
+{
+	struct fvals a, b;
+	struct diag d;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	cr_assert_eq(parse_file("max-u = 7\nmode = 0640\nlevel = err\n"
+				"flag = yes\n",
+				&a, &d),
+		     0, "%s", d.msg);
+	a.s = NULL; /* unset: printed commented out */
+	opts_print_config(f, ftable, &a);
+	fclose(f);
+	cr_expect_null(strstr(text, "cli ="), "a command-line-only option");
+	cr_assert_eq(parse_file(text, &b, &d), 0, "%s\n%s", d.msg, text);
+	cr_expect_eq(b.u, 7);
+	cr_expect_eq(b.mode, 0640);
+	cr_expect_str_eq(b.level, "err");
+	cr_expect(b.flag);
+	cr_expect_str_eq(b.s, "(null)");
+	cr_expect(opts_same(&ftable[0], &a, &b));
+	cr_expect_not(opts_same(&ftable[0], &a, &(struct fvals){ .u = 8 }));
+	free(text);
 }

@@ -53,4 +53,4 @@ manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.8" |
 helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 is "$manopts" "$helpopts" "loaderd.8 documents exactly the options of loaderd --help"
 out=$("$top_builddir/loaderd" --threads x 2>&1)
-like "$out" '--threads: invalid value "x"' "loaderd names a bad option value"
+like "$out" '--threads: "x" is not an integer in \[0, 1024\]' "loaderd names a bad option value"

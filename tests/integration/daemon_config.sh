@@ -1,0 +1,92 @@
+#!/bin/sh
+# loaderd's options from one table: loaderd.conf(5) documents exactly the
+# options a file may set (those of --print-config, which are --help's but
+# the command-line-only ones); the file's values, and the command line
+# over them; every bad line refused with file, line and reason before the
+# daemon starts; --print-config read back gives itself; the socket's
+# mode; SIGHUP applies a new limit live, names what needs a restart, and
+# keeps everything when the file is broken.
+. "$top_srcdir/tests/integration/tap.sh"
+
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+LD=$top_builddir/loaderd
+tmpdir
+plan 22
+
+# --- the table, the help, the man pages ---------------------------------
+keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
+man5=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.conf.5" |
+	sed -n 's/^\.BI \([a-z][a-z-]*\) " = .*/\1/p' | sort)
+is "$man5" "$keys" "loaderd.conf.5 documents exactly the options a file may set"
+help=$("$LD" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sed 's/^--//' |
+	grep -vx -e config -e print-config -e foreground -e help | sort -u)
+is "$keys" "$help" "a file may set every option of --help but config, print-config, foreground"
+
+# --- values: defaults, file, command line ----------------------------------
+val() { "$LD" "$@" --print-config | sed -n "s/^$KEY = //p"; }
+KEY=max-ring
+is "$(val)" 1073741824 "max-ring defaults to 1G"
+printf 'max_ring = 2G   # a comment\n\n  log-level=debug\nsocket-mode = "0600"\ndirect = yes\n' >"$T/a.conf"
+is "$(val --config "$T/a.conf")" 2147483648 "the file sets it (\"_\" and \"-\" alike, comments, blanks)"
+is "$(val --config "$T/a.conf" --max-ring 3G)" 3221225472 "the command line wins over the file"
+KEY=socket-mode
+is "$(val --config "$T/a.conf")" 0600 "a quoted value"
+KEY=direct
+is "$(val --config "$T/a.conf")" yes "a flag set to yes"
+"$LD" --config "$T/a.conf" --print-config >"$T/b.conf"
+"$LD" --config "$T/b.conf" --print-config >"$T/c.conf"
+ok "--print-config read back prints itself" cmp "$T/b.conf" "$T/c.conf"
+
+# --- bad files: refused, with file, line and reason ------------------------
+bad() { # LINES WANT DESC
+	printf '# a comment\n%b\n' "$1" >"$T/bad.conf"
+	out=$("$LD" -f --config "$T/bad.conf" --socket "$T/never.sock" 2>&1)
+	rc=$?
+	like "$out" "$2" "$3"
+	[ $rc -eq 2 ] && [ ! -e "$T/never.sock" ] || echo "# exit $rc, or it started"
+}
+bad 'max-ring = 2X' "bad.conf:2: max-ring: invalid value \"2X\"" "a bad size: file, line, option, value"
+bad 'threads = 5000' 'bad.conf:2: threads: "5000" is not an integer in \[0, 1024\]' "a value out of range"
+bad 'nosuch = 1' 'bad.conf:2: nosuch: no such option' "an unknown option"
+bad 'foreground = yes' 'bad.conf:2: foreground: only on the command line' "a command-line-only option"
+bad 'threads = 2\nthreads = 3' 'bad.conf:3: threads: set again \(first at line 2\)' "an option set twice"
+bad 'log-level = loud' 'bad.conf:2: log-level: "loud" is not one of err\|warn\|info\|debug' "a choice not among the choices"
+bad 'direct = maybe' 'bad.conf:2: direct: "maybe" is not yes or no' "a flag that is neither yes nor no"
+bad 'just words' 'bad.conf:2: "just words": expected NAME = VALUE' "a line without ="
+out=$("$LD" -f --config "$T/none.conf" 2>&1)
+like "$out" "$T/none.conf: No such file or directory" "a --config file that is not there is an error"
+
+# --- the socket's mode, and SIGHUP -------------------------------------------
+if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
+	"$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
+	printf 'max-uid-streams = 4\nthreads = 2\n' >"$T/live.conf"
+	start_daemon "$T/d.sock" --config "$T/live.conf"
+	is "$(stat -c %a "$T/d.sock")" 660 "the socket file gets socket-mode (0660)"
+	pid=$DAEMON_PID
+	"$LDCLIENT" --epochs 0 --hold-after 1 "$T/d.sock" "$T/fm/test" >"$T/hold" &
+	hold=$!
+	DAEMONS="$DAEMONS $hold"
+	i=0
+	while ! grep -q holding "$T/hold" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	printf 'max-uid-streams = 1\nthreads = 3\nlog-level = debug\n' >"$T/live.conf"
+	kill -HUP $pid
+	i=0
+	while ! grep -q 'reloaded' "$T/d.sock.log" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	like "$(cat "$T/d.sock.log")" 'changed, but applied only by a restart: threads' \
+		"SIGHUP names what needs a restart"
+	out=$("$LDCLIENT" --epochs 1 "$T/d.sock" "$T/fm/test" 2>&1)
+	like "$out" 'uid [0-9]+ has 1 streams, the limit' \
+		"SIGHUP applied max-uid-streams = 1 to the next stream"
+	printf 'max-uid-streams = 1\nthreads = oops\n' >"$T/live.conf"
+	kill -HUP $pid
+	i=0
+	while ! grep -q 'options in effect stay' "$T/d.sock.log" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	like "$(cat "$T/d.sock.log")" 'reload: .*live.conf:2: threads: "oops" is not an integer.*; the options in effect stay' \
+		"a broken file on SIGHUP: the error with file and line, nothing changed"
+	kill $hold
+	wait $hold 2>/dev/null
+	out=$("$LDCLIENT" --epochs 1 "$T/d.sock" "$T/fm/test" 2>&1)
+	like "$out" '^total batches 40 samples 10000' "... and the daemon serves on"
+else
+	for i in 1 2 3 4 5; do echo "ok # SKIP Fashion-MNIST not installed"; done
+fi
