@@ -31,8 +31,8 @@ struct inspect_cli {
 #define O(f) offsetof(struct inspect_cli, f)
 static const struct opt inspect_table[] = {
 	{ "shards", 's', OPT_FLAG, O(shards), NULL, NULL,
-	  "list every shard of a dataset", 0, 0 },
-	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0 },
+	  "list every shard of a dataset", 0, 0, 0 },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
 };
 #undef O

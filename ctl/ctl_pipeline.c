@@ -54,19 +54,19 @@ struct pipe_cli {
 #define O(f) offsetof(struct pipe_cli, f)
 static const struct opt pipe_table[] = {
 	{ "seed", 0, OPT_U64, O(seed), "0", "N",
-	  "the stream's seed: the sample seed is rng_mix(N, E, I)", 0, 0 },
+	  "the stream's seed: the sample seed is rng_mix(N, E, I)", 0, 0, 0 },
 	{ "epoch", 0, OPT_U64, O(epoch), "0", "E",
-	  "the epoch whose sample to make", 0, 0 },
+	  "the epoch whose sample to make", 0, 0, 0 },
 	{ "index", 0, OPT_U64, O(index), "0", "I",
-	  "the sample's index in the dataset (its id in a batch)", 0, 0 },
+	  "the sample's index in the dataset (its id in a batch)", 0, 0, 0 },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) decoded, as loaderd's --max-pixels",
-	  0, 0 },
+	  0, 0, 0 },
 	{ "profile", 0, OPT_FLAG, O(profile), NULL, NULL,
-	  "time each stage over every JPEG under DIR, one thread", 0, 0 },
+	  "time each stage over every JPEG under DIR, one thread", 0, 0, 0 },
 	{ "seconds", 0, OPT_STR, O(seconds), "2", "S",
-	  "with --profile: run each part for at least S seconds", 0, 0 },
-	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0 },
+	  "with --profile: run each part for at least S seconds", 0, 0, 0 },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
 };
 #undef O

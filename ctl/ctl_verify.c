@@ -31,14 +31,14 @@ struct verify_cli {
 #define O(f) offsetof(struct verify_cli, f)
 static const struct opt verify_table[] = {
 	{ "quick", 'q', OPT_FLAG, O(quick), NULL, NULL,
-	  "check structure and checksums only; do not decode fields", 0, 0 },
+	  "check structure and checksums only; do not decode fields", 0, 0, 0 },
 	{ "max-report", 0, OPT_U64, O(max_report), "100", "N",
-	  "name at most N bad records per shard (all are counted)", 0, 0 },
+	  "name at most N bad records per shard (all are counted)", 0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
-	  "print the summary as a JSON object", 0, 0 },
+	  "print the summary as a JSON object", 0, 0, 0 },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest JPEG (width x height) to decode, as loaderd --max-pixels; larger ones are bad records",
-	  0, 0 },
+	  0, 0, 0 },
 	OPT_END,
 };
 #undef O
