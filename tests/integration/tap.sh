@@ -6,6 +6,9 @@
 : "${top_srcdir:?run through make check}"
 : "${top_builddir:?run through make check}"
 LOADERCTL=$top_builddir/loaderctl
+# The daemon start_daemon runs; a test of the installed tree points it
+# there.
+LOADERD=$top_builddir/loaderd
 TOOLS=$top_builddir/tests/tools
 tap_n=0
 
@@ -60,12 +63,12 @@ tmpdir() {
 	trap 'for p in $DAEMONS; do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
 }
 
-# start_daemon SOCK [ARGS...]: a private loaderd in the foreground, its log
+# start_daemon SOCK [ARGS...]: a private $LOADERD in the foreground, its log
 # in SOCK.log; DAEMON_PID is its pid. Fails if the socket does not appear.
 start_daemon() {
 	sock=$1
 	shift
-	"$top_builddir/loaderd" -f --socket "$sock" "$@" 2>>"$sock.log" &
+	"$LOADERD" -f --socket "$sock" "$@" 2>>"$sock.log" &
 	DAEMON_PID=$!
 	DAEMONS="$DAEMONS $DAEMON_PID"
 	i=0
