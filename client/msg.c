@@ -25,6 +25,9 @@ static const char *const msg_names[PROTO_TYPE_END] = {
 	[PROTO_FILES] = "FILES",       [PROTO_OPEN] = "OPEN",
 	[PROTO_OPEN_OK] = "OPEN_OK",   [PROTO_STATS] = "STATS",
 	[PROTO_STATS_OK] = "STATS_OK", [PROTO_ERROR] = "ERROR",
+	[PROTO_STATUS] = "STATUS",     [PROTO_STATUS_OK] = "STATUS_OK",
+	[PROTO_STREAM_INFO] = "STREAM_INFO",
+	[PROTO_STREAM_INFO_OK] = "STREAM_INFO_OK",
 };
 
 const char *msg_type_name(uint16_t type)

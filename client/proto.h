@@ -36,7 +36,7 @@
 #endif
 
 #define PROTO_MAGIC	   0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION	   2	       /* 2: OPEN carries start_batch */
+#define PROTO_VERSION	   3 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -54,6 +54,10 @@ enum proto_type {
 	PROTO_STATS = 6,
 	PROTO_STATS_OK = 7,
 	PROTO_ERROR = 8,
+	PROTO_STATUS = 9, /* the daemon, as loaderctl status shows it */
+	PROTO_STATUS_OK = 10,
+	PROTO_STREAM_INFO = 11, /* one stream of the daemon's, by index */
+	PROTO_STREAM_INFO_OK = 12,
 	PROTO_TYPE_END
 };
 
@@ -162,6 +166,56 @@ struct proto_stats_ok {
 	uint64_t rss_bytes; /* the daemon's resident set */
 };
 
+/*
+ * The daemon as a whole. Streams and sessions are those the asking uid
+ * may see: its own, or all for root and the daemon's own uid.
+ */
+struct proto_status_ok {
+	uint32_t pid;
+	uint32_t threads; /* of the decode pool */
+	uint64_t uptime_ms;
+	uint64_t rss_bytes;
+	uint32_t sessions; /* visible */
+	uint32_t streams;  /* visible; STREAM_INFO takes 0..streams-1 */
+	uint32_t sessions_all;
+	uint32_t streams_all;
+	uint64_t ring_bytes; /* of all streams */
+	uint64_t max_ring_bytes;
+	uint64_t max_uid_ring_bytes;
+	uint32_t max_uid_streams;
+	uint32_t uid; /* the asking peer's, as the daemon sees it */
+};
+
+#define PROTO_INFO_TEXT 128
+
+struct proto_stream_info {
+	uint32_t index; /* 0..streams-1 of the last STATUS_OK */
+	uint32_t reserved;
+};
+
+/* One stream, and where its time goes (the assembler's clock). */
+struct proto_stream_info_ok {
+	uint64_t session; /* the session's number, as the log shows it */
+	uint32_t pid, uid, gid;
+	uint32_t batch_size;
+	uint32_t slots;
+	uint32_t ring_used; /* batches published and not released */
+	uint64_t ring_bytes;
+	uint64_t age_ms; /* since the stream opened */
+	uint32_t epoch;	 /* of the batch published last */
+	uint32_t reserved;
+	uint64_t batches; /* published */
+	uint64_t samples;
+	uint64_t bytes_read; /* from storage */
+	uint64_t bad_samples;
+	uint64_t read_wait_ns; /* waiting for the reader: storage */
+	uint64_t decode_ns;    /* decoding a batch on the pool */
+	uint64_t slot_wait_ns; /* waiting for a free slot: the trainer */
+	uint64_t client_waits; /* batches the client was waiting for */
+	char dataset[PROTO_INFO_TEXT];	/* the manifest's directory */
+	char pipeline[PROTO_INFO_TEXT]; /* truncated, NUL-terminated */
+};
+
 struct proto_error {
 	int32_t code; /* -errno or LOADER_E* */
 	/* Bytes of reason that follow (<= PROTO_REASON_MAX), no NUL. */
@@ -183,6 +237,10 @@ static inline uint32_t proto_payload_size(uint16_t type)
 	case PROTO_OPEN_OK: return sizeof(struct proto_open_ok);
 	case PROTO_STATS: return 0;
 	case PROTO_STATS_OK: return sizeof(struct proto_stats_ok);
+	case PROTO_STATUS: return 0;
+	case PROTO_STATUS_OK: return sizeof(struct proto_status_ok);
+	case PROTO_STREAM_INFO: return sizeof(struct proto_stream_info);
+	case PROTO_STREAM_INFO_OK: return sizeof(struct proto_stream_info_ok);
 	default: return 0;
 	}
 }

@@ -15,5 +15,8 @@ int ctl_pack(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);
 int ctl_verify(int argc, char **argv);
 int ctl_pipeline(int argc, char **argv);
+int ctl_status(int argc, char **argv);
+int ctl_streams(int argc, char **argv);
+int ctl_stats(int argc, char **argv);
 
 #endif /* LD_CTL_H */

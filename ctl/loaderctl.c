@@ -20,6 +20,10 @@ static const struct ctl_cmd {
 	  "check every record's checksum and decode every field" },
 	{ "pipeline", ctl_pipeline,
 	  "check an image pipeline spec, run it on a JPEG, or profile it" },
+	{ "status", ctl_status, "what a running loaderd is doing" },
+	{ "streams", ctl_streams, "a running loaderd's streams, a line each" },
+	{ "stats", ctl_stats,
+	  "a running loaderd's streams over time: rates, bottleneck; JSON, Prometheus" },
 	{ NULL, NULL, NULL },
 };
 

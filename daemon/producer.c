@@ -65,7 +65,8 @@ struct producer {
 	uint64_t offsets[STREAM_MAX_OUTPUTS];
 	uint32_t prod, last_cons;
 	bool cancel;
-	uint64_t stall_ns; /* atomic */
+	uint64_t stall_ns;     /* atomic */
+	uint64_t client_waits; /* atomic: publishes the client waited for */
 };
 
 static uint64_t now_ns(void)
@@ -239,10 +240,13 @@ static void sink_publish(void *ctx, const struct stream_batch *b)
 	slot->batch = b->batch;
 	slot->epoch = b->epoch;
 	slot->count = b->count;
-	pr->prod++;
+	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pr->cons->client_waiting, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&pr->cons->client_waiting, __ATOMIC_SEQ_CST)) {
+		/* The trainer was asleep waiting for this batch. */
+		__atomic_fetch_add(&pr->client_waits, 1, __ATOMIC_RELAXED);
 		futex_wake_shared(&pr->hdr->prod);
+	}
 }
 
 static void sink_finish(void *ctx, int err, const char *reason)
@@ -355,6 +359,24 @@ void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
 	ok->cons_bytes = RING_PAGE;
 	*ring_fd = pr->ring_fd;
 	*cons_fd = pr->cons_fd;
+}
+
+uint64_t producer_client_waits(const struct producer *pr)
+{
+	return __atomic_load_n(&pr->client_waits, __ATOMIC_RELAXED);
+}
+
+void producer_ring(const struct producer *pr, uint32_t *slots, uint32_t *used,
+		   uint64_t *bytes)
+{
+	uint32_t prod = __atomic_load_n(&pr->prod, __ATOMIC_RELAXED);
+	uint32_t cons = __atomic_load_n(&pr->cons->cons, __ATOMIC_RELAXED);
+
+	*slots = pr->slots;
+	/* The client's index is untrusted: a reading, never more than all. */
+	*used = ring_pending(prod, cons) <= pr->slots ? ring_pending(prod, cons) :
+							pr->slots;
+	*bytes = pr->ring_bytes;
 }
 
 uint64_t producer_stall_ns(const struct producer *pr)

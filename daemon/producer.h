@@ -48,6 +48,16 @@ void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
 /* Nanoseconds the stream waited for the client to free a slot. */
 uint64_t producer_stall_ns(const struct producer *pr);
 
+/*
+ * Batches the client was asleep waiting for when they were published
+ * (it had set client_waiting): the trainer waited for the loader.
+ */
+uint64_t producer_client_waits(const struct producer *pr);
+
+/* The ring's slots, how many hold unreleased batches now, its bytes. */
+void producer_ring(const struct producer *pr, uint32_t *slots, uint32_t *used,
+		   uint64_t *bytes);
+
 /* Unmap and close everything. Free the stream first. NULL is a no-op. */
 void producer_free(struct producer *pr);
 

@@ -31,6 +31,7 @@
 #include "msg.h"
 #include "openreq.h"
 #include "plog.h"
+#include "pool.h"
 #include "producer.h"
 #include "proto.h"
 #include "server.h"
@@ -76,6 +77,11 @@ struct session {
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
+	uint64_t id;
+	/* What loaderctl streams shows of the stream. */
+	char dataset[PROTO_INFO_TEXT];
+	char pipeline[PROTO_INFO_TEXT];
+	uint64_t opened_ms;
 	struct session *next, **pprev;
 };
 
@@ -93,6 +99,7 @@ struct open_job {
 	 */
 	uint64_t max_pixels;
 	bool direct;
+	char dataset[PROTO_INFO_TEXT];
 	uint32_t seq;
 	struct charge charge;
 	struct stream *stream; /* the result, started */
@@ -123,6 +130,8 @@ struct server {
 	struct session *sessions;
 	struct uid_use *uids;
 	uint64_t next_id;
+	uint64_t started_ms;
+	uint32_t threads; /* of the pool, for STATUS */
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -456,6 +465,21 @@ static void open_work(uv_work_t *req)
 		.label = j->ss->label, /* the session outlives the job */
 	};
 
+	/*
+	 * The dataset's directory, for loaderctl streams: where the
+	 * client's manifest is (information only; nothing is opened by it).
+	 */
+	if (j->nfds) {
+		char link[64], *slash;
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", j->fds[0]);
+		n = readlink(link, j->dataset, sizeof(j->dataset) - 1);
+		j->dataset[n > 0 ? n : 0] = '\0';
+		slash = strrchr(j->dataset, '/');
+		if (slash && slash != j->dataset)
+			*slash = '\0';
+	}
 	j->err = openreq_config(&j->open, &c, &j->d);
 	if (j->err) {
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -528,6 +552,9 @@ static void open_done(uv_work_t *req, int status)
 	ss->stream = j->stream;
 	ss->prod = j->prod;
 	ss->charge = j->charge;
+	ss->opened_ms = now_ms();
+	memcpy(ss->dataset, j->dataset, sizeof(ss->dataset));
+	snprintf(ss->pipeline, sizeof(ss->pipeline), "%s", j->open.pipeline);
 	plog(PLOG_INFO,
 	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
 	     " batches per epoch, ring %" PRIu64 " bytes",
@@ -619,6 +646,91 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	ss->refs++;
 }
 
+/*
+ * May the peer of ss see other's streams? Root and the daemon's own uid
+ * see all; everyone else only theirs (a dataset's path, a pipeline and a
+ * pid are another user's business).
+ */
+static bool may_see(const struct session *ss, const struct session *other)
+{
+	return ss->cred.uid == 0 || ss->cred.uid == getuid() ||
+	       ss->cred.uid == other->cred.uid;
+}
+
+static void on_status(struct session *ss, const struct proto_hdr *h)
+{
+	const struct server *srv = ss->srv;
+	struct proto_status_ok st = {
+		.pid = (uint32_t)getpid(),
+		.threads = srv->threads,
+		.uptime_ms = now_ms() - srv->started_ms,
+		.rss_bytes = rss_bytes(),
+		.max_ring_bytes = srv->lim.max_ring_bytes,
+		.max_uid_ring_bytes = srv->lim.max_uid_bytes,
+		.max_uid_streams = srv->lim.max_uid_streams,
+		.uid = (uint32_t)ss->cred.uid,
+	};
+
+	for (const struct session *o = srv->sessions; o; o = o->next) {
+		bool seen = may_see(ss, o);
+
+		st.sessions_all++;
+		st.sessions += seen;
+		if (!o->stream)
+			continue;
+		st.streams_all++;
+		st.streams += seen;
+		st.ring_bytes += o->charge.bytes;
+	}
+	(void)msg_send(ss->fd, PROTO_STATUS_OK, h->seq, &st, sizeof(st), NULL,
+		       0);
+}
+
+static void on_stream_info(struct session *ss, const struct proto_hdr *h,
+			   const struct proto_stream_info *m)
+{
+	struct proto_stream_info_ok r = { 0 };
+	const struct session *o;
+	struct stream_stats n;
+	uint32_t k = 0;
+
+	for (o = ss->srv->sessions; o; o = o->next) {
+		if (!o->stream || !may_see(ss, o))
+			continue;
+		if (k++ == m->index)
+			break;
+	}
+	if (!o) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "stream %" PRIu32 ": there are %" PRIu32,
+			 m->index, k);
+		reply_error(ss, h->seq, LOADER_ERANGE, why);
+		return;
+	}
+	stream_stats(o->stream, &n);
+	r.session = o->id;
+	r.pid = (uint32_t)o->cred.pid;
+	r.uid = (uint32_t)o->cred.uid;
+	r.gid = (uint32_t)o->cred.gid;
+	r.batch_size = stream_layout(o->stream)->batch_size;
+	producer_ring(o->prod, &r.slots, &r.ring_used, &r.ring_bytes);
+	r.age_ms = now_ms() - o->opened_ms;
+	r.epoch = n.epoch;
+	r.batches = n.batches;
+	r.samples = n.samples;
+	r.bytes_read = n.bytes_read;
+	r.bad_samples = n.bad_samples;
+	r.read_wait_ns = n.read_wait_ns;
+	r.decode_ns = n.decode_ns;
+	r.slot_wait_ns = n.slot_wait_ns;
+	r.client_waits = producer_client_waits(o->prod);
+	memcpy(r.dataset, o->dataset, sizeof(r.dataset));
+	memcpy(r.pipeline, o->pipeline, sizeof(r.pipeline));
+	(void)msg_send(ss->fd, PROTO_STREAM_INFO_OK, h->seq, &r, sizeof(r),
+		       NULL, 0);
+}
+
 static void on_stats(struct session *ss, const struct proto_hdr *h)
 {
 	struct proto_stats_ok st = { 0 };
@@ -646,6 +758,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		struct proto_hello hello;
 		struct proto_files files;
 		struct proto_open open;
+		struct proto_stream_info info;
 		char raw[PROTO_MAX_MSG];
 	} m;
 	struct proto_hdr h;
@@ -685,6 +798,18 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	case PROTO_FILES: on_files(ss, &h, &m.files, fds, nfds); break;
 	case PROTO_OPEN: on_open(ss, &h, &m.open); break;
 	case PROTO_STATS: on_stats(ss, &h); break;
+	case PROTO_STATUS:
+	case PROTO_STREAM_INFO:
+		if (!ss->hello)
+			reply_error(ss, h.seq, LOADER_EPROTO,
+				    h.type == PROTO_STATUS ?
+					    "STATUS before HELLO" :
+					    "STREAM_INFO before HELLO");
+		else if (h.type == PROTO_STATUS)
+			on_status(ss, &h);
+		else
+			on_stream_info(ss, &h, &m.info);
+		break;
 	default:
 		snprintf(why, sizeof(why), "a client does not send %s",
 			 msg_type_name(h.type));
@@ -762,8 +887,9 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 	len = sizeof(ss->cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ss->cred, &len))
 		ss->cred.uid = (uid_t)-1;
+	ss->id = ++srv->next_id;
 	snprintf(ss->label, sizeof(ss->label),
-		 "session %" PRIu64 " (pid %d uid %u gid %u)", ++srv->next_id,
+		 "session %" PRIu64 " (pid %d uid %u gid %u)", ss->id,
 		 (int)ss->cred.pid, (unsigned)ss->cred.uid,
 		 (unsigned)ss->cred.gid);
 	err = uv_poll_init(srv->loop, &ss->poll, fd);
@@ -885,6 +1011,8 @@ int server_new(struct server **out, uv_loop_t *loop,
 		return -ENOMEM;
 	srv->loop = loop;
 	srv->pool = pool;
+	srv->threads = pool_workers(pool);
+	srv->started_ms = now_ms();
 	srv->lim = *lim;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
 	err = l->fd >= 0 ? server_inherit(srv, l, d) : server_bind(srv, l, d);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codec.h"
 #include "imgpipe.h"
@@ -253,11 +254,33 @@ static void *finish(struct stream *s, int err, const char *reason)
 	return NULL;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Add the time since *t to counter c, and move *t to now. */
+static void account(uint64_t *c, uint64_t *t)
+{
+	uint64_t now = mono_ns();
+
+	__atomic_fetch_add(c, now - *t, __ATOMIC_RELAXED);
+	*t = now;
+}
+
 void *assembler_main(void *arg)
 {
 	struct stream *s = arg;
 	uint32_t threads = s->c.threads;
+	uint64_t t = mono_ns();
 
+	/*
+	 * Four clock reads a batch (vDSO, no system call) tell where the
+	 * stream's time goes: see struct stream_stats.
+	 */
 	for (;;) {
 		struct stream_pb *pb;
 		struct stream_batch b = { 0 };
@@ -269,6 +292,7 @@ void *assembler_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (stream_stopping(s))
 			return NULL;
+		account(&s->n.read_wait_ns, &t);
 		pb = &s->pb[s->pb_cons % s->npb];
 		if (pb->err)
 			return finish(s, pb->err, pb->msg);
@@ -277,11 +301,13 @@ void *assembler_main(void *arg)
 		/* The sink ended the stream itself, or we are stopping. */
 		if (s->sink.ops->acquire(s->sink.ctx, &b))
 			return NULL;
+		account(&s->n.slot_wait_ns, &t);
 		b.batch = pb->batch;
 		b.epoch = pb->epoch;
 		b.count = pb->count;
 		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
 		pool_run(s->pool, decode_one, &job, pb->count, threads);
+		account(&s->n.decode_ns, &t);
 		if (!job.err && job.nbad)
 			job.err = fill_bad(s, &job);
 		if (job.err)
@@ -289,6 +315,7 @@ void *assembler_main(void *arg)
 		s->sink.ops->publish(s->sink.ctx, &b);
 		__atomic_fetch_add(&s->n.batches, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->n.samples, pb->count, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->n.epoch, pb->epoch, __ATOMIC_RELAXED);
 
 		pthread_mutex_lock(&s->lock);
 		s->arena_tail = pb->arena_end;

@@ -454,6 +454,12 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->samples = __atomic_load_n(&s->n.samples, __ATOMIC_RELAXED);
 	st->bytes_read = __atomic_load_n(&s->n.bytes_read, __ATOMIC_RELAXED);
 	st->bad_samples = __atomic_load_n(&s->n.bad_samples, __ATOMIC_RELAXED);
+	st->read_wait_ns =
+		__atomic_load_n(&s->n.read_wait_ns, __ATOMIC_RELAXED);
+	st->decode_ns = __atomic_load_n(&s->n.decode_ns, __ATOMIC_RELAXED);
+	st->slot_wait_ns =
+		__atomic_load_n(&s->n.slot_wait_ns, __ATOMIC_RELAXED);
+	st->epoch = __atomic_load_n(&s->n.epoch, __ATOMIC_RELAXED);
 }
 
 int stream_start(struct stream *s, const struct stream_sink *sink,

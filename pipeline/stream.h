@@ -141,6 +141,16 @@ struct stream_stats {
 	uint64_t samples;
 	uint64_t bytes_read; /* from storage */
 	uint64_t bad_samples;
+	/*
+	 * Where the assembler's time goes, batch after batch: waiting for
+	 * the reader to bring a batch's records (storage is the limit),
+	 * decoding them on the pool (the CPU is), and waiting for the sink
+	 * to give a place (the consumer is).
+	 */
+	uint64_t read_wait_ns;
+	uint64_t decode_ns;
+	uint64_t slot_wait_ns;
+	uint32_t epoch; /* of the batch handed over last */
 };
 
 /*

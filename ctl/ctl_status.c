@@ -1,0 +1,592 @@
+/*
+ * ctl_status.c - loaderctl status, streams and stats: what a running
+ * loaderd does, asked over its control socket (STATUS, STREAM_INFO).
+ *
+ * loaderctl speaks the protocol as the daemon does, through the client's
+ * protocol headers (client/proto.h, client/msg.h): the one arrow from
+ * ctl/ into client/, as from daemon/.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ctl.h"
+#include "loader_error.h"
+#include "msg.h"
+#include "opts.h"
+#include "proto.h"
+
+#define STATUS_TIMEOUT_MS 5000
+#define STATUS_MAX_STREAMS 4096
+
+struct status_cli {
+	const char *socket;
+	double interval;
+	bool watch;
+	uint64_t count;
+	bool json;
+	bool prometheus;
+};
+
+#define O(f) offsetof(struct status_cli, f)
+static const struct opt status_table[] = {
+	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
+	  "loaderd's socket (default: $LOADERD_SOCKET, $XDG_RUNTIME_DIR/loaderd.sock, /run/loaderd/loaderd.sock)",
+	  0, 0, 0 },
+	{ "interval", 'i', OPT_F64, O(interval), "1", "SECONDS",
+	  "stats: the time between the two readings rates are taken over",
+	  0.05, 3600, 0 },
+	{ "watch", 'w', OPT_FLAG, O(watch), NULL, NULL,
+	  "stats: go on, a reading every interval (redrawn on a terminal)", 0,
+	  0, 0 },
+	{ "count", 'n', OPT_U64, O(count), "0", "N",
+	  "stats --watch: stop after N readings (0: until interrupted)", 0, 0,
+	  0 },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
+	  "print JSON (stats: one object per reading, a line each)", 0, 0, 0 },
+	{ "prometheus", 0, OPT_FLAG, O(prometheus), NULL, NULL,
+	  "stats: print Prometheus's text format (counters, not rates)", 0, 0,
+	  0 },
+	OPT_END,
+};
+#undef O
+
+/* What one reading holds. */
+struct reading {
+	uint64_t t_ns;
+	struct proto_status_ok st;
+	uint32_t n;
+	struct proto_stream_info_ok *s;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The socket as libloader finds it (libloader(3), loader_opts). */
+static const char *socket_path(const char *opt, char *buf, size_t n)
+{
+	const char *p = opt, *xdg;
+
+	if (!p || !*p)
+		p = getenv("LOADERD_SOCKET");
+	if (p && *p)
+		return p;
+	xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg) {
+		snprintf(buf, n, "%s/loaderd.sock", xdg);
+		return buf;
+	}
+	return "/run/loaderd/loaderd.sock";
+}
+
+/* One request and its reply (or the daemon's error, in why). */
+static int ask(int fd, uint32_t *seq, uint16_t type, const void *req,
+	       uint32_t len, uint16_t want, void *reply, uint32_t cap,
+	       char *why, size_t whylen)
+{
+	union {
+		struct proto_error e;
+		char raw[PROTO_MAX_MSG];
+	} r;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct proto_hdr h;
+	int err;
+
+	err = msg_send(fd, type, ++*seq, req, len, NULL, 0);
+	if (err) {
+		snprintf(why, whylen, "sending %s: %s", msg_type_name(type),
+			 loader_strerror(err));
+		return err;
+	}
+	if (poll(&p, 1, STATUS_TIMEOUT_MS) != 1) {
+		snprintf(why, whylen, "no reply to %s within %d ms",
+			 msg_type_name(type), STATUS_TIMEOUT_MS);
+		return -ETIMEDOUT;
+	}
+	err = msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, whylen);
+	if (err) {
+		if (err != LOADER_EPROTO)
+			snprintf(why, whylen, "receiving: %s",
+				 err == -EPIPE ? "loaderd closed the connection" :
+						 loader_strerror(err));
+		return err;
+	}
+	if (h.type == PROTO_ERROR) {
+		snprintf(why, whylen, "loaderd: %.*s", (int)r.e.len,
+			 r.raw + sizeof(r.e));
+		return r.e.code < 0 ? r.e.code : LOADER_EPROTO;
+	}
+	if (h.type != want || h.seq != *seq) {
+		snprintf(why, whylen, "loaderd answered %s with %s",
+			 msg_type_name(type), msg_type_name(h.type));
+		return LOADER_EPROTO;
+	}
+	memcpy(reply, r.raw, cap);
+	return 0;
+}
+
+static int dial(const char *path, uint32_t *seq, char *why, size_t whylen)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct proto_hello hello = { .version = PROTO_VERSION };
+	struct proto_hello_ok ok;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		snprintf(why, whylen, "%s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(why, whylen, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		err = -errno;
+		snprintf(why, whylen, "connect %s: %s%s", path, strerror(-err),
+			 err == -ENOENT || err == -ECONNREFUSED ?
+				 " (is loaderd running?)" :
+				 "");
+		close(fd);
+		return err;
+	}
+	err = ask(fd, seq, PROTO_HELLO, &hello, sizeof(hello), PROTO_HELLO_OK,
+		  &ok, sizeof(ok), why, whylen);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* One reading: STATUS, then every stream it counts. */
+static int read_daemon(int fd, uint32_t *seq, struct reading *r, char *why,
+		       size_t whylen)
+{
+	int err;
+
+	r->t_ns = mono_ns();
+	err = ask(fd, seq, PROTO_STATUS, NULL, 0, PROTO_STATUS_OK, &r->st,
+		  sizeof(r->st), why, whylen);
+	if (err)
+		return err;
+	r->n = r->st.streams < STATUS_MAX_STREAMS ? r->st.streams :
+						    STATUS_MAX_STREAMS;
+	free(r->s);
+	r->s = calloc(r->n ? r->n : 1, sizeof(*r->s));
+	if (!r->s)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct proto_stream_info q = { .index = i };
+
+		err = ask(fd, seq, PROTO_STREAM_INFO, &q, sizeof(q),
+			  PROTO_STREAM_INFO_OK, &r->s[i], sizeof(r->s[i]), why,
+			  whylen);
+		/* A stream that ended meanwhile shortens the list. */
+		if (err == LOADER_ERANGE) {
+			r->n = i;
+			return 0;
+		}
+		if (err)
+			return err;
+		r->s[i].dataset[PROTO_INFO_TEXT - 1] = '\0';
+		r->s[i].pipeline[PROTO_INFO_TEXT - 1] = '\0';
+	}
+	return 0;
+}
+
+/* The same stream in an earlier reading, or NULL. */
+static const struct proto_stream_info_ok *
+find(const struct reading *r, uint64_t session)
+{
+	for (uint32_t i = 0; r && i < r->n; i++)
+		if (r->s[i].session == session)
+			return &r->s[i];
+	return NULL;
+}
+
+/*
+ * A stream over an interval: rates, and where its assembler's time went.
+ * Against no earlier reading, since the stream opened.
+ */
+struct figures {
+	double secs, samples_s, mb_s;
+	double read_pct, decode_pct, slot_pct, waited_pct;
+	uint64_t batches;
+	const char *bottleneck;
+};
+
+static void figures(const struct proto_stream_info_ok *now,
+		    const struct proto_stream_info_ok *then, double secs,
+		    struct figures *f)
+{
+	struct proto_stream_info_ok z = { 0 };
+	double wall;
+
+	if (!then) {
+		then = &z;
+		secs = (double)now->age_ms / 1e3;
+	}
+	memset(f, 0, sizeof(*f));
+	f->secs = secs;
+	if (secs <= 0)
+		secs = 1e-3;
+	wall = secs * 1e9;
+	f->batches = now->batches - then->batches;
+	f->samples_s = (double)(now->samples - then->samples) / secs;
+	f->mb_s = (double)(now->bytes_read - then->bytes_read) / secs / 1e6;
+	f->read_pct = 100.0 * (double)(now->read_wait_ns - then->read_wait_ns) /
+		      wall;
+	f->decode_pct = 100.0 * (double)(now->decode_ns - then->decode_ns) /
+			wall;
+	f->slot_pct = 100.0 * (double)(now->slot_wait_ns - then->slot_wait_ns) /
+		      wall;
+	f->waited_pct =
+		f->batches ? 100.0 * (double)(now->client_waits -
+					      then->client_waits) /
+				     (double)f->batches :
+			     0;
+	/*
+	 * The assembler waits for one of three things. Mostly for a free
+	 * slot: the trainer takes batches more slowly than they are made.
+	 * Otherwise the larger of decoding and waiting for the reader is
+	 * what the trainer waits for.
+	 */
+	if (f->slot_pct >= 50)
+		f->bottleneck = "trainer";
+	else if (f->decode_pct >= f->read_pct)
+		f->bottleneck = "decode";
+	else
+		f->bottleneck = "storage";
+}
+
+static void print_status(const struct reading *r)
+{
+	const struct proto_status_ok *st = &r->st;
+	uint64_t s = st->uptime_ms / 1000;
+
+	printf("loaderd pid %" PRIu32 ", up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64
+	       "s, %" PRIu32 " decode threads (+1 per stream), RSS %.1f MB\n",
+	       st->pid, s / 3600, s / 60 % 60, s % 60, st->threads,
+	       (double)st->rss_bytes / 1e6);
+	printf("sessions %" PRIu32 ", streams %" PRIu32 ", rings %.1f MB",
+	       st->sessions_all, st->streams_all, (double)st->ring_bytes / 1e6);
+	printf("; limits: ring %.0f MB a stream, %.0f MB and %" PRIu32
+	       " streams a user\n",
+	       (double)st->max_ring_bytes / 1e6,
+	       (double)st->max_uid_ring_bytes / 1e6, st->max_uid_streams);
+	if (st->streams != st->streams_all)
+		printf("(uid %" PRIu32 " sees its own %" PRIu32
+		       " streams; root sees all)\n",
+		       st->uid, st->streams);
+}
+
+static void print_table(const struct reading *now, const struct reading *then)
+{
+	double secs = then ? (double)(now->t_ns - then->t_ns) / 1e9 : 0;
+
+	printf("%-5s %-7s %-5s %5s %5s %5s %9s %7s %5s %5s %5s %6s %4s %-10s %s\n",
+	       "ID", "PID", "UID", "BATCH", "EPOCH", "RING", "SAMPLES/S",
+	       "MB/S", "READ%", "DEC%", "SLOT%", "WAITD%", "BAD", "BOTTLENECK",
+	       "DATASET");
+	for (uint32_t i = 0; i < now->n; i++) {
+		const struct proto_stream_info_ok *s = &now->s[i];
+		struct figures f;
+
+		figures(s, find(then, s->session), secs, &f);
+		printf("%-5" PRIu64 " %-7" PRIu32 " %-5" PRIu32 " %5" PRIu32
+		       " %5" PRIu32 " %2" PRIu32 "/%-2" PRIu32
+		       " %9.0f %7.1f %5.1f %5.1f %5.1f %6.1f %4" PRIu64
+		       " %-10s %s\n",
+		       s->session, s->pid, s->uid, s->batch_size, s->epoch,
+		       s->ring_used, s->slots, f.samples_s, f.mb_s, f.read_pct,
+		       f.decode_pct, f.slot_pct, f.waited_pct, s->bad_samples,
+		       f.batches ? f.bottleneck : "idle", s->dataset);
+	}
+	if (!now->n)
+		printf("(no streams)\n");
+}
+
+static json_t *json_reading(const struct reading *now,
+			    const struct reading *then)
+{
+	double secs = then ? (double)(now->t_ns - then->t_ns) / 1e9 : 0;
+	json_t *o = json_object(), *a = json_array();
+
+	json_object_set_new(o, "pid", json_integer(now->st.pid));
+	json_object_set_new(o, "uptime_s",
+			    json_real((double)now->st.uptime_ms / 1e3));
+	json_object_set_new(o, "threads", json_integer(now->st.threads));
+	json_object_set_new(o, "rss_bytes",
+			    json_integer((json_int_t)now->st.rss_bytes));
+	json_object_set_new(o, "sessions", json_integer(now->st.sessions_all));
+	json_object_set_new(o, "streams_all",
+			    json_integer(now->st.streams_all));
+	json_object_set_new(o, "ring_bytes",
+			    json_integer((json_int_t)now->st.ring_bytes));
+	json_object_set_new(o, "interval_s", json_real(secs));
+	for (uint32_t i = 0; i < now->n; i++) {
+		const struct proto_stream_info_ok *s = &now->s[i];
+		json_t *j = json_object();
+		struct figures f;
+
+		figures(s, find(then, s->session), secs, &f);
+		json_object_set_new(j, "session",
+				    json_integer((json_int_t)s->session));
+		json_object_set_new(j, "pid", json_integer(s->pid));
+		json_object_set_new(j, "uid", json_integer(s->uid));
+		json_object_set_new(j, "dataset", json_string(s->dataset));
+		json_object_set_new(j, "pipeline", json_string(s->pipeline));
+		json_object_set_new(j, "batch_size",
+				    json_integer(s->batch_size));
+		json_object_set_new(j, "epoch", json_integer(s->epoch));
+		json_object_set_new(j, "ring_used", json_integer(s->ring_used));
+		json_object_set_new(j, "ring_slots", json_integer(s->slots));
+		json_object_set_new(j, "batches",
+				    json_integer((json_int_t)s->batches));
+		json_object_set_new(j, "samples",
+				    json_integer((json_int_t)s->samples));
+		json_object_set_new(j, "bytes_read",
+				    json_integer((json_int_t)s->bytes_read));
+		json_object_set_new(j, "bad_samples",
+				    json_integer((json_int_t)s->bad_samples));
+		json_object_set_new(j, "samples_per_s", json_real(f.samples_s));
+		json_object_set_new(j, "read_mb_per_s", json_real(f.mb_s));
+		json_object_set_new(j, "read_wait_pct", json_real(f.read_pct));
+		json_object_set_new(j, "decode_pct", json_real(f.decode_pct));
+		json_object_set_new(j, "slot_wait_pct", json_real(f.slot_pct));
+		json_object_set_new(j, "trainer_waited_pct",
+				    json_real(f.waited_pct));
+		json_object_set_new(j, "bottleneck",
+				    json_string(f.batches ? f.bottleneck :
+							    "idle"));
+		json_array_append_new(a, j);
+	}
+	json_object_set_new(o, "streams", a);
+	return o;
+}
+
+static void print_json(const struct reading *now, const struct reading *then)
+{
+	json_t *o = json_reading(now, then);
+
+	json_dumpf(o, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(o);
+}
+
+/* Prometheus's text exposition format: counters and gauges, no rates. */
+static void print_prometheus(const struct reading *r)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+		double scale;
+	} m[] = {
+#define F(f) offsetof(struct proto_stream_info_ok, f)
+		{ "loaderd_stream_batches_total", "counter",
+		  "batches published", F(batches), 1 },
+		{ "loaderd_stream_samples_total", "counter",
+		  "samples published", F(samples), 1 },
+		{ "loaderd_stream_read_bytes_total", "counter",
+		  "bytes read from storage", F(bytes_read), 1 },
+		{ "loaderd_stream_bad_samples_total", "counter",
+		  "samples that could not be decoded", F(bad_samples), 1 },
+		{ "loaderd_stream_read_wait_seconds_total", "counter",
+		  "time waiting for the reader (storage)", F(read_wait_ns),
+		  1e-9 },
+		{ "loaderd_stream_decode_seconds_total", "counter",
+		  "time decoding batches", F(decode_ns), 1e-9 },
+		{ "loaderd_stream_slot_wait_seconds_total", "counter",
+		  "time waiting for a free ring slot (the trainer)",
+		  F(slot_wait_ns), 1e-9 },
+		{ "loaderd_stream_trainer_waits_total", "counter",
+		  "batches the trainer was waiting for", F(client_waits), 1 },
+#undef F
+	};
+
+	printf("# HELP loaderd_up 1 while loaderd answers\n# TYPE loaderd_up gauge\nloaderd_up 1\n");
+	printf("# HELP loaderd_resident_bytes the daemon's resident memory\n"
+	       "# TYPE loaderd_resident_bytes gauge\nloaderd_resident_bytes %" PRIu64
+	       "\n",
+	       r->st.rss_bytes);
+	printf("# HELP loaderd_streams streams open\n# TYPE loaderd_streams gauge\n"
+	       "loaderd_streams %" PRIu32 "\n",
+	       r->st.streams_all);
+	printf("# HELP loaderd_sessions sessions connected\n# TYPE loaderd_sessions gauge\n"
+	       "loaderd_sessions %" PRIu32 "\n",
+	       r->st.sessions_all);
+	printf("# HELP loaderd_stream_ring_used batches published and not released\n"
+	       "# TYPE loaderd_stream_ring_used gauge\n");
+	for (uint32_t i = 0; i < r->n; i++)
+		printf("loaderd_stream_ring_used{session=\"%" PRIu64
+		       "\",pid=\"%" PRIu32 "\",uid=\"%" PRIu32 "\"} %" PRIu32
+		       "\n",
+		       r->s[i].session, r->s[i].pid, r->s[i].uid,
+		       r->s[i].ring_used);
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
+		       m[k].name, m[k].type);
+		for (uint32_t i = 0; i < r->n; i++) {
+			uint64_t v;
+
+			memcpy(&v, (const char *)&r->s[i] + m[k].off,
+			       sizeof(v));
+			printf("%s{session=\"%" PRIu64 "\",pid=\"%" PRIu32
+			       "\",uid=\"%" PRIu32 "\"} %.9g\n",
+			       m[k].name, r->s[i].session, r->s[i].pid,
+			       r->s[i].uid, (double)v * m[k].scale);
+		}
+	}
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void nap(double secs)
+{
+	struct timespec ts = { (time_t)secs,
+			       (long)((secs - floor(secs)) * 1e9) };
+
+	while (!interrupted && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+enum status_cmd { CMD_STATUS, CMD_STREAMS, CMD_STATS };
+
+static int run(enum status_cmd cmd, int argc, char **argv)
+{
+	static const char *const usage[] = {
+		"loaderctl status [--socket PATH] [--json]",
+		"loaderctl streams [--socket PATH] [--json]",
+		"loaderctl stats [--socket PATH] [--interval S] [--watch [--count N]] [--json | --prometheus]",
+	};
+	static const char *const about[] = {
+		"The daemon, and its streams since each opened.",
+		"Its streams since each opened, a line each.",
+		"Its streams over an interval: rates, where the time goes, the bottleneck.",
+	};
+	struct status_cli o = { 0 };
+	struct reading a = { 0 }, b = { 0 }, *now = &a, *then = NULL;
+	struct diag d = { { 0 } };
+	char why[DIAG_MAX], buf[108];
+	bool tty = isatty(STDOUT_FILENO);
+	int nargs, help, err, fd, rc = CTL_OK;
+	uint32_t seq = 0;
+	uint64_t shown = 0;
+
+	err = opts_parse(status_table, &o, argc, argv, &nargs, &help, &d);
+	if (err || help || nargs > 1) {
+		FILE *f = help ? stdout : stderr;
+
+		if (!help)
+			fprintf(stderr, "loaderctl %s: %s\n", argv[0],
+				err ? d.msg : "unexpected argument");
+		opts_help(f, usage[cmd], about[cmd], status_table);
+		return help ? CTL_OK : CTL_FAIL;
+	}
+	if (o.json && o.prometheus) {
+		fprintf(stderr, "loaderctl %s: --json or --prometheus, not both\n",
+			argv[0]);
+		return CTL_FAIL;
+	}
+	fd = dial(socket_path(o.socket, buf, sizeof(buf)), &seq, why,
+		  sizeof(why));
+	if (fd < 0) {
+		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
+		return CTL_FAIL;
+	}
+	signal(SIGINT, on_interrupt);
+	signal(SIGTERM, on_interrupt);
+	err = read_daemon(fd, &seq, now, why, sizeof(why));
+	if (!err && cmd == CMD_STATS) {
+		/* Rates need two readings. */
+		nap(o.interval);
+		then = now;
+		now = &b;
+		err = read_daemon(fd, &seq, now, why, sizeof(why));
+	}
+	while (!err) {
+		if (o.json && cmd == CMD_STATUS) {
+			json_t *j = json_reading(now, NULL);
+
+			json_object_set_new(j, "uid",
+					    json_integer(now->st.uid));
+			json_dumpf(j, stdout, JSON_INDENT(2));
+			putchar('\n');
+			json_decref(j);
+		} else if (o.json) {
+			print_json(now, then);
+		} else if (o.prometheus) {
+			print_prometheus(now);
+		} else {
+			if (o.watch && tty)
+				printf("\033[H\033[2J");
+			if (cmd == CMD_STATUS) {
+				print_status(now);
+				putchar('\n');
+			}
+			print_table(now, then);
+			if (o.watch && !tty)
+				putchar('\n');
+		}
+		fflush(stdout);
+		shown++;
+		if (cmd != CMD_STATS || !o.watch || interrupted ||
+		    (o.count && shown >= o.count))
+			break;
+		nap(o.interval);
+		if (interrupted)
+			break;
+		/* The newer reading becomes the older one. */
+		then = now;
+		now = now == &a ? &b : &a;
+		err = read_daemon(fd, &seq, now, why, sizeof(why));
+	}
+	if (err) {
+		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
+		rc = CTL_FAIL;
+	}
+	close(fd);
+	free(a.s);
+	free(b.s);
+	return rc;
+}
+
+int ctl_status(int argc, char **argv)
+{
+	return run(CMD_STATUS, argc, argv);
+}
+
+int ctl_streams(int argc, char **argv)
+{
+	return run(CMD_STREAMS, argc, argv);
+}
+
+int ctl_stats(int argc, char **argv)
+{
+	return run(CMD_STATS, argc, argv);
+}

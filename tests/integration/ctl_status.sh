@@ -1,0 +1,89 @@
+#!/bin/sh
+# loaderctl status, streams and stats against a real loaderd: the daemon's
+# summary; each stream's rates and where its time goes; the bottleneck
+# named right on a live JPEG stream (decode when the trainer only
+# releases, the trainer when it sleeps between batches); JSON and
+# Prometheus's text format; --watch; another user seeing only its own.
+. "$top_srcdir/tests/integration/tap.sh"
+
+MKJPEG=$TOOLS/mkjpeg
+tmpdir
+plan 18
+
+# A JPEG dataset whose decoding dominates: 48 photos-sized images.
+mkdir -p "$T/img/a" "$T/img/b"
+i=0
+while [ $i -lt 48 ]; do
+	"$MKJPEG" "$T/img/$( [ $((i % 2)) -eq 0 ] && echo a || echo b)/$i.jpg" 800 600 $i
+	i=$((i + 1))
+done
+"$LOADERCTL" pack "$T/img" "$T/jpg" >/dev/null
+ok "daemon starts (1 decode thread, socket 0666)" start_daemon "$T/d.sock" --threads 1 --socket-mode 0666
+S=$T/d.sock
+CTL="$LOADERCTL"
+
+out=$("$CTL" status --socket "$S")
+like "$out" "^loaderd pid $DAEMON_PID, up " "status: the daemon's pid and uptime"
+like "$out" '^sessions 1, streams 0' "status: no streams yet (its own session only)"
+like "$out" '^\(no streams\)' "status: says there are none"
+
+P='decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw'
+"$LDCLIENT" --epochs 0 --batch 16 --outputs image,label --pipeline "$P" \
+	"$S" "$T/jpg" >/dev/null 2>&1 &
+fast=$!
+"$LDCLIENT" --epochs 0 --batch 16 --outputs image,label --pipeline "$P" \
+	--sleep-ms 400 "$S" "$T/jpg" >/dev/null 2>&1 &
+slow=$!
+DAEMONS="$DAEMONS $fast $slow"
+sleep 2
+
+"$CTL" stats --socket "$S" --interval 2 --json >"$T/stats.json"
+# field PID KEY: the value of KEY for the stream of client PID.
+field() {
+	/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = [x for x in d["streams"] if x["pid"] == int(sys.argv[2])]
+print(s[0][sys.argv[3]] if s else "none")' "$T/stats.json" "$1" "$2" 2>/dev/null ||
+		sed -n "s/.*\"pid\":$1,[^}]*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$T/stats.json"
+}
+is "$(field $fast bottleneck)" decode \
+	"a trainer that only releases: the bottleneck is decode"
+is "$(field $slow bottleneck)" trainer \
+	"a trainer that sleeps 400 ms a batch: the bottleneck is the trainer"
+ok "the fast trainer waited for its batches (trainer_waited_pct > 50)" \
+	awk -v v="$(field $fast trainer_waited_pct)" 'BEGIN { exit !(v > 50) }'
+ok "the slow one's stream waited for free slots (slot_wait_pct > 50)" \
+	awk -v v="$(field $slow slot_wait_pct)" 'BEGIN { exit !(v > 50) }'
+ok "samples/s measured for the fast one" \
+	awk -v v="$(field $fast samples_per_s)" 'BEGIN { exit !(v > 0) }'
+is "$(field $fast dataset)" "$T/jpg" "the stream's dataset is named"
+is "$(field $fast pipeline)" "$P" "... and its pipeline"
+
+out=$("$CTL" streams --socket "$S")
+like "$out" "^[0-9]+ +$fast +" "streams: a line for each stream"
+like "$out" "^ID +PID +UID +BATCH" "streams: with a header"
+
+"$CTL" stats --socket "$S" --prometheus --interval 0.1 >"$T/prom"
+bad=$(grep -v -E '^(# (HELP|TYPE) [a-z_]+ .+|[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.e+-]+)$' "$T/prom" | head -3)
+is "$bad" "" "--prometheus: every line is a comment or a sample of the text format"
+like "$(cat "$T/prom")" "^loaderd_stream_batches_total\\{session=\"[0-9]+\",pid=\"$fast\",uid=\"[0-9]+\"\\} [0-9]+" \
+	"--prometheus: a batches counter per stream"
+
+n=$("$CTL" stats --socket "$S" --watch --count 3 --interval 0.2 | grep -c '^ID ')
+is "$n" 3 "--watch --count 3: three readings"
+
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 755 "$T" # the socket is 0666; let the other user reach it
+	out=$(setpriv --reuid 65534 --regid 65534 --clear-groups \
+		"$CTL" status --socket "$S" 2>&1)
+	like "$out" 'uid 65534 sees its own 0 streams; root sees all' \
+		"another user sees none of root's streams"
+else
+	echo "ok $((tap_n = tap_n + 1)) # SKIP not root, or no setpriv"
+fi
+kill $fast $slow 2>/dev/null
+
+out=$("$CTL" status --socket "$T/none.sock" 2>&1)
+like "$out" "connect $T/none.sock: .*is loaderd running" \
+	"no daemon: the socket and the likely cause are named"
