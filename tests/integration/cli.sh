@@ -3,11 +3,11 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 21
+plan 24
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
-for c in pack inspect verify pipeline; do
+for c in pack inspect verify pipeline status streams stats; do
 	like "$out" "^  $c " "--help lists $c"
 done
 out=$("$LOADERCTL" frobnicate 2>&1)
@@ -37,11 +37,11 @@ is "$?" 2 "inspect of a non-shard exits 2"
 # Every option in --help appears in the man page, and the reverse.
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
-helpopts=$(for c in pack inspect verify pipeline; do "$LOADERCTL" $c --help; done |
+helpopts=$(for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 missing=$(printf '%s\n' "$helpopts" | while read -r o; do
 	printf '%s\n' "$manopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
-is "$missing" "" "loaderctl.1 documents every option of pack, inspect, verify and pipeline"
+is "$missing" "" "loaderctl.1 documents every option of every command"
 extra=$(printf '%s\n' "$manopts" | while read -r o; do
 	[ "$o" = --version ] && continue
 	printf '%s\n' "$helpopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
