@@ -28,7 +28,7 @@
 #include "opts.h"
 #include "proto.h"
 
-#define STATUS_TIMEOUT_MS 5000
+#define STATUS_TIMEOUT_MS  5000
 #define STATUS_MAX_STREAMS 4096
 
 struct status_cli {
@@ -46,8 +46,8 @@ static const struct opt status_table[] = {
 	  "loaderd's socket (default: $LOADERD_SOCKET, $XDG_RUNTIME_DIR/loaderd.sock, /run/loaderd/loaderd.sock)",
 	  0, 0, 0 },
 	{ "interval", 'i', OPT_F64, O(interval), "1", "SECONDS",
-	  "stats: the time between the two readings rates are taken over",
-	  0.05, 3600, 0 },
+	  "stats: the time between the two readings rates are taken over", 0.05,
+	  3600, 0 },
 	{ "watch", 'w', OPT_FLAG, O(watch), NULL, NULL,
 	  "stats: go on, a reading every interval (redrawn on a terminal)", 0,
 	  0, 0 },
@@ -124,8 +124,9 @@ static int ask(int fd, uint32_t *seq, uint16_t type, const void *req,
 	if (err) {
 		if (err != LOADER_EPROTO)
 			snprintf(why, whylen, "receiving: %s",
-				 err == -EPIPE ? "loaderd closed the connection" :
-						 loader_strerror(err));
+				 err == -EPIPE ?
+					 "loaderd closed the connection" :
+					 loader_strerror(err));
 		return err;
 	}
 	if (h.type == PROTO_ERROR) {
@@ -214,8 +215,8 @@ static int read_daemon(int fd, uint32_t *seq, struct reading *r, char *why,
 }
 
 /* The same stream in an earlier reading, or NULL. */
-static const struct proto_stream_info_ok *
-find(const struct reading *r, uint64_t session)
+static const struct proto_stream_info_ok *find(const struct reading *r,
+					       uint64_t session)
 {
 	for (uint32_t i = 0; r && i < r->n; i++)
 		if (r->s[i].session == session)
@@ -253,17 +254,17 @@ static void figures(const struct proto_stream_info_ok *now,
 	f->batches = now->batches - then->batches;
 	f->samples_s = (double)(now->samples - then->samples) / secs;
 	f->mb_s = (double)(now->bytes_read - then->bytes_read) / secs / 1e6;
-	f->read_pct = 100.0 * (double)(now->read_wait_ns - then->read_wait_ns) /
-		      wall;
-	f->decode_pct = 100.0 * (double)(now->decode_ns - then->decode_ns) /
-			wall;
-	f->slot_pct = 100.0 * (double)(now->slot_wait_ns - then->slot_wait_ns) /
-		      wall;
-	f->waited_pct =
-		f->batches ? 100.0 * (double)(now->client_waits -
-					      then->client_waits) /
-				     (double)f->batches :
-			     0;
+	f->read_pct =
+		100.0 * (double)(now->read_wait_ns - then->read_wait_ns) / wall;
+	f->decode_pct =
+		100.0 * (double)(now->decode_ns - then->decode_ns) / wall;
+	f->slot_pct =
+		100.0 * (double)(now->slot_wait_ns - then->slot_wait_ns) / wall;
+	f->waited_pct = f->batches ? 100.0 *
+					     (double)(now->client_waits -
+						      then->client_waits) /
+					     (double)f->batches :
+				     0;
 	/*
 	 * The assembler waits for one of three things. Mostly for a free
 	 * slot: the trainer takes batches more slowly than they are made.
@@ -283,8 +284,9 @@ static void print_status(const struct reading *r)
 	const struct proto_status_ok *st = &r->st;
 	uint64_t s = st->uptime_ms / 1000;
 
-	printf("loaderd pid %" PRIu32 ", up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64
-	       "s, %" PRIu32 " decode threads (+1 per stream), RSS %.1f MB\n",
+	printf("loaderd pid %" PRIu32 ", up %" PRIu64 "h%02" PRIu64
+	       "m%02" PRIu64 "s, %" PRIu32
+	       " decode threads (+1 per stream), RSS %.1f MB\n",
 	       st->pid, s / 3600, s / 60 % 60, s % 60, st->threads,
 	       (double)st->rss_bytes / 1e6);
 	printf("sessions %" PRIu32 ", streams %" PRIu32 ", rings %.1f MB",
@@ -375,9 +377,9 @@ static json_t *json_reading(const struct reading *now,
 		json_object_set_new(j, "slot_wait_pct", json_real(f.slot_pct));
 		json_object_set_new(j, "trainer_waited_pct",
 				    json_real(f.waited_pct));
-		json_object_set_new(j, "bottleneck",
-				    json_string(f.batches ? f.bottleneck :
-							    "idle"));
+		json_object_set_new(
+			j, "bottleneck",
+			json_string(f.batches ? f.bottleneck : "idle"));
 		json_array_append_new(a, j);
 	}
 	json_object_set_new(o, "streams", a);
@@ -509,7 +511,8 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 		return help ? CTL_OK : CTL_FAIL;
 	}
 	if (o.json && o.prometheus) {
-		fprintf(stderr, "loaderctl %s: --json or --prometheus, not both\n",
+		fprintf(stderr,
+			"loaderctl %s: --json or --prometheus, not both\n",
 			argv[0]);
 		return CTL_FAIL;
 	}

@@ -41,6 +41,7 @@ struct loaderd_opts {
 	uint64_t max_uid_files;
 	uint64_t max_pixels;
 	bool direct;
+	double stop_timeout;
 };
 
 /*
@@ -89,6 +90,9 @@ static const struct opt loaderd_table[] = {
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
 	  0, 0, OPT_F_RELOAD },
+	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
+	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
+	  0.1, 3600, 0 },
 	{ "direct", 0, OPT_FLAG, O(direct), NULL, NULL,
 	  "read every stream's shards with O_DIRECT, whatever the client asks (datasets larger than memory)",
 	  0, 0, OPT_F_RELOAD },
@@ -103,7 +107,7 @@ static const struct opt loaderd_table[] = {
 struct loaderd {
 	struct server *srv;
 	uv_signal_t sigint, sigterm, sighup;
-	uv_timer_t status, watchdog;
+	uv_timer_t status, watchdog, stop_timer;
 	/* The options in effect, and what they were read from. */
 	struct loaderd_opts o;
 	char *conf_text; /* the config file's text: o's strings point in */
@@ -197,10 +201,31 @@ static void close_handle(void *h)
  * pool (a stream being opened or freed) has finished. uv_stop() would
  * return before those, with the server's memory still in use.
  */
+/* The drain took too long: a stream is stuck in its batch. */
+static void on_stop_timeout(uv_timer_t *t)
+{
+	struct loaderd *ld = t->data;
+
+	plog(PLOG_WARN,
+	     "stopping: streams still finishing after %g s (stop-timeout); exiting",
+	     ld->o.stop_timeout);
+	_exit(0);
+}
+
 static void stop(struct loaderd *ld, int signum)
 {
 	plog(PLOG_INFO, "signal %d: stopping", signum);
 	sd_notify(0, "STOPPING=1");
+	/*
+	 * Streams being freed finish their batch in progress first; bound
+	 * that. The timer must not keep the loop alive once all is done.
+	 */
+	if (!uv_timer_init(ld->status.loop, &ld->stop_timer)) {
+		ld->stop_timer.data = ld;
+		if (!uv_timer_start(&ld->stop_timer, on_stop_timeout,
+				    (uint64_t)(ld->o.stop_timeout * 1000), 0))
+			uv_unref((uv_handle_t *)&ld->stop_timer);
+	}
 	server_free(ld->srv);
 	ld->srv = NULL;
 	close_handle(&ld->sigint);
@@ -601,6 +626,9 @@ int main(int argc, char **argv)
 	 * start, until what was set up has closed). It returns non-zero only
 	 * after uv_stop(), which nothing calls.
 	 */
+	(void)uv_run(loop, UV_RUN_DEFAULT);
+	/* The stop timer (unreferenced) is all that may be left: close it. */
+	close_handle(&ld.stop_timer);
 	(void)uv_run(loop, UV_RUN_DEFAULT);
 	err = uv_loop_close(loop);
 	if (err)

@@ -361,6 +361,11 @@ void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
 	*cons_fd = pr->cons_fd;
 }
 
+void producer_notice(struct producer *pr, const char *reason)
+{
+	ring_finish(pr, RING_FAILED, -ESHUTDOWN, reason);
+}
+
 uint64_t producer_client_waits(const struct producer *pr)
 {
 	return __atomic_load_n(&pr->client_waits, __ATOMIC_RELAXED);
@@ -374,8 +379,9 @@ void producer_ring(const struct producer *pr, uint32_t *slots, uint32_t *used,
 
 	*slots = pr->slots;
 	/* The client's index is untrusted: a reading, never more than all. */
-	*used = ring_pending(prod, cons) <= pr->slots ? ring_pending(prod, cons) :
-							pr->slots;
+	*used = ring_pending(prod, cons) <= pr->slots ?
+			ring_pending(prod, cons) :
+			pr->slots;
 	*bytes = pr->ring_bytes;
 }
 

@@ -45,6 +45,13 @@ const struct stream_sink *producer_sink(struct producer *pr);
 void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
 		    int *ring_fd, int *cons_fd);
 
+/*
+ * Tell the client its stream ends with reason: after the batches already
+ * published (and one the stream may still be finishing), loader_next()
+ * returns LOADER_ESTREAM with that reason. For a daemon that stops.
+ */
+void producer_notice(struct producer *pr, const char *reason);
+
 /* Nanoseconds the stream waited for the client to free a slot. */
 uint64_t producer_stall_ns(const struct producer *pr);
 

@@ -131,7 +131,7 @@ struct server {
 	struct uid_use *uids;
 	uint64_t next_id;
 	uint64_t started_ms;
-	uint32_t threads; /* of the pool, for STATUS */
+	uint32_t threads;	 /* of the pool, for STATUS */
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -703,8 +703,8 @@ static void on_stream_info(struct session *ss, const struct proto_hdr *h,
 	if (!o) {
 		char why[96];
 
-		snprintf(why, sizeof(why), "stream %" PRIu32 ": there are %" PRIu32,
-			 m->index, k);
+		snprintf(why, sizeof(why),
+			 "stream %" PRIu32 ": there are %" PRIu32, m->index, k);
 		reply_error(ss, h->seq, LOADER_ERANGE, why);
 		return;
 	}
@@ -1080,6 +1080,16 @@ void server_free(struct server *srv)
 	if (!srv || srv->stopping)
 		return;
 	srv->stopping = true;
+	/*
+	 * Tell each client why its stream ends before its socket closes: it
+	 * gets the batches already published, then LOADER_ESTREAM with this
+	 * reason, rather than a bare hang-up.
+	 */
+	for (struct session *ss = srv->sessions; ss; ss = ss->next)
+		if (ss->prod)
+			producer_notice(
+				ss->prod,
+				"loaderd is stopping (its service was stopped or restarted)");
 	while (srv->sessions)
 		session_end(srv->sessions, "daemon stopping");
 	/*

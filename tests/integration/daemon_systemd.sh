@@ -16,7 +16,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 14
+plan 15
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -91,7 +91,15 @@ ready_again() {
 }
 ok "... then READY=1 again" ready_again
 
+# A client streaming when SIGTERM comes is told why its stream ends.
+"$LDCLIENT" --epochs 0 --sleep-ms 20 "$T/act.sock" "$D" >"$T/drained" 2>&1 &
+cpid=$!
+DAEMONS="$DAEMONS $cpid"
+sleep 0.5
 kill -TERM "$apid"
+wait $cpid
+like "$(cat "$T/drained")" '^error: .*loaderd is stopping' \
+	"SIGTERM: a streaming client is told the daemon is stopping"
 i=0
 while kill -0 "$apid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 wait "$apid"
