@@ -183,7 +183,9 @@ struct proto_status_ok {
 	uint64_t max_ring_bytes;
 	uint64_t max_uid_ring_bytes;
 	uint32_t max_uid_streams;
-	uint32_t uid; /* the asking peer's, as the daemon sees it */
+	uint32_t uid;		/* the asking peer's, as the daemon sees it */
+	uint64_t memory_used;	/* rings and prefetch budgets of all streams */
+	uint64_t memory_budget; /* 0: none */
 };
 
 #define PROTO_INFO_TEXT 128

@@ -291,6 +291,13 @@ static void print_status(const struct reading *r)
 	       (double)st->rss_bytes / 1e6);
 	printf("sessions %" PRIu32 ", streams %" PRIu32 ", rings %.1f MB",
 	       st->sessions_all, st->streams_all, (double)st->ring_bytes / 1e6);
+	if (st->memory_budget)
+		printf(", memory %.1f of %.1f MB (rings and prefetch)",
+		       (double)st->memory_used / 1e6,
+		       (double)st->memory_budget / 1e6);
+	else
+		printf(", memory %.1f MB (rings and prefetch; no budget)",
+		       (double)st->memory_used / 1e6);
 	printf("; limits: ring %.0f MB a stream, %.0f MB and %" PRIu32
 	       " streams a user\n",
 	       (double)st->max_ring_bytes / 1e6,
@@ -344,6 +351,10 @@ static json_t *json_reading(const struct reading *now,
 			    json_integer(now->st.streams_all));
 	json_object_set_new(o, "ring_bytes",
 			    json_integer((json_int_t)now->st.ring_bytes));
+	json_object_set_new(o, "memory_used",
+			    json_integer((json_int_t)now->st.memory_used));
+	json_object_set_new(o, "memory_budget",
+			    json_integer((json_int_t)now->st.memory_budget));
 	json_object_set_new(o, "interval_s", json_real(secs));
 	for (uint32_t i = 0; i < now->n; i++) {
 		const struct proto_stream_info_ok *s = &now->s[i];

@@ -42,6 +42,7 @@ struct loaderd_opts {
 	uint64_t max_pixels;
 	bool direct;
 	double stop_timeout;
+	uint64_t memory_budget;
 };
 
 /*
@@ -89,6 +90,9 @@ static const struct opt loaderd_table[] = {
 	  0, 0, OPT_F_RELOAD },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
+	  0, 0, OPT_F_RELOAD },
+	{ "memory-budget", 0, OPT_SIZE, O(memory_budget), "0", "BYTES",
+	  "all streams' rings and prefetch budgets together (0: no limit); a stream that would pass it is refused",
 	  0, 0, OPT_F_RELOAD },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
@@ -183,6 +187,7 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 			o->max_uid_files ? o->max_uid_files : ld->nofile / 4,
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
+		.memory_budget = o->memory_budget,
 	};
 }
 

@@ -48,6 +48,7 @@ struct charge {
 	uint32_t streams;
 	uint64_t bytes; /* ring bytes (reserved while the OPEN runs) */
 	uint64_t files; /* dataset descriptors */
+	uint64_t mem;	/* ring and prefetch bytes, against memory_budget */
 };
 
 /* Per-uid usage, for the limits. Few uids use one node: a list will do. */
@@ -130,6 +131,7 @@ struct server {
 	struct session *sessions;
 	struct uid_use *uids;
 	uint64_t next_id;
+	uint64_t mem_used; /* charge.mem of every stream */
 	uint64_t started_ms;
 	uint32_t threads;	 /* of the pool, for STATUS */
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
@@ -184,6 +186,7 @@ static void charge_release(struct server *srv, uid_t uid, struct charge *c)
 		u->bytes -= c->bytes;
 		u->files -= c->files;
 	}
+	srv->mem_used -= c->mem;
 	memset(c, 0, sizeof(*c));
 }
 
@@ -542,6 +545,8 @@ static void open_done(uv_work_t *req, int status)
 	u = uid_find(srv, ss->cred.uid);
 	if (u)
 		u->bytes -= j->charge.bytes - ok.ring_bytes;
+	srv->mem_used -= j->charge.bytes - ok.ring_bytes;
+	j->charge.mem -= j->charge.bytes - ok.ring_bytes;
 	j->charge.bytes = ok.ring_bytes;
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
@@ -581,7 +586,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	struct server *srv = ss->srv;
 	struct open_job *j;
 	struct uid_use *u;
-	uint64_t budget;
+	uint64_t budget, prefetch;
 	int err;
 
 	if (!ss->hello || ss->stream || ss->opening) {
@@ -615,6 +620,33 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		budget = srv->lim.max_uid_bytes - u->bytes;
 	if (budget > srv->lim.max_ring_bytes)
 		budget = srv->lim.max_ring_bytes;
+	/*
+	 * The daemon's memory budget: the stream's prefetch budget must fit
+	 * beside everything the other streams hold, and its ring may take
+	 * only what is left (producer_new() says by how much it misses).
+	 */
+	prefetch =
+		m->prefetch_bytes ? m->prefetch_bytes : STREAM_DEFAULT_PREFETCH;
+	if (srv->lim.memory_budget) {
+		uint64_t left = srv->lim.memory_budget > srv->mem_used ?
+					srv->lim.memory_budget - srv->mem_used :
+					0;
+
+		if (prefetch >= left) {
+			char why[200];
+
+			snprintf(
+				why, sizeof(why),
+				"memory budget: %" PRIu64 " of %" PRIu64
+				" bytes are held by other streams; this one's prefetch alone needs %" PRIu64,
+				srv->mem_used, srv->lim.memory_budget,
+				prefetch);
+			reply_error(ss, h->seq, LOADER_ETOOBIG, why);
+			return;
+		}
+		if (budget > left - prefetch)
+			budget = left - prefetch;
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		reply_error(ss, h->seq, -ENOMEM, "out of memory");
@@ -630,7 +662,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->budget = budget;
 	j->max_pixels = srv->lim.max_pixels;
 	j->direct = srv->lim.direct;
-	j->charge = (struct charge){ 1, budget, ss->files_charged };
+	j->charge = (struct charge){ 1, budget, ss->files_charged,
+				     budget + prefetch };
 	err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
 	if (err) {
 		free(j);
@@ -639,6 +672,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	}
 	u->streams++;
 	u->bytes += budget;
+	srv->mem_used += budget + prefetch;
 	ss->files_charged = 0;
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
@@ -669,6 +703,8 @@ static void on_status(struct session *ss, const struct proto_hdr *h)
 		.max_uid_ring_bytes = srv->lim.max_uid_bytes,
 		.max_uid_streams = srv->lim.max_uid_streams,
 		.uid = (uint32_t)ss->cred.uid,
+		.memory_used = srv->mem_used,
+		.memory_budget = srv->lim.memory_budget,
 	};
 
 	for (const struct session *o = srv->sessions; o; o = o->next) {

@@ -28,6 +28,11 @@ struct server_limits {
 	uint64_t max_uid_files; /* descriptors one uid's sessions may hold */
 	uint64_t max_pixels;	/* largest image a pipeline decodes */
 	bool direct;		/* every stream reads with O_DIRECT */
+	/*
+	 * All streams' rings and prefetch budgets together (0: no limit):
+	 * what the daemon's memory is bounded by, beside fixed scratch.
+	 */
+	uint64_t memory_budget;
 };
 
 /* Where the server listens. */

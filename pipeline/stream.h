@@ -47,6 +47,9 @@ struct stream_output {
 	enum stream_cast cast;
 };
 
+/* The prefetch budget of a stream that names none. */
+#define STREAM_DEFAULT_PREFETCH (64ull << 20)
+
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {
 	uint32_t batch_size; /* 1..STREAM_MAX_BATCH; 0: default (256) */

@@ -11,7 +11,7 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 22
+plan 25
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -87,6 +87,21 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	wait $hold 2>/dev/null
 	out=$("$LDCLIENT" --epochs 1 "$T/d.sock" "$T/fm/test" 2>&1)
 	like "$out" '^total batches 40 samples 10000' "... and the daemon serves on"
+	kill $pid
+	# The memory budget: a stream's prefetch (64 MiB by default) and
+	# ring fit in 80 MiB once, not twice.
+	start_daemon "$T/m.sock" --memory-budget 80M
+	"$LDCLIENT" --epochs 0 --hold-after 1 "$T/m.sock" "$T/fm/test" >"$T/mhold" &
+	DAEMONS="$DAEMONS $!"
+	i=0
+	while ! grep -q holding "$T/mhold" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	out=$("$LDCLIENT" --epochs 1 "$T/m.sock" "$T/fm/test" 2>&1)
+	like "$out" 'memory budget: [0-9]+ of 83886080 bytes are held by other streams; this one.s prefetch alone needs 67108864' \
+		"memory-budget: a stream that would pass it is refused, with the figures"
+	out=$("$LOADERCTL" status --socket "$T/m.sock")
+	like "$out" 'memory 6[0-9.]+ of 83\.9 MB' "loaderctl status shows memory against the budget"
+	out=$("$LDCLIENT" --epochs 1 --prefetch 4194304 "$T/m.sock" "$T/fm/test" 2>&1)
+	like "$out" '^total batches 40 samples 10000' "... and a stream with a small prefetch budget still fits"
 else
-	for i in 1 2 3 4 5; do echo "ok # SKIP Fashion-MNIST not installed"; done
+	for i in 1 2 3 4 5 6 7 8; do echo "ok # SKIP Fashion-MNIST not installed"; done
 fi
