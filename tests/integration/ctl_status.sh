@@ -31,13 +31,15 @@ P='decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw'
 "$LDCLIENT" --epochs 0 --batch 16 --outputs image,label --pipeline "$P" \
 	"$S" "$T/jpg" >/dev/null 2>&1 &
 fast=$!
+# The slow trainer: 2 slots fill at once, then each batch waits 1 s for
+# a release, however slowly a loaded machine decodes.
 "$LDCLIENT" --epochs 0 --batch 16 --outputs image,label --pipeline "$P" \
-	--sleep-ms 400 "$S" "$T/jpg" >/dev/null 2>&1 &
+	--slots 2 --sleep-ms 1000 "$S" "$T/jpg" >/dev/null 2>&1 &
 slow=$!
 DAEMONS="$DAEMONS $fast $slow"
 sleep 2
 
-"$CTL" stats --socket "$S" --interval 2 --json >"$T/stats.json"
+"$CTL" stats --socket "$S" --interval 3 --json >"$T/stats.json"
 # field PID KEY: the value of KEY for the stream of client PID.
 field() {
 	/usr/bin/python3 -c '
@@ -50,7 +52,7 @@ print(s[0][sys.argv[3]] if s else "none")' "$T/stats.json" "$1" "$2" 2>/dev/null
 is "$(field $fast bottleneck)" decode \
 	"a trainer that only releases: the bottleneck is decode"
 is "$(field $slow bottleneck)" trainer \
-	"a trainer that sleeps 400 ms a batch: the bottleneck is the trainer"
+	"a trainer that sleeps 1 s a batch: the bottleneck is the trainer"
 ok "the fast trainer waited for its batches (trainer_waited_pct > 50)" \
 	awk -v v="$(field $fast trainer_waited_pct)" 'BEGIN { exit !(v > 50) }'
 ok "the slow one's stream waited for free slots (slot_wait_pct > 50)" \
