@@ -42,8 +42,9 @@ const char *msg_type_name(uint16_t type)
 	return "?";
 }
 
-__attribute__((format(printf, 3, 4))) static int
-msg_bad(char *why, size_t whylen, const char *fmt, ...)
+/* Say why in why, and return code. */
+__attribute__((format(printf, 4, 5))) static int
+msg_bad_code(char *why, size_t whylen, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -52,8 +53,12 @@ msg_bad(char *why, size_t whylen, const char *fmt, ...)
 		vsnprintf(why, whylen, fmt, ap);
 		va_end(ap);
 	}
-	return LOADER_EPROTO;
+	return code;
 }
+
+/* A malformed message: LOADER_EPROTO, and why. */
+#define msg_bad(why, whylen, ...)                                              \
+	msg_bad_code(why, whylen, LOADER_EPROTO, __VA_ARGS__)
 
 int msg_send(int fd, uint16_t type, uint32_t seq, const void *payload,
 	     uint32_t len, const int *fds, unsigned nfds)
@@ -284,4 +289,48 @@ fail:
 	for (unsigned i = 0; i < got; i++)
 		close(fds[i]);
 	return err;
+}
+
+int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
+		uint32_t len, uint16_t want, void *reply, uint32_t cap,
+		int timeout_ms, char *why, size_t whylen)
+{
+	union {
+		struct proto_error e;
+		char raw[PROTO_MAX_MSG];
+	} r;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct proto_hdr h;
+	int err, n;
+
+	err = msg_send(fd, type, seq, req, len, NULL, 0);
+	if (err)
+		return msg_bad_code(why, whylen, err, "sending %s: %s",
+				    msg_type_name(type), loader_strerror(err));
+	do
+		n = poll(&p, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return msg_bad_code(why, whylen, -ETIMEDOUT,
+				    "no reply to %s within %d ms",
+				    msg_type_name(type), timeout_ms);
+	err = msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, whylen);
+	if (err == -EPIPE)
+		return msg_bad_code(why, whylen, err,
+				    "loaderd closed the connection");
+	if (err && err != LOADER_EPROTO)
+		return msg_bad_code(why, whylen, err, "receiving: %s",
+				    loader_strerror(err));
+	if (err)
+		return err; /* why says how the message was malformed */
+	if (h.type == PROTO_ERROR)
+		return msg_bad_code(
+			why, whylen, r.e.code < 0 ? r.e.code : LOADER_EPROTO,
+			"loaderd: %.*s", (int)r.e.len, r.raw + sizeof(r.e));
+	if (h.type != want || h.seq != seq)
+		return msg_bad_code(
+			why, whylen, LOADER_EPROTO, "%s %u answered with %s %u",
+			msg_type_name(type), seq, msg_type_name(h.type), h.seq);
+	memcpy(reply, r.raw, cap);
+	return 0;
 }

@@ -58,6 +58,19 @@ int msg_send(int fd, uint16_t type, uint32_t seq, const void *payload,
 int msg_recv(int fd, struct proto_hdr *h, void *payload, uint32_t cap, int *fds,
 	     unsigned maxfds, unsigned *nfds, char *why, size_t whylen);
 
+/*
+ * One request without descriptors and its reply, for tools that ask one
+ * thing at a time (loaderctl status, test tools): send type with seq,
+ * wait up to timeout_ms for the reply, which must be want with the same
+ * seq; its payload goes to reply (cap bytes, its type's exact length).
+ * Returns 0, or the daemon's code when it answered with an ERROR (its
+ * reason in why), -ETIMEDOUT, LOADER_EPROTO (a reply out of place), or
+ * what msg_send()/msg_recv() returned; why says what happened.
+ */
+int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
+		uint32_t len, uint16_t want, void *reply, uint32_t cap,
+		int timeout_ms, char *why, size_t whylen);
+
 /* Name of a message type ("HELLO", "OPEN_OK", ...), or "?" if unknown. */
 const char *msg_type_name(uint16_t type);
 

@@ -101,46 +101,8 @@ static int ask(int fd, uint32_t *seq, uint16_t type, const void *req,
 	       uint32_t len, uint16_t want, void *reply, uint32_t cap,
 	       char *why, size_t whylen)
 {
-	union {
-		struct proto_error e;
-		char raw[PROTO_MAX_MSG];
-	} r;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	struct proto_hdr h;
-	int err;
-
-	err = msg_send(fd, type, ++*seq, req, len, NULL, 0);
-	if (err) {
-		snprintf(why, whylen, "sending %s: %s", msg_type_name(type),
-			 loader_strerror(err));
-		return err;
-	}
-	if (poll(&p, 1, STATUS_TIMEOUT_MS) != 1) {
-		snprintf(why, whylen, "no reply to %s within %d ms",
-			 msg_type_name(type), STATUS_TIMEOUT_MS);
-		return -ETIMEDOUT;
-	}
-	err = msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, whylen);
-	if (err) {
-		if (err != LOADER_EPROTO)
-			snprintf(why, whylen, "receiving: %s",
-				 err == -EPIPE ?
-					 "loaderd closed the connection" :
-					 loader_strerror(err));
-		return err;
-	}
-	if (h.type == PROTO_ERROR) {
-		snprintf(why, whylen, "loaderd: %.*s", (int)r.e.len,
-			 r.raw + sizeof(r.e));
-		return r.e.code < 0 ? r.e.code : LOADER_EPROTO;
-	}
-	if (h.type != want || h.seq != *seq) {
-		snprintf(why, whylen, "loaderd answered %s with %s",
-			 msg_type_name(type), msg_type_name(h.type));
-		return LOADER_EPROTO;
-	}
-	memcpy(reply, r.raw, cap);
-	return 0;
+	return msg_request(fd, type, ++*seq, req, len, want, reply, cap,
+			   STATUS_TIMEOUT_MS, why, whylen);
 }
 
 static int dial(const char *path, uint32_t *seq, char *why, size_t whylen)

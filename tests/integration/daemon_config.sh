@@ -66,12 +66,10 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	"$LDCLIENT" --epochs 0 --hold-after 1 "$T/d.sock" "$T/fm/test" >"$T/hold" &
 	hold=$!
 	DAEMONS="$DAEMONS $hold"
-	i=0
-	while ! grep -q holding "$T/hold" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	wait_for holding "$T/hold"
 	printf 'max-uid-streams = 1\nthreads = 3\nlog-level = debug\n' >"$T/live.conf"
 	kill -HUP $pid
-	i=0
-	while ! grep -q 'reloaded' "$T/d.sock.log" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	wait_for 'reloaded' "$T/d.sock.log"
 	like "$(cat "$T/d.sock.log")" 'changed, but applied only by a restart: threads' \
 		"SIGHUP names what needs a restart"
 	out=$("$LDCLIENT" --epochs 1 "$T/d.sock" "$T/fm/test" 2>&1)
@@ -79,8 +77,7 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 		"SIGHUP applied max-uid-streams = 1 to the next stream"
 	printf 'max-uid-streams = 1\nthreads = oops\n' >"$T/live.conf"
 	kill -HUP $pid
-	i=0
-	while ! grep -q 'options in effect stay' "$T/d.sock.log" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	wait_for 'options in effect stay' "$T/d.sock.log"
 	like "$(cat "$T/d.sock.log")" 'reload: .*live.conf:2: threads: "oops" is not an integer.*; the options in effect stay' \
 		"a broken file on SIGHUP: the error with file and line, nothing changed"
 	kill $hold
@@ -93,8 +90,7 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	start_daemon "$T/m.sock" --memory-budget 80M
 	"$LDCLIENT" --epochs 0 --hold-after 1 "$T/m.sock" "$T/fm/test" >"$T/mhold" &
 	DAEMONS="$DAEMONS $!"
-	i=0
-	while ! grep -q holding "$T/mhold" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	wait_for holding "$T/mhold"
 	out=$("$LDCLIENT" --epochs 1 "$T/m.sock" "$T/fm/test" 2>&1)
 	like "$out" 'memory budget: [0-9]+ of 83886080 bytes are held by other streams; this one.s prefetch alone needs 67108864' \
 		"memory-budget: a stream that would pass it is refused, with the figures"

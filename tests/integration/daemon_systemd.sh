@@ -37,16 +37,6 @@ DAEMONS="$DAEMONS $!"
 i=0
 while [ ! -S "$T/notify" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 
-# wait_for PATTERN FILE: up to 10 s for a line matching PATTERN.
-wait_for() {
-	i=0
-	while ! grep -q -- "$1" "$2" 2>/dev/null && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	grep -q -- "$1" "$2" 2>/dev/null
-}
-
 systemd-socket-activate --seqpacket -l "$T/act.sock" \
 	-E NOTIFY_SOCKET="$T/notify" -E WATCHDOG_USEC=200000 \
 	"$top_builddir/loaderd" -f --socket "$T/own.sock" 2>"$T/daemon.log" &

@@ -79,4 +79,15 @@ start_daemon() {
 	[ -S "$sock" ]
 }
 
+# wait_for PATTERN FILE: wait up to 10 s for a line of FILE to match the
+# grep PATTERN; the status says whether one did.
+wait_for() {
+	_i=0
+	while ! grep -q -- "$1" "$2" 2>/dev/null && [ $_i -lt 200 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	grep -q -- "$1" "$2" 2>/dev/null
+}
+
 LDCLIENT=$top_builddir/tests/tools/ldclient

@@ -51,40 +51,18 @@ static int round_trip(int fd, uint16_t type, uint32_t seq, const void *m,
 		      uint32_t len, uint16_t want, int timeout_ms)
 {
 	union {
-		struct proto_error e;
-		char raw[PROTO_MAX_MSG];
+		struct proto_hello_ok hello;
+		struct proto_stats_ok stats;
 	} r;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	struct proto_hdr h;
 	char why[256];
-	int err, n;
+	int err = msg_request(fd, type, seq, m, len, want, &r,
+			      want == PROTO_HELLO_OK ? sizeof(r.hello) :
+						       sizeof(r.stats),
+			      timeout_ms, why, sizeof(why));
 
-	err = msg_send(fd, type, seq, m, len, NULL, 0);
-	if (err) {
-		printf("error: send %s: %s\n", msg_type_name(type),
-		       loader_strerror(err));
-		return err;
-	}
-	do
-		n = poll(&p, 1, timeout_ms);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0) {
-		printf("error: no answer to %s within %d ms\n",
-		       msg_type_name(type), timeout_ms);
-		return -ETIMEDOUT;
-	}
-	err = msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, sizeof(why));
-	if (err) {
-		printf("error: answer to %s: %s %s\n", msg_type_name(type),
-		       loader_strerror(err), why);
-		return err;
-	}
-	if (h.type != want || h.seq != seq) {
-		printf("error: %s %" PRIu32 " answered with %s %" PRIu32 "\n",
-		       msg_type_name(type), seq, msg_type_name(h.type), h.seq);
-		return LOADER_EPROTO;
-	}
-	return 0;
+	if (err)
+		printf("error: %s\n", why);
+	return err;
 }
 
 int main(int argc, char **argv)
