@@ -892,6 +892,44 @@ static int case_open_before_hello(struct ctx *c, const void *arg)
 	return r;
 }
 
+/*
+ * loaderctl's requests out of place: STATUS before HELLO, STREAM_INFO of
+ * a stream that is not there, and a STREAM_INFO of the wrong length.
+ */
+enum status_abuse { SA_BEFORE_HELLO, SA_PAST_END, SA_SHORT };
+
+static int case_status(struct ctx *c, const void *arg)
+{
+	const enum status_abuse *k = arg;
+	struct proto_stream_info q = { .index = 100000 };
+	uint32_t seq;
+	int fd = dial(c), r = 0;
+
+	if (fd < 0)
+		return PA_FAIL;
+	if (*k != SA_BEFORE_HELLO)
+		r = hello(c, fd);
+	seq = ++c->seq;
+	if (!r && *k == SA_BEFORE_HELLO)
+		r = send_msg(c, fd, PROTO_STATUS, seq, NULL, 0, NULL, 0);
+	else if (!r)
+		r = send_msg(c, fd, PROTO_STREAM_INFO, seq, &q,
+			     *k == SA_SHORT ? 4 : sizeof(q), NULL, 0);
+	if (!r)
+		r = expect_error(c, fd, seq,
+				 *k == SA_BEFORE_HELLO ? "before HELLO" :
+				 *k == SA_PAST_END     ? "stream 100000" :
+							 "expected 8");
+	if (!r)
+		r = still_usable(c, fd);
+	close(fd);
+	return r;
+}
+
+static const enum status_abuse sa_before_hello = SA_BEFORE_HELLO;
+static const enum status_abuse sa_past_end = SA_PAST_END;
+static const enum status_abuse sa_short = SA_SHORT;
+
 static int case_open_before_files(struct ctx *c, const void *arg)
 {
 	struct proto_open o;
@@ -1799,6 +1837,10 @@ static const struct abuse_case cases[] = {
 	{ "descriptors attached to HELLO", case_fds_on, &type_hello },
 	{ "descriptors attached to STATS", case_fds_on, &type_stats },
 	{ "OPEN before HELLO", case_open_before_hello, NULL },
+	{ "STATUS before HELLO", case_status, &sa_before_hello },
+	{ "STREAM_INFO of a stream that is not there", case_status,
+	  &sa_past_end },
+	{ "STREAM_INFO of 4 bytes", case_status, &sa_short },
 	{ "OPEN before FILES", case_open_before_files, NULL },
 	{ "OPEN with files still missing", case_open_partial_files, NULL },
 	{ "FILES before HELLO", case_files, &files_before_hello },
