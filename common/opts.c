@@ -483,6 +483,17 @@ bool opts_same(const struct opt *o, const void *a, const void *b)
 	return false;
 }
 
+void opts_copy(const struct opt *o, void *dst, const void *src)
+{
+	size_t n = o->type == OPT_FLAG ? sizeof(bool) :
+		   o->type == OPT_STR || o->type == OPT_CHOICE ?
+					 sizeof(char *) :
+		   o->type == OPT_F64 ? sizeof(double) :
+					sizeof(uint64_t);
+
+	memcpy((char *)dst + o->offset, (const char *)src + o->offset, n);
+}
+
 void opts_help(FILE *f, const char *usage, const char *about,
 	       const struct opt *table)
 {

@@ -87,6 +87,9 @@ void opts_print_config(FILE *f, const struct opt *table, const void *dst);
 /* Do a and b (two structs of table's) hold the same value of option o? */
 bool opts_same(const struct opt *o, const void *a, const void *b);
 
+/* Copy option o's value from src to dst (two structs of table's). */
+void opts_copy(const struct opt *o, void *dst, const void *src);
+
 /*
  * Apply the defaults of table to dst, then parse argv. Non-option
  * arguments are moved to the front of argv; *nargs gets their count.

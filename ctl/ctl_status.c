@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "ctl.h"
 #include "loader_error.h"
 #include "msg.h"
@@ -70,14 +71,6 @@ struct reading {
 	uint32_t n;
 	struct proto_stream_info_ok *s;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The socket as libloader finds it (libloader(3), loader_opts). */
 static const char *socket_path(const char *opt, char *buf, size_t n)
@@ -146,7 +139,7 @@ static int read_daemon(int fd, uint32_t *seq, struct reading *r, char *why,
 {
 	int err;
 
-	r->t_ns = mono_ns();
+	r->t_ns = clock_mono_ns();
 	err = ask(fd, seq, PROTO_STATUS, NULL, 0, PROTO_STATUS_OK, &r->st,
 		  sizeof(r->st), why, whylen);
 	if (err)

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "grow.h"
 #include "codec.h"
 #include "dataset.h"
@@ -70,14 +71,6 @@ const struct source_ops *pack_source_find(const char *format, const char *path)
 			return pack_sources[i];
 	}
 	return NULL;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Tell the caller. A negative return from it stops the pack. */
@@ -458,7 +451,7 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 	struct pack_job j = { .p = p, .ops = p->format, .split = split };
 	struct pack_stats st = { 0 };
 	uint64_t *order = NULL;
-	double t0 = now();
+	double t0 = clock_mono_s();
 	int err;
 
 	snprintf(j.outdir, sizeof(j.outdir), "%s", outdir);
@@ -509,7 +502,7 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		st.shards = j.ds.nshards;
 		st.bytes_in = j.ops->bytes_in(j.src);
 		st.bytes_out = j.bytes_out;
-		st.seconds = now() - t0;
+		st.seconds = clock_mono_s() - t0;
 		err = report(&j, PACK_DONE, j.src->count, NULL, &st);
 	} else {
 		remove_partial(&j);

@@ -273,10 +273,7 @@ static void reload(struct loaderd *ld)
 			used < sizeof(later) ? sizeof(later) - used : 0, "%s%s",
 			used ? ", " : "", t->name);
 		/* Keep what runs: it changes only with a restart. */
-		memcpy((char *)&n + t->offset, (char *)&ld->o + t->offset,
-		       t->type == OPT_STR  ? sizeof(char *) :
-		       t->type == OPT_FLAG ? sizeof(bool) :
-					     sizeof(uint64_t));
+		opts_copy(t, &n, &ld->o);
 	}
 	/*
 	 * Strings of options kept may point into the old text: then it

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "futex.h"
 #include "loader_error.h"
 #include "plog.h"
@@ -68,14 +69,6 @@ struct producer {
 	uint64_t stall_ns;     /* atomic */
 	uint64_t client_waits; /* atomic: publishes the client waited for */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
@@ -217,9 +210,9 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 			break;
 		__atomic_store_n(&pr->hdr->daemon_waiting, 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&pr->cons->cons, __ATOMIC_SEQ_CST) == c) {
-			t0 = now_ns();
+			t0 = clock_mono_ns();
 			futex_wait_shared(&pr->cons->cons, c, PRODUCER_POLL_NS);
-			__atomic_fetch_add(&pr->stall_ns, now_ns() - t0,
+			__atomic_fetch_add(&pr->stall_ns, clock_mono_ns() - t0,
 					   __ATOMIC_RELAXED);
 		}
 		__atomic_store_n(&pr->hdr->daemon_waiting, 0, __ATOMIC_SEQ_CST);

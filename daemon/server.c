@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "loader_error.h"
 #include "msg.h"
 #include "openreq.h"
@@ -133,7 +134,6 @@ struct server {
 	uint64_t next_id;
 	uint64_t mem_used; /* charge.mem of every stream */
 	uint64_t started_ms;
-	uint32_t threads;	 /* of the pool, for STATUS */
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -144,10 +144,7 @@ struct server {
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_mono_ns() / 1000000;
 }
 
 /* The uid's entry if it has one (never allocates: for giving back). */
@@ -696,7 +693,7 @@ static void on_status(struct session *ss, const struct proto_hdr *h)
 	const struct server *srv = ss->srv;
 	struct proto_status_ok st = {
 		.pid = (uint32_t)getpid(),
-		.threads = srv->threads,
+		.threads = pool_workers(srv->pool),
 		.uptime_ms = now_ms() - srv->started_ms,
 		.rss_bytes = rss_bytes(),
 		.max_ring_bytes = srv->lim.max_ring_bytes,
@@ -1047,7 +1044,6 @@ int server_new(struct server **out, uv_loop_t *loop,
 		return -ENOMEM;
 	srv->loop = loop;
 	srv->pool = pool;
-	srv->threads = pool_workers(pool);
 	srv->started_ms = now_ms();
 	srv->lim = *lim;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "codec.h"
 #include "imgpipe.h"
 #include "loader_error.h"
@@ -254,18 +255,10 @@ static void *finish(struct stream *s, int err, const char *reason)
 	return NULL;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Add the time since *t to counter c, and move *t to now. */
 static void account(uint64_t *c, uint64_t *t)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_mono_ns();
 
 	__atomic_fetch_add(c, now - *t, __ATOMIC_RELAXED);
 	*t = now;
@@ -275,7 +268,7 @@ void *assembler_main(void *arg)
 {
 	struct stream *s = arg;
 	uint32_t threads = s->c.threads;
-	uint64_t t = mono_ns();
+	uint64_t t = clock_mono_ns();
 
 	/*
 	 * Four clock reads a batch (vDSO, no system call) tell where the

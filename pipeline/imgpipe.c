@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "augp.h"
 #include "imgpipe.h"
 #include "jroi.h"
@@ -147,12 +148,7 @@ void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t)
 
 static uint64_t clock_ns(const struct imgpipe_ws *ws)
 {
-	struct timespec ts;
-
-	if (!ws->timing)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ws->timing ? clock_mono_ns() : 0;
 }
 
 /*

@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 	uint64_t batch_bytes = 0;
 	struct loader *l;
 	char err[512] = "";
-	XXH3_state_t *xx = XXH3_createState();
+	XXH3_state_t *xx = XXH3_createState(), *bx = XXH3_createState();
 	uint64_t nb = 0, ns = 0, bytes = 0, ep_batches = 0, ep_samples = 0;
 	uint32_t epoch = UINT32_MAX;
 	uint64_t *lat = NULL, nlat = 0, t0, warmup = 0, ns0 = 0, bytes0 = 0;
@@ -164,6 +164,7 @@ int main(int argc, char **argv)
 	if (r) {
 		printf("error: open: %s: %s\n", loader_strerror(r), err);
 		XXH3_freeState(xx);
+		XXH3_freeState(bx);
 		return 3;
 	}
 	if (handoff)
@@ -206,8 +207,6 @@ int main(int argc, char **argv)
 				       "\n",
 				       b.epoch, b.index, b.ids[i]);
 		if (bhash) {
-			XXH3_state_t *bx = XXH3_createState();
-
 			XXH3_64bits_reset(bx);
 			XXH3_64bits_update(bx, b.ids, b.count * sizeof(*b.ids));
 			for (uint32_t k = 0; k < b.noutputs; k++)
@@ -217,7 +216,6 @@ int main(int argc, char **argv)
 			       " xxh3 %016" PRIx64 "\n",
 			       b.epoch, b.index, b.count,
 			       XXH3_64bits_digest(bx));
-			XXH3_freeState(bx);
 		}
 		if (hash) {
 			XXH3_64bits_update(xx, b.ids, b.count * sizeof(*b.ids));
@@ -360,5 +358,6 @@ int main(int argc, char **argv)
 	free(lat);
 	free(copy);
 	XXH3_freeState(xx);
+	XXH3_freeState(bx);
 	return rc;
 }

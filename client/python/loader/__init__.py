@@ -158,7 +158,6 @@ class _Ring:
                  "arrays")
 
     def __init__(self, h):
-        import ctypes
         self.h = h
         self.held = collections.deque()
         self.busy = False          # inside libloader, or sweeping
@@ -410,7 +409,6 @@ class Stream:
                  drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
                  wait_timeout=None):
-        import ctypes
         self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
@@ -593,7 +591,6 @@ class Stream:
         (batches_per_epoch, dataset_samples, slots, held) and the
         daemon's (daemon_bytes_read, daemon_bad_samples, daemon_rss).
         One round trip to the daemon."""
-        import ctypes
         ring = self._ring
         if ring is None or ring.closing:
             raise Error(-_errno.EBADF, "the stream is closed")

@@ -233,15 +233,20 @@ class _XXH:
 _xxh = None
 
 
-def batch_hash(b):
-    """The digest ldclient --batch-hash prints for the same batch: the ids,
-    then every output, read where they lie in the ring."""
+def digest(spans):
+    """XXH3-64 of the (address, length) spans, in order, as hex."""
     global _xxh
     if _xxh is None:
         _xxh = _XXH()
+    return _xxh.digest(spans)
+
+
+def batch_hash(b):
+    """The digest ldclient --batch-hash prints for the same batch: the ids,
+    then every output, read where they lie in the ring."""
     spans = [(b.ids.data_ptr, b.ids.nbytes)]
     spans += [(b[k].data_ptr, b[k].nbytes) for k in b]
-    return _xxh.digest(spans)
+    return digest(spans)
 
 
 def ring_ranges():

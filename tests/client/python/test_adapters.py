@@ -32,7 +32,7 @@ KW = dict(socket=d.sock, batch_size=500, outputs="image:unit,label", seed=21)
 
 
 def digest(*arrays):
-    return fx._XXH().digest([(a.ctypes.data, a.nbytes) for a in arrays])
+    return fx.digest([(a.ctypes.data, a.nbytes) for a in arrays])
 
 
 def stream_epoch(epoch, start_batch=0):
