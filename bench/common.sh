@@ -25,7 +25,8 @@ field() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 start_daemon() {
 	_sock=$1
 	shift
-	"$b/loaderd" -f --socket "$_sock" "$@" 2>>"$w/daemon.log" &
+	"$b/loaderd" -f --socket "$_sock" --state-dir "$w/state" \
+		--cache-dir "$w/cache" "$@" 2>>"$w/daemon.log" &
 	DPID=$!
 	pids="$pids $DPID"
 	while [ ! -S "$_sock" ]; do

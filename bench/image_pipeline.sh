@@ -103,6 +103,7 @@ if [ $ld = yes ]; then
 	pool=$((cores > 1 ? cores - 1 : 1))
 	say "starting loaderd --threads $pool"
 	$pin "$b/loaderd" -f --socket "$w/d.sock" --threads "$pool" \
+		--state-dir "$w/state" --cache-dir "$w/cache" \
 		--log-level info 2>>"$w/daemon.log" &
 	dpid=$!
 	pids="$pids $dpid"

@@ -35,8 +35,10 @@
 #error "the loaderd protocol and ring assume a little-endian host"
 #endif
 
-#define PROTO_MAGIC	   0x3150444cu /* "LDP1" in memory */
-#define PROTO_VERSION	   3 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO */
+#define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
+#define PROTO_VERSION                                                          \
+	4 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+				4: STATUS_OK's decode time, directories */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -170,6 +172,8 @@ struct proto_stats_ok {
  * The daemon as a whole. Streams and sessions are those the asking uid
  * may see: its own, or all for root and the daemon's own uid.
  */
+#define PROTO_INFO_TEXT 128
+
 struct proto_status_ok {
 	uint32_t pid;
 	uint32_t threads; /* of the decode pool */
@@ -186,9 +190,16 @@ struct proto_status_ok {
 	uint32_t uid;		/* the asking peer's, as the daemon sees it */
 	uint64_t memory_used;	/* rings and prefetch budgets of all streams */
 	uint64_t memory_budget; /* 0: none */
+	/*
+	 * Time spent decoding since the daemon started, summed over threads:
+	 * by the decode pool's `threads`, and by the streams' own threads
+	 * (each works on its batch beside the pool).
+	 */
+	uint64_t pool_busy_ns;
+	uint64_t stream_busy_ns;
+	char state_dir[PROTO_INFO_TEXT]; /* NUL-terminated, maybe cut short */
+	char cache_dir[PROTO_INFO_TEXT];
 };
-
-#define PROTO_INFO_TEXT 128
 
 struct proto_stream_info {
 	uint32_t index; /* 0..streams-1 of the last STATUS_OK */

@@ -234,6 +234,40 @@ static void figures(const struct proto_stream_info_ok *now,
 		f->bottleneck = "storage";
 }
 
+/*
+ * Decode time over the interval from then to now (since the daemon
+ * started without then): the pool's use, a fraction of its threads, and
+ * the cores all decoding kept busy, streams' own threads included.
+ */
+static void decode_use(const struct reading *now, const struct reading *then,
+		       double *pool_use, double *cores)
+{
+	double secs = then ? (double)(now->t_ns - then->t_ns) * 1e-9 :
+			     (double)now->st.uptime_ms * 1e-3;
+	uint64_t pool = now->st.pool_busy_ns, own = now->st.stream_busy_ns;
+
+	if (then && pool >= then->st.pool_busy_ns &&
+	    own >= then->st.stream_busy_ns) {
+		pool -= then->st.pool_busy_ns;
+		own -= then->st.stream_busy_ns;
+	}
+	*pool_use = secs > 0 && now->st.threads ?
+			    (double)pool * 1e-9 / secs / now->st.threads :
+			    0;
+	*cores = secs > 0 ? (double)(pool + own) * 1e-9 / secs : 0;
+}
+
+static void print_decode(const struct reading *now, const struct reading *then)
+{
+	double use, cores;
+
+	decode_use(now, then, &use, &cores);
+	printf("decode: pool of %" PRIu32
+	       " threads %.0f%% busy, %.2f cores decoding with the streams' own threads (%s)\n",
+	       now->st.threads, use * 100, cores,
+	       then ? "over the interval" : "since start");
+}
+
 static void print_status(const struct reading *r)
 {
 	const struct proto_status_ok *st = &r->st;
@@ -257,6 +291,8 @@ static void print_status(const struct reading *r)
 	       " streams a user\n",
 	       (double)st->max_ring_bytes / 1e6,
 	       (double)st->max_uid_ring_bytes / 1e6, st->max_uid_streams);
+	print_decode(r, NULL);
+	printf("state in %s, cache in %s\n", st->state_dir, st->cache_dir);
 	if (st->streams != st->streams_all)
 		printf("(uid %" PRIu32 " sees its own %" PRIu32
 		       " streams; root sees all)\n",
@@ -293,6 +329,7 @@ static json_t *json_reading(const struct reading *now,
 			    const struct reading *then)
 {
 	double secs = then ? (double)(now->t_ns - then->t_ns) / 1e9 : 0;
+	double use, cores;
 	json_t *o = json_object(), *a = json_array();
 
 	json_object_set_new(o, "pid", json_integer(now->st.pid));
@@ -311,6 +348,11 @@ static json_t *json_reading(const struct reading *now,
 	json_object_set_new(o, "memory_budget",
 			    json_integer((json_int_t)now->st.memory_budget));
 	json_object_set_new(o, "interval_s", json_real(secs));
+	decode_use(now, then, &use, &cores);
+	json_object_set_new(o, "decode_pool_use_pct", json_real(use * 100));
+	json_object_set_new(o, "decode_cores", json_real(cores));
+	json_object_set_new(o, "state_dir", json_string(now->st.state_dir));
+	json_object_set_new(o, "cache_dir", json_string(now->st.cache_dir));
 	for (uint32_t i = 0; i < now->n; i++) {
 		const struct proto_stream_info_ok *s = &now->s[i];
 		json_t *j = json_object();
@@ -402,6 +444,16 @@ static void print_prometheus(const struct reading *r)
 	printf("# HELP loaderd_sessions sessions connected\n# TYPE loaderd_sessions gauge\n"
 	       "loaderd_sessions %" PRIu32 "\n",
 	       r->st.sessions_all);
+	printf("# HELP loaderd_decode_threads threads of the decode pool\n"
+	       "# TYPE loaderd_decode_threads gauge\nloaderd_decode_threads %" PRIu32
+	       "\n",
+	       r->st.threads);
+	printf("# HELP loaderd_decode_busy_seconds_total time spent decoding, by the pool's threads and by the streams' own\n"
+	       "# TYPE loaderd_decode_busy_seconds_total counter\n"
+	       "loaderd_decode_busy_seconds_total{threads=\"pool\"} %.9g\n"
+	       "loaderd_decode_busy_seconds_total{threads=\"stream\"} %.9g\n",
+	       (double)r->st.pool_busy_ns * 1e-9,
+	       (double)r->st.stream_busy_ns * 1e-9);
 	printf("# HELP loaderd_stream_ring_used batches published and not released\n"
 	       "# TYPE loaderd_stream_ring_used gauge\n");
 	for (uint32_t i = 0; i < r->n; i++)
@@ -517,6 +569,8 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 			if (cmd == CMD_STATUS) {
 				print_status(now);
 				putchar('\n');
+			} else if (cmd == CMD_STATS) {
+				print_decode(now, then);
 			}
 			print_table(now, then);
 			if (o.watch && !tty)

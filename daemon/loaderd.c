@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,6 +44,8 @@ struct loaderd_opts {
 	bool direct;
 	double stop_timeout;
 	uint64_t memory_budget;
+	const char *state_dir;
+	const char *cache_dir;
 };
 
 /*
@@ -69,6 +72,12 @@ static const struct opt loaderd_table[] = {
 	{ "socket-group", 0, OPT_STR, O(socket_group), NULL, "GROUP",
 	  "group of the socket file loaderd makes (default: loaderd's own)", 0,
 	  0, 0 },
+	{ "state-dir", 0, OPT_STR, O(state_dir), NULL, "DIR",
+	  "persistent state (default: $STATE_DIRECTORY from systemd, /var/lib/loaderd as root, else $XDG_STATE_HOME/loaderd); made if missing",
+	  0, 0, 0 },
+	{ "cache-dir", 0, OPT_STR, O(cache_dir), NULL, "DIR",
+	  "caches that may be lost (default: $CACHE_DIRECTORY from systemd, /var/cache/loaderd as root, else $XDG_CACHE_HOME/loaderd); made if missing",
+	  0, 0, 0 },
 	{ "foreground", 'f', OPT_FLAG, O(foreground), NULL, NULL,
 	  "stay in the foreground (as under systemd); otherwise detach once listening",
 	  0, 0, OPT_F_CLI_ONLY },
@@ -432,6 +441,73 @@ static int activated_socket(char *path, size_t n, struct diag *d)
 	return SD_LISTEN_FDS_START;
 }
 
+/*
+ * A directory of the daemon's: the option's value, else the one systemd
+ * made for the unit (env: $STATE_DIRECTORY or $CACHE_DIRECTORY, the first
+ * of a colon-separated list), else root_dir as root, else
+ * $XDG_..._HOME/loaderd or ~/xdg_home/loaderd. It is made (mode 0700,
+ * with missing parents) if missing, and must be a directory loaderd may
+ * write in: anything else stops the daemon before it starts.
+ */
+static int daemon_dir(char *buf, size_t n, const char *opt, const char *value,
+		      const char *env, const char *root_dir,
+		      const char *xdg_env, const char *xdg_home, struct diag *d)
+{
+	const char *e = getenv(env), *x = getenv(xdg_env),
+		   *home = getenv("HOME");
+	struct stat st;
+	int len;
+
+	if (value && *value)
+		len = snprintf(buf, n, "%s", value);
+	else if (e && *e)
+		len = snprintf(buf, n, "%.*s", (int)strcspn(e, ":"), e);
+	else if (getuid() == 0)
+		len = snprintf(buf, n, "%s", root_dir);
+	else if (x && *x == '/')
+		len = snprintf(buf, n, "%s/loaderd", x);
+	else if (home && *home == '/')
+		len = snprintf(buf, n, "%s/%s/loaderd", home, xdg_home);
+	else
+		return diag_set(d, LOADER_EUSAGE,
+				"%s: no default without $HOME or $%s: give one",
+				opt, xdg_env);
+	if (len < 0 || (size_t)len >= n)
+		return diag_set(d, LOADER_EUSAGE, "%s: path too long", opt);
+	if (buf[0] != '/')
+		return diag_set(d, LOADER_EUSAGE,
+				"%s: %s: not an absolute path", opt, buf);
+	/* Make the missing components, parents first. */
+	for (char *p = buf + 1;; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST) {
+			int e2 = errno;
+
+			*p = c;
+			return diag_set(d, LOADER_EUSAGE,
+					"%s: cannot make %s: %s", opt, buf,
+					strerror(e2));
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	if (stat(buf, &st))
+		return diag_set(d, LOADER_EUSAGE, "%s: %s: %s", opt, buf,
+				strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return diag_set(d, LOADER_EUSAGE, "%s: %s: not a directory",
+				opt, buf);
+	if (access(buf, W_OK | X_OK))
+		return diag_set(d, LOADER_EUSAGE, "%s: %s: %s", opt, buf,
+				strerror(errno));
+	return 0;
+}
+
 static void default_socket(char *buf, size_t n)
 {
 	const char *rt = getenv("XDG_RUNTIME_DIR");
@@ -501,7 +577,7 @@ int main(int argc, char **argv)
 	struct pool *pool = NULL;
 	struct loaderd ld = { 0 };
 	uv_loop_t *loop;
-	char path[108];
+	char path[108], state[PATH_MAX], cache[PATH_MAX];
 	int help, err, notify = -1, rc = 0, fd;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads;
@@ -529,6 +605,19 @@ int main(int argc, char **argv)
 		opts_print_config(stdout, loaderd_table, &ld.o);
 		free(ld.conf_text);
 		return 0;
+	}
+	err = daemon_dir(state, sizeof(state), "state-dir", ld.o.state_dir,
+			 "STATE_DIRECTORY", "/var/lib/loaderd",
+			 "XDG_STATE_HOME", ".local/state", &d);
+	if (!err)
+		err = daemon_dir(cache, sizeof(cache), "cache-dir",
+				 ld.o.cache_dir, "CACHE_DIRECTORY",
+				 "/var/cache/loaderd", "XDG_CACHE_HOME",
+				 ".cache", &d);
+	if (err) {
+		fprintf(stderr, "loaderd: %s\n", d.msg);
+		free(ld.conf_text);
+		return 2;
 	}
 	ld.argc = argc;
 	ld.argv = argv;
@@ -612,11 +701,12 @@ int main(int argc, char **argv)
 		close_handle(&ld.watchdog);
 		rc = 1;
 	} else {
+		server_set_dirs(ld.srv, state, cache);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32
-		     " decode threads (pid %d)",
+		     " decode threads (pid %d); state in %s, cache in %s",
 		     path, fd >= 0 ? " (from systemd)" : "", threads,
-		     (int)getpid());
+		     (int)getpid(), state, cache);
 		notify_parent(notify, true);
 		sd_notifyf(0,
 			   "READY=1\nSTATUS=listening on %s, %" PRIu32

@@ -134,6 +134,7 @@ struct server {
 	uint64_t next_id;
 	uint64_t mem_used; /* charge.mem of every stream */
 	uint64_t started_ms;
+	char state_dir[PROTO_INFO_TEXT], cache_dir[PROTO_INFO_TEXT];
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -704,6 +705,10 @@ static void on_status(struct session *ss, const struct proto_hdr *h)
 		.memory_budget = srv->lim.memory_budget,
 	};
 
+	pool_busy(srv->pool, &st.pool_busy_ns, &st.stream_busy_ns);
+	memcpy(st.state_dir, srv->state_dir, sizeof(st.state_dir));
+	memcpy(st.cache_dir, srv->cache_dir, sizeof(st.cache_dir));
+
 	for (const struct session *o = srv->sessions; o; o = o->next) {
 		bool seen = may_see(ss, o);
 
@@ -1080,6 +1085,12 @@ int server_new(struct server **out, uv_loop_t *loop,
 void server_set_limits(struct server *srv, const struct server_limits *lim)
 {
 	srv->lim = *lim;
+}
+
+void server_set_dirs(struct server *srv, const char *state, const char *cache)
+{
+	snprintf(srv->state_dir, sizeof(srv->state_dir), "%s", state);
+	snprintf(srv->cache_dir, sizeof(srv->cache_dir), "%s", cache);
 }
 
 void server_status(const struct server *srv, struct server_status *st)

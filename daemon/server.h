@@ -75,6 +75,9 @@ int server_new(struct server **out, uv_loop_t *loop,
  */
 void server_set_limits(struct server *srv, const struct server_limits *lim);
 
+/* The state and cache directories, as STATUS reports them. */
+void server_set_dirs(struct server *srv, const char *state, const char *cache);
+
 void server_status(const struct server *srv, struct server_status *st);
 
 /*

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "pool.h"
 
 struct pool_job {
@@ -33,6 +34,8 @@ struct pool {
 	bool stop;
 	uint32_t n;
 	pthread_t *threads;
+	/* atomic: time spent running items, by the pool's threads and by callers */
+	uint64_t busy_pool_ns, busy_caller_ns;
 };
 
 /*
@@ -93,6 +96,7 @@ static void *pool_main(void *arg)
 	struct pool_thread *t = arg;
 	struct pool *p = t->p;
 	uint32_t id = t->id;
+	uint64_t t0;
 
 	free(t);
 	pthread_mutex_lock(&p->lock);
@@ -105,7 +109,10 @@ static void *pool_main(void *arg)
 			break;
 		j->helpers++;
 		pthread_mutex_unlock(&p->lock);
+		t0 = clock_mono_ns();
 		drain(j, id);
+		__atomic_fetch_add(&p->busy_pool_ns, clock_mono_ns() - t0,
+				   __ATOMIC_RELAXED);
 		pthread_mutex_lock(&p->lock);
 		j->helpers--;
 		pthread_cond_broadcast(&p->left);
@@ -183,13 +190,17 @@ void pool_run(struct pool *p, pool_fn fn, void *arg, uint32_t n,
 		.max_workers = max_workers,
 	};
 	struct pool_job **tail;
+	uint64_t t0;
 
 	if (n == 0)
 		return;
+	t0 = clock_mono_ns();
 	if (p->n == 0 || n == 1) {
 		j.next = n;
 		for (uint32_t i = 0; i < n; i++)
 			fn(arg, i, p->n);
+		__atomic_fetch_add(&p->busy_caller_ns, clock_mono_ns() - t0,
+				   __ATOMIC_RELAXED);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
@@ -200,6 +211,8 @@ void pool_run(struct pool *p, pool_fn fn, void *arg, uint32_t n,
 	pthread_mutex_unlock(&p->lock);
 
 	drain(&j, p->n);
+	__atomic_fetch_add(&p->busy_caller_ns, clock_mono_ns() - t0,
+			   __ATOMIC_RELAXED);
 
 	/* All indices are claimed; wait for helpers still running theirs. */
 	pthread_mutex_lock(&p->lock);
@@ -207,4 +220,10 @@ void pool_run(struct pool *p, pool_fn fn, void *arg, uint32_t n,
 	while (j.helpers)
 		pthread_cond_wait(&p->left, &p->lock);
 	pthread_mutex_unlock(&p->lock);
+}
+
+void pool_busy(const struct pool *p, uint64_t *pool_ns, uint64_t *caller_ns)
+{
+	*pool_ns = __atomic_load_n(&p->busy_pool_ns, __ATOMIC_RELAXED);
+	*caller_ns = __atomic_load_n(&p->busy_caller_ns, __ATOMIC_RELAXED);
 }

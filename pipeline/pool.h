@@ -31,6 +31,15 @@ void pool_free(struct pool *p);
 uint32_t pool_workers(const struct pool *p);
 
 /*
+ * Time spent running items since the pool started, in nanoseconds summed
+ * over threads: by the pool's threads (pool_ns; their use is pool_ns /
+ * (pool_workers() x elapsed time)) and by the callers of pool_run()
+ * (caller_ns), each of which works on its own job. A drain in progress
+ * counts when it ends: the figures lag by at most one batch.
+ */
+void pool_busy(const struct pool *p, uint64_t *pool_ns, uint64_t *caller_ns);
+
+/*
  * Run fn for i in [0, n) with at most max_workers pool threads helping
  * (0: all of them). Blocks until done. Thread-safe: streams call it
  * concurrently from their own threads.

@@ -25,7 +25,8 @@ fi
 "$b/loaderctl" inspect "$out/train" | head -4
 
 echo "== start loaderd on $sock"
-"$b/loaderd" -f --socket "$sock" --log-level warn &
+"$b/loaderd" -f --socket "$sock" --state-dir "$out/state" \
+	--cache-dir "$out/cache" --log-level warn &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
 i=0

@@ -8,7 +8,7 @@
 
 MKJPEG=$TOOLS/mkjpeg
 tmpdir
-plan 18
+plan 21
 
 # A JPEG dataset whose decoding dominates: 48 photos-sized images.
 mkdir -p "$T/img/a" "$T/img/b"
@@ -59,9 +59,19 @@ ok "the slow one's stream waited for free slots (slot_wait_pct > 50)" \
 	awk -v v="$(field $slow slot_wait_pct)" 'BEGIN { exit !(v > 50) }'
 ok "samples/s measured for the fast one" \
 	awk -v v="$(field $fast samples_per_s)" 'BEGIN { exit !(v > 0) }'
+top() { # KEY: a top-level number of the stats reading
+	sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$T/stats.json"
+}
+ok "decode pool use measured: the pool's one thread busy (decode_pool_use_pct > 20)" \
+	awk -v v="$(top decode_pool_use_pct)" 'BEGIN { exit !(v > 20 && v <= 101) }'
+ok "cores decoding, the streams' own threads with the pool's (0.2 < decode_cores <= 2.1)" \
+	awk -v v="$(top decode_cores)" 'BEGIN { exit !(v > 0.2 && v <= 2.1) }'
 is "$(field $fast dataset)" "$T/jpg" "the stream's dataset is named"
 is "$(field $fast pipeline)" "$P" "... and its pipeline"
 
+out=$("$CTL" status --socket "$S")
+like "$out" '^decode: pool of 1 threads [0-9]+% busy, [0-9.]+ cores decoding' \
+	"status: the decode pool's use"
 out=$("$CTL" streams --socket "$S")
 like "$out" "^[0-9]+ +$fast +" "streams: a line for each stream"
 like "$out" "^ID +PID +UID +BATCH" "streams: with a header"

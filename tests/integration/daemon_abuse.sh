@@ -23,7 +23,7 @@ plan 8
 ok "pack the test split" "$LOADERCTL" pack --split test "$src" "$T/fm"
 
 sock=$T/d.sock
-"$LOADERD" -f --socket "$sock" --max-ring 64M --max-uid-files 1000 --log-level debug \
+"$LOADERD" -f --socket "$sock" --state-dir "$T/state" --cache-dir "$T/cache" --max-ring 64M --max-uid-files 1000 --log-level debug \
 	2>"$T/d.log" &
 pid=$!
 i=0

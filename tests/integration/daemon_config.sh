@@ -11,7 +11,7 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 25
+plan 31
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -55,6 +55,29 @@ bad 'direct = maybe' 'bad.conf:2: direct: "maybe" is not yes or no' "a flag that
 bad 'just words' 'bad.conf:2: "just words": expected NAME = VALUE' "a line without ="
 out=$("$LD" -f --config "$T/none.conf" 2>&1)
 like "$out" "$T/none.conf: No such file or directory" "a --config file that is not there is an error"
+
+# --- state and cache directories --------------------------------------------
+# dirs ARGS...: the directories a daemon started with ARGS reports.
+dirs() {
+	rm -f "$T/dirs.sock" "$T/dirs.sock.log"
+	start_daemon "$T/dirs.sock" "$@" || return 1
+	"$LOADERCTL" status --socket "$T/dirs.sock" | sed -n 's/^state in //p'
+	kill $DAEMON_PID
+	wait $DAEMON_PID 2>/dev/null
+}
+is "$(dirs --state-dir "$T/st/a/b" --cache-dir "$T/ca")" "$T/st/a/b, cache in $T/ca" \
+	"state-dir and cache-dir are used, and loaderctl status names them"
+is "$(stat -c %a "$T/st/a/b")" 700 "... made with their parents, mode 0700"
+is "$(STATE_DIRECTORY="$T/sd:$T/other" CACHE_DIRECTORY="$T/cd" dirs)" "$T/sd, cache in $T/cd" \
+	"by default, the directories systemd made (\$STATE_DIRECTORY, \$CACHE_DIRECTORY)"
+: >"$T/afile"
+out=$("$LD" -f --socket "$T/never.sock" --state-dir "$T/afile" 2>&1)
+like "$out" "state-dir: $T/afile: not a directory" "a state-dir that is a file: refused, named"
+out=$("$LD" -f --socket "$T/never.sock" --cache-dir "$T/afile/x" 2>&1)
+like "$out" "cache-dir: cannot make $T/afile: File exists|cache-dir: cannot make $T/afile/x: Not a directory" \
+	"a cache-dir that cannot be made: refused, with the component"
+out=$("$LD" -f --socket "$T/never.sock" --state-dir rel/dir 2>&1)
+like "$out" 'state-dir: rel/dir: not an absolute path' "a relative state-dir: refused"
 
 # --- the socket's mode, and SIGHUP -------------------------------------------
 if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then

@@ -39,6 +39,7 @@ while [ ! -S "$T/notify" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 
 systemd-socket-activate --seqpacket -l "$T/act.sock" \
 	-E NOTIFY_SOCKET="$T/notify" -E WATCHDOG_USEC=200000 \
+	-E STATE_DIRECTORY="$T/state" -E CACHE_DIRECTORY="$T/cache" \
 	"$top_builddir/loaderd" -f --socket "$T/own.sock" 2>"$T/daemon.log" &
 apid=$!
 DAEMONS="$DAEMONS $apid"

@@ -49,6 +49,7 @@ vg_start() {
 		--suppressions="$top_srcdir/tests/valgrind.supp" \
 		--log-file="$T/$1.vg" \
 		"$top_builddir/loaderd" -f --socket "$T/$1.sock" --threads 2 \
+		--state-dir "$T/$1.state" --cache-dir "$T/$1.cache" \
 		2>>"$T/$1.log" &
 	VG=$!
 	DAEMONS="$DAEMONS $VG"

@@ -65,9 +65,18 @@ tmpdir() {
 
 # start_daemon SOCK [ARGS...]: a private $LOADERD in the foreground, its log
 # in SOCK.log; DAEMON_PID is its pid. Fails if the socket does not appear.
+# Its state and cache directories are SOCK.state and SOCK.cache unless
+# the environment (systemd's variables) or ARGS name others: tests leave
+# nothing in /var/lib or the home directory.
 start_daemon() {
 	sock=$1
 	shift
+	case " $* " in *" --state-dir "*) ;; *)
+		[ -n "${STATE_DIRECTORY-}" ] || set -- --state-dir "$sock.state" "$@" ;;
+	esac
+	case " $* " in *" --cache-dir "*) ;; *)
+		[ -n "${CACHE_DIRECTORY-}" ] || set -- --cache-dir "$sock.cache" "$@" ;;
+	esac
 	"$LOADERD" -f --socket "$sock" "$@" 2>>"$sock.log" &
 	DAEMON_PID=$!
 	DAEMONS="$DAEMONS $DAEMON_PID"

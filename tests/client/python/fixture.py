@@ -147,7 +147,9 @@ class Daemon:
         self.sock = os.path.join(dirname, name + ".sock")
         self.log = open(self.sock + ".log", "w")
         self.proc = subprocess.Popen(
-            [os.path.join(TOP, "loaderd"), "-f", "--socket", self.sock]
+            [os.path.join(TOP, "loaderd"), "-f", "--socket", self.sock,
+             "--state-dir", self.sock + ".state",
+             "--cache-dir", self.sock + ".cache"]
             + list(args), stderr=self.log, env=child_env())
         atexit.register(self.kill)
         for _ in range(200):
