@@ -131,6 +131,18 @@ static void log_bad(struct stream *s, uint64_t gidx, const char *msg)
 	pthread_mutex_unlock(&s->bad_lock);
 }
 
+/*
+ * Add the time since *t to a worker's own counter, and move *t to now.
+ * Only that worker writes it: a relaxed store, no locked add.
+ */
+static void stage(uint64_t *c, uint64_t *t)
+{
+	uint64_t now = clock_mono_ns();
+
+	__atomic_store_n(c, *c + (now - *t), __ATOMIC_RELAXED);
+	*t = now;
+}
+
 static void decode_one(void *arg, uint32_t i, uint32_t worker)
 {
 	struct decode_job *j = arg;
@@ -138,6 +150,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	struct stream_pb *pb = j->pb;
 	const struct shard *sh = s->sh[pb->shard[i]];
 	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct stream_wtime *wt = s->wt ? &s->wt[worker] : NULL;
+	uint64_t t = wt ? clock_mono_ns() : 0;
 	struct diag d;
 	int err;
 
@@ -146,6 +160,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 				 &d);
 	if (err)
 		goto fail;
+	if (wt) /* parsing is part of decoding; images time their stages */
+		stage(&wt->decode_ns, &t);
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 		const struct stream_out *o = &s->out[k];
 		uint64_t bytes = s->lay.out[k].sample_bytes;
@@ -158,6 +174,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 				s->pipe, s->ws[worker], src, f[o->field].len,
 				order_seed_at(s->order, pb->epoch, pb->gidx[i]),
 				dst, &d);
+			if (wt)
+				t = clock_mono_ns();
 			if (err)
 				goto fail;
 			continue;
@@ -171,6 +189,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 			err = shard_unpack_field(sh, s->codec[worker], o->field,
 						 &f[o->field], to,
 						 o->field_bytes, &len, &d);
+			if (wt)
+				stage(&wt->decode_ns, &t);
 			if (err)
 				goto fail;
 			src = to;
@@ -182,6 +202,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		case STREAM_CAST_F32_UNIT: cast_unit(dst, src, o->elems); break;
 		default: cast_f32(dst, src, o->src_dtype, o->elems); break;
 		}
+		if (wt)
+			stage(&wt->emit_ns, &t);
 	}
 	return;
 fail:
@@ -306,6 +328,8 @@ void *assembler_main(void *arg)
 		if (job.err)
 			return finish(s, job.err, job.msg);
 		s->sink.ops->publish(s->sink.ctx, &b);
+		if (s->c.timing)
+			stream_note_cpu(&s->assembler_cpu_ns);
 		__atomic_fetch_add(&s->n.batches, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->n.samples, pb->count, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->n.epoch, pb->epoch, __ATOMIC_RELAXED);

@@ -250,6 +250,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			goto fail;
 	}
 	__atomic_fetch_add(&s->n.bytes_read, pos - start, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->n.reads, next, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
 	s->arena_head = pos;
 	pb->arena_end = pos;
@@ -326,6 +327,8 @@ void *reader_main(void *arg)
 				goto out;
 			pb->last = false;
 			pb->err = read_batch(s, &io, pb, b, &d);
+			if (s->c.timing)
+				stream_note_cpu(&s->reader_cpu_ns);
 			if (pb->err == -ECANCELED)
 				goto out;
 			if (pb->err)

@@ -255,13 +255,19 @@ static int setup_workers(struct stream *s)
 	s->bad = calloc(s->lay.batch_size, 1);
 	if (!s->codec || !s->scratch || !s->ws || !s->bad)
 		return -ENOMEM;
+	if (s->c.timing) {
+		s->wt = aligned_alloc(64, s->nworkers * sizeof(*s->wt));
+		if (!s->wt)
+			return -ENOMEM;
+		memset(s->wt, 0, s->nworkers * sizeof(*s->wt));
+	}
 	for (uint32_t i = 0; i < s->nworkers; i++) {
 		if (codec_ctx_new(&s->codec[i], 0))
 			return -ENOMEM;
 		s->scratch[i] = malloc(s->max_field ? s->max_field : 1);
 		if (!s->scratch[i])
 			return -ENOMEM;
-		if (s->pipe && imgpipe_ws_new(s->pipe, false, &s->ws[i]))
+		if (s->pipe && imgpipe_ws_new(s->pipe, s->c.timing, &s->ws[i]))
 			return -ENOMEM;
 	}
 	return 0;
@@ -366,6 +372,7 @@ void stream_free(struct stream *s)
 	free(s->codec);
 	free(s->scratch);
 	free(s->ws);
+	free(s->wt);
 	free(s->bad);
 	imgpipe_free(s->pipe);
 	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
@@ -452,6 +459,7 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->batches = __atomic_load_n(&s->n.batches, __ATOMIC_RELAXED);
 	st->samples = __atomic_load_n(&s->n.samples, __ATOMIC_RELAXED);
 	st->bytes_read = __atomic_load_n(&s->n.bytes_read, __ATOMIC_RELAXED);
+	st->reads = __atomic_load_n(&s->n.reads, __ATOMIC_RELAXED);
 	st->bad_samples = __atomic_load_n(&s->n.bad_samples, __ATOMIC_RELAXED);
 	st->read_wait_ns =
 		__atomic_load_n(&s->n.read_wait_ns, __ATOMIC_RELAXED);
@@ -459,6 +467,34 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->slot_wait_ns =
 		__atomic_load_n(&s->n.slot_wait_ns, __ATOMIC_RELAXED);
 	st->epoch = __atomic_load_n(&s->n.epoch, __ATOMIC_RELAXED);
+}
+
+void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,
+		       uint64_t *assembler_ns)
+{
+	*reader_ns = __atomic_load_n(&s->reader_cpu_ns, __ATOMIC_RELAXED);
+	*assembler_ns = __atomic_load_n(&s->assembler_cpu_ns, __ATOMIC_RELAXED);
+}
+
+void stream_stages(const struct stream *s, struct stream_stages *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (!s->wt)
+		return;
+	for (uint32_t i = 0; i < s->nworkers; i++) {
+		struct imgpipe_times it;
+
+		t->decode_ns +=
+			__atomic_load_n(&s->wt[i].decode_ns, __ATOMIC_RELAXED);
+		t->emit_ns +=
+			__atomic_load_n(&s->wt[i].emit_ns, __ATOMIC_RELAXED);
+		if (!s->ws[i])
+			continue;
+		imgpipe_ws_times(s->ws[i], &it);
+		t->decode_ns += it.header_ns + it.decode_ns;
+		t->augment_ns += it.resize_ns;
+		t->emit_ns += it.emit_ns;
+	}
 }
 
 int stream_start(struct stream *s, const struct stream_sink *sink,

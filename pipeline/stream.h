@@ -72,7 +72,12 @@ struct stream_config {
 	/* The image pipeline (ispec.h) of jpeg outputs; NULL or "": none. */
 	const char *pipeline;
 	uint64_t max_pixels; /* of a JPEG; 0: JROI_DEFAULT_MAX_PIXELS */
-	const char *label;   /* for logs, e.g. "session 3 (pid 42 ...)" */
+	/*
+	 * Time every stage of every sample (stream_stages()): two clock
+	 * reads a stage, worth it for a benchmark, not for a tiny sample.
+	 */
+	bool timing;
+	const char *label; /* for logs, e.g. "session 3 (pid 42 ...)" */
 };
 
 /* One output of every batch, as stream_new() laid it out. */
@@ -143,6 +148,7 @@ struct stream_stats {
 	uint64_t batches; /* handed to the sink */
 	uint64_t samples;
 	uint64_t bytes_read; /* from storage */
+	uint64_t reads;	     /* read requests: merged neighbours count once */
 	uint64_t bad_samples;
 	/*
 	 * Where the assembler's time goes, batch after batch: waiting for
@@ -186,5 +192,30 @@ int stream_start(struct stream *s, const struct stream_sink *sink,
 void stream_free(struct stream *s);
 
 void stream_stats(const struct stream *s, struct stream_stats *st);
+
+/*
+ * Where the decoding threads' time went, summed over threads, with
+ * stream_config.timing (zeros without): decode (record parse, JPEG
+ * header and entropy decode, zstd), augment (crop, resize, flip) and
+ * emit (normalize, cast, copy into the batch). Exact once the stream has
+ * finished (the sink saw finish()); while it runs, a figure may lag.
+ */
+struct stream_stages {
+	uint64_t decode_ns;
+	uint64_t augment_ns;
+	uint64_t emit_ns;
+};
+
+void stream_stages(const struct stream *s, struct stream_stages *t);
+
+/*
+ * CPU time of the stream's reader and assembler threads (the assembler's
+ * includes its share of decoding), in nanoseconds, as of each one's last
+ * batch; with stream_config.timing only (zeros without). It tells a
+ * reader that computes (reads served from the page cache) from one that
+ * waits for the device.
+ */
+void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,
+		       uint64_t *assembler_ns);
 
 #endif /* LD_STREAM_H */

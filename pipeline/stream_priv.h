@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "diag.h"
 #include "stream.h"
@@ -26,6 +27,16 @@ struct stream_out {
 	uint32_t src_dtype;    /* the field's */
 	uint32_t comp;	       /* the field's compression */
 	bool image;	       /* a jpeg field through the image pipeline */
+};
+
+/*
+ * One worker's stage times outside the image pipeline (which keeps its
+ * own), written by that worker only; a line each, so that workers never
+ * share one.
+ */
+struct stream_wtime {
+	uint64_t decode_ns, emit_ns;
+	unsigned char pad[64 - 2 * sizeof(uint64_t)];
 };
 
 /* A sample's record, for sorting a batch's reads by position. */
@@ -78,6 +89,7 @@ struct stream {
 	unsigned char **scratch;  /* per worker, max_field bytes */
 	struct imgpipe *pipe;	  /* NULL: no image pipeline */
 	struct imgpipe_ws **ws;	  /* per worker, with pipe */
+	struct stream_wtime *wt;  /* per worker, with c.timing */
 	uint8_t *bad;		  /* per sample of the batch being made */
 	/* Bad samples logged so far (skip policy), under bad_lock. */
 	pthread_mutex_t bad_lock;
@@ -100,11 +112,25 @@ struct stream {
 
 	/* counters, updated with atomics */
 	struct stream_stats n;
+	/* With c.timing: each thread's CPU time, stored by that thread. */
+	uint64_t reader_cpu_ns, assembler_cpu_ns;
 };
 
 static inline uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) / a * a;
+}
+
+/* Store the calling thread's CPU time in *c (one system call). */
+static inline void stream_note_cpu(uint64_t *c)
+{
+	struct timespec ts;
+
+	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		__atomic_store_n(c,
+				 (uint64_t)ts.tv_sec * 1000000000u +
+					 (uint64_t)ts.tv_nsec,
+				 __ATOMIC_RELAXED);
 }
 
 static inline bool stream_stopping(struct stream *s)

@@ -64,7 +64,7 @@ struct cfg {
 	const char *socket;
 	uint64_t epochs, batch, seed, threads, blas_threads, timeout_ms;
 	double lr, momentum, weight_decay, lr_decay, step_ms, target;
-	bool early_stop, quiet;
+	bool early_stop, quiet, sleep;
 };
 
 /*
@@ -119,6 +119,9 @@ static const struct arg args[] = {
 	  INT_MAX },
 	{ "simulate-step-ms", ARG_F64, CFG(step_ms), "0", "T",
 	  "busy-wait T ms per batch instead of training; report AU", 0, 1e6 },
+	{ "simulate-sleep", ARG_FLAG, CFG(sleep), NULL, NULL,
+	  "with --simulate-step-ms: sleep instead, leaving the core to others",
+	  0, 0 },
 	{ "target", ARG_F64, CFG(target), "0.8833", "ACC",
 	  "test accuracy to reach (0: none)", 0, 1 },
 	{ "quiet", ARG_FLAG, CFG(quiet), NULL, NULL,
@@ -248,14 +251,30 @@ static double now(void)
 }
 
 /*
- * The accelerator stand-in spins rather than sleeps: a sleeping step
- * would hand its core to the daemon, which a real accelerator's host
- * thread (polling for completion) does not do either.
+ * The accelerator stand-in spins by default, as a host thread polling for
+ * its accelerator's completion does, taking a core whenever the scheduler
+ * gives it one (the step ends on the clock, run or not). With
+ * --simulate-sleep it sleeps, as a host thread blocked in a synchronous
+ * wait does, and leaves its core to the loader.
  */
-static void busy_wait(double seconds)
+static void busy_wait(double seconds, bool sleep)
 {
+	struct timespec ts;
 	double end = now() + seconds;
 
+	if (sleep) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)seconds;
+		ts.tv_nsec += (long)((seconds - floor(seconds)) * 1e9);
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+				       NULL) == EINTR)
+			;
+		return;
+	}
 	while (now() < end)
 		;
 }
@@ -618,7 +637,7 @@ static int train(const struct cfg *c, struct mlp *m, const char *trainp,
 		if (!err && b.count) {
 			tc = now();
 			if (c->step_ms > 0.0)
-				busy_wait(c->step_ms * 1e-3);
+				busy_wait(c->step_ms * 1e-3, c->sleep);
 			else
 				err = mlp_train_step(m, x, y, b.count,
 						     (float)lr, &loss);

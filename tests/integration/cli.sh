@@ -37,7 +37,8 @@ is "$?" 2 "inspect of a non-shard exits 2"
 # Every option in --help appears in the man page, and the reverse.
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
-helpopts=$(for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done |
+helpopts=$( (for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done
+	"$LOADERCTL" bench pipeline --help) |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 missing=$(printf '%s\n' "$helpopts" | while read -r o; do
 	printf '%s\n' "$manopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)

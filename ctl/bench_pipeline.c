@@ -1,0 +1,850 @@
+/*
+ * bench_pipeline.c - loaderctl bench pipeline: the real pipeline on a
+ * dataset, measured stage by stage, the bottleneck named, and how many
+ * accelerators the machine keeps fed.
+ *
+ * The stream runs in this process, as loaderd runs it (pipeline/stream.h
+ * with its reader, assembler and a pool of decode threads), into a sink
+ * that takes every batch at once: what is measured is what the loader
+ * can deliver, with no trainer to wait for. Stage times come from the
+ * stream's own clocks (stream_stats, and stream_stages with timing on);
+ * CPU time from getrusage over the whole process.
+ *
+ * Sizing (--step-ms) follows MLPerf Storage's question: how many
+ * accelerators, each taking a batch every step, does this machine keep
+ * busy at least --au of the time? The model is in loaderctl(1) and in
+ * size_fleet() below.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bench_pipeline.h"
+#include "clock.h"
+#include "ctl.h"
+#include "dataset.h"
+#include "loader_error.h"
+#include "opts.h"
+#include "order.h"
+#include "plog.h"
+#include "pool.h"
+#include "progress.h"
+#include "schema.h"
+#include "stream.h"
+
+#define PFX "loaderctl bench pipeline: "
+
+/* The pipeline a dataset with a jpeg field gets unless --pipeline says. */
+#define BP_DEFAULT_PIPELINE "decode | rrc 224 | flip 0.5 | normalize imagenet"
+/* Batches the sink hands out in turn: the stream never waits for one. */
+#define BP_SLOTS 2
+/* Longest run: a day. */
+#define BP_SECONDS_MAX 86400.0
+
+struct bp_cli {
+	const char *outputs, *pipeline, *order;
+	uint64_t batch, threads, epochs, prefetch, seed;
+	double seconds, step_ms, au, host_cores;
+	bool direct, cold, warm, json;
+};
+
+#define O(f) offsetof(struct bp_cli, f)
+static const struct opt bp_table[] = {
+	{ "outputs", 0, OPT_STR, O(outputs), NULL, "LIST",
+	  "fields to deliver, each NAME or NAME:unit (u8 to f32 in [0,1]) or NAME:f32 (default: every field)",
+	  0, 0, 0 },
+	{ "pipeline", 'p', OPT_STR, O(pipeline), NULL, "SPEC",
+	  "image pipeline of jpeg fields (default: \"" BP_DEFAULT_PIPELINE
+	  "\")",
+	  0, 0, 0 },
+	{ "batch", 'b', OPT_U64, O(batch), "256", "N", "samples per batch", 1,
+	  STREAM_MAX_BATCH, 0 },
+	{ "threads", 't', OPT_U64, O(threads), "0", "N",
+	  "decode threads beside the stream's own (0: one per core, less one, as loaderd)",
+	  0, 1024, 0 },
+	{ "order", 0, OPT_CHOICE, O(order), "random", "sequential|random|quasi",
+	  "sample order", 0, 0, 0 },
+	{ "seed", 0, OPT_U64, O(seed), "1", "N", "seed of the order", 0, 0, 0 },
+	{ "seconds", 0, OPT_F64, O(seconds), "10", "S",
+	  "run for S seconds (unless --epochs)", 0.1, BP_SECONDS_MAX, 0 },
+	{ "epochs", 0, OPT_U64, O(epochs), "0", "N",
+	  "run N whole epochs instead (0: by --seconds)", 0, 1000000, 0 },
+	{ "prefetch", 0, OPT_SIZE, O(prefetch), "64M", "BYTES",
+	  "read-ahead budget of the stream", 4096, 64.0 * (1ull << 30), 0 },
+	{ "direct", 0, OPT_FLAG, O(direct), NULL, NULL,
+	  "read the shards with O_DIRECT (past the page cache)", 0, 0, 0 },
+	{ "cold", 0, OPT_FLAG, O(cold), NULL, NULL,
+	  "drop the shards' pages from the page cache first", 0, 0, 0 },
+	{ "warm", 0, OPT_FLAG, O(warm), NULL, NULL,
+	  "read the shards into the page cache first", 0, 0, 0 },
+	{ "step-ms", 0, OPT_F64, O(step_ms), "0", "T",
+	  "size a fleet: each accelerator takes a batch every T ms (0: no sizing)",
+	  0, 1e7, 0 },
+	{ "au", 0, OPT_F64, O(au), "90", "PCT",
+	  "with --step-ms: the accelerator utilisation to keep (percent)", 1,
+	  100, 0 },
+	{ "host-cores", 0, OPT_F64, O(host_cores), "1", "H",
+	  "with --step-ms: cores each accelerator's host thread keeps busy while it steps",
+	  0, 64, 0 },
+	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
+	OPT_END,
+};
+#undef O
+
+/* --- the sink: takes every batch at once ------------------------------- */
+
+struct bp_sink {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;    /* the next acquire() ends the stream */
+	bool stopped; /* an acquire() saw stop: nothing runs any more */
+	bool done;    /* finish() ran */
+	int err;
+	char reason[DIAG_MAX];
+	uint32_t noutputs;
+	uint64_t *ids[BP_SLOTS];
+	unsigned char *out[BP_SLOTS][STREAM_MAX_OUTPUTS];
+	uint64_t next;
+};
+
+static int sink_acquire(void *ctx, struct stream_batch *b)
+{
+	struct bp_sink *k = ctx;
+	uint32_t slot;
+
+	pthread_mutex_lock(&k->lock);
+	if (k->stop) {
+		k->stopped = true;
+		pthread_cond_broadcast(&k->cond);
+		pthread_mutex_unlock(&k->lock);
+		return -ECANCELED;
+	}
+	slot = (uint32_t)(k->next++ % BP_SLOTS);
+	pthread_mutex_unlock(&k->lock);
+	b->ids = k->ids[slot];
+	for (uint32_t i = 0; i < k->noutputs; i++)
+		b->out[i] = k->out[slot][i];
+	return 0;
+}
+
+static void sink_publish(void *ctx, const struct stream_batch *b)
+{
+	(void)ctx;
+	(void)b;
+}
+
+static void sink_finish(void *ctx, int err, const char *reason)
+{
+	struct bp_sink *k = ctx;
+
+	pthread_mutex_lock(&k->lock);
+	k->done = true;
+	k->err = err;
+	if (reason)
+		snprintf(k->reason, sizeof(k->reason), "%s", reason);
+	pthread_cond_broadcast(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+}
+
+static void sink_cancel(void *ctx)
+{
+	struct bp_sink *k = ctx;
+
+	pthread_mutex_lock(&k->lock);
+	k->stop = true;
+	pthread_mutex_unlock(&k->lock);
+}
+
+static const struct stream_sink_ops sink_ops = {
+	.acquire = sink_acquire,
+	.publish = sink_publish,
+	.finish = sink_finish,
+	.cancel = sink_cancel,
+};
+
+static void sink_free(struct bp_sink *k)
+{
+	for (uint32_t s = 0; s < BP_SLOTS; s++) {
+		free(k->ids[s]);
+		for (uint32_t i = 0; i < k->noutputs; i++)
+			free(k->out[s][i]);
+	}
+	pthread_cond_destroy(&k->cond);
+	pthread_mutex_destroy(&k->lock);
+}
+
+static int sink_init(struct bp_sink *k, const struct stream_layout *lay)
+{
+	memset(k, 0, sizeof(*k));
+	pthread_mutex_init(&k->lock, NULL);
+	pthread_cond_init(&k->cond, NULL);
+	k->noutputs = lay->noutputs;
+	for (uint32_t s = 0; s < BP_SLOTS; s++) {
+		k->ids[s] = calloc(lay->batch_size, sizeof(uint64_t));
+		if (!k->ids[s])
+			return -ENOMEM;
+		for (uint32_t i = 0; i < lay->noutputs; i++) {
+			/* calloc: the pages are mapped before the clock starts. */
+			k->out[s][i] = calloc(lay->batch_size,
+					      lay->out[i].sample_bytes);
+			if (!k->out[s][i])
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* --- the dataset's files and the page cache ---------------------------- */
+
+struct bp_files {
+	struct dataset *ds;
+	int *fds; /* manifest, then shards: what stream_new() takes */
+	uint32_t nfds;
+	uint64_t bytes; /* of the shards */
+};
+
+static void files_close(struct bp_files *f)
+{
+	for (uint32_t i = 0; f->fds && i < f->nfds; i++)
+		if (f->fds[i] >= 0)
+			close(f->fds[i]);
+	free(f->fds);
+	f->fds = NULL;
+	dataset_free(f->ds);
+	f->ds = NULL;
+}
+
+static int files_open(struct bp_files *f, const char *dir, struct diag *d)
+{
+	char path[4096];
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = dataset_load(&f->ds, dir, d);
+	if (err)
+		return err;
+	f->nfds = f->ds->nshards + 1;
+	f->fds = malloc(f->nfds * sizeof(*f->fds));
+	if (!f->fds)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < f->nfds; i++)
+		f->fds[i] = -1;
+	for (uint32_t i = 0; i < f->nfds; i++) {
+		const char *name =
+			i ? f->ds->shards[i - 1].file : "manifest.json";
+		struct stat st;
+
+		dataset_path(f->ds, name, path, sizeof(path));
+		f->fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (f->fds[i] < 0)
+			return diag_set(d, -errno, "%s: %s", path,
+					strerror(errno));
+		if (i && !fstat(f->fds[i], &st))
+			f->bytes += (uint64_t)st.st_size;
+	}
+	return 0;
+}
+
+/* The fraction of the shards' pages in the page cache (mincore). */
+static double files_resident(const struct bp_files *f)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t in = 0, all = 0;
+	unsigned char *vec = NULL;
+	size_t cap = 0;
+
+	for (uint32_t i = 1; i < f->nfds; i++) {
+		struct stat st;
+		size_t pages;
+		void *m;
+
+		if (fstat(f->fds[i], &st) || st.st_size <= 0)
+			continue;
+		pages = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
+		if (pages > cap) {
+			unsigned char *v = realloc(vec, pages);
+
+			if (!v)
+				break;
+			vec = v;
+			cap = pages;
+		}
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED,
+			 f->fds[i], 0);
+		if (m == MAP_FAILED)
+			continue;
+		if (!mincore(m, (size_t)st.st_size, vec)) {
+			for (size_t p = 0; p < pages; p++)
+				in += vec[p] & 1;
+			all += pages;
+		}
+		munmap(m, (size_t)st.st_size);
+	}
+	free(vec);
+	return all ? (double)in / (double)all : 0;
+}
+
+/* Drop the shards' pages (--cold), or read them all in (--warm). */
+static int files_cache(const struct bp_files *f, bool warm, struct diag *d)
+{
+	static unsigned char buf[1 << 20];
+
+	for (uint32_t i = 1; i < f->nfds; i++) {
+		const char *name = f->ds->shards[i - 1].file;
+		off_t off = 0;
+		ssize_t r;
+
+		if (!warm) {
+			/* Dirty pages (a dataset just packed) stay: write them. */
+			int err = fdatasync(f->fds[i]) ? errno : 0;
+
+			if (!err)
+				err = posix_fadvise(f->fds[i], 0, 0,
+						    POSIX_FADV_DONTNEED);
+
+			if (err)
+				return diag_set(d, -err, "%s: %s", name,
+						strerror(err));
+			continue;
+		}
+		while ((r = pread(f->fds[i], buf, sizeof(buf), off)) > 0)
+			off += r;
+		if (r < 0)
+			return diag_set(d, -errno, "%s: %s", name,
+					strerror(errno));
+	}
+	return 0;
+}
+
+/* --- the stream's configuration ---------------------------------------- */
+
+/* "a,b:unit,c:f32" into c->out; every field when list is NULL. */
+static int parse_outputs(const char *list, const struct schema *sc,
+			 const char *pipeline, struct stream_config *c,
+			 struct diag *d)
+{
+	char buf[512], *save = NULL;
+
+	c->noutputs = 0;
+	if (!list) {
+		for (uint32_t i = 0; i < sc->nfields; i++) {
+			if (c->noutputs == STREAM_MAX_OUTPUTS)
+				break;
+			/* A bytes field has no decoder: leave it out. */
+			if (sc->f[i].kind == FIELD_BYTES)
+				continue;
+			snprintf(c->out[c->noutputs].field, STREAM_NAME_MAX,
+				 "%s", sc->f[i].name);
+			c->out[c->noutputs++].cast = STREAM_CAST_NONE;
+		}
+		return 0;
+	}
+	if (strlen(list) >= sizeof(buf))
+		return diag_set(d, LOADER_EUSAGE, "--outputs: too long");
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *t = strtok_r(buf, ",", &save); t;
+	     t = strtok_r(NULL, ",", &save)) {
+		char *cast = strchr(t, ':');
+		struct stream_output *o;
+
+		if (c->noutputs == STREAM_MAX_OUTPUTS)
+			return diag_set(d, LOADER_EUSAGE,
+					"--outputs: at most %d",
+					STREAM_MAX_OUTPUTS);
+		o = &c->out[c->noutputs++];
+		if (cast)
+			*cast++ = '\0';
+		if (schema_find(sc, t) < 0)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"--outputs: no field \"%s\" in the dataset", t);
+		if (strlen(t) >= STREAM_NAME_MAX)
+			return diag_set(d, LOADER_EUSAGE,
+					"--outputs: \"%s\": name too long", t);
+		snprintf(o->field, sizeof(o->field), "%s", t);
+		if (!cast)
+			o->cast = STREAM_CAST_NONE;
+		else if (!strcmp(cast, "unit"))
+			o->cast = STREAM_CAST_F32_UNIT;
+		else if (!strcmp(cast, "f32"))
+			o->cast = STREAM_CAST_F32;
+		else
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"--outputs: \"%s:%s\": the cast is unit or f32",
+				t, cast);
+	}
+	(void)pipeline;
+	return 0;
+}
+
+/* --- what a run measured ------------------------------------------------ */
+
+struct bp_run {
+	double seconds, cpu_s;
+	uint32_t cores;	  /* this process may run on */
+	uint32_t threads; /* decode threads: the pool's and the stream's */
+	double resident;  /* of the shards, before the run */
+	bool image, zstd; /* what the decode stage runs */
+	struct stream_stats st;
+	struct stream_stages sg;
+	uint64_t pool_ns, own_ns; /* decoding, by the pool and the stream */
+	uint64_t reader_ns;	  /* the reader thread's CPU time */
+};
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static uint32_t online_cores(void)
+{
+	cpu_set_t set;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return (uint32_t)CPU_COUNT(&set);
+	return (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* Run the stream to the end (epochs) or for the time asked. */
+static int run_stream(const struct bp_cli *o, struct bp_files *f,
+		      struct stream_config *c, struct bp_run *r, struct diag *d)
+{
+	struct pool *pool = NULL;
+	struct stream *s = NULL;
+	struct bp_sink k;
+	struct stream_sink sink = { &sink_ops, &k };
+	struct progress bar;
+	double t0, cpu0, end;
+	uint64_t p0, o0;
+	int err;
+
+	r->cores = online_cores();
+	r->threads = (uint32_t)(o->threads   ? o->threads :
+				r->cores > 1 ? r->cores - 1 :
+					       1);
+	err = pool_new(&pool, r->threads);
+	if (err)
+		return diag_set(d, err, "cannot start %" PRIu32 " threads",
+				r->threads);
+	r->threads++; /* the stream's own */
+	/* The stream takes the descriptors, whatever happens. */
+	err = stream_new(&s, c, f->fds, f->nfds, pool, d);
+	free(f->fds);
+	f->fds = NULL;
+	if (err) {
+		pool_free(pool);
+		return err;
+	}
+	err = sink_init(&k, stream_layout(s));
+	if (err) {
+		sink_free(&k);
+		stream_free(s);
+		pool_free(pool);
+		return diag_set(d, err, "out of memory for the batches");
+	}
+	progress_start(&bar, "bench", "samples",
+		       o->epochs ? o->epochs * stream_layout(s)->samples : 0);
+	pool_busy(pool, &p0, &o0);
+	cpu0 = cpu_seconds();
+	t0 = clock_mono_s();
+	end = t0 + o->seconds;
+	err = stream_start(s, &sink, d);
+	if (!err) {
+		uint64_t shown = 0;
+
+		pthread_mutex_lock(&k.lock);
+		while (!k.done && !k.stopped) {
+			struct timespec ts;
+			struct stream_stats now;
+			double t = clock_mono_s();
+
+			if (!o->epochs && t >= end)
+				k.stop = true;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&k.cond, &k.lock, &ts);
+			pthread_mutex_unlock(&k.lock);
+			stream_stats(s, &now);
+			progress_add(&bar, now.samples - shown);
+			shown = now.samples;
+			pthread_mutex_lock(&k.lock);
+		}
+		/* Nothing decodes any more: the figures are final. */
+		r->seconds = clock_mono_s() - t0;
+		r->cpu_s = cpu_seconds() - cpu0;
+		stream_stats(s, &r->st);
+		stream_stages(s, &r->sg);
+		stream_thread_cpu(s, &r->reader_ns, &(uint64_t){ 0 });
+		pool_busy(pool, &r->pool_ns, &r->own_ns);
+		r->pool_ns -= p0;
+		r->own_ns -= o0;
+		if (k.done && k.err)
+			err = diag_set(d, k.err, "%s", k.reason);
+		pthread_mutex_unlock(&k.lock);
+	}
+	progress_end(&bar);
+	stream_free(s);
+	sink_free(&k);
+	pool_free(pool);
+	return err;
+}
+
+/* --- the bottleneck, in words ----------------------------------------- */
+
+struct bp_verdict {
+	const char *resource; /* "storage", "decode" */
+	char text[256];
+};
+
+static void name_bottleneck(const struct bp_run *r, struct bp_verdict *v)
+{
+	double w = r->seconds > 0 ? r->seconds : 1e-9;
+	double read = (double)r->st.read_wait_ns * 1e-9 / w;
+	double dec = (double)r->st.decode_ns * 1e-9 / w;
+	double reader = (double)r->reader_ns * 1e-9 / w;
+	double busy = (double)(r->pool_ns + r->own_ns) * 1e-9 / w;
+	double stages =
+		(double)(r->sg.decode_ns + r->sg.augment_ns + r->sg.emit_ns);
+	double kb = r->st.reads ? (double)r->st.bytes_read /
+					  (double)r->st.reads / 1e3 :
+				  0;
+	const char *what = "decoding";
+	double share = 0;
+
+	/* The stream waits for its reads longer than it decodes. */
+	if (read > dec) {
+		if (reader >= 0.8) {
+			v->resource = "reader";
+			snprintf(
+				v->text, sizeof(v->text),
+				"read-bound, on CPU: the reader thread was busy %.2f of a core issuing %.0f reads/s of %.1f kB%s; the stream waited for reads %.0f%% of the time",
+				reader, (double)r->st.reads / w, kb,
+				r->resident > 0.9 ? " from the page cache" : "",
+				read * 100);
+		} else {
+			v->resource = "storage";
+			snprintf(
+				v->text, sizeof(v->text),
+				"storage-bound: the stream waited for reads %.0f%% of the time, at %.1f MB/s and %.0f reads/s of %.1f kB",
+				read * 100, (double)r->st.bytes_read / w / 1e6,
+				(double)r->st.reads / w, kb);
+		}
+		return;
+	}
+	v->resource = "decode";
+	if (stages > 0) {
+		const double t[3] = { (double)r->sg.decode_ns,
+				      (double)r->sg.augment_ns,
+				      (double)r->sg.emit_ns };
+		static const char *const img[3] = {
+			"JPEG decode (libjpeg-turbo)", "crop and resize",
+			"normalize and cast"
+		};
+		static const char *const raw[3] = { "record parsing",
+						    "crop and resize",
+						    "casting and copying" };
+		unsigned m = t[1] > t[0] ? 1 : 0;
+
+		if (t[2] > t[m])
+			m = 2;
+		share = t[m] / stages;
+		what = r->image	     ? img[m] :
+		       r->zstd && !m ? "zstd decompression" :
+				       raw[m];
+	}
+	snprintf(v->text, sizeof(v->text),
+		 "decode-bound: %.2f of %" PRIu32 " cores decoding (%" PRIu32
+		 " threads), %.0f%% of it in %s; the reader took %.2f",
+		 busy, r->cores, r->threads, share * 100, what, reader);
+}
+
+/* --- sizing ------------------------------------------------------------- */
+
+struct bp_fleet {
+	double rate;	   /* samples/s one accelerator takes at AU 100% */
+	double cpu_ps;	   /* CPU seconds per sample */
+	double n_cpu;	   /* accelerators the cores keep at --au */
+	double au[4];	   /* predicted AU of 1..4 accelerators */
+	uint32_t n;	   /* accelerators kept at --au or more */
+	const char *limit; /* what runs out first */
+};
+
+/*
+ * N accelerators at utilisation a each take N a r samples/s (r = batch /
+ * step) and keep N a h cores busy on their host threads; decoding costs
+ * c CPU seconds a sample, so the cores C bound a by
+ *	N a (h + r c) <= C,  a(N) = min(1, C / (N (h + r c))),
+ * and N accelerators stay at a target t or more while N <= C / (t (h + r c)).
+ */
+static void size_fleet(const struct bp_cli *o, const struct bp_run *r,
+		       struct bp_fleet *fl)
+{
+	double t = o->au / 100, h = o->host_cores;
+	double need;
+
+	fl->rate = (double)o->batch / (o->step_ms * 1e-3);
+	fl->cpu_ps = r->st.samples ? r->cpu_s / (double)r->st.samples : 0;
+	need = h + fl->rate * fl->cpu_ps;
+	fl->n_cpu = need > 0 ? (double)r->cores / (t * need) : INFINITY;
+	for (unsigned n = 1; n <= 4; n++) {
+		double a = need > 0 ? (double)r->cores / (n * need) : 1;
+
+		fl->au[n - 1] = a < 1 ? a : 1;
+	}
+	fl->n = isfinite(fl->n_cpu) ? (uint32_t)floor(fl->n_cpu + 1e-9) :
+				      UINT32_MAX;
+	fl->limit = "decode CPU";
+}
+
+/* --- output ------------------------------------------------------------- */
+
+static void print_text(const struct bp_cli *o, const struct bp_files *f,
+		       const struct stream_config *c, const struct bp_run *r,
+		       const struct bp_verdict *v, const struct bp_fleet *fl)
+{
+	double w = r->seconds > 0 ? r->seconds : 1e-9;
+	double stages =
+		(double)(r->sg.decode_ns + r->sg.augment_ns + r->sg.emit_ns);
+	char b1[32];
+
+	printf("dataset %s: %" PRIu64 " samples, %s in %" PRIu32
+	       " shards; batch %" PRIu64 ", order %s, %" PRIu32
+	       " decode threads on %" PRIu32
+	       " cores, %s, %.0f%% of it cached before\n",
+	       f->ds->dir, f->ds->records,
+	       progress_bytes((double)f->bytes, b1, sizeof(b1)), f->ds->nshards,
+	       o->batch, o->order, r->threads, r->cores,
+	       c->direct ? "O_DIRECT" : "buffered", r->resident * 100);
+	if (c->pipeline)
+		printf("pipeline %s\n", c->pipeline);
+	printf("%.2f s: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
+	       " bad\n",
+	       r->seconds, r->st.batches, r->st.samples, r->st.bad_samples);
+	printf("  samples/s   %.0f\n", (double)r->st.samples / w);
+	printf("  read        %.1f MB/s, %.0f reads/s of %.1f kB on average\n",
+	       (double)r->st.bytes_read / w / 1e6, (double)r->st.reads / w,
+	       r->st.reads ?
+		       (double)r->st.bytes_read / (double)r->st.reads / 1e3 :
+		       0);
+	printf("  CPU         %.2f cores (reader %.2f, decoding %.2f), %.3f s per 1000 samples\n",
+	       r->cpu_s / w, (double)r->reader_ns * 1e-9 / w,
+	       (double)(r->pool_ns + r->own_ns) * 1e-9 / w,
+	       r->st.samples ? r->cpu_s * 1000 / (double)r->st.samples : 0);
+	printf("  the stream  read wait %.1f%%, decode %.1f%%, handoff %.1f%% (in-process: a batch is taken at once)\n",
+	       (double)r->st.read_wait_ns * 1e-7 / w,
+	       (double)r->st.decode_ns * 1e-7 / w,
+	       (double)r->st.slot_wait_ns * 1e-7 / w);
+	if (stages > 0)
+		printf("  decoding    decode %.1f%%, augment %.1f%%, emit %.1f%% of %.2f core-seconds\n",
+		       (double)r->sg.decode_ns * 100 / stages,
+		       (double)r->sg.augment_ns * 100 / stages,
+		       (double)r->sg.emit_ns * 100 / stages, stages * 1e-9);
+	printf("bottleneck: %s\n", v->text);
+	if (!fl)
+		return;
+	printf("sizing: a batch of %" PRIu64
+	       " every %g ms is %.0f samples/s per accelerator; %.3f CPU ms a sample, %g host cores each\n",
+	       o->batch, o->step_ms, fl->rate, fl->cpu_ps * 1e3, o->host_cores);
+	printf("  %" PRIu32
+	       " accelerators kept at AU >= %g%% (%s runs out first: %.2f)\n",
+	       fl->n, o->au, fl->limit, fl->n_cpu);
+	printf("  predicted AU: 1: %.0f%%, 2: %.0f%%, 3: %.0f%%, 4: %.0f%%\n",
+	       fl->au[0] * 100, fl->au[1] * 100, fl->au[2] * 100,
+	       fl->au[3] * 100);
+}
+
+static void print_json(const struct bp_cli *o, const struct bp_files *f,
+		       const struct stream_config *c, const struct bp_run *r,
+		       const struct bp_verdict *v, const struct bp_fleet *fl)
+{
+	double w = r->seconds > 0 ? r->seconds : 1e-9;
+	json_t *j = json_object(), *st = json_object();
+
+	json_object_set_new(j, "dataset", json_string(f->ds->dir));
+	json_object_set_new(j, "pipeline",
+			    c->pipeline ? json_string(c->pipeline) :
+					  json_null());
+	json_object_set_new(j, "batch", json_integer((json_int_t)o->batch));
+	json_object_set_new(j, "order", json_string(o->order));
+	json_object_set_new(j, "direct", json_boolean(c->direct));
+	json_object_set_new(j, "cores", json_integer(r->cores));
+	json_object_set_new(j, "threads", json_integer(r->threads));
+	json_object_set_new(j, "resident_before", json_real(r->resident));
+	json_object_set_new(j, "seconds", json_real(r->seconds));
+	json_object_set_new(j, "batches",
+			    json_integer((json_int_t)r->st.batches));
+	json_object_set_new(j, "samples",
+			    json_integer((json_int_t)r->st.samples));
+	json_object_set_new(j, "bad_samples",
+			    json_integer((json_int_t)r->st.bad_samples));
+	json_object_set_new(j, "samples_per_s",
+			    json_real((double)r->st.samples / w));
+	json_object_set_new(j, "bytes_read",
+			    json_integer((json_int_t)r->st.bytes_read));
+	json_object_set_new(j, "read_bytes_per_s",
+			    json_real((double)r->st.bytes_read / w));
+	json_object_set_new(j, "reads", json_integer((json_int_t)r->st.reads));
+	json_object_set_new(j, "cpu_seconds", json_real(r->cpu_s));
+	json_object_set_new(
+		j, "cpu_s_per_1000_samples",
+		json_real(r->st.samples ?
+				  r->cpu_s * 1000 / (double)r->st.samples :
+				  0));
+	json_object_set_new(j, "cores_busy", json_real(r->cpu_s / w));
+	json_object_set_new(j, "reader_cores",
+			    json_real((double)r->reader_ns * 1e-9 / w));
+	json_object_set_new(
+		j, "decoding_cores",
+		json_real((double)(r->pool_ns + r->own_ns) * 1e-9 / w));
+	json_object_set_new(st, "read_wait_s",
+			    json_real((double)r->st.read_wait_ns * 1e-9));
+	json_object_set_new(st, "decode_s",
+			    json_real((double)r->st.decode_ns * 1e-9));
+	json_object_set_new(st, "handoff_s",
+			    json_real((double)r->st.slot_wait_ns * 1e-9));
+	json_object_set_new(st, "decode_cpu_s",
+			    json_real((double)r->sg.decode_ns * 1e-9));
+	json_object_set_new(st, "augment_cpu_s",
+			    json_real((double)r->sg.augment_ns * 1e-9));
+	json_object_set_new(st, "emit_cpu_s",
+			    json_real((double)r->sg.emit_ns * 1e-9));
+	json_object_set_new(j, "stages", st);
+	json_object_set_new(j, "bottleneck",
+			    json_pack("{s:s, s:s}", "resource", v->resource,
+				      "text", v->text));
+	if (fl) {
+		json_t *au = json_array();
+
+		for (unsigned n = 0; n < 4; n++)
+			json_array_append_new(au, json_real(fl->au[n]));
+		json_object_set_new(
+			j, "sizing",
+			json_pack(
+				"{s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:s, s:o}",
+				"step_ms", o->step_ms, "au_target", o->au / 100,
+				"host_cores", o->host_cores,
+				"samples_per_s_per_accelerator", fl->rate,
+				"cpu_s_per_sample", fl->cpu_ps,
+				"accelerators_cpu", fl->n_cpu, "accelerators",
+				(json_int_t)fl->n, "limit", fl->limit,
+				"au_predicted", au));
+	}
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+	putchar('\n');
+	json_decref(j);
+}
+
+/* --- the command -------------------------------------------------------- */
+
+int ctl_bench_pipeline(int argc, char **argv)
+{
+	static const char usage[] =
+		"loaderctl bench pipeline [OPTIONS] DATASET";
+	struct bp_cli o = { 0 };
+	struct stream_config c = { 0 };
+	struct bp_files f = { 0 };
+	struct bp_run r = { 0 };
+	struct bp_verdict v = { 0 };
+	struct bp_fleet fl = { 0 };
+	struct diag d = { { 0 } };
+	int nargs, help, err;
+	bool has_jpeg = false;
+
+	err = opts_parse(bp_table, &o, argc, argv, &nargs, &help, &d);
+	if (!err && !help && nargs != 1)
+		err = diag_set(&d, LOADER_EUSAGE,
+			       nargs ? "one DATASET, not %d" :
+				       "a DATASET to read%.0d",
+			       nargs);
+	if (!err && o.cold && o.warm)
+		err = diag_set(&d, LOADER_EUSAGE, "--cold or --warm, not both");
+	if (err || help) {
+		FILE *out = help ? stdout : stderr;
+
+		if (!help)
+			fprintf(stderr, PFX "%s\n", d.msg);
+		opts_help(
+			out, usage,
+			"Run the real pipeline on DATASET in this process, as loaderd would,\n"
+			"and say where the time goes and what runs out first.",
+			bp_table);
+		return help ? CTL_OK : CTL_FAIL;
+	}
+	plog_set_level(PLOG_WARN);
+	err = files_open(&f, argv[0], &d);
+	if (err)
+		goto fail;
+	for (uint32_t i = 0; i < f.ds->schema.nfields; i++) {
+		has_jpeg |= f.ds->schema.f[i].kind == FIELD_JPEG;
+		r.zstd |= f.ds->schema.f[i].comp != COMP_NONE;
+	}
+	c = (struct stream_config){
+		.batch_size = (uint32_t)o.batch,
+		.order = !strcmp(o.order, "sequential") ? ORDER_SEQUENTIAL :
+			 !strcmp(o.order, "quasi")	? ORDER_QUASI :
+							  ORDER_RANDOM,
+		.seed = o.seed,
+		.epochs = (uint32_t)o.epochs,
+		.direct = o.direct,
+		.prefetch_bytes = o.prefetch,
+		.pipeline = o.pipeline ? o.pipeline :
+			    has_jpeg   ? BP_DEFAULT_PIPELINE :
+					 NULL,
+		.timing = true,
+		.label = "bench",
+	};
+	err = parse_outputs(o.outputs, &f.ds->schema, c.pipeline, &c, &d);
+	if (err)
+		goto fail;
+	for (uint32_t i = 0; i < c.noutputs; i++) {
+		int k = schema_find(&f.ds->schema, c.out[i].field);
+
+		r.image |= f.ds->schema.f[k].kind == FIELD_JPEG;
+	}
+	if (o.cold || o.warm) {
+		err = files_cache(&f, o.warm, &d);
+		if (err)
+			goto fail;
+	}
+	r.resident = files_resident(&f);
+	err = run_stream(&o, &f, &c, &r, &d);
+	if (err)
+		goto fail;
+	name_bottleneck(&r, &v);
+	if (o.step_ms > 0)
+		size_fleet(&o, &r, &fl);
+	if (o.json)
+		print_json(&o, &f, &c, &r, &v, o.step_ms > 0 ? &fl : NULL);
+	else
+		print_text(&o, &f, &c, &r, &v, o.step_ms > 0 ? &fl : NULL);
+	files_close(&f);
+	return CTL_OK;
+fail:
+	fprintf(stderr, PFX "%s\n", d.msg);
+	files_close(&f);
+	return CTL_FAIL;
+}
