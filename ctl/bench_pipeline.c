@@ -36,7 +36,9 @@
 #include "bench_pipeline.h"
 #include "clock.h"
 #include "ctl.h"
+#include "daemon_query.h"
 #include "dataset.h"
+#include "loader.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "order.h"
@@ -56,7 +58,7 @@
 #define BP_SECONDS_MAX 86400.0
 
 struct bp_cli {
-	const char *outputs, *pipeline, *order;
+	const char *outputs, *pipeline, *order, *socket;
 	uint64_t batch, threads, epochs, prefetch, seed;
 	double seconds, step_ms, au, host_cores;
 	bool direct, cold, warm, json;
@@ -100,6 +102,9 @@ static const struct opt bp_table[] = {
 	{ "host-cores", 0, OPT_F64, O(host_cores), "1", "H",
 	  "with --step-ms: cores each accelerator's host thread keeps busy while it steps",
 	  0, 64, 0 },
+	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
+	  "run the stream in the loaderd on PATH instead, as a trainer would (\"\": libloader's default)",
+	  0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
 };
@@ -404,6 +409,11 @@ struct bp_run {
 	struct stream_stages sg;
 	uint64_t pool_ns, own_ns; /* decoding, by the pool and the stream */
 	uint64_t reader_ns;	  /* the reader thread's CPU time */
+	/* --socket: the client's side of the handoff, and the daemon's CPU. */
+	bool daemon;
+	bool daemon_cpu; /* its CPU time could be read (/proc) */
+	double wait_s;	 /* in loader_next(), in all */
+	double next_p50_us, next_p99_us;
 };
 
 static double cpu_seconds(void)
@@ -513,6 +523,205 @@ static int run_stream(const struct bp_cli *o, struct bp_files *f,
 	return err;
 }
 
+/* --- against a running loaderd (--socket) ----------------------------- */
+
+/* A process's CPU seconds from /proc/PID/stat, or -1. */
+static double proc_cpu_seconds(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The name may hold blanks and parentheses: skip past the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 1,
+		   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+		   &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Our stream in the daemon's reading (STREAM_INFO), found by our pid. */
+static const struct proto_stream_info_ok *
+own_stream(const struct daemon_reading *r)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->s[i].pid == (uint32_t)getpid())
+			return &r->s[i];
+	return NULL;
+}
+
+/*
+ * The same run through loaderd, as a trainer would: libloader opens the
+ * stream, and every batch is released as soon as it arrives. The
+ * daemon's side (its stream's counters, its pool, its CPU time) comes
+ * over its control socket and from /proc.
+ */
+static int run_daemon(const struct bp_cli *o, const struct bp_files *f,
+		      const struct stream_config *c, struct bp_run *r,
+		      struct diag *d)
+{
+	struct loader_opts lo = LOADER_OPTS_INIT;
+	struct loader_stats ls = LOADER_STATS_INIT;
+	struct daemon_reading a = { 0 }, b = { 0 };
+	const struct proto_stream_info_ok *s;
+	char outputs[512] = "", why[DIAG_MAX], buf[108];
+	double t0, cpu0, dcpu0, end, *lat = NULL;
+	size_t nlat = 0, cap = 0;
+	struct progress bar;
+	struct loader *l = NULL;
+	uint32_t seq = 0;
+	int fd, err;
+
+	for (uint32_t i = 0, n = 0; i < c->noutputs; i++)
+		n += (uint32_t)snprintf(
+			outputs + n,
+			n < sizeof(outputs) ? sizeof(outputs) - n : 0, "%s%s%s",
+			i ? "," : "", c->out[i].field,
+			c->out[i].cast == STREAM_CAST_F32_UNIT ? ":unit" :
+			c->out[i].cast == STREAM_CAST_F32      ? ":f32" :
+								 "");
+	lo.socket_path = *o->socket ? o->socket : NULL;
+	lo.outputs = outputs;
+	lo.pipeline = c->pipeline;
+	lo.batch_size = c->batch_size;
+	lo.order = c->order == ORDER_SEQUENTIAL ? LOADER_ORDER_SEQUENTIAL :
+		   c->order == ORDER_QUASI	? LOADER_ORDER_QUASI :
+						  LOADER_ORDER_RANDOM;
+	lo.seed = c->seed;
+	lo.epochs = c->epochs;
+	lo.prefetch_bytes = c->prefetch_bytes;
+	lo.threads = (uint32_t)o->threads;
+	lo.direct = c->direct;
+	fd = daemon_dial(daemon_socket_path(lo.socket_path, buf, sizeof(buf)),
+			 &seq, why, sizeof(why));
+	if (fd < 0)
+		return diag_set(d, fd, "%s", why);
+	r->daemon = true;
+	r->cores = online_cores();
+	err = daemon_read(fd, &seq, &a, why, sizeof(why));
+	if (err) {
+		err = diag_set(d, err, "%s", why);
+		goto out;
+	}
+	err = loader_open(&l, f->ds->dir, &lo, why, sizeof(why));
+	if (err) {
+		err = diag_set(d, err, "%s: %s", f->ds->dir,
+			       *why ? why : loader_strerror(err));
+		goto out;
+	}
+	r->threads = a.st.threads + 1;
+	progress_start(&bar, "bench", "samples",
+		       o->epochs ? o->epochs * loader_samples(l) : 0);
+	dcpu0 = proc_cpu_seconds(a.st.pid);
+	cpu0 = cpu_seconds();
+	t0 = clock_mono_s();
+	end = t0 + o->seconds;
+	for (;;) {
+		struct loader_batch lb;
+		double t = clock_mono_s();
+
+		if (!o->epochs && t >= end)
+			break;
+		err = loader_next(l, &lb, 60000);
+		if (err == LOADER_EEND) {
+			err = 0;
+			break;
+		}
+		if (err) {
+			err = diag_set(
+				d, err, "batch: %s%s%s", loader_strerror(err),
+				loader_reason(l) ? ": " : "",
+				loader_reason(l) ? loader_reason(l) : "");
+			break;
+		}
+		if (nlat == cap) {
+			double *m = realloc(lat, (cap ? 2 * cap : 4096) *
+							 sizeof(*lat));
+
+			if (!m) {
+				err = diag_set(d, -ENOMEM, "out of memory");
+				break;
+			}
+			lat = m;
+			cap = cap ? 2 * cap : 4096;
+		}
+		lat[nlat++] = (clock_mono_s() - t) * 1e6;
+		progress_add(&bar, lb.count);
+		err = loader_release(l, &lb);
+		if (err) {
+			err = diag_set(d, err, "release: %s",
+				       loader_strerror(err));
+			break;
+		}
+	}
+	progress_end(&bar);
+	if (err)
+		goto out;
+	/* The daemon's view of our stream, before it ends. */
+	err = daemon_read(fd, &seq, &b, why, sizeof(why));
+	r->seconds = clock_mono_s() - t0;
+	r->cpu_s = cpu_seconds() - cpu0;
+	if (!err && loader_stats(l, &ls))
+		ls.wait_ns = 0;
+	if (err) {
+		err = diag_set(d, err, "%s", why);
+		goto out;
+	}
+	if (dcpu0 >= 0) {
+		double dcpu = proc_cpu_seconds(a.st.pid);
+
+		r->daemon_cpu = dcpu >= 0;
+		if (r->daemon_cpu)
+			r->cpu_s += dcpu - dcpu0;
+	}
+	s = own_stream(&b);
+	if (!s) {
+		err = diag_set(d, LOADER_EPROTO,
+			       "loaderd shows no stream of pid %d",
+			       (int)getpid());
+		goto out;
+	}
+	r->st.batches = s->batches;
+	r->st.samples = s->samples;
+	r->st.bytes_read = s->bytes_read;
+	r->st.bad_samples = s->bad_samples;
+	r->st.read_wait_ns = s->read_wait_ns;
+	r->st.decode_ns = s->decode_ns;
+	r->st.slot_wait_ns = s->slot_wait_ns;
+	r->pool_ns = b.st.pool_busy_ns - a.st.pool_busy_ns;
+	r->own_ns = b.st.stream_busy_ns - a.st.stream_busy_ns;
+	r->wait_s = (double)ls.wait_ns * 1e-9;
+	if (nlat) {
+		qsort(lat, nlat, sizeof(*lat), cmp_double);
+		r->next_p50_us = lat[nlat / 2];
+		r->next_p99_us = lat[(size_t)((double)(nlat - 1) * 0.99)];
+	}
+out:
+	loader_close(l);
+	free(lat);
+	daemon_reading_free(&a);
+	daemon_reading_free(&b);
+	close(fd);
+	return err;
+}
+
 /* --- the bottleneck, in words ----------------------------------------- */
 
 struct bp_verdict {
@@ -537,7 +746,14 @@ static void name_bottleneck(const struct bp_run *r, struct bp_verdict *v)
 
 	/* The stream waits for its reads longer than it decodes. */
 	if (read > dec) {
-		if (reader >= 0.8) {
+		if (r->daemon) {
+			/* No per-thread CPU time from the daemon. */
+			v->resource = "storage";
+			snprintf(
+				v->text, sizeof(v->text),
+				"read-bound: the daemon's stream waited for reads %.0f%% of the time, at %.1f MB/s",
+				read * 100, (double)r->st.bytes_read / w / 1e6);
+		} else if (reader >= 0.8) {
 			v->resource = "reader";
 			snprintf(
 				v->text, sizeof(v->text),
@@ -645,20 +861,43 @@ static void print_text(const struct bp_cli *o, const struct bp_files *f,
 	       " bad\n",
 	       r->seconds, r->st.batches, r->st.samples, r->st.bad_samples);
 	printf("  samples/s   %.0f\n", (double)r->st.samples / w);
-	printf("  read        %.1f MB/s, %.0f reads/s of %.1f kB on average\n",
-	       (double)r->st.bytes_read / w / 1e6, (double)r->st.reads / w,
-	       r->st.reads ?
-		       (double)r->st.bytes_read / (double)r->st.reads / 1e3 :
-		       0);
-	printf("  CPU         %.2f cores (reader %.2f, decoding %.2f), %.3f s per 1000 samples\n",
-	       r->cpu_s / w, (double)r->reader_ns * 1e-9 / w,
-	       (double)(r->pool_ns + r->own_ns) * 1e-9 / w,
-	       r->st.samples ? r->cpu_s * 1000 / (double)r->st.samples : 0);
-	printf("  the stream  read wait %.1f%%, decode %.1f%%, handoff %.1f%% (in-process: a batch is taken at once)\n",
+	if (r->daemon)
+		printf("  read        %.1f MB/s\n",
+		       (double)r->st.bytes_read / w / 1e6);
+	else
+		printf("  read        %.1f MB/s, %.0f reads/s of %.1f kB on average\n",
+		       (double)r->st.bytes_read / w / 1e6,
+		       (double)r->st.reads / w,
+		       r->st.reads ? (double)r->st.bytes_read /
+					     (double)r->st.reads / 1e3 :
+				     0);
+	if (r->daemon)
+		printf("  CPU         %.2f cores (%s; decoding %.2f), %.3f s per 1000 samples\n",
+		       r->cpu_s / w,
+		       r->daemon_cpu ?
+			       "loaderd and this client" :
+			       "this client only: loaderd's is not readable",
+		       (double)(r->pool_ns + r->own_ns) * 1e-9 / w,
+		       r->st.samples ? r->cpu_s * 1000 / (double)r->st.samples :
+				       0);
+	else
+		printf("  CPU         %.2f cores (reader %.2f, decoding %.2f), %.3f s per 1000 samples\n",
+		       r->cpu_s / w, (double)r->reader_ns * 1e-9 / w,
+		       (double)(r->pool_ns + r->own_ns) * 1e-9 / w,
+		       r->st.samples ? r->cpu_s * 1000 / (double)r->st.samples :
+				       0);
+	printf("  the stream  read wait %.1f%%, decode %.1f%%, waiting for a free slot %.1f%%\n",
 	       (double)r->st.read_wait_ns * 1e-7 / w,
 	       (double)r->st.decode_ns * 1e-7 / w,
 	       (double)r->st.slot_wait_ns * 1e-7 / w);
-	if (stages > 0)
+	if (r->daemon)
+		printf("  handoff     loader_next p50 %.1f us, p99 %.1f us; the client waited %.1f%% of the time\n",
+		       r->next_p50_us, r->next_p99_us, r->wait_s * 100 / w);
+	else
+		printf("  handoff     none in-process: a batch is taken as soon as it is made\n");
+	if (r->daemon)
+		printf("  decoding    (the split between stages is measured in-process only)\n");
+	else if (stages > 0)
 		printf("  decoding    decode %.1f%%, augment %.1f%%, emit %.1f%% of %.2f core-seconds\n",
 		       (double)r->sg.decode_ns * 100 / stages,
 		       (double)r->sg.augment_ns * 100 / stages,
@@ -685,6 +924,8 @@ static void print_json(const struct bp_cli *o, const struct bp_files *f,
 	json_t *j = json_object(), *st = json_object();
 
 	json_object_set_new(j, "dataset", json_string(f->ds->dir));
+	json_object_set_new(j, "mode",
+			    json_string(r->daemon ? "daemon" : "in-process"));
 	json_object_set_new(j, "pipeline",
 			    c->pipeline ? json_string(c->pipeline) :
 					  json_null());
@@ -724,7 +965,7 @@ static void print_json(const struct bp_cli *o, const struct bp_files *f,
 			    json_real((double)r->st.read_wait_ns * 1e-9));
 	json_object_set_new(st, "decode_s",
 			    json_real((double)r->st.decode_ns * 1e-9));
-	json_object_set_new(st, "handoff_s",
+	json_object_set_new(st, "slot_wait_s",
 			    json_real((double)r->st.slot_wait_ns * 1e-9));
 	json_object_set_new(st, "decode_cpu_s",
 			    json_real((double)r->sg.decode_ns * 1e-9));
@@ -732,6 +973,15 @@ static void print_json(const struct bp_cli *o, const struct bp_files *f,
 			    json_real((double)r->sg.augment_ns * 1e-9));
 	json_object_set_new(st, "emit_cpu_s",
 			    json_real((double)r->sg.emit_ns * 1e-9));
+	if (r->daemon) {
+		json_object_set_new(st, "client_wait_s", json_real(r->wait_s));
+		json_object_set_new(st, "next_p50_us",
+				    json_real(r->next_p50_us));
+		json_object_set_new(st, "next_p99_us",
+				    json_real(r->next_p99_us));
+		json_object_set_new(j, "daemon_cpu_counted",
+				    json_boolean(r->daemon_cpu));
+	}
 	json_object_set_new(j, "stages", st);
 	json_object_set_new(j, "bottleneck",
 			    json_pack("{s:s, s:s}", "resource", v->resource,
@@ -831,7 +1081,8 @@ int ctl_bench_pipeline(int argc, char **argv)
 			goto fail;
 	}
 	r.resident = files_resident(&f);
-	err = run_stream(&o, &f, &c, &r, &d);
+	err = o.socket ? run_daemon(&o, &f, &c, &r, &d) :
+			 run_stream(&o, &f, &c, &r, &d);
 	if (err)
 		goto fail;
 	name_bottleneck(&r, &v);

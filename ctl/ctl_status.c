@@ -24,13 +24,10 @@
 
 #include "clock.h"
 #include "ctl.h"
+#include "daemon_query.h"
 #include "loader_error.h"
-#include "msg.h"
 #include "opts.h"
 #include "proto.h"
-
-#define STATUS_TIMEOUT_MS  5000
-#define STATUS_MAX_STREAMS 4096
 
 struct status_cli {
 	const char *socket;
@@ -64,113 +61,8 @@ static const struct opt status_table[] = {
 };
 #undef O
 
-/* What one reading holds. */
-struct reading {
-	uint64_t t_ns;
-	struct proto_status_ok st;
-	uint32_t n;
-	struct proto_stream_info_ok *s;
-};
-
-/* The socket as libloader finds it (libloader(3), loader_opts). */
-static const char *socket_path(const char *opt, char *buf, size_t n)
-{
-	const char *p = opt, *xdg;
-
-	if (!p || !*p)
-		p = getenv("LOADERD_SOCKET");
-	if (p && *p)
-		return p;
-	xdg = getenv("XDG_RUNTIME_DIR");
-	if (xdg && *xdg) {
-		snprintf(buf, n, "%s/loaderd.sock", xdg);
-		return buf;
-	}
-	return "/run/loaderd/loaderd.sock";
-}
-
-/* One request and its reply (or the daemon's error, in why). */
-static int ask(int fd, uint32_t *seq, uint16_t type, const void *req,
-	       uint32_t len, uint16_t want, void *reply, uint32_t cap,
-	       char *why, size_t whylen)
-{
-	return msg_request(fd, type, ++*seq, req, len, want, reply, cap,
-			   STATUS_TIMEOUT_MS, why, whylen);
-}
-
-static int dial(const char *path, uint32_t *seq, char *why, size_t whylen)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct proto_hello hello = { .version = PROTO_VERSION };
-	struct proto_hello_ok ok;
-	int fd, err;
-
-	if (strlen(path) >= sizeof(a.sun_path)) {
-		snprintf(why, whylen, "%s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(why, whylen, "socket: %s", strerror(errno));
-		return -errno;
-	}
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		err = -errno;
-		snprintf(why, whylen, "connect %s: %s%s", path, strerror(-err),
-			 err == -ENOENT || err == -ECONNREFUSED ?
-				 " (is loaderd running?)" :
-				 "");
-		close(fd);
-		return err;
-	}
-	err = ask(fd, seq, PROTO_HELLO, &hello, sizeof(hello), PROTO_HELLO_OK,
-		  &ok, sizeof(ok), why, whylen);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-/* One reading: STATUS, then every stream it counts. */
-static int read_daemon(int fd, uint32_t *seq, struct reading *r, char *why,
-		       size_t whylen)
-{
-	int err;
-
-	r->t_ns = clock_mono_ns();
-	err = ask(fd, seq, PROTO_STATUS, NULL, 0, PROTO_STATUS_OK, &r->st,
-		  sizeof(r->st), why, whylen);
-	if (err)
-		return err;
-	r->n = r->st.streams < STATUS_MAX_STREAMS ? r->st.streams :
-						    STATUS_MAX_STREAMS;
-	free(r->s);
-	r->s = calloc(r->n ? r->n : 1, sizeof(*r->s));
-	if (!r->s)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < r->n; i++) {
-		struct proto_stream_info q = { .index = i };
-
-		err = ask(fd, seq, PROTO_STREAM_INFO, &q, sizeof(q),
-			  PROTO_STREAM_INFO_OK, &r->s[i], sizeof(r->s[i]), why,
-			  whylen);
-		/* A stream that ended meanwhile shortens the list. */
-		if (err == LOADER_ERANGE) {
-			r->n = i;
-			return 0;
-		}
-		if (err)
-			return err;
-		r->s[i].dataset[PROTO_INFO_TEXT - 1] = '\0';
-		r->s[i].pipeline[PROTO_INFO_TEXT - 1] = '\0';
-	}
-	return 0;
-}
-
 /* The same stream in an earlier reading, or NULL. */
-static const struct proto_stream_info_ok *find(const struct reading *r,
+static const struct proto_stream_info_ok *find(const struct daemon_reading *r,
 					       uint64_t session)
 {
 	for (uint32_t i = 0; r && i < r->n; i++)
@@ -239,8 +131,9 @@ static void figures(const struct proto_stream_info_ok *now,
  * started without then): the pool's use, a fraction of its threads, and
  * the cores all decoding kept busy, streams' own threads included.
  */
-static void decode_use(const struct reading *now, const struct reading *then,
-		       double *pool_use, double *cores)
+static void decode_use(const struct daemon_reading *now,
+		       const struct daemon_reading *then, double *pool_use,
+		       double *cores)
 {
 	double secs = then ? (double)(now->t_ns - then->t_ns) * 1e-9 :
 			     (double)now->st.uptime_ms * 1e-3;
@@ -257,7 +150,8 @@ static void decode_use(const struct reading *now, const struct reading *then,
 	*cores = secs > 0 ? (double)(pool + own) * 1e-9 / secs : 0;
 }
 
-static void print_decode(const struct reading *now, const struct reading *then)
+static void print_decode(const struct daemon_reading *now,
+			 const struct daemon_reading *then)
 {
 	double use, cores;
 
@@ -268,7 +162,7 @@ static void print_decode(const struct reading *now, const struct reading *then)
 	       then ? "over the interval" : "since start");
 }
 
-static void print_status(const struct reading *r)
+static void print_status(const struct daemon_reading *r)
 {
 	const struct proto_status_ok *st = &r->st;
 	uint64_t s = st->uptime_ms / 1000;
@@ -299,7 +193,8 @@ static void print_status(const struct reading *r)
 		       st->uid, st->streams);
 }
 
-static void print_table(const struct reading *now, const struct reading *then)
+static void print_table(const struct daemon_reading *now,
+			const struct daemon_reading *then)
 {
 	double secs = then ? (double)(now->t_ns - then->t_ns) / 1e9 : 0;
 
@@ -325,8 +220,8 @@ static void print_table(const struct reading *now, const struct reading *then)
 		printf("(no streams)\n");
 }
 
-static json_t *json_reading(const struct reading *now,
-			    const struct reading *then)
+static json_t *json_reading(const struct daemon_reading *now,
+			    const struct daemon_reading *then)
 {
 	double secs = then ? (double)(now->t_ns - then->t_ns) / 1e9 : 0;
 	double use, cores;
@@ -394,7 +289,8 @@ static json_t *json_reading(const struct reading *now,
 	return o;
 }
 
-static void print_json(const struct reading *now, const struct reading *then)
+static void print_json(const struct daemon_reading *now,
+		       const struct daemon_reading *then)
 {
 	json_t *o = json_reading(now, then);
 
@@ -404,7 +300,7 @@ static void print_json(const struct reading *now, const struct reading *then)
 }
 
 /* Prometheus's text exposition format: counters and gauges, no rates. */
-static void print_prometheus(const struct reading *r)
+static void print_prometheus(const struct daemon_reading *r)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -510,7 +406,7 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 		"Its streams over an interval: rates, where the time goes, the bottleneck.",
 	};
 	struct status_cli o = { 0 };
-	struct reading a = { 0 }, b = { 0 }, *now = &a, *then = NULL;
+	struct daemon_reading a = { 0 }, b = { 0 }, *now = &a, *then = NULL;
 	struct diag d = { { 0 } };
 	char why[DIAG_MAX], buf[108];
 	bool tty = isatty(STDOUT_FILENO);
@@ -534,21 +430,21 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 			argv[0]);
 		return CTL_FAIL;
 	}
-	fd = dial(socket_path(o.socket, buf, sizeof(buf)), &seq, why,
-		  sizeof(why));
+	fd = daemon_dial(daemon_socket_path(o.socket, buf, sizeof(buf)), &seq,
+			 why, sizeof(why));
 	if (fd < 0) {
 		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
 		return CTL_FAIL;
 	}
 	signal(SIGINT, on_interrupt);
 	signal(SIGTERM, on_interrupt);
-	err = read_daemon(fd, &seq, now, why, sizeof(why));
+	err = daemon_read(fd, &seq, now, why, sizeof(why));
 	if (!err && cmd == CMD_STATS) {
 		/* Rates need two readings. */
 		nap(o.interval);
 		then = now;
 		now = &b;
-		err = read_daemon(fd, &seq, now, why, sizeof(why));
+		err = daemon_read(fd, &seq, now, why, sizeof(why));
 	}
 	while (!err) {
 		if (o.json && cmd == CMD_STATUS) {
@@ -587,15 +483,15 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 		/* The newer reading becomes the older one. */
 		then = now;
 		now = now == &a ? &b : &a;
-		err = read_daemon(fd, &seq, now, why, sizeof(why));
+		err = daemon_read(fd, &seq, now, why, sizeof(why));
 	}
 	if (err) {
 		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
 		rc = CTL_FAIL;
 	}
 	close(fd);
-	free(a.s);
-	free(b.s);
+	daemon_reading_free(&a);
+	daemon_reading_free(&b);
 	return rc;
 }
 

@@ -23,7 +23,7 @@ allowed() {
 	codecs) echo "common" ;;
 	pipeline) echo "codecs common" ;;
 	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
-	ctl) echo "pipeline codecs common client/proto.h client/msg.h" ;;
+	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h" ;;
 	client) echo "common/loader_error.h common/tie.h" ;;
 	trainer) echo "client/loader.h" ;;
 	bench) echo "ctl pipeline codecs common" ;;

@@ -9,7 +9,7 @@
 MKJPEG=$TOOLS/mkjpeg
 PY=/usr/bin/python3
 tmpdir
-plan 19
+plan 22
 
 B="$LOADERCTL bench pipeline"
 
@@ -51,7 +51,7 @@ skip() {
 	echo "ok $tap_n # SKIP $*"
 }
 if ! [ -x "$PY" ]; then
-	while [ $tap_n -lt 19 ]; do skip "no $PY to read the JSON"; done
+	while [ $tap_n -lt 22 ]; do skip "no $PY to read the JSON"; done
 	exit 0
 fi
 
@@ -66,7 +66,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))["stages"]
 sys.exit(not (s["decode_cpu_s"] > 0 and s["augment_cpu_s"] > 0 and
               s["emit_cpu_s"] > 0 and s["read_wait_s"] >= 0 and
-              s["handoff_s"] >= 0))' "$T/j.json"
+              s["slot_wait_s"] >= 0))' "$T/j.json"
 is "$(get bottleneck resource)" decode "JPEG decoding of a cached dataset: the bottleneck is decode"
 ok "the shards were all in the page cache after --warm" \
 	"$PY" -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["resident_before"] < 0.99)' "$T/j.json"
@@ -112,3 +112,18 @@ for n, a in enumerate(s["au_predicted"], 1):
 ok = ok and close(s["accelerators_cpu"], j["cores"] / (0.8 * need))
 ok = ok and s["accelerators"] == math.floor(s["accelerators_cpu"] + 1e-9)
 sys.exit(not ok)' "$T/j.json"
+
+# Through a running loaderd, as a trainer would.
+start_daemon "$T/d.sock" --threads 1
+$B --json --socket "$T/d.sock" --epochs 2 --batch 5 --outputs image,label \
+	"$T/jpg" >"$T/j.json" 2>"$T/err"
+is "$(get mode) $(get samples)" "daemon 48" "--socket: two epochs through loaderd, every sample"
+ok "--socket: the handoff measured (loader_next p50 and p99), the daemon's stage times" \
+	"$PY" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = j["stages"]
+sys.exit(not (0 < s["next_p50_us"] <= s["next_p99_us"] and
+              s["decode_s"] > 0 and j["bytes_read"] > 0))' "$T/j.json"
+out=$($B --socket "$T/none.sock" "$T/jpg" 2>&1)
+like "$out" "connect $T/none.sock: .*is loaderd running" "--socket without a daemon: the socket named"
