@@ -24,6 +24,7 @@ static const struct ctl_cmd {
 	{ "streams", ctl_streams, "a running loaderd's streams, a line each" },
 	{ "stats", ctl_stats,
 	  "a running loaderd's streams over time: rates, bottleneck; JSON, Prometheus" },
+	{ "bench", ctl_bench, "benchmarks: storage (io_uring reads)" },
 	{ NULL, NULL, NULL },
 };
 
