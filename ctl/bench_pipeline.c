@@ -33,7 +33,6 @@
 
 #include <jansson.h>
 
-#include "bench_pipeline.h"
 #include "clock.h"
 #include "ctl.h"
 #include "daemon_query.h"

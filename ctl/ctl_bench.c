@@ -1,38 +1,49 @@
 /*
- * ctl_bench.c - loaderctl bench: its subcommands.
+ * ctl_bench.c - loaderctl bench: benchmarks, one table of subcommands.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "bench_pipeline.h"
 #include "ctl.h"
 
-static const struct {
+static const struct bench_cmd {
 	const char *name;
 	int (*run)(int argc, char **argv);
-	const char *about;
-} benches[] = {
+	const char *summary;
+} bench_cmds[] = {
+	{ "storage", ctl_bench_storage,
+	  "read files with io_uring: MB/s, IOPS, latency, CPU, page cache" },
 	{ "pipeline", ctl_bench_pipeline,
-	  "the real pipeline on a dataset: stages, bottleneck, sizing" },
+	  "the real pipeline on a dataset: stages, bottleneck, fleet sizing" },
+	{ NULL, NULL, NULL },
 };
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: loaderctl bench SUBCOMMAND [OPTIONS] [ARGS]\n\n"
+		   "subcommands:\n");
+	for (const struct bench_cmd *c = bench_cmds; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\n'loaderctl bench SUBCOMMAND --help' describes one; see "
+		   "loaderctl(1).\n");
+}
 
 int ctl_bench(int argc, char **argv)
 {
-	size_t n = sizeof(benches) / sizeof(benches[0]);
-
-	if (argc >= 2)
-		for (size_t i = 0; i < n; i++)
-			if (!strcmp(argv[1], benches[i].name))
-				return benches[i].run(argc - 1, argv + 1);
-	if (argc < 2 || (strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))
-		fprintf(stderr, "loaderctl bench: %s%s\n",
-			argc < 2 ? "which benchmark?" : "no benchmark ",
-			argc < 2 ? "" : argv[1]);
-	printf("usage: loaderctl bench BENCHMARK [OPTIONS] ...\n");
-	for (size_t i = 0; i < n; i++)
-		printf("  %-10s %s\n", benches[i].name, benches[i].about);
-	return argc >= 2 && (!strcmp(argv[1], "--help") ||
-			     !strcmp(argv[1], "-h")) ?
-		       CTL_OK :
-		       CTL_FAIL;
+	if (argc < 2) {
+		usage(stderr);
+		return CTL_FAIL;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return CTL_OK;
+	}
+	for (const struct bench_cmd *c = bench_cmds; c->name; c++)
+		if (!strcmp(argv[1], c->name))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "loaderctl bench: unknown subcommand \"%s\"\n\n",
+		argv[1]);
+	usage(stderr);
+	return CTL_FAIL;
 }

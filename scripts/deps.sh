@@ -21,7 +21,7 @@ libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch"
-bench_pkgs="python3-torch python3-torchvision python3-pil python3-numpy
+bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 
 case "${1:-}" in

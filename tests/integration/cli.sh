@@ -3,13 +3,16 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 24
+plan 26
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
-for c in pack inspect verify pipeline status streams stats; do
+for c in pack inspect verify pipeline status streams stats bench; do
 	like "$out" "^  $c " "--help lists $c"
 done
+# bench's subcommands, as its --help lists them: each has its own options.
+benchcmds=$("$LOADERCTL" bench --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p')
+like "$benchcmds" '^storage$' "bench --help lists storage"
 out=$("$LOADERCTL" frobnicate 2>&1)
 is "$?" 2 "an unknown command exits 2"
 like "$out" 'unknown command "frobnicate"' "and names it"
@@ -37,8 +40,8 @@ is "$?" 2 "inspect of a non-shard exits 2"
 # Every option in --help appears in the man page, and the reverse.
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
-helpopts=$( (for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done
-	"$LOADERCTL" bench pipeline --help) |
+helpopts=$({ for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done
+	for c in $benchcmds; do "$LOADERCTL" bench $c --help; done; } |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 missing=$(printf '%s\n' "$helpopts" | while read -r o; do
 	printf '%s\n' "$manopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
@@ -48,8 +51,9 @@ extra=$(printf '%s\n' "$manopts" | while read -r o; do
 	printf '%s\n' "$helpopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
 is "$extra" "" "loaderctl.1 documents no option the code lacks"
 
-# The same for loaderd and loaderd(8).
-manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.8" |
+# The same for loaderd and loaderd(8), whose lines that quote loaderctl
+# name loaderctl's options, not loaderd's.
+manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.8" | grep -v loaderctl |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 is "$manopts" "$helpopts" "loaderd.8 documents exactly the options of loaderd --help"
