@@ -31,7 +31,7 @@ command -v "$fio" >/dev/null 2>&1 || skip "no fio (scripts/deps.sh --bench)"
 # The file and some room beside it.
 bytes=$(numfmt --from=iec "$size")
 avail=$(($(df -Pk "$dir" | awk 'NR == 2 { print $4 }') * 1024))
-[ "$avail" -gt $((bytes + (1 << 30))) ] ||
+[ "$avail" -gt $((bytes + (64 << 20))) ] ||
 	skip "$dir has $avail bytes free, too few for a $size file (STORAGE_SIZE, STORAGE_DIR)"
 w=$(mktemp -d "$dir/loaderd-bench.XXXXXX")
 trap 'rm -rf "$w"' EXIT

@@ -7,9 +7,12 @@
  * share of it and reads that share in order (seq) or as a fresh random
  * permutation per pass (rand), so that like fio's random map every
  * block of the share is read once before any is read again. A thread
- * keeps its queue full: one io_uring_submit_and_wait() per round both
- * submits what was queued and waits for a completion, and every
- * completion then in the queue is reaped in the same round. One clock
+ * keeps its queue full: each round it refills the queue, handing the
+ * reads to the kernel BSTORE_SUBMIT_BATCH at a time as fio does (not
+ * the whole queue at once, which runs the device in lockstep), then one
+ * io_uring_submit_and_wait() submits the rest and waits for a
+ * completion, and every completion then in the queue is reaped in the
+ * same round. One clock
  * read per round stamps both the completions reaped and the reads
  * queued next, so timing costs no system call per read.
  */
@@ -144,6 +147,9 @@ static double hist_quantile(const uint64_t *h, uint64_t n, double q)
  * steps on average) makes a bijection of [0, n): a random order of a
  * thread's blocks that needs no memory, however many there are.
  */
+/* Reads handed to the kernel per submission (see worker_main()). */
+#define BSTORE_SUBMIT_BATCH 8
+
 static uint64_t permute(uint64_t x, uint64_t n, unsigned bits, uint64_t key)
 {
 	uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
@@ -395,6 +401,17 @@ static void *worker_main(void *arg)
 				   block_of(w, issued, bits));
 			issued++;
 			queued++;
+			/*
+			 * Hand the device reads a few at a time: one
+			 * submission of the whole queue holds its requests
+			 * in the block layer's plug until the last is
+			 * prepared, so the device would idle, then get them
+			 * all at once and finish them all at once, in
+			 * lockstep.
+			 */
+			if (queued % BSTORE_SUBMIT_BATCH == 0 &&
+			    io_uring_submit(&ring) < 0)
+				break;
 		}
 		inflight += queued;
 		if (!inflight)
