@@ -33,6 +33,7 @@
 
 #include <jansson.h>
 
+#include "bench_storage.h"
 #include "clock.h"
 #include "ctl.h"
 #include "daemon_query.h"
@@ -59,7 +60,7 @@
 struct bp_cli {
 	const char *outputs, *pipeline, *order, *socket;
 	uint64_t batch, threads, epochs, prefetch, seed;
-	double seconds, step_ms, au, host_cores;
+	double seconds, step_ms, au, host_cores, probe_seconds;
 	bool direct, cold, warm, json;
 };
 
@@ -104,6 +105,9 @@ static const struct opt bp_table[] = {
 	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
 	  "run the stream in the loaderd on PATH instead, as a trainer would (\"\": libloader's default)",
 	  0, 0, 0 },
+	{ "probe-seconds", 0, OPT_F64, O(probe_seconds), "2", "S",
+	  "with --step-ms: read the shards S seconds sequentially and S randomly with O_DIRECT, for the storage's limits (0: none)",
+	  0, 3600, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
 };
@@ -800,9 +804,23 @@ static void name_bottleneck(const struct bp_run *r, struct bp_verdict *v)
 /* --- sizing ------------------------------------------------------------- */
 
 struct bp_fleet {
-	double rate;	   /* samples/s one accelerator takes at AU 100% */
-	double cpu_ps;	   /* CPU seconds per sample */
-	double n_cpu;	   /* accelerators the cores keep at --au */
+	double rate;   /* samples/s one accelerator takes at AU 100% */
+	double cpu_ps; /* CPU seconds per sample */
+	double n_cpu;  /* accelerators the cores keep at --au */
+	double n_max;  /* ... and all resources together */
+	/* The storage probe: what the device gives past the page cache. */
+	bool probed;
+	char probe_why[DIAG_MAX]; /* why not, when not */
+	double bw, iops;	  /* seq 1 MiB qd 32; rand at the mean read */
+	uint64_t probe_bs;
+	double bytes_ps, reads_ps; /* per sample, as the run read them */
+	double n_bw, n_iops;
+	/*
+	 * Whether they bound the fleet: not when the dataset stays in the
+	 * page cache (buffered reads, and it takes under half the memory
+	 * available): after its first epoch the device is not read.
+	 */
+	bool binds;
 	double au[4];	   /* predicted AU of 1..4 accelerators */
 	uint32_t n;	   /* accelerators kept at --au or more */
 	const char *limit; /* what runs out first */
@@ -819,20 +837,109 @@ static void size_fleet(const struct bp_cli *o, const struct bp_run *r,
 		       struct bp_fleet *fl)
 {
 	double t = o->au / 100, h = o->host_cores;
-	double need;
+	double need, n;
 
 	fl->rate = (double)o->batch / (o->step_ms * 1e-3);
 	fl->cpu_ps = r->st.samples ? r->cpu_s / (double)r->st.samples : 0;
 	need = h + fl->rate * fl->cpu_ps;
 	fl->n_cpu = need > 0 ? (double)r->cores / (t * need) : INFINITY;
-	for (unsigned n = 1; n <= 4; n++) {
-		double a = need > 0 ? (double)r->cores / (n * need) : 1;
-
-		fl->au[n - 1] = a < 1 ? a : 1;
-	}
-	fl->n = isfinite(fl->n_cpu) ? (uint32_t)floor(fl->n_cpu + 1e-9) :
-				      UINT32_MAX;
+	fl->n_bw = fl->n_iops = INFINITY;
+	fl->bytes_ps = r->st.samples ? (double)r->st.bytes_read /
+					       (double)r->st.samples :
+				       0;
+	fl->reads_ps =
+		r->st.samples ? (double)r->st.reads / (double)r->st.samples : 0;
+	if (fl->probed && fl->bytes_ps > 0)
+		fl->n_bw = fl->bw / (t * fl->rate * fl->bytes_ps);
+	if (fl->probed && fl->reads_ps > 0)
+		fl->n_iops = fl->iops / (t * fl->rate * fl->reads_ps);
+	n = fl->n_cpu;
 	fl->limit = "decode CPU";
+	if (!fl->binds)
+		goto done;
+	if (fl->n_bw < n) {
+		n = fl->n_bw;
+		fl->limit = "storage bandwidth";
+	}
+	if (fl->n_iops < n) {
+		n = fl->n_iops;
+		fl->limit = "storage IOPS";
+	}
+done:
+	fl->n_max = n;
+	/* a(N) = min(1, n(t) t / N): each bound scales as 1 / N. */
+	for (unsigned k = 1; k <= 4; k++) {
+		double a = isfinite(n) ? n * t / k : 1;
+
+		fl->au[k - 1] = a < 1 ? a : 1;
+	}
+	fl->n = isfinite(n) ? (uint32_t)floor(n + 1e-9) : UINT32_MAX;
+}
+
+/*
+ * The storage's own limits, past the page cache: the dataset's shards
+ * read with O_DIRECT, sequentially in 1 MiB reads (bandwidth), then at
+ * random in reads of the size the stream made on average (IOPS).
+ */
+/* MemAvailable of /proc/meminfo, in bytes (0 if unknown). */
+static uint64_t mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *m = fopen("/proc/meminfo", "re");
+
+	if (!m)
+		return 0;
+	while (fgets(line, sizeof(line), m))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(m);
+	return (uint64_t)kb * 1024;
+}
+
+static void probe_storage(const struct bp_cli *o, const struct bp_files *f,
+			  const struct bp_run *r, struct bp_fleet *fl)
+{
+	const char *dir = f->ds->dir;
+	struct bstore_job j = {
+		.paths = &dir,
+		.npaths = 1,
+		.pattern = BSTORE_SEQ,
+		.bs = 1 << 20,
+		.qd = 32,
+		.direct = true,
+		.seconds = o->probe_seconds,
+		.threads = 1,
+		.seed = 1,
+	};
+	struct bstore_result res;
+	struct diag d = { { 0 } };
+	uint64_t mean = r->st.reads ? r->st.bytes_read / r->st.reads : 4096;
+
+	if (o->probe_seconds <= 0) {
+		snprintf(fl->probe_why, sizeof(fl->probe_why),
+			 "--probe-seconds 0");
+		return;
+	}
+	if (bench_storage_run(&j, &res, &d)) {
+		snprintf(fl->probe_why, sizeof(fl->probe_why), "%s", d.msg);
+		return;
+	}
+	fl->bw = res.bw_bytes_per_s;
+	j.pattern = BSTORE_RAND;
+	/* The reader's reads are whole 4 KiB blocks under O_DIRECT. */
+	j.bs = (mean + 2048) / 4096 * 4096;
+	if (j.bs < 4096)
+		j.bs = 4096;
+	j.qd = 32;
+	if (bench_storage_run(&j, &res, &d)) {
+		snprintf(fl->probe_why, sizeof(fl->probe_why), "%s", d.msg);
+		return;
+	}
+	fl->iops = res.iops;
+	fl->probe_bs = j.bs;
+	fl->probed = true;
+	fl->binds = o->direct || f->bytes >= mem_available() / 2;
 }
 
 /* --- output ------------------------------------------------------------- */
@@ -909,7 +1016,16 @@ static void print_text(const struct bp_cli *o, const struct bp_files *f,
 	       o->batch, o->step_ms, fl->rate, fl->cpu_ps * 1e3, o->host_cores);
 	printf("  %" PRIu32
 	       " accelerators kept at AU >= %g%% (%s runs out first: %.2f)\n",
-	       fl->n, o->au, fl->limit, fl->n_cpu);
+	       fl->n, o->au, fl->limit, fl->n_max);
+	if (fl->probed)
+		printf("  storage (O_DIRECT, past the page cache): %.1f MB/s in 1 MiB reads, %.0f IOPS of %" PRIu64
+		       " kB; %.1f kB and %.2f reads a sample: %.2f accelerators by bandwidth, %.2f by IOPS\n",
+		       fl->bw / 1e6, fl->iops, fl->probe_bs / 1024,
+		       fl->bytes_ps / 1e3, fl->reads_ps, fl->n_bw, fl->n_iops);
+	else
+		printf("  storage not probed: %s\n", fl->probe_why);
+	if (fl->probed && !fl->binds)
+		printf("  (the dataset stays in the page cache, read buffered: after its first epoch storage is not read, and does not bound the fleet)\n");
 	printf("  predicted AU: 1: %.0f%%, 2: %.0f%%, 3: %.0f%%, 4: %.0f%%\n",
 	       fl->au[0] * 100, fl->au[1] * 100, fl->au[2] * 100,
 	       fl->au[3] * 100);
@@ -993,14 +1109,32 @@ static void print_json(const struct bp_cli *o, const struct bp_files *f,
 		json_object_set_new(
 			j, "sizing",
 			json_pack(
-				"{s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:s, s:o}",
+				"{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:s, s:o}",
 				"step_ms", o->step_ms, "au_target", o->au / 100,
 				"host_cores", o->host_cores,
 				"samples_per_s_per_accelerator", fl->rate,
 				"cpu_s_per_sample", fl->cpu_ps,
-				"accelerators_cpu", fl->n_cpu, "accelerators",
+				"accelerators_cpu", fl->n_cpu,
+				"accelerators_max", fl->n_max, "accelerators",
 				(json_int_t)fl->n, "limit", fl->limit,
 				"au_predicted", au));
+		json_object_set_new(
+			json_object_get(j, "sizing"), "storage",
+			fl->probed ?
+				json_pack(
+					"{s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:b}",
+					"bw_bytes_per_s", fl->bw, "iops",
+					fl->iops, "rand_bs",
+					(json_int_t)fl->probe_bs,
+					"bytes_per_sample", fl->bytes_ps,
+					"reads_per_sample", fl->reads_ps,
+					"accelerators_bw",
+					isfinite(fl->n_bw) ? fl->n_bw : -1,
+					"accelerators_iops",
+					isfinite(fl->n_iops) ? fl->n_iops : -1,
+					"binds", fl->binds) :
+				json_pack("{s:s}", "not_probed",
+					  fl->probe_why));
 	}
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 	putchar('\n');
@@ -1085,8 +1219,10 @@ int ctl_bench_pipeline(int argc, char **argv)
 	if (err)
 		goto fail;
 	name_bottleneck(&r, &v);
-	if (o.step_ms > 0)
+	if (o.step_ms > 0) {
+		probe_storage(&o, &f, &r, &fl);
 		size_fleet(&o, &r, &fl);
+	}
 	if (o.json)
 		print_json(&o, &f, &c, &r, &v, o.step_ms > 0 ? &fl : NULL);
 	else

@@ -95,9 +95,9 @@ else
 fi
 
 # Sizing: the figures obey the formula of loaderctl(1).
-$B --json --epochs 1 --batch 4 --step-ms 40 --host-cores 0.5 --au 80 \
+$B --json --epochs 1 --batch 4 --step-ms 40 --host-cores 0.5 --au 80 --probe-seconds 0.2 \
 	--outputs image,label "$T/jpg" >"$T/j.json" 2>/dev/null
-ok "sizing: a(N) = min(1, C / (N (h + r c))), N at AU >= t = floor(C / (t (h + r c)))" \
+ok "sizing: a(N) = min(1, C / (N (h + r c))), N at AU >= t = floor(C / (t (h + r c))); a cached dataset: storage does not bind" \
 	"$PY" -c '
 import json, math, sys
 j = json.load(open(sys.argv[1]))
@@ -110,7 +110,10 @@ ok = close(s["cpu_s_per_sample"], c) and s["limit"] == "decode CPU"
 for n, a in enumerate(s["au_predicted"], 1):
     ok = ok and close(a, min(1, j["cores"] / (n * need)))
 ok = ok and close(s["accelerators_cpu"], j["cores"] / (0.8 * need))
-ok = ok and s["accelerators"] == math.floor(s["accelerators_cpu"] + 1e-9)
+st = s["storage"]
+ok = ok and ("not_probed" in st or (st["iops"] > 0 and st["bw_bytes_per_s"] > 0
+                                    and not st["binds"]))
+ok = ok and s["accelerators"] == math.floor(s["accelerators_max"] + 1e-9)
 sys.exit(not ok)' "$T/j.json"
 
 # Through a running loaderd, as a trainer would.
