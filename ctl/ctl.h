@@ -23,4 +23,19 @@ int ctl_bench(int argc, char **argv);
 int ctl_bench_storage(int argc, char **argv);
 int ctl_bench_pipeline(int argc, char **argv);
 
+/* A command (or a subcommand of one) and what it does, for usage. */
+struct ctl_cmd {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+/*
+ * Run the command of cmds (NULL-terminated) that argv[1] names, with
+ * argv[1..]; with none, "-h", "--help" or "help", print the list. prog
+ * ("loaderctl" or "loaderctl bench") and noun ("command") word the usage.
+ */
+int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
+		 int argc, char **argv);
+
 #endif /* LD_CTL_H */

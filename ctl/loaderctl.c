@@ -1,17 +1,14 @@
 /*
  * loaderctl.c - the command line of loaderd: one table of subcommands.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
 #include "ctl.h"
 
-static const struct ctl_cmd {
-	const char *name;
-	int (*run)(int argc, char **argv);
-	const char *summary;
-} ctl_cmds[] = {
+static const struct ctl_cmd ctl_cmds[] = {
 	{ "pack", ctl_pack,
 	  "pack IDX files, an ImageFolder or a tar into a sharded dataset" },
 	{ "inspect", ctl_inspect,
@@ -29,34 +26,47 @@ static const struct ctl_cmd {
 	{ NULL, NULL, NULL },
 };
 
-static void usage(FILE *f)
+static void usage(FILE *f, const struct ctl_cmd *cmds, const char *prog,
+		  const char *noun)
 {
-	fprintf(f, "usage: loaderctl COMMAND [OPTIONS] [ARGS]\n\ncommands:\n");
-	for (const struct ctl_cmd *c = ctl_cmds; c->name; c++)
+	char up[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(up) - 1 && noun[i]; i++)
+		up[i] = (char)toupper((unsigned char)noun[i]);
+	up[i] = '\0';
+	fprintf(f, "usage: %s %s [OPTIONS] [ARGS]\n\n", prog, up);
+	for (const struct ctl_cmd *c = cmds; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
-	fprintf(f,
-		"\n'loaderctl COMMAND --help' describes a command; see loaderctl(1).\n");
+	fprintf(f, "\n'%s %s --help' describes one; see loaderctl(1).\n", prog,
+		up);
 }
 
-int main(int argc, char **argv)
+int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
+		 int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
+		usage(stderr, cmds, prog, noun);
 		return CTL_FAIL;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "help")) {
-		usage(stdout);
+		usage(stdout, cmds, prog, noun);
 		return CTL_OK;
 	}
-	if (!strcmp(argv[1], "--version")) {
+	for (const struct ctl_cmd *c = cmds; c->name; c++)
+		if (!strcmp(argv[1], c->name))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "%s: unknown %s \"%s\"\n\n", prog, noun, argv[1]);
+	usage(stderr, cmds, prog, noun);
+	return CTL_FAIL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "--version")) {
 		printf("loaderctl %s\n", PACKAGE_VERSION);
 		return CTL_OK;
 	}
-	for (const struct ctl_cmd *c = ctl_cmds; c->name; c++)
-		if (!strcmp(argv[1], c->name))
-			return c->run(argc - 1, argv + 1);
-	fprintf(stderr, "loaderctl: unknown command \"%s\"\n\n", argv[1]);
-	usage(stderr);
-	return CTL_FAIL;
+	return ctl_dispatch(ctl_cmds, "loaderctl", "command", argc, argv);
 }

@@ -114,7 +114,10 @@ ok "a consumer compiles with only pkg-config's flags" test $? -eq 0
 sed 's/^/# /' "$T/cc.log"
 
 LOADERD=$I$bindir/loaderd
-"$I$bindir/loaderctl" pack --split test "$src" "$T/fm" >/dev/null 2>"$T/pack.log"
+# loaderctl links libloader.so.1 (bench pipeline --socket): staged, it
+# finds it only through LD_LIBRARY_PATH.
+LD_LIBRARY_PATH="$I$libdir" "$I$bindir/loaderctl" pack --split test "$src" "$T/fm" \
+	>/dev/null 2>"$T/pack.log"
 ok "the installed loaderd starts" start_daemon "$T/d.sock" --threads 2
 got=$(LD_LIBRARY_PATH="$I$libdir" "$T/consumer" "$T/d.sock" "$T/fm/test" 2>&1)
 is "$got" "samples 10000" \
