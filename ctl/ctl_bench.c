@@ -15,6 +15,6 @@ static const struct ctl_cmd bench_cmds[] = {
 
 int ctl_bench(int argc, char **argv)
 {
-	return ctl_dispatch(bench_cmds, "loaderctl bench", "subcommand", argc,
-			    argv);
+	return ctl_dispatch(bench_cmds, "loaderctl bench", "subcommand",
+			    "SUBCOMMAND", argc, argv);
 }

@@ -1,7 +1,6 @@
 /*
  * loaderctl.c - the command line of loaderd: one table of subcommands.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,38 +26,32 @@ static const struct ctl_cmd ctl_cmds[] = {
 };
 
 static void usage(FILE *f, const struct ctl_cmd *cmds, const char *prog,
-		  const char *noun)
+		  const char *meta)
 {
-	char up[16];
-	size_t i;
-
-	for (i = 0; i < sizeof(up) - 1 && noun[i]; i++)
-		up[i] = (char)toupper((unsigned char)noun[i]);
-	up[i] = '\0';
-	fprintf(f, "usage: %s %s [OPTIONS] [ARGS]\n\n", prog, up);
+	fprintf(f, "usage: %s %s [OPTIONS] [ARGS]\n\n", prog, meta);
 	for (const struct ctl_cmd *c = cmds; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
 	fprintf(f, "\n'%s %s --help' describes one; see loaderctl(1).\n", prog,
-		up);
+		meta);
 }
 
 int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
 		 int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr, cmds, prog, noun);
+		usage(stderr, cmds, prog, meta);
 		return CTL_FAIL;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "help")) {
-		usage(stdout, cmds, prog, noun);
+		usage(stdout, cmds, prog, meta);
 		return CTL_OK;
 	}
 	for (const struct ctl_cmd *c = cmds; c->name; c++)
 		if (!strcmp(argv[1], c->name))
 			return c->run(argc - 1, argv + 1);
 	fprintf(stderr, "%s: unknown %s \"%s\"\n\n", prog, noun, argv[1]);
-	usage(stderr, cmds, prog, noun);
+	usage(stderr, cmds, prog, meta);
 	return CTL_FAIL;
 }
 
@@ -68,5 +61,6 @@ int main(int argc, char **argv)
 		printf("loaderctl %s\n", PACKAGE_VERSION);
 		return CTL_OK;
 	}
-	return ctl_dispatch(ctl_cmds, "loaderctl", "command", argc, argv);
+	return ctl_dispatch(ctl_cmds, "loaderctl", "command", "COMMAND", argc,
+			    argv);
 }
