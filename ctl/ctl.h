@@ -33,9 +33,10 @@ struct ctl_cmd {
 /*
  * Run the command of cmds (NULL-terminated) that argv[1] names, with
  * argv[1..]; with none, "-h", "--help" or "help", print the list. prog
- * ("loaderctl" or "loaderctl bench") and noun ("command") word the usage.
+ * ("loaderctl" or "loaderctl bench"), noun ("command", in errors) and
+ * meta ("COMMAND", in the usage line) word the messages.
  */
 int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
-		 int argc, char **argv);
+		 const char *meta, int argc, char **argv);
 
 #endif /* LD_CTL_H */

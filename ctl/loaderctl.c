@@ -36,7 +36,7 @@ static void usage(FILE *f, const struct ctl_cmd *cmds, const char *prog,
 }
 
 int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
-		 int argc, char **argv)
+		 const char *meta, int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr, cmds, prog, meta);
