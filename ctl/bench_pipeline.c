@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -267,72 +266,28 @@ static int files_open(struct bp_files *f, const char *dir, struct diag *d)
 	return 0;
 }
 
-/* The fraction of the shards' pages in the page cache (mincore). */
-static double files_resident(const struct bp_files *f)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	uint64_t in = 0, all = 0;
-	unsigned char *vec = NULL;
-	size_t cap = 0;
-
-	for (uint32_t i = 1; i < f->nfds; i++) {
-		struct stat st;
-		size_t pages;
-		void *m;
-
-		if (fstat(f->fds[i], &st) || st.st_size <= 0)
-			continue;
-		pages = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
-		if (pages > cap) {
-			unsigned char *v = realloc(vec, pages);
-
-			if (!v)
-				break;
-			vec = v;
-			cap = pages;
-		}
-		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED,
-			 f->fds[i], 0);
-		if (m == MAP_FAILED)
-			continue;
-		if (!mincore(m, (size_t)st.st_size, vec)) {
-			for (size_t p = 0; p < pages; p++)
-				in += vec[p] & 1;
-			all += pages;
-		}
-		munmap(m, (size_t)st.st_size);
-	}
-	free(vec);
-	return all ? (double)in / (double)all : 0;
-}
-
 /* Drop the shards' pages (--cold), or read them all in (--warm). */
 static int files_cache(const struct bp_files *f, bool warm, struct diag *d)
 {
 	static unsigned char buf[1 << 20];
+	unsigned bad = 0;
+	int err;
 
+	if (!warm) {
+		err = bench_fds_drop(f->fds + 1, f->nfds - 1, &bad);
+		return err ? diag_set(d, err, "%s: %s", f->ds->shards[bad].file,
+				      strerror(-err)) :
+			     0;
+	}
 	for (uint32_t i = 1; i < f->nfds; i++) {
-		const char *name = f->ds->shards[i - 1].file;
 		off_t off = 0;
 		ssize_t r;
 
-		if (!warm) {
-			/* Dirty pages (a dataset just packed) stay: write them. */
-			int err = fdatasync(f->fds[i]) ? errno : 0;
-
-			if (!err)
-				err = posix_fadvise(f->fds[i], 0, 0,
-						    POSIX_FADV_DONTNEED);
-
-			if (err)
-				return diag_set(d, -err, "%s: %s", name,
-						strerror(err));
-			continue;
-		}
 		while ((r = pread(f->fds[i], buf, sizeof(buf), off)) > 0)
 			off += r;
 		if (r < 0)
-			return diag_set(d, -errno, "%s: %s", name,
+			return diag_set(d, -errno, "%s: %s",
+					f->ds->shards[i - 1].file,
 					strerror(errno));
 	}
 	return 0;
@@ -342,8 +297,7 @@ static int files_cache(const struct bp_files *f, bool warm, struct diag *d)
 
 /* "a,b:unit,c:f32" into c->out; every field when list is NULL. */
 static int parse_outputs(const char *list, const struct schema *sc,
-			 const char *pipeline, struct stream_config *c,
-			 struct diag *d)
+			 struct stream_config *c, struct diag *d)
 {
 	char buf[512], *save = NULL;
 
@@ -396,7 +350,6 @@ static int parse_outputs(const char *list, const struct schema *sc,
 				"--outputs: \"%s:%s\": the cast is unit or f32",
 				t, cast);
 	}
-	(void)pipeline;
 	return 0;
 }
 
@@ -1200,7 +1153,7 @@ int ctl_bench_pipeline(int argc, char **argv)
 		.timing = true,
 		.label = "bench",
 	};
-	err = parse_outputs(o.outputs, &f.ds->schema, c.pipeline, &c, &d);
+	err = parse_outputs(o.outputs, &f.ds->schema, &c, &d);
 	if (err)
 		goto fail;
 	for (uint32_t i = 0; i < c.noutputs; i++) {
@@ -1213,7 +1166,7 @@ int ctl_bench_pipeline(int argc, char **argv)
 		if (err)
 			goto fail;
 	}
-	r.resident = files_resident(&f);
+	r.resident = bench_fds_resident(f.fds + 1, f.nfds - 1);
 	err = o.socket ? run_daemon(&o, &f, &c, &r, &d) :
 			 run_stream(&o, &f, &c, &r, &d);
 	if (err)

@@ -640,7 +640,7 @@ static int open_all(const struct bstore_job *job, struct flist *l,
 }
 
 /* The share of the files' pages in the page cache, 0..1. */
-static double resident(const struct flist *l)
+double bench_fds_resident(const int *fds, unsigned n)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t pages = 0, in = 0;
@@ -648,16 +648,20 @@ static double resident(const struct flist *l)
 
 	if (!vec)
 		return 0;
-	for (unsigned i = 0; i < l->n; i++) {
-		const struct bfile *f = &l->f[i];
+	for (unsigned i = 0; i < n; i++) {
+		struct stat st;
+		uint64_t size;
 
-		for (uint64_t off = 0; off < f->size; off += BSTORE_WINDOW) {
-			uint64_t len = f->size - off < BSTORE_WINDOW ?
-					       f->size - off :
+		if (fstat(fds[i], &st) || st.st_size <= 0)
+			continue;
+		size = (uint64_t)st.st_size;
+		for (uint64_t off = 0; off < size; off += BSTORE_WINDOW) {
+			uint64_t len = size - off < BSTORE_WINDOW ?
+					       size - off :
 					       BSTORE_WINDOW;
 			uint64_t np =
 				(len + (uint64_t)page - 1) / (uint64_t)page;
-			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, f->fd,
+			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fds[i],
 				       (off_t)off);
 
 			if (m == MAP_FAILED)
@@ -674,17 +678,36 @@ static double resident(const struct flist *l)
 	return pages ? (double)in / (double)pages : 0;
 }
 
-static void drop_cache(const struct flist *l)
+int bench_fds_drop(const int *fds, unsigned n, unsigned *bad)
 {
+	int first = 0;
+
 	/*
 	 * Dirty pages cannot be dropped: write them first. Pages another
-	 * process has mapped stay; the residency sample after this says
-	 * how much did.
+	 * process has mapped stay; a residency sample after this says how
+	 * much did.
 	 */
-	for (unsigned i = 0; i < l->n; i++) {
-		fdatasync(l->f[i].fd);
-		posix_fadvise(l->f[i].fd, 0, 0, POSIX_FADV_DONTNEED);
+	for (unsigned i = 0; i < n; i++) {
+		int err = fdatasync(fds[i]) ? errno : 0;
+
+		if (!err)
+			err = posix_fadvise(fds[i], 0, 0, POSIX_FADV_DONTNEED);
+		if (err && !first) {
+			first = -err;
+			*bad = i;
+		}
 	}
+	return first;
+}
+
+/* The descriptors of l's files, for the two above (NULL: no memory). */
+static int *flist_fds(const struct flist *l)
+{
+	int *fds = malloc((l->n ? l->n : 1) * sizeof(*fds));
+
+	for (unsigned i = 0; fds && i < l->n; i++)
+		fds[i] = l->f[i].fd;
+	return fds;
 }
 
 static double tv_s(struct timeval tv)
@@ -807,7 +830,7 @@ int bench_storage_run(const struct bstore_job *job, struct bstore_result *res,
 	struct rusage ru0, ru1;
 	uint64_t total, t0, t1;
 	unsigned started = 0;
-	int err;
+	int err, *fds;
 
 	memset(res, 0, sizeof(*res));
 	err = check_job(job, d);
@@ -835,10 +858,17 @@ int bench_storage_run(const struct bstore_job *job, struct bstore_result *res,
 	}
 	res->files = l.n;
 	res->span_bytes = total * j.bs;
+	fds = flist_fds(&l);
+	if (!fds) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* What could not be dropped shows in the residency sampled next. */
 	if (j.drop_cache)
-		drop_cache(&l);
+		(void)bench_fds_drop(fds, l.n, &(unsigned){ 0 });
 	res->dropped = j.drop_cache;
-	res->resident_before = resident(&l);
+	res->resident_before = bench_fds_resident(fds, l.n);
+	free(fds);
 
 	w = calloc(j.threads, sizeof(*w));
 	tid = calloc(j.threads, sizeof(*tid));

@@ -118,4 +118,17 @@ int bench_storage_run(const struct bstore_job *job, struct bstore_result *res,
  */
 int bench_storage_create(const char *path, uint64_t size, struct diag *d);
 
+/*
+ * The fraction of n files' pages in the page cache (mincore over a
+ * read-only mapping, a window at a time), 0..1; 0 for no pages.
+ */
+double bench_fds_resident(const int *fds, unsigned n);
+
+/*
+ * Drop n files' pages from the page cache: fdatasync (dirty pages stay
+ * otherwise), then POSIX_FADV_DONTNEED. Every file is tried; returns 0,
+ * or the first failure as a negative errno with its index in *bad.
+ */
+int bench_fds_drop(const int *fds, unsigned n, unsigned *bad);
+
 #endif /* LD_BENCH_STORAGE_H */
