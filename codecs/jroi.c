@@ -2,15 +2,15 @@
  * jroi.c - region-of-interest, DCT-scaled JPEG decoding (libjpeg API).
  */
 #include <errno.h>
-#include <setjmp.h>
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
 #include <stdlib.h>
 #include <string.h>
 
 #include <jpeglib.h>
-#include <jerror.h>
 
+#include "jerr.h"
 #include "jroi.h"
+#include "jrst.h"
 #include "loader_error.h"
 
 /*
@@ -36,47 +36,19 @@ static const uint8_t jroi_scales[] = { 1, 2, 4, 8 };
  */
 #define JROI_MARGIN 2
 
-struct jroi_err {
-	struct jpeg_error_mgr pub;
-	jmp_buf jb;
-};
-
 struct jroi_dec {
 	struct jpeg_decompress_struct cinfo;
-	struct jroi_err err;
+	struct jerr err;
 	uint64_t max_pixels;
 	/* one decoded row, grown to the widest seen and kept */
 	unsigned char *row;
 	size_t row_cap;
+	/* the sub-JPEG of a region's segments, grown likewise */
+	unsigned char *sub;
+	size_t sub_cap;
+	bool segments; /* try the segment path (jroi_set_segments) */
+	struct jroi_counts counts;
 };
-
-/*
- * libjpeg calls this for a fatal error. Jump back to the entry point of
- * this module that started the libjpeg call; the message is formatted
- * there, from the error manager's state.
- */
-static void jroi_error_exit(j_common_ptr cinfo)
-{
-	struct jroi_err *e = (struct jroi_err *)cinfo->err;
-
-	longjmp(e->jb, 1);
-}
-
-/*
- * Warnings (level -1) mean damaged data, e.g. a truncated image padded
- * with a fake end marker: treat them as errors. Trace messages (level
- * >= 0) are ignored, as libjpeg's default does unless asked to print.
- */
-static void jroi_emit_message(j_common_ptr cinfo, int msg_level)
-{
-	if (msg_level < 0)
-		jroi_error_exit(cinfo);
-}
-
-/* Nothing is printed: messages reach the caller through its diag. */
-static void jroi_output_message(j_common_ptr cinfo)
-{
-}
 
 int jroi_new(struct jroi_dec **out, uint64_t max_pixels)
 {
@@ -85,11 +57,9 @@ int jroi_new(struct jroi_dec **out, uint64_t max_pixels)
 	*out = NULL;
 	if (!dec)
 		return -ENOMEM;
-	dec->cinfo.err = jpeg_std_error(&dec->err.pub);
-	dec->err.pub.error_exit = jroi_error_exit;
-	dec->err.pub.emit_message = jroi_emit_message;
-	dec->err.pub.output_message = jroi_output_message;
+	dec->cinfo.err = jerr_init(&dec->err);
 	dec->max_pixels = max_pixels ? max_pixels : JROI_DEFAULT_MAX_PIXELS;
+	dec->segments = true;
 	/* jpeg_create_decompress() fails only by running out of memory. */
 	if (setjmp(dec->err.jb)) {
 		jpeg_destroy_decompress(&dec->cinfo);
@@ -107,7 +77,18 @@ void jroi_free(struct jroi_dec *dec)
 		return;
 	jpeg_destroy_decompress(&dec->cinfo);
 	free(dec->row);
+	free(dec->sub);
 	free(dec);
+}
+
+void jroi_set_segments(struct jroi_dec *dec, bool on)
+{
+	dec->segments = on;
+}
+
+void jroi_get_counts(const struct jroi_dec *dec, struct jroi_counts *c)
+{
+	*c = dec->counts;
 }
 
 /*
@@ -116,14 +97,10 @@ void jroi_free(struct jroi_dec *dec)
  */
 static int jroi_failed(struct jroi_dec *dec, const char *what, struct diag *d)
 {
-	char msg[JMSG_LENGTH_MAX];
-	int code = dec->err.pub.msg_code;
+	int err = jerr_diag((j_common_ptr)&dec->cinfo, what, d);
 
-	dec->err.pub.format_message((j_common_ptr)&dec->cinfo, msg);
 	jpeg_abort_decompress(&dec->cinfo);
-	if (code == JERR_OUT_OF_MEMORY)
-		return diag_set(d, -ENOMEM, "jpeg %s: %s", what, msg);
-	return diag_set(d, LOADER_EDECODE, "jpeg %s: %s", what, msg);
+	return err;
 }
 
 static enum jroi_cs jroi_cs_of(J_COLOR_SPACE cs)
@@ -425,6 +402,79 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	return 0;
 }
 
+/* Make the sub-JPEG buffer hold n bytes; it only grows. */
+static int jroi_sub_room(struct jroi_dec *dec, size_t n)
+{
+	unsigned char *p;
+
+	if (n <= dec->sub_cap)
+		return 0;
+	p = realloc(dec->sub, n);
+	if (!p)
+		return -ENOMEM;
+	dec->sub = p;
+	dec->sub_cap = n;
+	return 0;
+}
+
+/*
+ * The segment path: cut the segments that cover the request, with a
+ * margin, out of a restart-segmented JPEG (jrst.h), decode that file as
+ * jroi_run() decodes any, and say where its pixels lie in the whole
+ * image. Returns 0, or 1 when the file or the request does not allow it
+ * or anything fails: the caller then decodes the original, whose
+ * verdict stands (so the path changes no verdict, only the time to
+ * reach it; damage outside the segments it reads goes unnoticed, as
+ * damage below the last row read always did).
+ */
+static int jroi_segments(struct jroi_dec *dec, const void *src, size_t len,
+			 const struct jroi_req *req, unsigned char *dst,
+			 size_t stride, size_t cap, struct jroi_out *out)
+{
+	struct jrst_map m;
+	struct jrst_rect r, c;
+	struct jroi_req sq;
+	size_t sub_len;
+	uint32_t num;
+
+	if (jrst_parse(src, len, &m, NULL) ||
+	    (uint64_t)m.width * m.height > dec->max_pixels)
+		return 1;
+	num = jroi_pick_scale(req, m.width, m.height);
+	if (!num)
+		return 1;
+	r = (struct jrst_rect){ req->x, req->y, req->w, req->h };
+	jrst_cover_scaled(&m, &r, num, &c);
+	if (c.w == m.width && c.h == m.height)
+		return 1; /* the whole image: nothing to cut */
+	if (jroi_sub_room(dec, jrst_build_bound(len)) ||
+	    jrst_build(&m, src, len, &c, dec->sub, dec->sub_cap, &sub_len,
+		       NULL))
+		return 1;
+	sq = *req;
+	sq.x -= c.x;
+	sq.y -= c.y;
+	sq.scale_num = num;
+	/* As in jroi_decode(): no local changes between here and a jump. */
+	if (setjmp(dec->err.jb)) {
+		jpeg_abort_decompress(&dec->cinfo);
+		return 1;
+	}
+	if (jroi_run(dec, dec->sub, sub_len, &sq, dst, stride, cap, out,
+		     NULL)) {
+		jpeg_abort_decompress(&dec->cinfo);
+		return 1;
+	}
+	/* Back to the whole image's scaled pixels (c is MCU-aligned). */
+	out->x0 += c.x * num / JROI_DENOM;
+	out->y0 += c.y * num / JROI_DENOM;
+	out->scaled_w = (uint32_t)(((uint64_t)m.width * num + JROI_DENOM - 1) /
+				   JROI_DENOM);
+	out->scaled_h = (uint32_t)(((uint64_t)m.height * num + JROI_DENOM - 1) /
+				   JROI_DENOM);
+	return 0;
+}
+
 int jroi_decode(struct jroi_dec *dec, const void *src, size_t len,
 		const struct jroi_req *req, void *dst, size_t dst_stride,
 		size_t dst_cap, struct jroi_out *out, struct diag *d)
@@ -432,6 +482,14 @@ int jroi_decode(struct jroi_dec *dec, const void *src, size_t len,
 	int err;
 
 	memset(out, 0, sizeof(*out));
+	if (req && dec->segments && src &&
+	    jroi_segments(dec, src, len, req, dst, dst_stride, dst_cap,
+			  out) == 0) {
+		dec->counts.segments++;
+		return 0;
+	}
+	memset(out, 0, sizeof(*out));
+	dec->counts.whole++;
 	/*
 	 * Every libjpeg call made below runs under this setjmp, and jroi_run
 	 * keeps its state in its own frame, which the longjmp discards: no

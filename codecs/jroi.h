@@ -19,6 +19,15 @@
  * call it through jpeg.h, so its colour policy, header checks, pixel
  * limit and messages are everyone's.
  *
+ * A JPEG with restart markers whose segments hold whole MCUs of a row
+ * (what loaderctl pack writes, jrst.h) is decoded by the segment path:
+ * the segments that cover the region and a margin are cut out as a JPEG
+ * of their own and only that is decoded, so the cost is the region's own
+ * entropy-coded data, not everything above and beside it. Its pixels are
+ * the same bytes as the region path's (the DCT coefficients are the same
+ * and the margin keeps chroma upsampling exact); when anything about the
+ * file does not allow it, the region path decodes it instead.
+ *
  * Libjpeg reports errors with a longjmp; this module catches every one
  * of them inside its own functions, so a caller never sees one cross
  * its frames. Libjpeg warnings (e.g. "premature end of data") count as
@@ -95,6 +104,12 @@ struct jroi_out {
 	double roi_x, roi_y, roi_w, roi_h;
 };
 
+/* How a decoder's jroi_decode() calls with a region were decoded. */
+struct jroi_counts {
+	uint64_t segments; /* by the segment path */
+	uint64_t whole;	   /* from the whole file (region path or full) */
+};
+
 /*
  * Create a decoder. Images of more than max_pixels source pixels (0:
  * JROI_DEFAULT_MAX_PIXELS) are refused before libjpeg allocates for
@@ -104,6 +119,15 @@ int jroi_new(struct jroi_dec **out, uint64_t max_pixels);
 
 /* Free a decoder. NULL is a no-op. */
 void jroi_free(struct jroi_dec *dec);
+
+/*
+ * Let jroi_decode() take the segment path when it can (on, the default)
+ * or never (off: for comparisons and tests).
+ */
+void jroi_set_segments(struct jroi_dec *dec, bool on);
+
+/* The decoder's counts since it was made. */
+void jroi_get_counts(const struct jroi_dec *dec, struct jroi_counts *c);
 
 /*
  * The scale (num of num/8) the table picks for a request on an image of

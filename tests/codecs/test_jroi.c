@@ -1,17 +1,23 @@
 /*
  * test_jroi.c - region-of-interest, DCT-scaled JPEG decoding against
  * TurboJPEG's full decode at the same scale, cropped; headers; damaged
- * data; the pixel limit; the scale table.
+ * data; the pixel limit; the scale table. The segment path too: the same
+ * images transcoded to restart segments, decoded from the segments that
+ * cover each region, against the original's full decode.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+
 #include <criterion/criterion.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include "diag.h"
 #include "jroi.h"
+#include "jrst.h"
 #include "loader_error.h"
 #include "../unit_util.h"
 
@@ -597,4 +603,382 @@ Test(jroi, bad_request, .init = dec_setup, .fini = dec_teardown)
 			     LOADER_ERANGE, "row %zu", i);
 	cr_expect_eq(decode_all(jpg, len, &d), 0, "%s", d.msg);
 	tjFree(jpg);
+}
+
+/* ------------------------------------------------------------ segments */
+
+/*
+ * The JPEG jpg re-written with the same coefficients and a restart
+ * marker every interval MCUs, or every MCU row with in_rows, straight
+ * through libjpeg (so that layouts jrst_transcode() never writes can be
+ * tried too). Returns a malloc'd file and its length in *out_len.
+ */
+static unsigned char *restarted(const unsigned char *jpg, size_t len,
+				unsigned interval, bool in_rows,
+				size_t *out_len)
+{
+	struct jpeg_decompress_struct di;
+	struct jpeg_compress_struct co;
+	struct jpeg_error_mgr e1, e2;
+	jvirt_barray_ptr *coefs;
+	unsigned char *out = NULL, *copy;
+	unsigned long n = 0;
+
+	di.err = jpeg_std_error(&e1);
+	co.err = jpeg_std_error(&e2);
+	jpeg_create_decompress(&di);
+	jpeg_create_compress(&co);
+	jpeg_mem_src(&di, jpg, (unsigned long)len);
+	jpeg_read_header(&di, TRUE);
+	coefs = jpeg_read_coefficients(&di);
+	jpeg_copy_critical_parameters(&di, &co);
+	if (in_rows)
+		co.restart_in_rows = (int)interval;
+	else
+		co.restart_interval = interval;
+	jpeg_mem_dest(&co, &out, &n);
+	jpeg_write_coefficients(&co, coefs);
+	jpeg_finish_compress(&co);
+	jpeg_finish_decompress(&di);
+	jpeg_destroy_compress(&co);
+	jpeg_destroy_decompress(&di);
+	copy = malloc(n);
+	cr_assert_not_null(copy);
+	memcpy(copy, out, n);
+	free(out);
+	*out_len = n;
+	return copy;
+}
+
+/* Through the transcoder pack uses. */
+static unsigned char *transcoded(const unsigned char *jpg, size_t len,
+				 uint32_t interval, size_t *out_len)
+{
+	struct jrst_params p = { interval, true };
+	struct jrst_enc *e;
+	const unsigned char *o;
+	unsigned char *copy;
+	struct diag d = { "" };
+
+	cr_assert_eq(jrst_enc_new(&e, 0), 0);
+	cr_assert_eq(jrst_transcode(e, jpg, len, &p, &o, out_len, &d), 0,
+		     "%s", d.msg);
+	copy = malloc(*out_len);
+	cr_assert_not_null(copy);
+	memcpy(copy, o, *out_len);
+	jrst_enc_free(e);
+	return copy;
+}
+
+/*
+ * The sub-JPEG the segment path cuts for req at scale num (the rectangle
+ * jrst_cover_scaled() gives, as jroi uses it), into buf;
+ * returns its length, or 0 when the file gives none. cover_for() says
+ * whether the path cuts anything at all (not when the region and its
+ * margin reach over the whole image).
+ */
+static bool cover_for(const unsigned char *jpg, size_t len,
+		      const struct jroi_req *req, uint32_t num,
+		      struct jrst_map *mp, struct jrst_rect *cp)
+{
+	struct jrst_map m;
+	struct jrst_rect r = { req->x, req->y, req->w, req->h }, c;
+
+	if (jrst_parse(jpg, len, &m, NULL))
+		return false;
+	jrst_cover_scaled(&m, &r, num, &c);
+	*mp = m;
+	*cp = c;
+	return c.w != m.width || c.h != m.height;
+}
+
+static size_t cut_for(const unsigned char *jpg, size_t len,
+		      const struct jroi_req *req, uint32_t num,
+		      unsigned char *buf, size_t cap)
+{
+	struct jrst_map m;
+	struct jrst_rect c;
+	size_t n;
+
+	if (!cover_for(jpg, len, req, num, &m, &c) ||
+	    jrst_build(&m, jpg, len, &c, buf, cap, &n, NULL))
+		return 0;
+	return n;
+}
+
+/*
+ * Every region of check_variant() and more, at every scale, decoded from
+ * rst (v's test picture re-written with restart segments) and compared
+ * with the full decode of the original; expect_segments: how many of the
+ * decodes must have taken the segment path (every one but those of the
+ * whole image), or 0 when none may.
+ */
+static void check_segmented_at(const struct variant *v, uint32_t w,
+			       uint32_t h, const unsigned char *jpg,
+			       size_t len, const unsigned char *rst,
+			       size_t rst_len, bool expect_segments)
+{
+	struct jroi_counts c0, c1;
+	uint64_t asked = 0;
+	bool fixed = w == IMG_W && h == IMG_H;
+
+	jroi_get_counts(dec, &c0);
+	for (uint32_t num = 1; num <= 8; num++) {
+		uint32_t sw, sh;
+		unsigned char *ref = reference(v, jpg, len, num, &sw, &sh);
+		uint64_t seed = 2000 + num + w * 7 + h;
+
+		for (size_t i = fixed ? 0 : NFIXED; i < NFIXED + NRANDOM; i++) {
+			struct jroi_req req;
+
+			if (i < NFIXED) {
+				req = fixed_crops[i];
+			} else {
+				req.w = 1 + (uint32_t)(ut_rand(&seed) % w);
+				req.h = 1 + (uint32_t)(ut_rand(&seed) % h);
+				req.x = (uint32_t)(ut_rand(&seed) %
+						   (w - req.w + 1));
+				req.y = (uint32_t)(ut_rand(&seed) %
+						   (h - req.h + 1));
+			}
+			req.min_w = req.min_h = 0;
+			req.scale_num = num;
+			check_region(v, rst, rst_len, ref, sw, sh, &req);
+			{
+				struct jrst_map m;
+				struct jrst_rect c;
+
+				asked += cover_for(rst, rst_len, &req, num, &m,
+						   &c);
+			}
+		}
+		free(ref);
+	}
+	jroi_get_counts(dec, &c1);
+	if (expect_segments)
+		cr_assert_eq(c1.segments - c0.segments, asked,
+			      "%s: %llu of %llu regions took the segment path",
+			      v->name,
+			      (unsigned long long)(c1.segments - c0.segments),
+			      (unsigned long long)asked);
+	else
+		cr_assert_eq(c1.segments, c0.segments,
+			     "%s: the segment path was taken", v->name);
+}
+
+static void check_segmented(const struct variant *v, const unsigned char *jpg,
+			    size_t len, const unsigned char *rst,
+			    size_t rst_len, bool expect_segments)
+{
+	check_segmented_at(v, IMG_W, IMG_H, jpg, len, rst, rst_len,
+			   expect_segments);
+}
+
+/*
+ * Every variant, transcoded by jrst with one and with four MCUs a
+ * segment (four divides no row here: 203 pixels are 13, 26 or 51 MCUs,
+ * so the transcoder falls back to one), and re-written by libjpeg with a
+ * marker every MCU row: the same pixels as the original everywhere, from
+ * the segments.
+ */
+Test(jroi_segments, every_variant, .init = dec_setup, .fini = dec_teardown)
+{
+	for (size_t vi = 0; vi < NVARIANTS; vi++) {
+		const struct variant *v = &variants[vi];
+		size_t len, rlen;
+		unsigned char *jpg = encode(v, IMG_W, IMG_H, &len), *rst;
+
+		for (uint32_t iv = 1; iv <= 4; iv += 3) {
+			rst = transcoded(jpg, len, iv, &rlen);
+			check_segmented(v, jpg, len, rst, rlen, true);
+			free(rst);
+		}
+		rst = restarted(jpg, len, 1, true, &rlen);
+		check_segmented(v, jpg, len, rst, rlen, true);
+		free(rst);
+		tjFree(jpg);
+	}
+}
+
+/*
+ * Other sizes: whole MCUs, one MCU row or column, tall and wide, with
+ * one, two and four MCUs a segment where they divide the row.
+ */
+Test(jroi_segments, sizes, .init = dec_setup, .fini = dec_teardown)
+{
+	static const uint32_t sizes[][2] = {
+		{ 64, 48 }, { 16, 160 }, { 300, 16 }, { 250, 100 },
+		{ 17, 301 }, { 129, 65 }, { 8, 8 }, { 40, 24 },
+	};
+
+	for (size_t vi = 0; vi < NVARIANTS; vi++) {
+		const struct variant *v = &variants[vi];
+
+		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]);
+		     si++) {
+			uint32_t w = sizes[si][0], h = sizes[si][1];
+			size_t len, rlen;
+			unsigned char *jpg = encode(v, w, h, &len), *rst;
+
+			for (uint32_t iv = 1; iv <= 4; iv *= 2) {
+				rst = transcoded(jpg, len, iv, &rlen);
+				check_segmented_at(v, w, h, jpg, len, rst,
+						   rlen, true);
+				free(rst);
+			}
+			tjFree(jpg);
+		}
+	}
+}
+
+/*
+ * Intervals that straddle rows (5 MCUs of rows of 13), and files without
+ * markers, take the region path, with the same pixels.
+ */
+Test(jroi_segments, straddling_interval, .init = dec_setup,
+     .fini = dec_teardown)
+{
+	const struct variant *v = &variants[0];
+	size_t len, rlen;
+	unsigned char *jpg = encode(v, IMG_W, IMG_H, &len);
+	unsigned char *rst = restarted(jpg, len, 5, false, &rlen);
+
+	check_segmented(v, jpg, len, rst, rlen, false);
+	check_segmented(v, jpg, len, jpg, len, false);
+	free(rst);
+	tjFree(jpg);
+}
+
+/* With the segment path off, a segmented file decodes the old way. */
+Test(jroi_segments, switch_off, .init = dec_setup, .fini = dec_teardown)
+{
+	const struct variant *v = &variants[0];
+	size_t len, rlen;
+	unsigned char *jpg = encode(v, IMG_W, IMG_H, &len);
+	unsigned char *rst = transcoded(jpg, len, 1, &rlen);
+
+	jroi_set_segments(dec, false);
+	check_segmented(v, jpg, len, rst, rlen, false);
+	jroi_set_segments(dec, true);
+	check_segmented(v, jpg, len, rst, rlen, true);
+	free(rst);
+	tjFree(jpg);
+}
+
+/*
+ * Damage to a segmented file: flipped bytes, cut data, markers
+ * renumbered or turned into data. The segment path gives an error, or
+ * exactly what the region path gives for the same bytes, or, when only
+ * the region path fails, exactly the undamaged file's pixels as long as
+ * what it cut equals what it cuts from the undamaged file (the damage
+ * was elsewhere). Never a crash, never other pixels.
+ */
+Test(jroi_segments, damaged, .init = dec_setup, .fini = dec_teardown)
+{
+	static unsigned char a[IMG_W * IMG_H * 3], b[IMG_W * IMG_H * 3],
+		good[IMG_W * IMG_H * 3], s1[1 << 17], s2[1 << 17];
+	uint64_t seed = 99;
+	unsigned same = 0, failed = 0, spared = 0, inside = 0;
+
+	for (size_t vi = 0; vi < NVARIANTS; vi++) {
+		const struct variant *v = &variants[vi];
+		size_t len, rlen;
+		unsigned char *jpg = encode(v, IMG_W, IMG_H, &len);
+		unsigned char *rst = transcoded(jpg, len, 1, &rlen);
+		unsigned char *bad = malloc(rlen);
+		struct jrst_map m;
+
+		cr_assert_not_null(bad);
+		cr_assert_eq(jrst_parse(rst, rlen, &m, NULL), 0);
+		for (int k = 0; k < 160; k++) {
+			struct jroi_req req = { 0 };
+			struct jroi_out oa, ob, og;
+			struct diag d = { "" };
+			size_t blen = rlen, n1, n2, at;
+			int ea, eb;
+
+			req.w = 1 + (uint32_t)(ut_rand(&seed) % (IMG_W / 2));
+			req.h = 1 + (uint32_t)(ut_rand(&seed) % (IMG_H / 2));
+			req.x = (uint32_t)(ut_rand(&seed) % (IMG_W - req.w + 1));
+			req.y = (uint32_t)(ut_rand(&seed) % (IMG_H - req.h + 1));
+			req.scale_num = 1 + (uint32_t)(k % 8);
+			memcpy(bad, rst, rlen);
+			at = m.entropy + ut_rand(&seed) % (rlen - m.entropy);
+			switch (k % 4) {
+			case 0: /* one flipped byte of entropy-coded data */
+				bad[at] ^= (unsigned char)(1 + ut_rand(&seed) % 255);
+				break;
+			case 1: /* cut short */
+				blen = at;
+				break;
+			case 2: /* the next marker renumbered, or made data */
+				while (at + 1 < rlen &&
+				       !(bad[at] == 0xFF && bad[at + 1] >= 0xD0 &&
+					 bad[at + 1] <= 0xD7))
+					at++;
+				if (at + 1 < rlen)
+					bad[at + 1] =
+						k % 8 == 2 ?
+							0x00 :
+							(unsigned char)(0xD0 +
+									(bad[at + 1] + 1) % 8);
+				break;
+			default: /* one byte anywhere, header included */
+				bad[ut_rand(&seed) % rlen] ^=
+					(unsigned char)(1 + ut_rand(&seed) % 255);
+			}
+			ea = jroi_decode(dec, bad, blen, &req, a, 0, sizeof(a),
+					 &oa, &d);
+			jroi_set_segments(dec, false);
+			eb = jroi_decode(dec, bad, blen, &req, b, 0, sizeof(b),
+					 &ob, &d);
+			jroi_set_segments(dec, true);
+			if (ea) {
+				failed++;
+				continue;
+			}
+			if (!eb) {
+				cr_assert_eq(memcmp(&oa, &ob, sizeof(oa)), 0,
+					     "%s case %d: geometry differs",
+					     v->name, k);
+				cr_assert_eq(memcmp(a, b,
+						    (size_t)oa.width * oa.height *
+							    oa.channels),
+					     0, "%s case %d: pixels differ",
+					     v->name, k);
+				same++;
+				continue;
+			}
+			n1 = cut_for(bad, blen, &req, req.scale_num, s1,
+				     sizeof(s1));
+			n2 = cut_for(rst, rlen, &req, req.scale_num, s2,
+				     sizeof(s2));
+			cr_assert(n1 > 0, "%s case %d: only the region path failed, yet no segments were cut",
+				  v->name, k);
+			if (n1 != n2 || memcmp(s1, s2, n1)) {
+				/* damage inside the region that libjpeg missed */
+				inside++;
+				continue;
+			}
+			cr_assert_eq(jroi_decode(dec, rst, rlen, &req, good, 0,
+						 sizeof(good), &og, &d),
+				     0);
+			cr_assert_eq(memcmp(&oa, &og, sizeof(oa)), 0);
+			cr_assert_eq(memcmp(a, good,
+					    (size_t)oa.width * oa.height *
+						    oa.channels),
+				     0,
+				     "%s case %d: pixels differ from the undamaged file's",
+				     v->name, k);
+			spared++;
+		}
+		free(bad);
+		free(rst);
+		tjFree(jpg);
+	}
+	cr_log_info("damaged: %u failed, %u as the region path, %u spared, %u inside",
+		    failed, same, spared, inside);
+	cr_expect(failed > 0 && same > 0 && spared > 0,
+		  "failed %u, same %u, spared %u: every outcome should occur",
+		  failed, same, spared);
 }

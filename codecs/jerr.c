@@ -1,0 +1,59 @@
+/*
+ * jerr.c - libjpeg's error handling for this folder (see jerr.h).
+ */
+#include <errno.h>
+#include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+#include "jerr.h"
+#include "loader_error.h"
+
+/*
+ * libjpeg calls this for a fatal error. Jump back to the entry point
+ * that started the libjpeg call; the message is formatted there, from
+ * the error manager's state.
+ */
+static void jerr_exit(j_common_ptr cinfo)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+
+	longjmp(e->jb, 1);
+}
+
+/*
+ * Warnings (level -1) mean damaged data, e.g. a truncated image padded
+ * with a fake end marker: treat them as errors. Trace messages (level
+ * >= 0) are ignored, as libjpeg's default does unless asked to print.
+ */
+static void jerr_emit(j_common_ptr cinfo, int msg_level)
+{
+	if (msg_level < 0)
+		jerr_exit(cinfo);
+}
+
+/* Nothing is printed: messages reach the caller through its diag. */
+static void jerr_output(j_common_ptr cinfo)
+{
+}
+
+struct jpeg_error_mgr *jerr_init(struct jerr *e)
+{
+	jpeg_std_error(&e->pub);
+	e->pub.error_exit = jerr_exit;
+	e->pub.emit_message = jerr_emit;
+	e->pub.output_message = jerr_output;
+	return &e->pub;
+}
+
+int jerr_diag(j_common_ptr cinfo, const char *what, struct diag *d)
+{
+	char msg[JMSG_LENGTH_MAX];
+	int code = cinfo->err->msg_code;
+
+	cinfo->err->format_message(cinfo, msg);
+	if (code == JERR_OUT_OF_MEMORY)
+		return diag_set(d, -ENOMEM, "jpeg %s: %s", what, msg);
+	return diag_set(d, LOADER_EDECODE, "jpeg %s: %s", what, msg);
+}
