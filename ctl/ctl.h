@@ -7,6 +7,8 @@
 #ifndef LD_CTL_H
 #define LD_CTL_H
 
+#include <stdint.h>
+
 #define CTL_OK	  0
 #define CTL_FOUND 1
 #define CTL_FAIL  2
@@ -22,6 +24,13 @@ int ctl_stats(int argc, char **argv);
 int ctl_bench(int argc, char **argv);
 int ctl_bench_storage(int argc, char **argv);
 int ctl_bench_pipeline(int argc, char **argv);
+
+/*
+ * Parse a --jpeg-restart value: "off" (0) or MCUs per segment, 1..64.
+ * Returns CTL_OK, or CTL_FAIL after printing "PROG: --jpeg-restart: ..."
+ * to stderr.
+ */
+int ctl_parse_restart(const char *prog, const char *s, uint32_t *out);
 
 /* A command (or a subcommand of one) and what it does, for usage. */
 struct ctl_cmd {

@@ -3,6 +3,7 @@
  * (pack.h). It parses and checks the options, shows progress and prints
  * one summary per split; the engine does the packing.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ struct pack_opts {
 	int64_t shuffle;
 	uint64_t max_side;
 	uint64_t quality;
+	const char *jpeg_restart;
 	const char *classes;
 	const char *split;
 	bool skip_bad;
@@ -41,8 +43,8 @@ static const struct opt pack_table[] = {
 	{ "shard-size", 's', OPT_SIZE, O(shard_size), "256M", "BYTES",
 	  "target shard size; a record is never split", 0, 0, 0 },
 	{ "compress", 'c', OPT_STR, O(compress), "none", "none|zstd",
-	  "compression of tensor and bytes fields (JPEGs are stored as-is)", 0,
-	  0, 0 },
+	  "compression of tensor and bytes fields (for JPEGs see --jpeg-restart)",
+	  0, 0, 0 },
 	{ "level", 'l', OPT_U64, O(level), "3", "N", "zstd level, 1..22", 0, 0,
 	  0 },
 	{ "dict", 0, OPT_FLAG, O(dict), NULL, NULL,
@@ -58,6 +60,9 @@ static const struct opt pack_table[] = {
 	  0, 0, 0 },
 	{ "quality", 0, OPT_U64, O(quality), "90", "N",
 	  "JPEG quality when re-encoding", 0, 0, 0 },
+	{ "jpeg-restart", 0, OPT_STR, O(jpeg_restart), "1", "N|off",
+	  "transcode JPEGs losslessly to baseline with a restart marker every N MCUs (1..64) and optimal Huffman tables, so that a crop decodes from its own segments; off: store them as they are",
+	  0, 0, 0 },
 	{ "classes", 0, OPT_STR, O(classes), NULL, "A,B,...",
 	  "class names, in label order (IDX files carry none)", 0, 0, 0 },
 	{ "split", 0, OPT_STR, O(split), NULL, "NAME",
@@ -87,6 +92,11 @@ static void print_summary(const struct pack_progress *pg, bool json)
 	double ratio = st->bytes_out ?
 			       (double)st->bytes_in / (double)st->bytes_out :
 			       0;
+	double grow = st->jpeg_bytes_before ?
+			      100.0 * ((double)st->jpeg_bytes_after /
+					       (double)st->jpeg_bytes_before -
+				       1) :
+			      0;
 	char a[32], b[32];
 
 	if (json) {
@@ -99,7 +109,21 @@ static void print_summary(const struct pack_progress *pg, bool json)
 			(json_int_t)st->bytes_in, "bytes_out",
 			(json_int_t)st->bytes_out, "ratio", ratio, "seconds",
 			st->seconds);
-		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *s;
+
+		if (j && (st->jpeg_transcoded || st->jpeg_as_is))
+			json_object_set_new(
+				j, "jpeg_restart",
+				json_pack("{s:I, s:I, s:I, s:I, s:f}",
+					  "transcoded",
+					  (json_int_t)st->jpeg_transcoded,
+					  "as_is", (json_int_t)st->jpeg_as_is,
+					  "bytes_before",
+					  (json_int_t)st->jpeg_bytes_before,
+					  "bytes_after",
+					  (json_int_t)st->jpeg_bytes_after,
+					  "size_change_pct", grow));
+		s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		if (s)
 			printf("%s\n", s);
@@ -116,6 +140,10 @@ static void print_summary(const struct pack_progress *pg, bool json)
 	       st->seconds > 0 ? (double)st->records / st->seconds : 0);
 	if (st->skipped)
 		printf(", %" PRIu64 " skipped", st->skipped);
+	if (st->jpeg_transcoded || st->jpeg_as_is)
+		printf("; JPEGs: %" PRIu64 " with restart segments (%+.2f %% in size), %" PRIu64
+		       " stored as they were",
+		       st->jpeg_transcoded, grow, st->jpeg_as_is);
 	printf("\n");
 }
 
@@ -142,12 +170,40 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 		progress_end(&v->bar);
 		fprintf(stderr, "loaderctl pack: skipped %s\n", pg->msg);
 		break;
+	case PACK_ASIS:
+		progress_end(&v->bar);
+		fprintf(stderr,
+			"loaderctl pack: stored as it is, without restart segments: %s\n",
+			pg->msg);
+		break;
 	case PACK_DONE:
 		bar_end(v);
 		print_summary(pg, v->json);
 		break;
 	}
 	return 0;
+}
+
+int ctl_parse_restart(const char *prog, const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long n;
+
+	if (!strcmp(s, "off")) {
+		*out = 0;
+		return CTL_OK;
+	}
+	errno = 0;
+	n = strtoul(s, &end, 10);
+	if (errno || end == s || *end || n < 1 || n > PACK_JPEG_RESTART_MAX ||
+	    s[0] < '0' || s[0] > '9') {
+		fprintf(stderr,
+			"%s: --jpeg-restart: \"%s\" is neither off nor 1..%u MCUs\n",
+			prog, s, PACK_JPEG_RESTART_MAX);
+		return CTL_FAIL;
+	}
+	*out = (uint32_t)n;
+	return CTL_OK;
 }
 
 int ctl_pack(int argc, char **argv)
@@ -157,6 +213,7 @@ int ctl_pack(int argc, char **argv)
 	struct pack_view view = { 0 };
 	struct pack_params p;
 	struct diag d = { { 0 } };
+	uint32_t restart;
 	int nargs, help, err;
 
 	err = opts_parse(pack_table, &o, argc, argv, &nargs, &help, &d);
@@ -191,6 +248,8 @@ int ctl_pack(int argc, char **argv)
 			o.compress);
 		return CTL_FAIL;
 	}
+	if (ctl_parse_restart("loaderctl pack", o.jpeg_restart, &restart))
+		return CTL_FAIL;
 	p = (struct pack_params){
 		.format = pack_source_find(o.format, argv[0]),
 		.src = argv[0],
@@ -206,6 +265,7 @@ int ctl_pack(int argc, char **argv)
 		.shuffle = o.shuffle,
 		.max_side = o.max_side,
 		.quality = o.quality,
+		.jpeg_restart = restart,
 		.skip_bad = o.skip_bad,
 		.force = o.force,
 		.progress = on_progress,

@@ -34,6 +34,7 @@
 #include "imgpipe.h"
 #include "ispec.h"
 #include "jpgset.h"
+#include "jrst.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
@@ -47,7 +48,8 @@
 
 struct pipe_cli {
 	uint64_t seed, epoch, index, max_pixels;
-	const char *seconds;
+	const char *seconds, *jpeg_restart;
+	uint32_t restart; /* parsed --jpeg-restart; 0: off */
 	bool profile, json;
 };
 
@@ -66,6 +68,9 @@ static const struct opt pipe_table[] = {
 	  "time each stage over every JPEG under DIR, one thread", 0, 0, 0 },
 	{ "seconds", 0, OPT_STR, O(seconds), "2", "S",
 	  "with --profile: run each part for at least S seconds", 0, 0, 0 },
+	{ "jpeg-restart", 0, OPT_STR, O(jpeg_restart), "off", "N|off",
+	  "first transcode each JPEG as loaderctl pack --jpeg-restart N stores it (restart segments), to see what a packed dataset decodes like; off: the files as they are",
+	  0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
 };
@@ -160,6 +165,42 @@ static int make_pipe(const struct pipe_out *po, uint64_t max_pixels,
 		*ip = NULL;
 		return CTL_FAIL;
 	}
+	return CTL_OK;
+}
+
+/*
+ * The JPEG in src[0..len) as loaderctl pack --jpeg-restart restart
+ * stores it: transcoded to restart segments, or as it is when it cannot
+ * be (as pack does, saying why). *out is malloc'd. Returns CTL_OK or
+ * CTL_FAIL (out of memory).
+ */
+static int restart_copy(struct jrst_enc *e, uint32_t restart,
+			const unsigned char *src, size_t len, const char *path,
+			unsigned char **out, size_t *out_len)
+{
+	struct jrst_params p = { restart, true };
+	const unsigned char *o;
+	struct diag d;
+	int err;
+
+	err = jrst_transcode(e, src, len, &p, &o, out_len, &d);
+	if (err == -ENOMEM) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		return CTL_FAIL;
+	}
+	if (err) {
+		fprintf(stderr,
+			PFX "%s: stored as it is, without restart segments: %s\n",
+			path, d.msg);
+		o = src;
+		*out_len = len;
+	}
+	*out = malloc(*out_len ? *out_len : 1);
+	if (!*out) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		return CTL_FAIL;
+	}
+	memcpy(*out, o, *out_len);
 	return CTL_OK;
 }
 
@@ -274,6 +315,21 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 	if (jpgset_read(in, &jpeg, &len, &d)) {
 		fprintf(stderr, PFX "%s\n", d.msg);
 		goto out;
+	}
+	if (o->restart) {
+		struct jrst_enc *e = NULL;
+		unsigned char *copy = NULL;
+
+		if (jrst_enc_new(&e, o->max_pixels)) {
+			fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+			goto out;
+		}
+		err = restart_copy(e, o->restart, jpeg, len, in, &copy, &len);
+		jrst_enc_free(e);
+		if (err)
+			goto out;
+		free(jpeg);
+		jpeg = copy;
 	}
 	sample = malloc(po->bytes);
 	if (!sample) {
@@ -390,6 +446,9 @@ static uint64_t stage_ns(const struct imgpipe_times *t, size_t k)
 struct pipe_prof {
 	uint64_t images, wall_ns, stage[PIPE_NSTAGES];
 	uint64_t full_images, full_ns;
+	uint64_t segment_decodes; /* of images, from restart segments */
+	uint32_t restart;	  /* --jpeg-restart: 0, or MCUs a segment */
+	uint64_t bytes_before, bytes_after; /* of the files, with restart */
 };
 
 /* Nanoseconds since start, a progress_now() reading. */
@@ -458,6 +517,15 @@ static void prof_print_json(const struct pipe_out *po, const char *dir,
 				      pipe_rate, "us_per_img",
 				      per_img_us(p->wall_ns, p->images)));
 	json_object_set_new(j, "stages", st);
+	json_object_set_new(j, "segment_decodes",
+			    json_integer((json_int_t)p->segment_decodes));
+	if (p->restart)
+		json_object_set_new(
+			j, "jpeg_restart",
+			json_pack("{s:I, s:I, s:I}", "interval",
+				  (json_int_t)p->restart, "bytes_before",
+				  (json_int_t)p->bytes_before, "bytes_after",
+				  (json_int_t)p->bytes_after));
 	json_object_set_new(j, "full_decode",
 			    json_pack("{s:I, s:f, s:f, s:f}", "images",
 				      (json_int_t)p->full_images, "seconds",
@@ -485,6 +553,16 @@ static void prof_print(const struct pipe_out *po, const char *dir,
 	printf("files          %zu under %s, %s mean\n", n, dir,
 	       progress_bytes((double)jpgset_bytes(set) / (double)n, b,
 			      sizeof(b)));
+	if (p->restart)
+		printf("jpeg restart   transcoded as pack --jpeg-restart %u stores them: %+.2f %% in size\n",
+		       p->restart,
+		       p->bytes_before ? 100.0 * ((double)p->bytes_after /
+							  (double)p->bytes_before -
+						  1) :
+					 0.0);
+	printf("segments       %" PRIu64 " of %" PRIu64
+	       " decodes from restart segments\n",
+	       p->segment_decodes, p->images);
 	printf("%-15s%9s %6s\n", "stage", "us/img", "%");
 	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
 		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
@@ -531,7 +609,9 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	struct imgpipe_ws *ws = NULL;
 	struct codec_ctx *ctx = NULL;
 	struct imgpipe_times t0, t1;
-	struct pipe_prof p = { 0 };
+	struct pipe_prof p = { .restart = o->restart };
+	struct jpgset_file *g = NULL; /* the files the pipeline runs on */
+	struct jrst_enc *enc = NULL;
 	void *sample = NULL, *full = NULL;
 	size_t n, full_cap = 0;
 	uint64_t min_ns, pass;
@@ -571,16 +651,33 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	}
 	sample = malloc(po->bytes);
 	full = malloc(full_cap);
-	if (!sample || !full) {
+	g = calloc(n, sizeof(*g));
+	if (!sample || !full || !g ||
+	    (o->restart && jrst_enc_new(&enc, o->max_pixels))) {
 		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
 		goto out;
+	}
+	/*
+	 * The pipeline runs on the files as a packed dataset would hold them
+	 * (--jpeg-restart), the full decode on the files as they are.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		g[i] = f[i];
+		if (!o->restart)
+			continue;
+		g[i].data = NULL;
+		if (restart_copy(enc, o->restart, f[i].data, f[i].len,
+				 f[i].path, &g[i].data, &g[i].len))
+			goto out;
+		p.bytes_before += f[i].len;
+		p.bytes_after += g[i].len;
 	}
 
 	/*
 	 * One untimed pass of each first: every file must go through both,
 	 * and the buffers and code are paged in before the clock starts.
 	 */
-	if (pipe_pass(o, f, n, ip, ws, sample, 0) ||
+	if (pipe_pass(o, g, n, ip, ws, sample, 0) ||
 	    full_pass(f, n, ctx, full, full_cap))
 		goto out;
 
@@ -588,7 +685,7 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	start = progress_now();
 	pass = 1;
 	do {
-		if (pipe_pass(o, f, n, ip, ws, sample, pass++))
+		if (pipe_pass(o, g, n, ip, ws, sample, pass++))
 			goto out;
 		p.images += n;
 		p.wall_ns = elapsed_ns(start);
@@ -596,6 +693,7 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	imgpipe_ws_times(ws, &t1);
 	for (size_t k = 0; k < PIPE_NSTAGES; k++)
 		p.stage[k] = stage_ns(&t1, k) - stage_ns(&t0, k);
+	p.segment_decodes = t1.segment_decodes - t0.segment_decodes;
 
 	start = progress_now();
 	do {
@@ -611,6 +709,10 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 		prof_print(po, dir, set, &p);
 	rc = CTL_OK;
 out:
+	for (size_t i = 0; g && o->restart && i < n; i++)
+		free(g[i].data);
+	free(g);
+	jrst_enc_free(enc);
 	free(full);
 	free(sample);
 	codec_ctx_free(ctx);
@@ -672,6 +774,9 @@ int ctl_pipeline(int argc, char **argv)
 			err ? d.msg : why, usage);
 		return CTL_FAIL;
 	}
+	if (ctl_parse_restart("loaderctl pipeline", o.jpeg_restart,
+			      &o.restart))
+		return CTL_FAIL;
 	if (parse_spec(argv[0], &po))
 		return CTL_FAIL;
 	if (o.profile)

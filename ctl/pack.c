@@ -24,6 +24,7 @@
 #include "grow.h"
 #include "codec.h"
 #include "dataset.h"
+#include "jrst.h"
 #include "loader_error.h"
 #include "pack.h"
 #include "rng.h"
@@ -56,8 +57,11 @@ struct pack_job {
 	unsigned char *zbuf[SCHEMA_MAX_FIELDS];
 	size_t zcap[SCHEMA_MAX_FIELDS];
 	struct codec_ctx *codec;
+	struct jrst_enc *jrst; /* when JPEG fields are transcoded */
 	struct dataset ds;
 	uint64_t bytes_out, skipped;
+	uint64_t jpeg_transcoded, jpeg_as_is, jpeg_before, jpeg_after;
+	uint64_t done; /* samples read so far, for reports */
 	struct diag d;
 };
 
@@ -324,6 +328,40 @@ static int open_shard(struct pack_job *j, struct shard_writer **w, int *fd,
 	return shard_writer_new(w, *fd, path, &j->schema, dicts, &j->d);
 }
 
+/*
+ * A JPEG field's payload, transcoded to restart segments in place of the
+ * original (f then points into the transcoder, valid until its next
+ * call); one that cannot be is kept as it is and reported. Only running
+ * out of memory or a stop from the caller is an error.
+ */
+static int transcode_jpeg(struct pack_job *j, struct shard_field *f,
+			  const char *where)
+{
+	struct jrst_params jp = { j->p->jpeg_restart, true };
+	const unsigned char *o;
+	struct diag d = { { 0 } };
+	char msg[sizeof(d.msg) + 600];
+	size_t len;
+	int err;
+
+	j->jpeg_before += f->len;
+	err = jrst_transcode(j->jrst, f->data, f->len, &jp, &o, &len, &d);
+	if (!err && len <= UINT32_MAX) {
+		f->data = o;
+		f->len = (uint32_t)len;
+		j->jpeg_after += len;
+		j->jpeg_transcoded++;
+		return 0;
+	}
+	if (err == -ENOMEM)
+		return diag_set(&j->d, err, "%s: %s", where, d.msg);
+	j->jpeg_after += f->len;
+	j->jpeg_as_is++;
+	snprintf(msg, sizeof(msg), "%s: %s", where,
+		 err ? d.msg : "transcoded JPEG above 4 GiB");
+	return report(j, PACK_ASIS, j->done, msg, NULL);
+}
+
 static int write_all(struct pack_job *j, const uint64_t *order)
 {
 	const struct pack_params *p = j->p;
@@ -336,6 +374,8 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 	err = report(j, PACK_BEGIN, 0, NULL, NULL);
 	for (uint64_t i = 0; i < n && !err; i++) {
 		uint64_t rec = 4ull * j->schema.nfields;
+
+		j->done = i + 1;
 
 		err = j->src->ops->get(j->src, order ? order[i] : i, j->codec,
 				       in, where, sizeof(where), &j->d);
@@ -351,6 +391,11 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 			size_t len;
 
 			out[k] = in[k];
+			if (j->jrst && j->schema.f[k].kind == FIELD_JPEG) {
+				err = transcode_jpeg(j, &out[k], where);
+				rec += out[k].len;
+				continue;
+			}
 			if (!j->enc[k]) {
 				rec += in[k].len;
 				continue;
@@ -419,6 +464,7 @@ static void job_free(struct pack_job *j)
 	free(j->ds.origin.source);
 	free(j->ds.origin.source_format);
 	codec_ctx_free(j->codec);
+	jrst_enc_free(j->jrst);
 	if (j->src)
 		j->src->ops->close(j->src);
 }
@@ -456,6 +502,8 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 
 	snprintf(j.outdir, sizeof(j.outdir), "%s", outdir);
 	err = codec_ctx_new(&j.codec, 0);
+	if (!err && p->jpeg_restart)
+		err = jrst_enc_new(&j.jrst, 0);
 	if (!err)
 		err = j.ops->open(&j.src, p->src, &so, &j.d);
 	if (!err && j.src->count == 0)
@@ -491,6 +539,11 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		j.ds.origin.source_format = strdup(j.ops->name);
 		j.ds.origin.bytes_in = j.ops->bytes_in(j.src);
 		j.ds.origin.shuffle_seed = p->shuffle;
+		j.ds.origin.jpeg_restart = p->jpeg_restart;
+		j.ds.origin.jpeg_transcoded = j.jpeg_transcoded;
+		j.ds.origin.jpeg_as_is = j.jpeg_as_is;
+		j.ds.origin.jpeg_bytes_before = j.jpeg_before;
+		j.ds.origin.jpeg_bytes_after = j.jpeg_after;
 		err = dataset_save(&j.ds, &j.d);
 		j.ds.classes = NULL;
 		j.ds.nclasses = 0;
@@ -503,6 +556,10 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		st.bytes_in = j.ops->bytes_in(j.src);
 		st.bytes_out = j.bytes_out;
 		st.seconds = clock_mono_s() - t0;
+		st.jpeg_transcoded = j.jpeg_transcoded;
+		st.jpeg_as_is = j.jpeg_as_is;
+		st.jpeg_bytes_before = j.jpeg_before;
+		st.jpeg_bytes_after = j.jpeg_after;
 		err = report(&j, PACK_DONE, j.src->count, NULL, &st);
 	} else {
 		remove_partial(&j);
@@ -528,13 +585,14 @@ static int check_params(const struct pack_params *p, struct diag *d)
 	    p->level > PACK_LEVEL_MAX || p->quality < PACK_QUALITY_MIN ||
 	    p->quality > PACK_QUALITY_MAX ||
 	    p->dict_size < PACK_DICT_SIZE_MIN ||
-	    p->max_side > PACK_MAX_SIDE_MAX)
+	    p->max_side > PACK_MAX_SIDE_MAX ||
+	    p->jpeg_restart > PACK_JPEG_RESTART_MAX)
 		return diag_set(
 			d, LOADER_EUSAGE,
-			"pack: out of range: shard size >= %u, level %d..%d, quality %u..%u, dictionary size >= %u, max side <= %u",
+			"pack: out of range: shard size >= %u, level %d..%d, quality %u..%u, dictionary size >= %u, max side <= %u, jpeg restart <= %u",
 			PACK_SHARD_SIZE_MIN, PACK_LEVEL_MIN, PACK_LEVEL_MAX,
 			PACK_QUALITY_MIN, PACK_QUALITY_MAX, PACK_DICT_SIZE_MIN,
-			PACK_MAX_SIDE_MAX);
+			PACK_MAX_SIDE_MAX, PACK_JPEG_RESTART_MAX);
 	return 0;
 }
 

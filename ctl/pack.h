@@ -31,8 +31,13 @@ struct source_ops;
 #define PACK_QUALITY_MAX    100u
 #define PACK_DICT_SIZE_MIN  1024u
 #define PACK_MAX_SIDE_MAX   65535u
+/* Largest --jpeg-restart interval, MCUs per segment (jrst.h). */
+#define PACK_JPEG_RESTART_MAX 64u
 
-/* Compression of tensor and bytes fields (JPEGs are stored as-is). */
+/*
+ * Compression of tensor and bytes fields (JPEG fields are transcoded
+ * losslessly instead, see jpeg_restart).
+ */
 enum pack_compress {
 	PACK_COMPRESS_NONE,
 	PACK_COMPRESS_ZSTD,
@@ -43,6 +48,7 @@ enum pack_event {
 	PACK_BEGIN,  /* a split starts; total is known */
 	PACK_SAMPLE, /* one sample was written */
 	PACK_SKIP,   /* one sample was skipped (skip_bad); msg says why */
+	PACK_ASIS,   /* a JPEG is stored as it was, not transcoded; msg: why */
 	PACK_DONE,   /* the split's shards and manifest are written; stats */
 };
 
@@ -54,6 +60,9 @@ struct pack_stats {
 	uint64_t bytes_in;  /* source payload bytes read */
 	uint64_t bytes_out; /* shard bytes written */
 	double seconds;	    /* from opening the source to the manifest */
+	/* JPEG payloads: transcoded, stored as-is, bytes before and after */
+	uint64_t jpeg_transcoded, jpeg_as_is;
+	uint64_t jpeg_bytes_before, jpeg_bytes_after;
 };
 
 /*
@@ -66,7 +75,7 @@ struct pack_progress {
 	const char *outdir; /* its dataset directory */
 	uint64_t done;	    /* samples read so far, written or skipped */
 	uint64_t total;	    /* samples in the split */
-	const char *msg;    /* PACK_SKIP: the sample and the error; else NULL */
+	const char *msg;    /* PACK_SKIP, PACK_ASIS: the sample and why */
 	const struct pack_stats *stats; /* PACK_DONE; else NULL */
 };
 
@@ -82,7 +91,7 @@ typedef int pack_progress_fn(const struct pack_progress *p, void *arg);
 /*
  * What to pack, and how. Every field must be set: a zeroed struct is not
  * valid (loaderctl pack's defaults are shard_size 256 MiB, level 3,
- * dict_size 112 KiB, shuffle -1, quality 90).
+ * dict_size 112 KiB, shuffle -1, quality 90, jpeg_restart 1).
  */
 struct pack_params {
 	const struct source_ops *format; /* from pack_source_find() */
@@ -103,6 +112,15 @@ struct pack_params {
 	int64_t shuffle;    /* seed of a shuffle before packing; -1: none */
 	uint64_t max_side;  /* re-encode JPEGs with a longer side; 0: as-is */
 	uint64_t quality;   /* JPEG quality when re-encoding */
+	/*
+	 * Transcode JPEG fields losslessly to baseline with a restart marker
+	 * every jpeg_restart MCUs (1..PACK_JPEG_RESTART_MAX) and optimal
+	 * Huffman tables, so that a crop decodes from its own segments
+	 * (jrst.h); 0 stores them as they are. A JPEG that cannot be
+	 * transcoded (arithmetic-coded, not 8-bit, damaged) is stored as it
+	 * is, reported with PACK_ASIS.
+	 */
+	uint32_t jpeg_restart;
 	bool skip_bad;	    /* skip samples that fail to read, not stop */
 	bool force;	    /* replace a dataset already in the directory */
 	pack_progress_fn *progress; /* may be NULL */

@@ -180,6 +180,19 @@ static int parse_manifest(struct dataset *ds, json_t *root, const char *path,
 		v = json_object_get(j, "shuffle_seed");
 		seed = json_is_integer(v) ? json_integer_value(v) : -1;
 		ds->origin.shuffle_seed = seed;
+		v = json_object_get(j, "jpeg_restart");
+		if (json_is_object(v)) {
+			uint64_t n = 0;
+
+			get_u64(v, "interval", &n);
+			ds->origin.jpeg_restart =
+				n <= UINT32_MAX ? (uint32_t)n : 0;
+			get_u64(v, "transcoded", &ds->origin.jpeg_transcoded);
+			get_u64(v, "as_is", &ds->origin.jpeg_as_is);
+			get_u64(v, "bytes_before",
+				&ds->origin.jpeg_bytes_before);
+			get_u64(v, "bytes_after", &ds->origin.jpeg_bytes_after);
+		}
 	} else {
 		ds->origin.shuffle_seed = -1;
 	}
@@ -337,6 +350,20 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 			json_object_set_new(
 				o, "shuffle_seed",
 				json_integer(ds->origin.shuffle_seed));
+		if (o && (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is))
+			json_object_set_new(
+				o, "jpeg_restart",
+				json_pack("{s:I, s:I, s:I, s:I, s:I}",
+					  "interval",
+					  (json_int_t)ds->origin.jpeg_restart,
+					  "transcoded",
+					  (json_int_t)ds->origin.jpeg_transcoded,
+					  "as_is",
+					  (json_int_t)ds->origin.jpeg_as_is,
+					  "bytes_before",
+					  (json_int_t)ds->origin.jpeg_bytes_before,
+					  "bytes_after",
+					  (json_int_t)ds->origin.jpeg_bytes_after));
 		json_object_set_new(root, "packed", o);
 	}
 	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));

@@ -33,6 +33,15 @@ struct dataset_origin {
 	char *source_format;  /* idx, imagefolder, tar */
 	uint64_t bytes_in;    /* source payload bytes */
 	int64_t shuffle_seed; /* -1: not shuffled */
+	/*
+	 * JPEG fields' lossless transcode to restart segments (pack
+	 * --jpeg-restart): MCUs per segment (0: off, files stored as-is),
+	 * records transcoded and stored as they were, and the bytes of the
+	 * JPEG payloads before and after.
+	 */
+	uint32_t jpeg_restart;
+	uint64_t jpeg_transcoded, jpeg_as_is;
+	uint64_t jpeg_bytes_before, jpeg_bytes_after;
 };
 
 /* A loaded manifest. Every pointer is owned by the struct. */

@@ -143,7 +143,11 @@ void imgpipe_ws_free(struct imgpipe_ws *ws)
 
 void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t)
 {
+	struct jroi_counts c;
+
 	*t = ws->t;
+	jroi_get_counts(ws->dec, &c);
+	t->segment_decodes = c.segments;
 }
 
 static uint64_t clock_ns(const struct imgpipe_ws *ws)

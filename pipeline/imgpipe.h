@@ -13,7 +13,9 @@
  *     fixed order from one rng seeded with the sample seed, so the output
  *     bytes depend on (seed, JPEG bytes, spec) only;
  *  3. jroi_decode() of that rectangle's rows and columns only, at the
- *     cheapest DCT scale that still gives at least size x size pixels;
+ *     cheapest DCT scale that still gives at least size x size pixels,
+ *     from the restart segments that cover it when the JPEG has them
+ *     (what loaderctl pack writes; the same pixels either way);
  *  4. rsz (resize.h) of the rectangle (fractional when the DCT scale
  *     does not map its edges onto whole pixels) to size x size, mirrored
  *     when flipped: PIL's antialiased bilinear filter;
@@ -44,9 +46,11 @@ struct imgpipe_ws;
 struct imgpipe_times {
 	uint64_t images;
 	uint64_t header_ns; /* header parse + parameters */
-	uint64_t decode_ns; /* region decode */
+	uint64_t decode_ns; /* region decode (from segments or the file) */
 	uint64_t resize_ns; /* plan + resample (+ gray expansion) */
 	uint64_t emit_ns;   /* normalize, cast, layout */
+	/* decodes that took the restart-segment path (jroi.h); timing or not */
+	uint64_t segment_decodes;
 };
 
 /*

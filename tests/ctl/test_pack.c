@@ -17,15 +17,18 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include "dataset.h"
 #include "diag.h"
+#include "jrst.h"
 #include "loader_error.h"
 #include "pack.h"
 #include "shard.h"
 #include "source.h"
 #include "../unit_util.h"
+#include "../ut_jpeg.h"
 
 #define NTRAIN 12
 #define NTEST  5
@@ -34,7 +37,7 @@ static char tmp[4096];
 
 /* What the progress callback saw; stop_at > 0 stops the pack there. */
 struct seen {
-	unsigned begin, sample, skip, done;
+	unsigned begin, sample, skip, done, as_is;
 	uint64_t last_total;
 	struct pack_stats stats; /* of the last PACK_DONE */
 	uint64_t stop_at;
@@ -53,6 +56,10 @@ static int count_events(const struct pack_progress *pg, void *arg)
 	case PACK_SAMPLE: s->sample++; break;
 	case PACK_SKIP:
 		s->skip++;
+		cr_expect_not_null(pg->msg);
+		break;
+	case PACK_ASIS:
+		s->as_is++;
 		cr_expect_not_null(pg->msg);
 		break;
 	case PACK_DONE:
@@ -391,4 +398,191 @@ Test(pack, bad_params, .init = setup, .fini = teardown)
 		cr_expect_eq(s.begin, 0, "%s", bad[k].what);
 	}
 	cr_expect(no_dataset("out"));
+}
+
+/* ------------------------------------------------ JPEG restart segments */
+
+/* w x h pixels as an arithmetic-coded JPEG (libjpeg; malloc'd). */
+static unsigned char *encode_arith(const unsigned char *px, unsigned w,
+				   unsigned h, size_t *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr e;
+	unsigned char *out = NULL;
+	unsigned long n = 0;
+
+	c.err = jpeg_std_error(&e);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &out, &n);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 3;
+	c.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&c);
+	c.arith_code = TRUE;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * 3;
+
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	*len = n;
+	return out;
+}
+
+/* TurboJPEG's full decode to pixel format pf (malloc'd), *n bytes. */
+static unsigned char *full_rgb(const void *jpg, size_t len, int pf, size_t *n)
+{
+	tjhandle tj = tjInitDecompress();
+	int w, h, sub, cs;
+	unsigned char *px;
+
+	cr_assert_not_null(tj);
+	cr_assert_eq(tjDecompressHeader3(tj, jpg, (unsigned long)len, &w, &h,
+					 &sub, &cs),
+		     0, "%s", tjGetErrorStr2(tj));
+	*n = (size_t)w * h * (size_t)tjPixelSize[pf];
+	px = malloc(*n);
+	cr_assert_not_null(px);
+	cr_assert_eq(tjDecompress2(tj, jpg, (unsigned long)len, px, w, 0, h,
+				   pf, TJFLAG_STOPONWARNING),
+		     0, "%s", tjGetErrorStr2(tj));
+	tjDestroy(tj);
+	return px;
+}
+
+/*
+ * An ImageFolder of every kind of JPEG (4:2:0, 4:4:4, 4:2:2, 4:4:0,
+ * gray, progressive, CMYK, odd sizes) packed with restart segments:
+ * every record is restart-segmented and its full decode equals the
+ * original file's, byte for byte; the manifest and the summary count
+ * them. An arithmetic-coded file is stored as it was, and said so.
+ */
+Test(pack, jpeg_restart_round_trip, .init = setup, .fini = teardown)
+{
+	static const struct {
+		int pf, subsamp;
+		bool prog;
+		unsigned w, h;
+	} kinds[] = {
+		{ TJPF_RGB, TJSAMP_420, false, 203, 157 },
+		{ TJPF_RGB, TJSAMP_444, false, 64, 64 },
+		{ TJPF_RGB, TJSAMP_422, false, 99, 31 },
+		{ TJPF_RGB, TJSAMP_440, false, 45, 77 },
+		{ TJPF_GRAY, TJSAMP_GRAY, false, 30, 200 },
+		{ TJPF_RGB, TJSAMP_420, true, 160, 120 },
+		{ TJPF_CMYK, TJSAMP_420, false, 50, 40 },
+		{ TJPF_RGB, TJSAMP_411, false, 100, 33 },
+	};
+	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
+	unsigned char *orig[NK + 1];
+	size_t orig_len[NK + 1];
+	char src[4200], dst[4200], rel[64];
+	struct seen s = { 0 };
+	struct pack_params p;
+	struct diag d = { { 0 } };
+	struct dataset *ds = NULL;
+	struct shard *sh = NULL;
+	uint64_t before = 0, after = 0;
+	int fd = -1;
+
+	mkdir_in("kinds");
+	mkdir_in("kinds/a");
+	for (unsigned k = 0; k <= NK; k++) {
+		unsigned w = k < NK ? kinds[k].w : 90, h = k < NK ? kinds[k].h : 60;
+		int pf = k < NK ? kinds[k].pf : TJPF_RGB;
+		unsigned char *px = malloc((size_t)w * h * 4);
+
+		cr_assert_not_null(px);
+		ut_picture(px, w, h, (unsigned)tjPixelSize[pf], 10 + k);
+		if (k == NK)
+			orig[k] = encode_arith(px, w, h, &orig_len[k]);
+		else
+			orig[k] = ut_encode_tj(px, (int)w, (int)h, pf,
+					       kinds[k].subsamp, kinds[k].prog,
+					       &orig_len[k]);
+		free(px);
+		/* names sort in k order: the records come in that order */
+		snprintf(rel, sizeof(rel), "kinds/a/%02u.jpg", k);
+		write_file(rel, orig[k], orig_len[k]);
+		before += orig_len[k];
+	}
+	p = params("kinds", "out", &s, src, dst);
+	p.jpeg_restart = 1;
+	cr_assert_eq(pack_run(&p, &d), 0, "%s", d.msg);
+	cr_expect_eq(s.as_is, 1, "one file is arithmetic-coded");
+	cr_expect_eq(s.stats.jpeg_transcoded, NK);
+	cr_expect_eq(s.stats.jpeg_as_is, 1);
+	cr_expect_eq(s.stats.jpeg_bytes_before, before);
+
+	path_in(src, sizeof(src), "out");
+	cr_assert_eq(dataset_load(&ds, src, &d), 0, "%s", d.msg);
+	cr_expect_eq(ds->origin.jpeg_restart, 1);
+	cr_expect_eq(ds->origin.jpeg_transcoded, NK);
+	cr_expect_eq(ds->origin.jpeg_as_is, 1);
+	cr_expect_eq(ds->origin.jpeg_bytes_before, before);
+	cr_assert_eq(dataset_open_shard(ds, 0, &fd, &sh, &d), 0, "%s", d.msg);
+	cr_assert_eq(shard_count(sh), NK + 1);
+	for (unsigned k = 0; k <= NK; k++) {
+		static unsigned char buf[1 << 20];
+		struct shard_field f[2];
+		struct jrst_map m;
+		size_t na, nb;
+		unsigned char *a, *b;
+
+		cr_assert_eq(shard_read_record(sh, k, buf, sizeof(buf), f, &d),
+			     0, "%s", d.msg);
+		after += f[0].len;
+		if (k == NK) {
+			/* stored as it was, byte for byte */
+			cr_expect_eq(f[0].len, orig_len[k]);
+			cr_expect_eq(memcmp(f[0].data, orig[k], orig_len[k]), 0);
+			cr_expect_eq(jrst_parse(f[0].data, f[0].len, &m, NULL),
+				     -ENOTSUP);
+			continue;
+		}
+		cr_assert_eq(jrst_parse(f[0].data, f[0].len, &m, &d), 0,
+			     "kind %u: %s", k, d.msg);
+		cr_expect_eq(m.interval, 1, "kind %u", k);
+		cr_expect_eq(jrst_check(&m, f[0].data, f[0].len, &d), 0,
+			     "kind %u: %s", k, d.msg);
+		a = full_rgb(orig[k], orig_len[k],
+			     kinds[k].pf == TJPF_CMYK ? TJPF_CMYK : TJPF_RGB, &na);
+		b = full_rgb(f[0].data, f[0].len,
+			     kinds[k].pf == TJPF_CMYK ? TJPF_CMYK : TJPF_RGB, &nb);
+		cr_assert_eq(na, nb);
+		cr_expect_eq(memcmp(a, b, na), 0,
+			     "kind %u: pixels differ from the original's", k);
+		free(a);
+		free(b);
+	}
+	cr_expect_eq(ds->origin.jpeg_bytes_after, after);
+	shard_close(sh);
+	close(fd);
+	dataset_free(ds);
+	for (unsigned k = 0; k <= NK; k++)
+		free(orig[k]);
+}
+
+/* jpeg_restart 0 stores every JPEG as it was, and says nothing of it. */
+Test(pack, jpeg_restart_off, .init = setup, .fini = teardown)
+{
+	char src[4200], dst[4200];
+	struct seen s = { 0 };
+	struct pack_params p = params("img", "out", &s, src, dst);
+	struct diag d = { { 0 } };
+	struct dataset *ds = NULL;
+
+	cr_assert_eq(pack_run(&p, &d), 0, "%s", d.msg);
+	cr_expect_eq(s.stats.jpeg_transcoded + s.stats.jpeg_as_is, 0);
+	path_in(src, sizeof(src), "out");
+	cr_assert_eq(dataset_load(&ds, src, &d), 0, "%s", d.msg);
+	cr_expect_eq(ds->origin.jpeg_restart, 0);
+	cr_expect_eq(ds->origin.jpeg_transcoded, 0);
+	dataset_free(ds);
+	p.jpeg_restart = PACK_JPEG_RESTART_MAX + 1;
+	p.force = true;
+	cr_expect_eq(pack_run(&p, &d), LOADER_EUSAGE);
 }
