@@ -159,6 +159,25 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 	return CTL_OK;
 }
 
+/* How much the restart transcode changed the JPEG payloads, in per cent. */
+static double restart_pct(const struct dataset_origin *o)
+{
+	if (!o->jpeg_bytes_before)
+		return 0;
+	return 100.0 * ((double)o->jpeg_bytes_after /
+			(double)o->jpeg_bytes_before -
+		1);
+}
+
+static bool has_jpeg(const struct schema *s)
+{
+	for (uint32_t k = 0; k < s->nfields; k++) {
+		if (s->f[k].kind == FIELD_JPEG)
+			return true;
+	}
+	return false;
+}
+
 static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 {
 	struct inspect_sum s = { 0 };
@@ -219,6 +238,22 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 					  (json_int_t)ds->origin.bytes_in,
 					  "shuffle_seed",
 					  (json_int_t)ds->origin.shuffle_seed));
+		if (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is)
+			json_object_set_new(
+				j, "jpeg_restart",
+				json_pack("{s:I, s:I, s:I, s:I, s:I, s:f}",
+					  "interval",
+					  (json_int_t)ds->origin.jpeg_restart,
+					  "indexed",
+					  (json_int_t)ds->origin.jpeg_transcoded,
+					  "as_is",
+					  (json_int_t)ds->origin.jpeg_as_is,
+					  "bytes_before",
+					  (json_int_t)ds->origin.jpeg_bytes_before,
+					  "bytes_after",
+					  (json_int_t)ds->origin.jpeg_bytes_after,
+					  "size_change_pct",
+					  restart_pct(&ds->origin)));
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);
@@ -243,6 +278,21 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 			       ds->origin.shuffle_seed);
 		printf("\n");
 	}
+	if (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is)
+		printf("jpeg:     %" PRIu64 " of %" PRIu64
+		       " JPEGs restart-indexed (a marker every %" PRIu32
+		       " MCU%s), %+.2f %% in size (%s before, %s after)\n",
+		       ds->origin.jpeg_transcoded,
+		       ds->origin.jpeg_transcoded + ds->origin.jpeg_as_is,
+		       ds->origin.jpeg_restart,
+		       ds->origin.jpeg_restart == 1 ? "" : "s",
+		       restart_pct(&ds->origin),
+		       progress_bytes((double)ds->origin.jpeg_bytes_before, a,
+				      sizeof(a)),
+		       progress_bytes((double)ds->origin.jpeg_bytes_after, b,
+				      sizeof(b)));
+	else if (has_jpeg(&ds->schema))
+		printf("jpeg:     stored as they were (packed without restart segments)\n");
 	print_fields(&s);
 	if (ds->nclasses) {
 		printf("classes:  %" PRIu32 ":", ds->nclasses);

@@ -236,11 +236,13 @@ int ctl_verify(int argc, char **argv)
 	secs = progress_now() - t0;
 	if (o.json) {
 		json_t *j = json_pack(
-			"{s:I, s:I, s:I, s:I, s:f, s:f, s:o}", "records",
+			"{s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:o}", "records",
 			(json_int_t)r.st.records, "bad_records",
 			(json_int_t)r.st.bad, "shards", (json_int_t)r.shards,
 			"bad_shards", (json_int_t)r.bad_shards, "bytes",
-			(double)r.st.bytes, "seconds", secs, "problems", r.bad);
+			(double)r.st.bytes, "seconds", secs,
+			"jpeg_segmented", (json_int_t)r.st.jpeg_segmented,
+			"problems", r.bad);
 		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		printf("%s\n", s ? s : "{}");
@@ -259,6 +261,10 @@ int ctl_verify(int argc, char **argv)
 		       o.quick ? ", checksums only" : "", r.st.bad,
 		       r.st.bad == 1 ? "" : "s", r.bad_shards,
 		       r.bad_shards == 1 ? "" : "s");
+		if (r.st.jpeg_segmented)
+			printf("restart segments of %" PRIu64
+			       " JPEGs checked, every marker in place\n",
+			       r.st.jpeg_segmented);
 	}
 	verify_ctx_free(vc);
 	return r.st.bad || r.bad_shards ? CTL_FOUND : CTL_OK;

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "fdio.h"
 #include "loader_error.h"
+#include "jrst.h"
 #include "verify.h"
 
 /*
@@ -92,7 +93,8 @@ void verify_ctx_free(struct verify_ctx *vc)
 }
 
 static int check_fields(struct verify_ctx *vc, const struct shard *sh,
-			uint64_t i, const struct shard_field *f, struct diag *d)
+			uint64_t i, const struct shard_field *f,
+			struct verify_stats *st, struct diag *d)
 {
 	const struct schema *s = shard_schema(sh);
 	const struct codec_ops *jpeg = codec_get(CODEC_JPEG);
@@ -106,6 +108,7 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		size_t len = f[k].len;
 		struct codec_src src = { 0 };
 		struct codec_info info;
+		struct jrst_map m;
 
 		if (fd->comp != COMP_NONE) {
 			err = shard_field_size(sh, vc->codec, k, &f[k], &len,
@@ -144,6 +147,19 @@ static int check_fields(struct verify_ctx *vc, const struct shard *sh,
 		if (!err)
 			err = jpeg->decode(vc->codec, &src, vc->pixels,
 					   vc->pixels_cap, &info, d);
+		/*
+		 * A stream cuts crops out of restart segments where the file
+		 * has them: every marker must be where its number says, or
+		 * crops would fall back to the whole file (same pixels, but
+		 * not what pack meant). Walk them all.
+		 */
+		if (!err && jrst_parse(payload, len, &m, NULL) == 0) {
+			err = jrst_check(&m, payload, len, d);
+			if (err)
+				diag_wrap(d, err, "restart segments");
+			else
+				st->jpeg_segmented++;
+		}
 		if (err) {
 			diag_wrap(d, err, "%s: field %s", shard_name(sh),
 				  fd->name);
@@ -277,7 +293,7 @@ static void check_chunk(struct verify_ctx *vc, const struct shard *sh,
 			err = shard_split_record(sh, i, p, r.length, f, &rd);
 		}
 		if (!err && o->decode)
-			err = check_fields(vc, sh, i, f, &rd);
+			err = check_fields(vc, sh, i, f, st, &rd);
 		if (err) {
 			st->bad++;
 			if (o->bad)

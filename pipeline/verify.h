@@ -41,6 +41,8 @@ struct verify_stats {
 	uint64_t records; /* records checked */
 	uint64_t bad;	  /* of which bad */
 	uint64_t bytes;	  /* record bytes read */
+	/* JPEG payloads with restart segments, every segment walked */
+	uint64_t jpeg_segmented;
 };
 
 /*
