@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 33
+plan 42
 
 LC_ALL=C
 export LC_ALL
@@ -95,8 +95,13 @@ check_records() {
 			bad=$((bad + 1))
 		fi
 		"$TOOLS/dsdump" --raw $i image "$1" >"$T/img"
-		if ! cmp -s "$T/img" "$src/$path"; then
+		if [ "${2:-bytes}" = bytes ] && ! cmp -s "$T/img" "$src/$path"; then
 			echo "# record $i: image differs from $path" >&2
+			bad=$((bad + 1))
+		fi
+		if [ "${2:-}" = pixels ] &&
+			! "$TOOLS/jpegdims" --same "$T/img" "$src/$path"; then
+			echo "# record $i: image decodes unlike $path" >&2
 			bad=$((bad + 1))
 		fi
 		i=$((i + 1))
@@ -111,7 +116,7 @@ classes_of() {
 }
 
 is "$total" 30 "the tree holds 30 ImageFolder samples"
-out=$("$LOADERCTL" pack "$src" "$T/plain" 2>&1)
+out=$("$LOADERCTL" pack --jpeg-restart off "$src" "$T/plain" 2>&1)
 is "$?" 0 "pack detects and packs an ImageFolder tree"
 like "$out" '^packed 30 samples' "pack reports 30 samples"
 is "$("$TOOLS/dsdump" "$T/plain" | wc -l)" 30 "dataset holds 30 records"
@@ -141,9 +146,35 @@ out=$("$LOADERCTL" pack --classes 'dog,cat' "$src" "$T/badnames" 2>&1)
 is "$?" 2 "--classes with the wrong count fails"
 like "$out" '2 classes.* 3 class directories' "and says how many there are"
 
+# By default every JPEG is transcoded to restart segments: other bytes,
+# the same pixels, and inspect and verify say so.
+out=$("$LOADERCTL" pack "$src" "$T/rst" 2>&1)
+is "$?" 0 "pack with restart segments (the default)"
+like "$out" 'JPEGs: 30 with restart segments \([-+][0-9.]+ % in size\), 0 stored as they were' \
+	"pack's summary counts the transcoded JPEGs"
+is "$(check_records "$T/rst" pixels)" 0 \
+	"every packed JPEG decodes to its file's pixels, in torchvision order"
+"$TOOLS/dsdump" --raw 0 image "$T/rst" >"$T/img"
+if cmp -s "$T/img" "$src/a_dog/01.jpg"; then
+	fail "the packed bytes are not the file's"
+else
+	pass "the packed bytes are not the file's"
+fi
+like "$("$LOADERCTL" inspect "$T/rst")" 'jpeg: +30 of 30 JPEGs restart-indexed \(a marker every 1 MCU\)' \
+	"inspect reports the restart-indexed records"
+like "$("$LOADERCTL" inspect "$T/plain")" 'jpeg: +stored as they were' \
+	"and those packed without"
+like "$("$LOADERCTL" verify "$T/rst")" 'restart segments of 30 JPEGs checked' \
+	"verify walks every segment"
+out=$("$LOADERCTL" pack --jpeg-restart 0 "$src" "$T/r0" 2>&1)
+is "$?" 2 "--jpeg-restart 0 is refused"
+like "$out" '--jpeg-restart: "0" is neither off nor 1..64 MCUs' "with the range"
+out=$("$LOADERCTL" pack --jpeg-restart 65 "$src" "$T/r0" 2>&1)
+is "$?" 2 "--jpeg-restart 65 is refused"
+
 # --max-side 64: larger images are shrunk to exactly 64 on the longer
 # side with the aspect ratio kept; the others are stored byte for byte.
-out=$("$LOADERCTL" pack --max-side 64 "$src" "$T/small" 2>&1)
+out=$("$LOADERCTL" pack --jpeg-restart off --max-side 64 "$src" "$T/small" 2>&1)
 is "$?" 0 "pack --max-side 64"
 i=0 bad=0 shrunk=0
 while IFS="$tab" read -r label path; do
@@ -189,7 +220,7 @@ mkdir -p "$T/cmyk/k"
 "$TOOLS/mkjpeg" "$T/cmyk/k/a.jpg" 200 150 41 --cmyk
 "$TOOLS/mkjpeg" "$T/cmyk/k/b.jpg" 150 200 42 --cmyk --progressive
 "$TOOLS/mkjpeg" "$T/cmyk/k/c.jpg" 40 30 43 --cmyk
-out=$("$LOADERCTL" pack --max-side 64 "$T/cmyk" "$T/cmyk_small" 2>&1)
+out=$("$LOADERCTL" pack --jpeg-restart off --max-side 64 "$T/cmyk" "$T/cmyk_small" 2>&1)
 is "$?" 0 "pack --max-side 64 takes CMYK JPEGs larger than 64"
 dims=$(for i in 0 1 2; do
 	"$TOOLS/dsdump" --raw $i image "$T/cmyk_small" >"$T/img"

@@ -94,7 +94,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pack_tar.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo "1..59"
+echo "1..61"
 
 # --- the samples ----------------------------------------------------------
 # Keys in tar order: s0000-s0009 at the top, s0010-s0019 in sub/, s0020-
@@ -168,6 +168,8 @@ like "$(grep -ac 'path=' "$T/pax.tar")" '^[1-9]' \
 
 # --- pack and read back -----------------------------------------------------
 ok "pack the gnu tar" "$LOADERCTL" pack "$T/gnu.tar" "$T/gnu"
+ok "pack it with --jpeg-restart off" "$LOADERCTL" pack --jpeg-restart off \
+	"$T/gnu.tar" "$T/gnu_off"
 like "$(cat "$T/gnu/manifest.json" 2>&1)" '"cls: int64"' \
 	"schema: cls is int64"
 like "$(cat "$T/gnu/manifest.json" 2>&1)" '"jpg: jpeg"' "schema: jpg is jpeg"
@@ -178,13 +180,17 @@ is "$(wc -l <"$T/gnu.dump" | tr -d ' ')" $N "$N records"
 like "$(head -1 "$T/gnu.dump")" '^0 cls=[0-9a-f]{16} jpg=[0-9a-f]{16} txt=[0-9a-f]{16}$' \
 	"fields in extension order"
 
-# Every field of every sample, bit for bit, in tar order.
-bad_jpg= bad_txt= bad_cls=
+# Every field of every sample, bit for bit, in tar order; JPEGs as they
+# were with --jpeg-restart off, and with the same pixels by default.
+bad_jpg= bad_px= bad_txt= bad_cls=
 i=0
 while [ $i -lt $N ]; do
 	k=$(key $i)
-	"$TOOLS/dsdump" --raw $i jpg "$T/gnu" >"$T/x" &&
+	"$TOOLS/dsdump" --raw $i jpg "$T/gnu_off" >"$T/x" &&
 		cmp -s "$T/x" "$T/src/$k.jpg" || bad_jpg="$bad_jpg $i"
+	"$TOOLS/dsdump" --raw $i jpg "$T/gnu" >"$T/x" &&
+		"$TOOLS/jpegdims" --same "$T/x" "$T/src/$k.jpg" 2>/dev/null ||
+		bad_px="$bad_px $i"
 	"$TOOLS/dsdump" --raw $i txt "$T/gnu" >"$T/x" &&
 		cmp -s "$T/x" "$T/src/$k.$(txt_ext $i)" || bad_txt="$bad_txt $i"
 	v=$("$TOOLS/dsdump" --raw $i cls "$T/gnu" | od -An -t d8 --endian=little |
@@ -192,7 +198,8 @@ while [ $i -lt $N ]; do
 	[ "$v" = "$(label $i)" ] || bad_cls="$bad_cls $i($v)"
 	i=$((i + 1))
 done
-is "$bad_jpg" "" "every JPEG is stored bit for bit"
+is "$bad_jpg" "" "every JPEG is stored bit for bit with --jpeg-restart off"
+is "$bad_px" "" "and decodes to its member's pixels with restart segments"
 is "$bad_txt" "" "every txt member is stored bit for bit (one is empty)"
 is "$bad_cls" "" "every label parses to the .cls value"
 

@@ -19,6 +19,7 @@
 #include "imgpipe.h"
 #include "ispec.h"
 #include "jroi.h"
+#include "jrst.h"
 #include "loader_error.h"
 #include "resize.h"
 #include "rng.h"
@@ -403,4 +404,112 @@ Test(imgpipe, center_too_small)
 	imgpipe_free(ip);
 	tjFree(jpg);
 	free(out);
+}
+
+/* The JPEG transcoded to restart segments as pack does (malloc'd). */
+static unsigned char *segmented(const unsigned char *jpg, unsigned long len,
+				uint32_t interval, size_t *out_len)
+{
+	struct jrst_params p = { interval, true };
+	struct jrst_enc *e;
+	const unsigned char *o;
+	unsigned char *copy;
+	struct diag d = { 0 };
+
+	cr_assert_eq(jrst_enc_new(&e, 0), 0);
+	cr_assert_eq(jrst_transcode(e, jpg, len, &p, &o, out_len, &d), 0,
+		     "%s", d.msg);
+	copy = malloc(*out_len);
+	cr_assert_not_null(copy);
+	memcpy(copy, o, *out_len);
+	jrst_enc_free(e);
+	return copy;
+}
+
+/*
+ * The pipeline's output from a JPEG transcoded to restart segments (the
+ * segment path) equals its output from the original (the region path),
+ * byte for byte: RandomResizedCrop + flip and resize + center crop,
+ * f32 and u8, over many seeds, every sampling mode, sizes that make the
+ * pipeline pick every DCT scale (1600x1200 and 2400x1800 go to 4/8 and
+ * 2/8, small crops of them stay at 8/8), one and two MCUs a segment.
+ */
+Test(imgpipe, segments_match_region_path)
+{
+	static const char *const specs[] = {
+		"decode | rrc 224 | flip 0.5 | normalize imagenet | f32 | nchw",
+		"decode | resize 256 | center 224 | normalize imagenet | f32 | nchw",
+		"decode | rrc 96 scale 0.01 1 | flip 0.5 | u8 | nhwc",
+		"decode | center 64 | u8 | nhwc",
+	};
+	static const struct {
+		uint32_t w, h;
+		int pf, subsamp;
+	} cases[] = {
+		{ 1600, 1200, TJPF_RGB, TJSAMP_420 },
+		{ 2400, 1800, TJPF_RGB, TJSAMP_420 },
+		{ 500, 375, TJPF_RGB, TJSAMP_420 },
+		{ 375, 500, TJPF_RGB, TJSAMP_444 },
+		{ 503, 371, TJPF_RGB, TJSAMP_422 },
+		{ 333, 250, TJPF_RGB, TJSAMP_440 },
+		{ 640, 427, TJPF_GRAY, TJSAMP_GRAY },
+		{ 300, 301, TJPF_RGB, TJSAMP_411 },
+	};
+	uint64_t segs = 0, runs = 0;
+
+	for (size_t si = 0; si < sizeof(specs) / sizeof(specs[0]); si++) {
+		struct imgpipe *ip = make_pipe(specs[si]);
+		size_t n = ispec_out_bytes(imgpipe_spec(ip));
+		unsigned char *x = malloc(n), *y = malloc(n);
+		struct imgpipe_ws *ws;
+		struct imgpipe_times t0, t1;
+
+		cr_assert(x && y);
+		cr_assert_eq(imgpipe_ws_new(ip, false, &ws), 0);
+		for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]);
+		     ci++) {
+			unsigned long len;
+			unsigned char *jpg =
+				make_jpeg(cases[ci].w, cases[ci].h,
+					  cases[ci].pf, cases[ci].subsamp,
+					  (unsigned)(ci + 31), &len);
+
+			for (uint32_t iv = 1; iv <= 2; iv++) {
+				size_t rlen;
+				unsigned char *rst = segmented(jpg, len, iv,
+							       &rlen);
+
+				imgpipe_ws_times(ws, &t0);
+				for (uint64_t seed = 0; seed < 12; seed++) {
+					struct diag d = { 0 };
+
+					cr_assert_eq(imgpipe_run(ip, ws, jpg, len,
+								 seed, x, &d),
+						     0, "%s", d.msg);
+					cr_assert_eq(imgpipe_run(ip, ws, rst,
+								 rlen, seed, y,
+								 &d),
+						     0, "%s", d.msg);
+					cr_assert_eq(memcmp(x, y, n), 0,
+						     "%s on %ux%u (case %zu), %u MCUs a segment, seed %llu: outputs differ",
+						     specs[si], cases[ci].w,
+						     cases[ci].h, ci, iv,
+						     (unsigned long long)seed);
+					runs++;
+				}
+				imgpipe_ws_times(ws, &t1);
+				segs += t1.segment_decodes - t0.segment_decodes;
+				free(rst);
+			}
+			tjFree(jpg);
+		}
+		imgpipe_ws_free(ws);
+		imgpipe_free(ip);
+		free(x);
+		free(y);
+	}
+	/* Only crops whose margin reaches over the whole image may not. */
+	cr_expect_gt(segs, runs * 8 / 10,
+		     "%llu of %llu transcoded runs took the segment path",
+		     (unsigned long long)segs, (unsigned long long)runs);
 }
