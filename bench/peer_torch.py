@@ -3,13 +3,16 @@
 
 The standard ImageNet training input pipeline -- RandomResizedCrop(224),
 RandomHorizontalFlip, ToTensor, Normalize -- in a DataLoader with one
-worker process per core, batch 256, shuffled, persistent workers.  It
+worker process per core, batch 256, shuffled, persistent workers (with
+--eval, the evaluation pipeline: Resize(256), CenterCrop(224), ToTensor,
+Normalize).  It
 measures page-cached reads: every file is read once first.  The first
 --warmup batches of the first epoch start the workers and are not timed;
 the clock runs from there to the end of epoch --epochs, and the rate over
 the images delivered in that time is printed as
 
     peer_torch img_per_s=... epochs=... images=... workers=... seconds=...
+               ... transforms=train|eval
 
 The consumer only iterates: it does no work with the batches.
 """
@@ -31,7 +34,8 @@ def parse_args(argv):
     """Parse the command line; return the argparse namespace."""
     p = argparse.ArgumentParser(
         description="Time torchvision's DataLoader over an ImageFolder "
-        "tree with the ImageNet training transforms.")
+        "tree with the ImageNet training transforms (or, with --eval, the "
+        "evaluation ones).")
     p.add_argument("root", help="ImageFolder tree (root/CLASS/IMAGE.jpg)")
     p.add_argument("--epochs", type=int, default=2,
                    help="epochs, all timed but for the warm-up batches "
@@ -46,6 +50,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the shuffle and the augmentations "
                    "(default 0)")
+    p.add_argument("--eval", action="store_true",
+                   help="Resize(256) + CenterCrop(224) instead of "
+                   "RandomResizedCrop(224) + RandomHorizontalFlip()")
     a = p.parse_args(argv)
     if a.epochs < 1 or a.workers < 1 or a.batch_size < 1 or a.warmup < 0:
         p.error("--epochs, --workers and --batch-size must be positive, "
@@ -60,9 +67,12 @@ def worker_init(_worker_id):
 
 def make_loader(args):
     """Build the ImageFolder dataset and its DataLoader."""
-    tf = transforms.Compose([
-        transforms.RandomResizedCrop(224),
-        transforms.RandomHorizontalFlip(),
+    if args.eval:
+        geometry = [transforms.Resize(256), transforms.CenterCrop(224)]
+    else:
+        geometry = [transforms.RandomResizedCrop(224),
+                    transforms.RandomHorizontalFlip()]
+    tf = transforms.Compose(geometry + [
         transforms.ToTensor(),
         transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
     ])
@@ -108,9 +118,9 @@ def main(argv):
     dt = time.monotonic() - t0
 
     print("peer_torch img_per_s=%.1f epochs=%d images=%d workers=%d "
-          "batch=%d seconds=%.2f dataset=%d"
+          "batch=%d seconds=%.2f dataset=%d transforms=%s"
           % (images / dt, args.epochs, images, args.workers,
-             args.batch_size, dt, n))
+             args.batch_size, dt, n, "eval" if args.eval else "train"))
     return 0
 
 
