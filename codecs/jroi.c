@@ -483,8 +483,8 @@ int jroi_decode(struct jroi_dec *dec, const void *src, size_t len,
 
 	memset(out, 0, sizeof(*out));
 	if (req && dec->segments && src &&
-	    jroi_segments(dec, src, len, req, dst, dst_stride, dst_cap,
-			  out) == 0) {
+	    jroi_segments(dec, src, len, req, dst, dst_stride, dst_cap, out) ==
+		    0) {
 		dec->counts.segments++;
 		return 0;
 	}

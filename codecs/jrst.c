@@ -74,21 +74,22 @@ static int parse_sof(struct jrst_map *m, const unsigned char *p, uint32_t n,
 	uint32_t nf, hmax = 1, vmax = 1, hmin = 4;
 
 	if (n < 6)
-		return diag_set(d, LOADER_EDECODE, "jpeg frame header of %u bytes",
-				n);
+		return diag_set(d, LOADER_EDECODE,
+				"jpeg frame header of %u bytes", n);
 	if (p[0] != 8)
 		return diag_set(d, -ENOTSUP, "jpeg of %u-bit samples", p[0]);
 	m->height = be16(p + 1);
 	m->width = be16(p + 3);
 	nf = p[5];
 	if (!m->width || !m->height)
-		return diag_set(d, -ENOTSUP,
-				"jpeg of %ux%u pixels (height in a DNL marker?)",
-				m->width, m->height);
+		return diag_set(
+			d, -ENOTSUP,
+			"jpeg of %ux%u pixels (height in a DNL marker?)",
+			m->width, m->height);
 	if (nf < 1 || nf > 4 || n != 6 + 3 * nf)
 		return diag_set(d, LOADER_EDECODE,
-				"jpeg frame header: %u components in %u bytes", nf,
-				n);
+				"jpeg frame header: %u components in %u bytes",
+				nf, n);
 	for (uint32_t i = 0; i < nf; i++) {
 		uint32_t h = p[7 + 3 * i] >> 4, v = p[7 + 3 * i] & 15;
 
@@ -119,21 +120,23 @@ static int parse_sos(const struct jrst_map *m, const unsigned char *p,
 	uint32_t ns;
 
 	if (n < 1)
-		return diag_set(d, LOADER_EDECODE, "jpeg scan header of 0 bytes");
+		return diag_set(d, LOADER_EDECODE,
+				"jpeg scan header of 0 bytes");
 	ns = p[0];
 	if (n != 4 + 2 * ns)
 		return diag_set(d, LOADER_EDECODE,
-				"jpeg scan header: %u components in %u bytes", ns,
-				n);
+				"jpeg scan header: %u components in %u bytes",
+				ns, n);
 	if (ns != m->components)
 		return diag_set(
 			d, -ENOTSUP,
-			"jpeg scan of %u of %u components (not interleaved)", ns,
-			m->components);
+			"jpeg scan of %u of %u components (not interleaved)",
+			ns, m->components);
 	if (p[1 + 2 * ns] != 0 || p[2 + 2 * ns] != 63 || p[3 + 2 * ns] != 0)
-		return diag_set(d, -ENOTSUP,
-				"jpeg scan of coefficients %u..%u (not sequential)",
-				p[1 + 2 * ns], p[2 + 2 * ns]);
+		return diag_set(
+			d, -ENOTSUP,
+			"jpeg scan of coefficients %u..%u (not sequential)",
+			p[1 + 2 * ns], p[2 + 2 * ns]);
 	return 0;
 }
 
@@ -160,8 +163,7 @@ static int layout(struct jrst_map *m, struct diag *d)
 	return 0;
 }
 
-int jrst_parse(const void *src, size_t len, struct jrst_map *m,
-	       struct diag *d)
+int jrst_parse(const void *src, size_t len, struct jrst_map *m, struct diag *d)
 {
 	const unsigned char *s = src;
 	uint32_t hv[4];
@@ -171,7 +173,8 @@ int jrst_parse(const void *src, size_t len, struct jrst_map *m,
 
 	memset(m, 0, sizeof(*m));
 	if (len < 4 || s[0] != 0xFF || s[1] != M_SOI)
-		return diag_set(d, LOADER_EDECODE, "not a jpeg (no SOI marker)");
+		return diag_set(d, LOADER_EDECODE,
+				"not a jpeg (no SOI marker)");
 	for (;;) {
 		size_t at;
 		uint32_t mk, n;
@@ -190,11 +193,12 @@ int jrst_parse(const void *src, size_t len, struct jrst_map *m,
 		/* A copy starts at the last fill byte: 0xFF, code, length. */
 		at = pos - 1;
 		mk = s[pos++];
-		if (mk == M_EOI || mk == M_SOI || (mk >= M_RST0 && mk <= M_RST7) ||
-		    mk == 0x01 || mk == 0x00)
-			return diag_set(d, LOADER_EDECODE,
-					"jpeg header: marker 0x%02x at offset %zu",
-					mk, at);
+		if (mk == M_EOI || mk == M_SOI ||
+		    (mk >= M_RST0 && mk <= M_RST7) || mk == 0x01 || mk == 0x00)
+			return diag_set(
+				d, LOADER_EDECODE,
+				"jpeg header: marker 0x%02x at offset %zu", mk,
+				at);
 		if (len - pos < 2 || be16(s + pos) < 2 ||
 		    be16(s + pos) > len - pos)
 			return diag_set(
@@ -219,9 +223,7 @@ int jrst_parse(const void *src, size_t len, struct jrst_map *m,
 		case M_DHT:
 		case M_DQT:
 		case M_APP0:
-		case M_APP14:
-			err = keep(m, at, pos + n - at, d);
-			break;
+		case M_APP14: err = keep(m, at, pos + n - at, d); break;
 		case M_DRI:
 			if (n != 2)
 				return diag_set(d, LOADER_EDECODE,
@@ -244,9 +246,7 @@ int jrst_parse(const void *src, size_t len, struct jrst_map *m,
 			return diag_set(d, -ENOTSUP, "arithmetic-coded jpeg");
 		case M_DNL:
 			return diag_set(d, -ENOTSUP, "jpeg with a DNL marker");
-		case M_COM:
-			err = 0;
-			break;
+		case M_COM: err = 0; break;
 		default:
 			if (mk >= M_APP0 && mk <= M_APP15) {
 				err = 0; /* dropped: no pixel depends on it */
@@ -306,7 +306,8 @@ void jrst_cover_scaled(const struct jrst_map *m, const struct jrst_rect *r,
 		       uint32_t num, struct jrst_rect *out)
 {
 	uint32_t mg = (JRST_MARGIN * 8 + num - 1) / num;
-	uint64_t x1 = (uint64_t)r->x + r->w + mg, y1 = (uint64_t)r->y + r->h + mg;
+	uint64_t x1 = (uint64_t)r->x + r->w + mg,
+		 y1 = (uint64_t)r->y + r->h + mg;
 	struct jrst_rect w;
 
 	w.x = r->x > mg ? r->x - mg : 0;
@@ -343,7 +344,8 @@ static const unsigned char *next_marker(const unsigned char *p,
 					const unsigned char **next)
 {
 	while (p < end) {
-		const unsigned char *q, *ff = memchr(p, 0xFF, (size_t)(end - p));
+		const unsigned char *q,
+			*ff = memchr(p, 0xFF, (size_t)(end - p));
 
 		if (!ff)
 			return NULL;
@@ -366,7 +368,7 @@ static const unsigned char *next_marker(const unsigned char *p,
 /* A segment walk: where it is, and what it found wrong. */
 struct walk {
 	const unsigned char *p, *end;
-	uint64_t seg;	/* index of the segment starting at p */
+	uint64_t seg; /* index of the segment starting at p */
 	const unsigned char *base;
 };
 
@@ -383,10 +385,11 @@ static int walk_one(const struct jrst_map *m, struct walk *w,
 
 	ff = next_marker(w->p, w->end, &mk, &next);
 	if (!ff)
-		return diag_set(d, LOADER_EDECODE,
-				"jpeg segment %llu of %llu runs past the end of the data",
-				(unsigned long long)w->seg,
-				(unsigned long long)m->segments);
+		return diag_set(
+			d, LOADER_EDECODE,
+			"jpeg segment %llu of %llu runs past the end of the data",
+			(unsigned long long)w->seg,
+			(unsigned long long)m->segments);
 	if (last ? mk != M_EOI : mk != M_RST0 + (unsigned)(w->seg & 7))
 		return diag_set(
 			d, LOADER_EDECODE,
@@ -451,9 +454,10 @@ int jrst_build(const struct jrst_map *m, const void *src, size_t len,
 				"jpeg segments cannot cut %ux%u+%u+%u", c->w,
 				c->h, c->x, c->y);
 	if (cap < jrst_build_bound(len))
-		return diag_set(d, LOADER_ETOOBIG,
-				"room for %zu bytes, a sub-jpeg of a %zu-byte file needs %zu",
-				cap, len, jrst_build_bound(len));
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"room for %zu bytes, a sub-jpeg of a %zu-byte file needs %zu",
+			cap, len, jrst_build_bound(len));
 	segs_of(m, c, &first, &per_row, &rows);
 	gpr = m->seg_mcus ? m->mcus_per_row / m->seg_mcus : 1;
 
@@ -643,7 +647,8 @@ static int transcode(struct jrst_enc *e, const void *src, size_t len,
 	coefs = jpeg_read_coefficients(di);
 	jpeg_copy_critical_parameters(di, co);
 	/* No segment may straddle two rows: take a divisor of a row. */
-	mcu_w = di->num_components == 1 ? 8 : 8u * (uint32_t)di->max_h_samp_factor;
+	mcu_w = di->num_components == 1 ? 8 :
+					  8u * (uint32_t)di->max_h_samp_factor;
 	mpr = (uint32_t)((di->image_width + mcu_w - 1) / mcu_w);
 	co->restart_interval = divisor_upto(mpr, p->interval);
 	co->restart_in_rows = 0;

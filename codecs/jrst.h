@@ -45,22 +45,22 @@
  * the buffer that was parsed.
  */
 struct jrst_map {
-	uint32_t width, height;	  /* pixels */
-	uint32_t components;	  /* 1..4 */
-	uint32_t mcu_w, mcu_h;	  /* pixels per MCU */
-	uint32_t h_max, h_min;	  /* horizontal sampling factors (1 if gray) */
+	uint32_t width, height; /* pixels */
+	uint32_t components;	/* 1..4 */
+	uint32_t mcu_w, mcu_h;	/* pixels per MCU */
+	uint32_t h_max, h_min;	/* horizontal sampling factors (1 if gray) */
 	uint32_t mcus_per_row, mcu_rows;
-	uint32_t interval;	  /* MCUs per segment (the DRI value) */
+	uint32_t interval; /* MCUs per segment (the DRI value) */
 	/*
 	 * Segment layout: with seg_mcus != 0, each segment is seg_mcus MCUs
 	 * of one MCU row (seg_mcus divides mcus_per_row); otherwise each is
 	 * band_rows whole MCU rows.
 	 */
 	uint32_t seg_mcus, band_rows;
-	uint64_t segments;	  /* in the whole image */
-	size_t sof;		  /* offset of the frame header's marker */
-	size_t entropy;		  /* offset of the first entropy-coded byte */
-	uint32_t ncopy;		  /* header segments to copy, in file order */
+	uint64_t segments; /* in the whole image */
+	size_t sof;	   /* offset of the frame header's marker */
+	size_t entropy;	   /* offset of the first entropy-coded byte */
+	uint32_t ncopy;	   /* header segments to copy, in file order */
 	struct {
 		uint32_t off, len; /* from the marker's 0xFF, marker included */
 	} copy[JRST_MAX_COPY];
@@ -80,8 +80,7 @@ struct jrst_rect {
  * than one scan, an interval that straddles rows) and LOADER_EDECODE for
  * a damaged header; d, if not NULL, gets the reason either way.
  */
-int jrst_parse(const void *src, size_t len, struct jrst_map *m,
-	       struct diag *d);
+int jrst_parse(const void *src, size_t len, struct jrst_map *m, struct diag *d);
 
 /*
  * The smallest rectangle the segments can give that covers r (which must

@@ -164,9 +164,8 @@ static double restart_pct(const struct dataset_origin *o)
 {
 	if (!o->jpeg_bytes_before)
 		return 0;
-	return 100.0 * ((double)o->jpeg_bytes_after /
-			(double)o->jpeg_bytes_before -
-		1);
+	return 100.0 *
+	       ((double)o->jpeg_bytes_after / (double)o->jpeg_bytes_before - 1);
 }
 
 static bool has_jpeg(const struct schema *s)
@@ -241,19 +240,20 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 		if (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is)
 			json_object_set_new(
 				j, "jpeg_restart",
-				json_pack("{s:I, s:I, s:I, s:I, s:I, s:f}",
-					  "interval",
-					  (json_int_t)ds->origin.jpeg_restart,
-					  "indexed",
-					  (json_int_t)ds->origin.jpeg_transcoded,
-					  "as_is",
-					  (json_int_t)ds->origin.jpeg_as_is,
-					  "bytes_before",
-					  (json_int_t)ds->origin.jpeg_bytes_before,
-					  "bytes_after",
-					  (json_int_t)ds->origin.jpeg_bytes_after,
-					  "size_change_pct",
-					  restart_pct(&ds->origin)));
+				json_pack(
+					"{s:I, s:I, s:I, s:I, s:I, s:f}",
+					"interval",
+					(json_int_t)ds->origin.jpeg_restart,
+					"indexed",
+					(json_int_t)ds->origin.jpeg_transcoded,
+					"as_is",
+					(json_int_t)ds->origin.jpeg_as_is,
+					"bytes_before",
+					(json_int_t)ds->origin.jpeg_bytes_before,
+					"bytes_after",
+					(json_int_t)ds->origin.jpeg_bytes_after,
+					"size_change_pct",
+					restart_pct(&ds->origin)));
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);

@@ -141,7 +141,8 @@ static void print_summary(const struct pack_progress *pg, bool json)
 	if (st->skipped)
 		printf(", %" PRIu64 " skipped", st->skipped);
 	if (st->jpeg_transcoded || st->jpeg_as_is)
-		printf("; JPEGs: %" PRIu64 " with restart segments (%+.2f %% in size), %" PRIu64
+		printf("; JPEGs: %" PRIu64
+		       " with restart segments (%+.2f %% in size), %" PRIu64
 		       " stored as they were",
 		       st->jpeg_transcoded, grow, st->jpeg_as_is);
 	printf("\n");

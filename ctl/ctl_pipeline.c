@@ -190,7 +190,8 @@ static int restart_copy(struct jrst_enc *e, uint32_t restart,
 	}
 	if (err) {
 		fprintf(stderr,
-			PFX "%s: stored as it is, without restart segments: %s\n",
+			PFX
+			"%s: stored as it is, without restart segments: %s\n",
 			path, d.msg);
 		o = src;
 		*out_len = len;
@@ -556,10 +557,11 @@ static void prof_print(const struct pipe_out *po, const char *dir,
 	if (p->restart)
 		printf("jpeg restart   transcoded as pack --jpeg-restart %u stores them: %+.2f %% in size\n",
 		       p->restart,
-		       p->bytes_before ? 100.0 * ((double)p->bytes_after /
-							  (double)p->bytes_before -
-						  1) :
-					 0.0);
+		       p->bytes_before ?
+			       100.0 * ((double)p->bytes_after /
+						(double)p->bytes_before -
+					1) :
+			       0.0);
 	printf("segments       %" PRIu64 " of %" PRIu64
 	       " decodes from restart segments\n",
 	       p->segment_decodes, p->images);
@@ -774,8 +776,7 @@ int ctl_pipeline(int argc, char **argv)
 			err ? d.msg : why, usage);
 		return CTL_FAIL;
 	}
-	if (ctl_parse_restart("loaderctl pipeline", o.jpeg_restart,
-			      &o.restart))
+	if (ctl_parse_restart("loaderctl pipeline", o.jpeg_restart, &o.restart))
 		return CTL_FAIL;
 	if (parse_spec(argv[0], &po))
 		return CTL_FAIL;

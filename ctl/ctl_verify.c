@@ -240,9 +240,8 @@ int ctl_verify(int argc, char **argv)
 			(json_int_t)r.st.records, "bad_records",
 			(json_int_t)r.st.bad, "shards", (json_int_t)r.shards,
 			"bad_shards", (json_int_t)r.bad_shards, "bytes",
-			(double)r.st.bytes, "seconds", secs,
-			"jpeg_segmented", (json_int_t)r.st.jpeg_segmented,
-			"problems", r.bad);
+			(double)r.st.bytes, "seconds", secs, "jpeg_segmented",
+			(json_int_t)r.st.jpeg_segmented, "problems", r.bad);
 		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		printf("%s\n", s ? s : "{}");

@@ -121,8 +121,8 @@ struct pack_params {
 	 * is, reported with PACK_ASIS.
 	 */
 	uint32_t jpeg_restart;
-	bool skip_bad;	    /* skip samples that fail to read, not stop */
-	bool force;	    /* replace a dataset already in the directory */
+	bool skip_bad; /* skip samples that fail to read, not stop */
+	bool force;    /* replace a dataset already in the directory */
 	pack_progress_fn *progress; /* may be NULL */
 	void *arg;		    /* passed to progress */
 };

@@ -353,17 +353,18 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 		if (o && (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is))
 			json_object_set_new(
 				o, "jpeg_restart",
-				json_pack("{s:I, s:I, s:I, s:I, s:I}",
-					  "interval",
-					  (json_int_t)ds->origin.jpeg_restart,
-					  "transcoded",
-					  (json_int_t)ds->origin.jpeg_transcoded,
-					  "as_is",
-					  (json_int_t)ds->origin.jpeg_as_is,
-					  "bytes_before",
-					  (json_int_t)ds->origin.jpeg_bytes_before,
-					  "bytes_after",
-					  (json_int_t)ds->origin.jpeg_bytes_after));
+				json_pack(
+					"{s:I, s:I, s:I, s:I, s:I}", "interval",
+					(json_int_t)ds->origin.jpeg_restart,
+					"transcoded",
+					(json_int_t)ds->origin.jpeg_transcoded,
+					"as_is",
+					(json_int_t)ds->origin.jpeg_as_is,
+					"bytes_before",
+					(json_int_t)ds->origin.jpeg_bytes_before,
+					"bytes_after",
+					(json_int_t)
+						ds->origin.jpeg_bytes_after));
 		json_object_set_new(root, "packed", o);
 	}
 	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
