@@ -237,23 +237,15 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 					  (json_int_t)ds->origin.bytes_in,
 					  "shuffle_seed",
 					  (json_int_t)ds->origin.shuffle_seed));
-		if (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is)
-			json_object_set_new(
-				j, "jpeg_restart",
-				json_pack(
-					"{s:I, s:I, s:I, s:I, s:I, s:f}",
-					"interval",
-					(json_int_t)ds->origin.jpeg_restart,
-					"indexed",
-					(json_int_t)ds->origin.jpeg_transcoded,
-					"as_is",
-					(json_int_t)ds->origin.jpeg_as_is,
-					"bytes_before",
-					(json_int_t)ds->origin.jpeg_bytes_before,
-					"bytes_after",
-					(json_int_t)ds->origin.jpeg_bytes_after,
-					"size_change_pct",
-					restart_pct(&ds->origin)));
+		if (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is) {
+			json_t *r = dataset_restart_json(&ds->origin);
+
+			if (r)
+				json_object_set_new(
+					r, "size_change_pct",
+					json_real(restart_pct(&ds->origin)));
+			json_object_set_new(j, "jpeg_restart", r);
+		}
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);

@@ -308,6 +308,16 @@ int dataset_check_shard(const struct dataset *ds, uint32_t i,
 	return 0;
 }
 
+json_t *dataset_restart_json(const struct dataset_origin *o)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "interval",
+			 (json_int_t)o->jpeg_restart, "transcoded",
+			 (json_int_t)o->jpeg_transcoded, "as_is",
+			 (json_int_t)o->jpeg_as_is, "bytes_before",
+			 (json_int_t)o->jpeg_bytes_before, "bytes_after",
+			 (json_int_t)o->jpeg_bytes_after);
+}
+
 int dataset_save(const struct dataset *ds, struct diag *d)
 {
 	char path[4096], tmp[4200], text[FIELD_TEXT_MAX];
@@ -351,20 +361,8 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 				o, "shuffle_seed",
 				json_integer(ds->origin.shuffle_seed));
 		if (o && (ds->origin.jpeg_transcoded || ds->origin.jpeg_as_is))
-			json_object_set_new(
-				o, "jpeg_restart",
-				json_pack(
-					"{s:I, s:I, s:I, s:I, s:I}", "interval",
-					(json_int_t)ds->origin.jpeg_restart,
-					"transcoded",
-					(json_int_t)ds->origin.jpeg_transcoded,
-					"as_is",
-					(json_int_t)ds->origin.jpeg_as_is,
-					"bytes_before",
-					(json_int_t)ds->origin.jpeg_bytes_before,
-					"bytes_after",
-					(json_int_t)
-						ds->origin.jpeg_bytes_after));
+			json_object_set_new(o, "jpeg_restart",
+					    dataset_restart_json(&ds->origin));
 		json_object_set_new(root, "packed", o);
 	}
 	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));

@@ -80,6 +80,14 @@ int dataset_check_shard(const struct dataset *ds, uint32_t i,
  */
 int dataset_save(const struct dataset *ds, struct diag *d);
 
+/*
+ * The manifest's record of the JPEG restart transcode (packed.jpeg_restart:
+ * interval, transcoded, as_is, bytes_before, bytes_after) as a new jansson
+ * object the caller owns, or NULL without memory.
+ */
+struct json_t;
+struct json_t *dataset_restart_json(const struct dataset_origin *o);
+
 /* Free a dataset. NULL is a no-op. */
 void dataset_free(struct dataset *ds);
 

@@ -12,33 +12,38 @@
 #include <stddef.h>
 
 /*
- * w x h CMYK pixels (4 bytes each, row after row) stored as CMYK: an
- * Adobe marker with no transform, at quality 90, progressive if asked.
+ * w x h pixels of cs (JCS_CMYK: 4 bytes each, stored as CMYK with an
+ * Adobe marker and no transform; JCS_RGB: 3 bytes, stored as YCbCr) at
+ * quality 90, progressive or arithmetic-coded if asked, through libjpeg.
  * Returns the JPEG (free() it) and its length in *len.
  */
-static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
-					    unsigned h, bool prog, size_t *len)
+static inline unsigned char *ut_encode_lj(const unsigned char *px, unsigned w,
+					  unsigned h, J_COLOR_SPACE cs,
+					  bool prog, bool arith, size_t *len)
 {
 	struct jpeg_compress_struct c;
 	struct jpeg_error_mgr e;
 	unsigned char *out = NULL;
 	unsigned long n = 0;
+	unsigned ch = cs == JCS_CMYK ? 4 : 3;
 
 	c.err = jpeg_std_error(&e);
 	jpeg_create_compress(&c);
 	jpeg_mem_dest(&c, &out, &n);
 	c.image_width = w;
 	c.image_height = h;
-	c.input_components = 4;
-	c.in_color_space = JCS_CMYK;
+	c.input_components = (int)ch;
+	c.in_color_space = cs;
 	jpeg_set_defaults(&c);
-	jpeg_set_colorspace(&c, JCS_CMYK);
+	if (cs == JCS_CMYK)
+		jpeg_set_colorspace(&c, JCS_CMYK);
 	jpeg_set_quality(&c, 90, TRUE);
 	if (prog)
 		jpeg_simple_progression(&c);
+	c.arith_code = arith ? TRUE : FALSE;
 	jpeg_start_compress(&c, TRUE);
 	while (c.next_scanline < c.image_height) {
-		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * 4;
+		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * ch;
 
 		jpeg_write_scanlines(&c, &row, 1);
 	}
@@ -46,6 +51,20 @@ static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
 	jpeg_destroy_compress(&c);
 	*len = n;
 	return out;
+}
+
+/* w x h CMYK pixels stored as CMYK, progressive if asked (ut_encode_lj). */
+static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
+					    unsigned h, bool prog, size_t *len)
+{
+	return ut_encode_lj(px, w, h, JCS_CMYK, prog, false, len);
+}
+
+/* w x h RGB pixels as an arithmetic-coded JPEG (ut_encode_lj). */
+static inline unsigned char *ut_encode_arith(const unsigned char *px,
+					     unsigned w, unsigned h, size_t *len)
+{
+	return ut_encode_lj(px, w, h, JCS_RGB, false, true, len);
 }
 
 /*

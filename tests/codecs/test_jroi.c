@@ -20,6 +20,7 @@
 #include "jrst.h"
 #include "loader_error.h"
 #include "../unit_util.h"
+#include "../ut_jrst.h"
 
 /* Odd sizes whose scaled sizes differ for every num/8, 1..8. */
 #define IMG_W 203
@@ -650,26 +651,6 @@ static unsigned char *restarted(const unsigned char *jpg, size_t len,
 	return copy;
 }
 
-/* Through the transcoder pack uses. */
-static unsigned char *transcoded(const unsigned char *jpg, size_t len,
-				 uint32_t interval, size_t *out_len)
-{
-	struct jrst_params p = { interval, true };
-	struct jrst_enc *e;
-	const unsigned char *o;
-	unsigned char *copy;
-	struct diag d = { "" };
-
-	cr_assert_eq(jrst_enc_new(&e, 0), 0);
-	cr_assert_eq(jrst_transcode(e, jpg, len, &p, &o, out_len, &d), 0,
-		     "%s", d.msg);
-	copy = malloc(*out_len);
-	cr_assert_not_null(copy);
-	memcpy(copy, o, *out_len);
-	jrst_enc_free(e);
-	return copy;
-}
-
 /*
  * The sub-JPEG the segment path cuts for req at scale num (the rectangle
  * jrst_cover_scaled() gives, as jroi uses it), into buf;
@@ -789,7 +770,7 @@ Test(jroi_segments, every_variant, .init = dec_setup, .fini = dec_teardown)
 		unsigned char *jpg = encode(v, IMG_W, IMG_H, &len), *rst;
 
 		for (uint32_t iv = 1; iv <= 4; iv += 3) {
-			rst = transcoded(jpg, len, iv, &rlen);
+			rst = ut_restart_copy(jpg, len, iv, true, &rlen);
 			check_segmented(v, jpg, len, rst, rlen, true);
 			free(rst);
 		}
@@ -821,7 +802,7 @@ Test(jroi_segments, sizes, .init = dec_setup, .fini = dec_teardown)
 			unsigned char *jpg = encode(v, w, h, &len), *rst;
 
 			for (uint32_t iv = 1; iv <= 4; iv *= 2) {
-				rst = transcoded(jpg, len, iv, &rlen);
+				rst = ut_restart_copy(jpg, len, iv, true, &rlen);
 				check_segmented_at(v, w, h, jpg, len, rst,
 						   rlen, true);
 				free(rst);
@@ -855,7 +836,7 @@ Test(jroi_segments, switch_off, .init = dec_setup, .fini = dec_teardown)
 	const struct variant *v = &variants[0];
 	size_t len, rlen;
 	unsigned char *jpg = encode(v, IMG_W, IMG_H, &len);
-	unsigned char *rst = transcoded(jpg, len, 1, &rlen);
+	unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 
 	jroi_set_segments(dec, false);
 	check_segmented(v, jpg, len, rst, rlen, false);
@@ -884,7 +865,7 @@ Test(jroi_segments, damaged, .init = dec_setup, .fini = dec_teardown)
 		const struct variant *v = &variants[vi];
 		size_t len, rlen;
 		unsigned char *jpg = encode(v, IMG_W, IMG_H, &len);
-		unsigned char *rst = transcoded(jpg, len, 1, &rlen);
+		unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 		unsigned char *bad = malloc(rlen);
 		struct jrst_map m;
 

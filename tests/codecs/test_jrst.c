@@ -20,6 +20,7 @@
 #include "loader_error.h"
 #include "../unit_util.h"
 #include "../ut_jpeg.h"
+#include "../ut_jrst.h"
 
 /* A w x h test picture as a JPEG; malloc'd. */
 static unsigned char *picture_jpeg(unsigned w, unsigned h, int pf, int subsamp,
@@ -32,27 +33,6 @@ static unsigned char *picture_jpeg(unsigned w, unsigned h, int pf, int subsamp,
 	jpg = ut_encode_tj(px, (int)w, (int)h, pf, subsamp, prog, len);
 	free(px);
 	return jpg;
-}
-
-/* Through the transcoder, into a malloc'd copy. */
-static unsigned char *transcode(const unsigned char *jpg, size_t len,
-				uint32_t interval, bool optimize,
-				size_t *out_len)
-{
-	struct jrst_params p = { interval, optimize };
-	struct jrst_enc *e;
-	const unsigned char *o;
-	unsigned char *copy;
-	struct diag d = { "" };
-
-	cr_assert_eq(jrst_enc_new(&e, 0), 0);
-	cr_assert_eq(jrst_transcode(e, jpg, len, &p, &o, out_len, &d), 0,
-		     "%s", d.msg);
-	copy = malloc(*out_len);
-	cr_assert_not_null(copy);
-	memcpy(copy, o, *out_len);
-	jrst_enc_free(e);
-	return copy;
 }
 
 /* TurboJPEG's full decode to RGB; malloc'd, w x h in *w, *h. */
@@ -91,7 +71,7 @@ Test(jrst, parse_geometry)
 		size_t len, rlen;
 		unsigned char *jpg = picture_jpeg(203, 157, t[i].pf,
 						  t[i].subsamp, false, &len);
-		unsigned char *rst = transcode(jpg, len, 1, true, &rlen);
+		unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 		struct jrst_map m;
 		struct diag d = { "" };
 
@@ -120,7 +100,7 @@ Test(jrst, parse_refuses)
 	size_t len, rlen;
 	unsigned char *prog = picture_jpeg(64, 48, TJPF_RGB, TJSAMP_420, true,
 					   &len);
-	unsigned char *rst = transcode(prog, len, 1, false, &rlen);
+	unsigned char *rst = ut_restart_copy(prog, len, 1, false, &rlen);
 	struct jrst_map m;
 	struct diag d = { "" };
 
@@ -150,7 +130,7 @@ Test(jrst, build_decodes_to_cover)
 	size_t len, rlen, slen;
 	unsigned char *jpg = picture_jpeg(203, 157, TJPF_RGB, TJSAMP_444, false,
 					  &len);
-	unsigned char *rst = transcode(jpg, len, 2, true, &rlen);
+	unsigned char *rst = ut_restart_copy(jpg, len, 2, true, &rlen);
 	unsigned char *sub = malloc(jrst_build_bound(rlen));
 	struct jrst_map m;
 	struct diag d = { "" };
@@ -201,7 +181,7 @@ Test(jrst, build_refuses)
 	size_t len, rlen, slen;
 	unsigned char *jpg = picture_jpeg(64, 48, TJPF_RGB, TJSAMP_420, false,
 					  &len);
-	unsigned char *rst = transcode(jpg, len, 1, true, &rlen);
+	unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 	unsigned char *sub = malloc(jrst_build_bound(rlen));
 	struct jrst_map m;
 	struct diag d = { "" };
@@ -234,7 +214,7 @@ Test(jrst, check_damage)
 	size_t len, rlen;
 	unsigned char *jpg = picture_jpeg(64, 48, TJPF_RGB, TJSAMP_420, false,
 					  &len);
-	unsigned char *rst = transcode(jpg, len, 1, true, &rlen);
+	unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 	unsigned char *bad = malloc(rlen);
 	struct jrst_map m;
 	struct diag d = { "" };
@@ -288,7 +268,7 @@ Test(jrst, transcode_lossless)
 			unsigned char *jpg = picture_jpeg(
 				200, 120, t[i].pf, t[i].subsamp, t[i].prog,
 				&len);
-			unsigned char *rst = transcode(jpg, len, iv, iv != 2,
+			unsigned char *rst = ut_restart_copy(jpg, len, iv, iv != 2,
 						       &rlen);
 			struct jrst_map m;
 			int w, h, rw, rh;
@@ -355,10 +335,8 @@ Test(jrst, transcode_refuses)
 	const unsigned char *o;
 	size_t olen;
 	struct diag d = { "" };
-	struct jpeg_compress_struct c;
-	struct jpeg_error_mgr em;
-	unsigned char px[32 * 32 * 3], *arith = NULL;
-	unsigned long alen = 0;
+	unsigned char px[32 * 32 * 3], *arith;
+	size_t alen;
 
 	cr_assert_eq(jrst_enc_new(&e, 0), 0);
 	cr_expect_eq(jrst_transcode(e, jpg, len, &zero, &o, &olen, &d),
@@ -371,22 +349,7 @@ Test(jrst, transcode_refuses)
 
 	/* arithmetic coding: stored as it is */
 	ut_picture(px, 32, 32, 3, 1);
-	c.err = jpeg_std_error(&em);
-	jpeg_create_compress(&c);
-	jpeg_mem_dest(&c, &arith, &alen);
-	c.image_width = c.image_height = 32;
-	c.input_components = 3;
-	c.in_color_space = JCS_RGB;
-	jpeg_set_defaults(&c);
-	c.arith_code = TRUE;
-	jpeg_start_compress(&c, TRUE);
-	while (c.next_scanline < 32) {
-		JSAMPROW row = px + (size_t)c.next_scanline * 32 * 3;
-
-		jpeg_write_scanlines(&c, &row, 1);
-	}
-	jpeg_finish_compress(&c);
-	jpeg_destroy_compress(&c);
+	arith = ut_encode_arith(px, 32, 32, &alen);
 	cr_expect_eq(jrst_transcode(e, arith, alen, &p, &o, &olen, &d),
 		     -ENOTSUP);
 	cr_expect(strstr(d.msg, "arithmetic"), "%s", d.msg);
@@ -416,7 +379,7 @@ Test(jrst, random_damage)
 	size_t len, rlen;
 	unsigned char *jpg = picture_jpeg(96, 80, TJPF_RGB, TJSAMP_420, false,
 					  &len);
-	unsigned char *rst = transcode(jpg, len, 1, true, &rlen);
+	unsigned char *rst = ut_restart_copy(jpg, len, 1, true, &rlen);
 	size_t cap = jrst_build_bound(rlen);
 	unsigned char *bad = malloc(rlen), *sub = malloc(cap);
 	uint64_t seed = 77;

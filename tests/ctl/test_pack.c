@@ -402,36 +402,6 @@ Test(pack, bad_params, .init = setup, .fini = teardown)
 
 /* ------------------------------------------------ JPEG restart segments */
 
-/* w x h pixels as an arithmetic-coded JPEG (libjpeg; malloc'd). */
-static unsigned char *encode_arith(const unsigned char *px, unsigned w,
-				   unsigned h, size_t *len)
-{
-	struct jpeg_compress_struct c;
-	struct jpeg_error_mgr e;
-	unsigned char *out = NULL;
-	unsigned long n = 0;
-
-	c.err = jpeg_std_error(&e);
-	jpeg_create_compress(&c);
-	jpeg_mem_dest(&c, &out, &n);
-	c.image_width = w;
-	c.image_height = h;
-	c.input_components = 3;
-	c.in_color_space = JCS_RGB;
-	jpeg_set_defaults(&c);
-	c.arith_code = TRUE;
-	jpeg_start_compress(&c, TRUE);
-	while (c.next_scanline < c.image_height) {
-		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * 3;
-
-		jpeg_write_scanlines(&c, &row, 1);
-	}
-	jpeg_finish_compress(&c);
-	jpeg_destroy_compress(&c);
-	*len = n;
-	return out;
-}
-
 /* TurboJPEG's full decode to pixel format pf (malloc'd), *n bytes. */
 static unsigned char *full_rgb(const void *jpg, size_t len, int pf, size_t *n)
 {
@@ -498,7 +468,7 @@ Test(pack, jpeg_restart_round_trip, .init = setup, .fini = teardown)
 		cr_assert_not_null(px);
 		ut_picture(px, w, h, (unsigned)tjPixelSize[pf], 10 + k);
 		if (k == NK)
-			orig[k] = encode_arith(px, w, h, &orig_len[k]);
+			orig[k] = ut_encode_arith(px, w, h, &orig_len[k]);
 		else
 			orig[k] = ut_encode_tj(px, (int)w, (int)h, pf,
 					       kinds[k].subsamp, kinds[k].prog,

@@ -24,6 +24,7 @@
 #include "resize.h"
 #include "rng.h"
 #include "../unit_util.h"
+#include "../ut_jrst.h"
 
 #define S 224
 
@@ -406,26 +407,6 @@ Test(imgpipe, center_too_small)
 	free(out);
 }
 
-/* The JPEG transcoded to restart segments as pack does (malloc'd). */
-static unsigned char *segmented(const unsigned char *jpg, unsigned long len,
-				uint32_t interval, size_t *out_len)
-{
-	struct jrst_params p = { interval, true };
-	struct jrst_enc *e;
-	const unsigned char *o;
-	unsigned char *copy;
-	struct diag d = { 0 };
-
-	cr_assert_eq(jrst_enc_new(&e, 0), 0);
-	cr_assert_eq(jrst_transcode(e, jpg, len, &p, &o, out_len, &d), 0,
-		     "%s", d.msg);
-	copy = malloc(*out_len);
-	cr_assert_not_null(copy);
-	memcpy(copy, o, *out_len);
-	jrst_enc_free(e);
-	return copy;
-}
-
 /*
  * The pipeline's output from a JPEG transcoded to restart segments (the
  * segment path) equals its output from the original (the region path),
@@ -476,8 +457,7 @@ Test(imgpipe, segments_match_region_path)
 
 			for (uint32_t iv = 1; iv <= 2; iv++) {
 				size_t rlen;
-				unsigned char *rst = segmented(jpg, len, iv,
-							       &rlen);
+				unsigned char *rst = ut_restart_copy(jpg, len, iv, true, &rlen);
 
 				imgpipe_ws_times(ws, &t0);
 				for (uint64_t seed = 0; seed < 12; seed++) {
