@@ -82,6 +82,7 @@ NBAD=5
 # The io_uring probe: the image pipeline must run on the daemon's real
 # read path; a kernel or sandbox without io_uring makes it fall back.
 "$LOADERCTL" pack "$F" "$T/ds" >"$T/pack.out" 2>&1
+"$LOADERCTL" pack --jpeg-restart off "$F" "$T/ds_off" >"$T/pack_off.out" 2>&1
 D=$T/ds
 start_daemon "$T/two.sock" --threads 2 || skip_all "loaderd does not start"
 two=$DAEMON_PID
@@ -95,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 61
+plan 65
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -170,6 +171,19 @@ fl1=$(hashes "$T/two.sock" "$D" --pipeline 'decode | rrc 224 | flip 1 | f32' --o
 like "$n0" '^epoch 0 batches 4 samples 16 xxh3 [0-9a-f]{16}$' "a stream without flip hashed"
 is "$fl0" "$n0" "flip 0 gives the bytes of no flip"
 ok "flip 1 gives other bytes" test "${fl1##* }" != "${n0##* }" -a -n "$fl1"
+# Packed by default every JPEG has restart segments and crops are cut
+# from them; packed with --jpeg-restart off (as before restart segments
+# existed) they are decoded from the whole file: the same bytes.
+like "$(cat "$T/pack.out")" "JPEGs: $N with restart segments" \
+	"pack transcoded all $N JPEGs to restart segments"
+h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$TRAIN" --order random --seed 7 --epochs 2)
+is "$h" "$h2" "a dataset without restart segments streams the same training bytes"
+h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$U8" --order sequential --seed 3)
+is "$h" "$(hashes "$T/two.sock" "$D" --pipeline "$U8" --order sequential --seed 3)" \
+	"and the same u8 crops (scale 0.25 to 1)"
+h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$EVAL" --order sequential)
+is "$h" "$(hashes "$T/two.sock" "$D" --pipeline "$EVAL" --order sequential)" \
+	"and the same evaluation bytes"
 
 # --- 3. evaluation and u8 specs ----------------------------------------
 "$LDCLIENT" --pipeline "$EVAL" --outputs image,label --batch 4 --shapes \
