@@ -128,6 +128,9 @@ struct loader {
 	 * slot_count - 1 of them, so that the daemon always has a slot to
 	 * fill. `released` is what we last stored in the consumer page.
 	 */
+	uint32_t start_epoch; /* where the stream started (OPEN_OK) */
+	uint64_t start_batch;
+	int resumed;
 	uint32_t next;	   /* the next batch to read */
 	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
@@ -252,6 +255,21 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
 	po->on_bad = o->on_bad;
 	po->start_batch = o->start_batch;
+	if (o->name) {
+		size_t n = strlen(o->name);
+
+		if (!n || n >= sizeof(po->name))
+			return loader_fail(l, LOADER_EUSAGE,
+					   "name of %zu bytes: 1 to %zu", n,
+					   sizeof(po->name) - 1);
+		memcpy(po->name, o->name, n + 1);
+	}
+	if (o->fresh) {
+		if (!o->name)
+			return loader_fail(l, LOADER_EUSAGE,
+					   "fresh without a name");
+		po->flags |= PROTO_OPEN_FRESH;
+	}
 	if (o->pipeline) {
 		size_t n = strlen(o->pipeline);
 
@@ -991,6 +1009,9 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 		return err;
 	l->st.batches_per_epoch = r.open.batches_per_epoch;
 	l->st.dataset_samples = r.open.samples;
+	l->start_epoch = r.open.start_epoch;
+	l->start_batch = r.open.start_batch;
+	l->resumed = r.open.resumed == 1;
 	/*
 	 * Start at the daemon's idea of the consumer index: a resumed stream
 	 * need not start at 0.
@@ -1285,6 +1306,16 @@ LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)
 	all.size = size;
 	memcpy(st, &all, size < sizeof(all) ? size : sizeof(all));
 	return 0;
+}
+
+LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
+			    uint64_t *batch)
+{
+	if (epoch)
+		*epoch = l->start_epoch;
+	if (batch)
+		*batch = l->start_batch;
+	return l->resumed;
 }
 
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 0
+#define LOADER_VERSION_MINOR 1
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (DESIGN.md, "Sample order"). */
@@ -130,6 +130,20 @@ struct loader_opts {
 	 * very batches an uninterrupted one would from there on.
 	 */
 	uint64_t start_batch;
+	/* ---- 1.1 ---- */
+	/*
+	 * NULL, or the stream's name (1..63 bytes, no '/' or control
+	 * characters), scoped to the calling user. The daemon saves a named
+	 * stream's position in its state directory as batches are released
+	 * (libloader(3), NAMED STREAMS), and a stream opened again under the
+	 * name resumes at the first batch not released: start_epoch and
+	 * start_batch are then the saved ones, and loader_start() says so.
+	 * A saved stream of another dataset, or with another batch size,
+	 * order, seed, rank, world or drop_last, is refused with the reason.
+	 */
+	const char *name;
+	/* With a name: drop what is saved and start where asked. */
+	uint32_t fresh;
 };
 
 /* clang-format off */
@@ -224,6 +238,14 @@ LOADER_API int loader_stats(struct loader *l, struct loader_stats *st);
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l);
 LOADER_API uint64_t loader_samples(const struct loader *l);
 LOADER_API uint32_t loader_slots(const struct loader *l);
+
+/*
+ * Where the stream started: *epoch and *batch (either may be NULL).
+ * Returns 1 if that is a named stream's saved position (it resumed),
+ * 0 if it is what the options asked for. Since 1.1.
+ */
+LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
+			    uint64_t *batch);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

@@ -37,8 +37,9 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	4 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
-				4: STATUS_OK's decode time, directories */
+	5 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+				4: STATUS_OK's decode time, directories;
+				5: OPEN's name, OPEN_OK's start */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -46,6 +47,7 @@
 #define PROTO_NAME_MAX	   32
 #define PROTO_REASON_MAX   400
 #define PROTO_PIPELINE_MAX 512 /* image pipeline spec text, NUL included */
+#define PROTO_STREAM_NAME  64  /* a named stream's name, NUL included */
 
 enum proto_type {
 	PROTO_HELLO = 1,
@@ -118,6 +120,8 @@ struct proto_output {
 
 /* Read the shards with O_DIRECT (aligned reads, no page cache). */
 #define PROTO_OPEN_DIRECT 1u
+/* A named stream: drop its saved position and start where asked. */
+#define PROTO_OPEN_FRESH 2u
 
 /* What a sample that cannot be decoded does to its stream. */
 enum proto_bad {
@@ -150,6 +154,13 @@ struct proto_open {
 	char pipeline[PROTO_PIPELINE_MAX];
 	/* The first batch of start_epoch to deliver (< batches per epoch). */
 	uint64_t start_batch;
+	/*
+	 * "" or the stream's name, NUL-terminated (1..63 bytes, no '/'): the
+	 * daemon saves the position of a named stream, per uid, as its
+	 * batches are released, and resumes it there when the name is opened
+	 * again (start_epoch and start_batch are then the saved ones).
+	 */
+	char name[PROTO_STREAM_NAME];
 };
 
 struct proto_open_ok {
@@ -157,6 +168,10 @@ struct proto_open_ok {
 	uint64_t cons_bytes; /* size of the consumer memfd */
 	uint64_t batches_per_epoch;
 	uint64_t samples; /* N */
+	/* Where the stream starts: asked for, or a named stream's saved. */
+	uint32_t start_epoch;
+	uint32_t resumed; /* 1: from the name's saved position */
+	uint64_t start_batch;
 };
 
 struct proto_stats_ok {
@@ -260,7 +275,8 @@ static inline uint32_t proto_payload_size(uint16_t type)
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
 _Static_assert(sizeof(struct proto_open) ==
-		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX + 8,
+		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX + 8 +
+			       PROTO_STREAM_NAME,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

@@ -26,6 +26,7 @@
 #include "plog.h"
 #include "pool.h"
 #include "server.h"
+#include "state.h"
 
 struct loaderd_opts {
 	const char *config;
@@ -46,6 +47,7 @@ struct loaderd_opts {
 	uint64_t memory_budget;
 	const char *state_dir;
 	const char *cache_dir;
+	uint64_t stream_expiry;
 };
 
 /*
@@ -75,6 +77,9 @@ static const struct opt loaderd_table[] = {
 	{ "state-dir", 0, OPT_STR, O(state_dir), NULL, "DIR",
 	  "persistent state (default: $STATE_DIRECTORY from systemd, /var/lib/loaderd as root, else $XDG_STATE_HOME/loaderd); made if missing",
 	  0, 0, 0 },
+	{ "stream-expiry", 0, OPT_U64, O(stream_expiry), "168", "HOURS",
+	  "forget a named stream's saved position after HOURS without a checkpoint (0: never)",
+	  0, 0, OPT_F_RELOAD },
 	{ "cache-dir", 0, OPT_STR, O(cache_dir), NULL, "DIR",
 	  "caches that may be lost (default: $CACHE_DIRECTORY from systemd, /var/cache/loaderd as root, else $XDG_CACHE_HOME/loaderd); made if missing",
 	  0, 0, 0 },
@@ -119,6 +124,7 @@ static const struct opt loaderd_table[] = {
 /* What the loop runs; the handles' data. */
 struct loaderd {
 	struct server *srv;
+	struct state *state; /* named streams' positions; NULL: none */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
 	/* The options in effect, and what they were read from. */
@@ -197,6 +203,7 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
 		.memory_budget = o->memory_budget,
+		.stream_expiry_ms = o->stream_expiry * 3600 * 1000,
 	};
 }
 
@@ -702,6 +709,16 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else {
 		server_set_dirs(ld.srv, state, cache);
+		/*
+		 * After detaching: an LMDB environment must not cross a
+		 * fork. Without it the daemon serves on and refuses named
+		 * streams, saying why.
+		 */
+		if (state_open(&ld.state, state, &d))
+			plog(PLOG_ERR,
+			     "state: %s; named streams are refused until it is fixed",
+			     d.msg);
+		server_set_state(ld.srv, ld.state);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32
 		     " decode threads (pid %d); state in %s, cache in %s",
@@ -726,6 +743,7 @@ int main(int argc, char **argv)
 	if (err)
 		plog(PLOG_WARN, "event loop: %s", uv_strerror(err));
 	pool_free(pool);
+	state_close(ld.state);
 	free(ld.conf_text);
 	for (size_t i = 0; i < ld.nkept; i++)
 		free(ld.kept_texts[i]);

@@ -24,7 +24,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags & ~PROTO_OPEN_DIRECT)
+	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -44,6 +44,18 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 				m->on_bad);
 	if (!memchr(m->pipeline, '\0', sizeof(m->pipeline)))
 		return diag_set(d, LOADER_EPROTO, "pipeline not terminated");
+	if (!memchr(m->name, '\0', sizeof(m->name)))
+		return diag_set(d, LOADER_EPROTO, "stream name not terminated");
+	for (const char *p = m->name; *p; p++) {
+		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"stream name \"%.63s\": no '/' or control characters",
+				m->name);
+	}
+	if ((m->flags & PROTO_OPEN_FRESH) && !m->name[0])
+		return diag_set(d, LOADER_EUSAGE,
+				"a fresh start needs a stream name");
 	if (m->noutputs > PROTO_MAX_OUTPUTS)
 		return diag_set(d, LOADER_EUSAGE,
 				"%" PRIu32 " outputs, at most %d", m->noutputs,

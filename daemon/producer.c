@@ -65,6 +65,9 @@ struct producer {
 	uint64_t ids_offset;
 	uint64_t offsets[STREAM_MAX_OUTPUTS];
 	uint32_t prod, last_cons;
+	/* producer_released()'s view of the consumer index */
+	uint32_t released;
+	uint64_t released_wraps;
 	bool cancel;
 	uint64_t stall_ns;     /* atomic */
 	uint64_t client_waits; /* atomic: publishes the client waited for */
@@ -376,6 +379,27 @@ void producer_ring(const struct producer *pr, uint32_t *slots, uint32_t *used,
 			ring_pending(prod, cons) :
 			pr->slots;
 	*bytes = pr->ring_bytes;
+}
+
+uint64_t producer_released(struct producer *pr)
+{
+	uint32_t prod = __atomic_load_n(&pr->hdr->prod, __ATOMIC_ACQUIRE);
+	uint32_t cons = __atomic_load_n(&pr->cons->cons, __ATOMIC_ACQUIRE);
+	uint32_t last = __atomic_load_n(&pr->released, __ATOMIC_RELAXED);
+
+	/*
+	 * The index is the client's to write: take it only if it moved
+	 * forward from the last one taken and no further than what was
+	 * published (32-bit indices: a stream of more than 2^32 batches
+	 * counts its wraps).
+	 */
+	if ((int32_t)(cons - last) >= 0 && (int32_t)(prod - cons) >= 0 &&
+	    prod - cons <= pr->slots) {
+		pr->released_wraps += cons < last;
+		__atomic_store_n(&pr->released, cons, __ATOMIC_RELAXED);
+		last = cons;
+	}
+	return ((uint64_t)pr->released_wraps << 32) | last;
 }
 
 uint64_t producer_stall_ns(const struct producer *pr)

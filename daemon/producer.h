@@ -52,6 +52,15 @@ void producer_reply(const struct producer *pr, struct proto_open_ok *ok,
  */
 void producer_notice(struct producer *pr, const char *reason);
 
+/*
+ * Batches the client has released, as far as the daemon can trust it:
+ * the consumer index if it is one the client could have reached (at most
+ * what was published, at most a ring behind it), else the last such
+ * value seen. For checkpoints of named streams: any thread, one at a
+ * time (the loop while the session lives, then its teardown).
+ */
+uint64_t producer_released(struct producer *pr);
+
 /* Nanoseconds the stream waited for the client to free a slot. */
 uint64_t producer_stall_ns(const struct producer *pr);
 

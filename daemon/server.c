@@ -36,9 +36,29 @@
 #include "producer.h"
 #include "proto.h"
 #include "server.h"
+#include "state.h"
 #include "stream.h"
 
+#include <xxhash.h>
+
 #define SERVER_ACCEPT_PAUSE_MS 200
+/* How often named streams' positions are checkpointed while they run. */
+#define SERVER_CKPT_MS 200
+/* How often what was checkpointed is flushed to the disk, at most. */
+#define SERVER_SYNC_MS 1000
+
+/*
+ * A named stream's checkpoint: what identifies it and where it started.
+ * It moves with the stream, from the OPEN to the session to the
+ * teardown, which writes the final position.
+ */
+struct named {
+	char name[PROTO_STREAM_NAME]; /* "" for a stream without a name */
+	uint32_t uid;
+	struct state_rec rec; /* identity, bounds; the position it started at */
+	uint64_t start;	      /* that position as epoch * bpe + batch */
+	uint64_t written;     /* batches released at the last checkpoint */
+};
 
 /*
  * What one stream holds against its uid's limits. It moves with the
@@ -84,6 +104,7 @@ struct session {
 	char dataset[PROTO_INFO_TEXT];
 	char pipeline[PROTO_INFO_TEXT];
 	uint64_t opened_ms;
+	struct named named;
 	struct session *next, **pprev;
 };
 
@@ -103,6 +124,12 @@ struct open_job {
 	bool direct;
 	char dataset[PROTO_INFO_TEXT];
 	uint32_t seq;
+	struct state *state; /* NULL: no names */
+	struct named named;
+	bool fresh, resumed;
+	uint32_t start_epoch; /* where the stream starts */
+	uint64_t start_batch;
+	struct open_job *next_parked;
 	struct charge charge;
 	struct stream *stream; /* the result, started */
 	struct producer *prod; /* its ring */
@@ -118,8 +145,22 @@ struct teardown {
 	struct producer *prod;
 	uid_t uid;
 	struct charge charge;
+	struct state *state;
+	struct named named;
+	/* Named teardowns are listed, with the OPENs of the same name that
+	 * wait for the final checkpoint before they read it. */
+	struct teardown *next;
+	struct open_job *parked;
 	uint64_t t0;
 	char label[96];
+};
+
+/* A checkpoint (or, with expire, an expiry pass) on the thread pool. */
+struct ckpt_job {
+	uv_work_t req;
+	struct server *srv; /* holds a reference until ckpt_done() */
+	struct named named; /* the position: named.written batches released */
+	uint64_t expire_ms; /* not 0: drop records this old instead */
 };
 
 struct server {
@@ -136,6 +177,11 @@ struct server {
 	uint64_t started_ms;
 	char state_dir[PROTO_INFO_TEXT], cache_dir[PROTO_INFO_TEXT];
 	uv_timer_t accept_pause; /* out of descriptors: accept later */
+	uv_timer_t ckpt;	 /* named streams' periodic checkpoints */
+	struct state *state;	 /* NULL: named streams are refused */
+	struct teardown *named_down; /* named teardowns not yet done */
+	uint64_t synced_ms;	 /* the last state_sync(), atomic */
+	uint64_t expired_ms;	 /* the last expiry pass */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
 	bool stopping;	/* server_free() ran */
@@ -149,6 +195,53 @@ static uint64_t now_ms(void)
 }
 
 /* The uid's entry if it has one (never allocates: for giving back). */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * The record of named stream n after released batches: the first batch
+ * not yet released, and whether that is past its last epoch.
+ */
+static void named_at(const struct named *n, uint64_t released,
+		     struct state_rec *r)
+{
+	uint64_t bpe = n->rec.batches_per_epoch, at = n->start + released;
+
+	*r = n->rec;
+	r->epoch = (uint32_t)(at / bpe);
+	r->batch = at % bpe;
+	r->finished = r->epochs && r->epoch >= r->epochs;
+	r->updated_ms = wall_ms();
+}
+
+/*
+ * Write the position of named stream n after released batches; sync
+ * the file if that was not done for a while. Off the loop.
+ */
+static void named_write(struct server *srv, struct state *st,
+			const struct named *n, uint64_t released,
+			const char *label)
+{
+	struct state_rec r;
+	struct diag d;
+	uint64_t now = now_ms();
+
+	named_at(n, released, &r);
+	if (state_put(st, n->uid, n->name, &r, false, &d))
+		plog(PLOG_WARN, "%s: stream \"%s\": checkpoint: %s", label,
+		     n->name, d.msg);
+	if (now - __atomic_load_n(&srv->synced_ms, __ATOMIC_RELAXED) >=
+	    SERVER_SYNC_MS) {
+		__atomic_store_n(&srv->synced_ms, now, __ATOMIC_RELAXED);
+		state_sync(st);
+	}
+}
+
 static struct uid_use *uid_find(struct server *srv, uid_t uid)
 {
 	struct uid_use *u;
@@ -246,11 +339,50 @@ static void close_files(struct session *ss)
 	ss->files_got = ss->files_total = 0;
 }
 
+static void open_work(uv_work_t *req);
+static void open_done(uv_work_t *req, int status);
+
+/*
+ * Queue the OPENs that waited for a named stream's teardown: its final
+ * checkpoint is written, they may read it now.
+ */
+static void open_unpark(struct server *srv, struct open_job *j)
+{
+	while (j) {
+		struct open_job *next = j->next_parked;
+		int err = uv_queue_work(srv->loop, &j->req, open_work,
+					open_done);
+
+		if (err)
+			open_done(&j->req, UV_ECANCELED);
+		j = next;
+	}
+}
+
 static void teardown_work(uv_work_t *req)
 {
 	struct teardown *t = req->data;
 
 	stream_free(t->stream);
+	/*
+	 * The stream's threads are gone and the client with them (or it is
+	 * going): what it released is final. Written before the ring goes,
+	 * so that a client of the same name that opens next resumes after
+	 * every batch this one released.
+	 */
+	if (t->named.name[0] && t->prod && t->state) {
+		uint64_t rel = producer_released(t->prod);
+		struct state_rec r;
+
+		named_at(&t->named, rel, &r);
+		named_write(t->srv, t->state, &t->named, rel, t->label);
+		state_sync(t->state);
+		plog(PLOG_INFO,
+		     "%s: stream \"%s\" saved at epoch %" PRIu32
+		     " batch %" PRIu64 "%s",
+		     t->label, t->named.name, r.epoch, r.batch,
+		     r.finished ? " (finished)" : "");
+	}
 	producer_free(t->prod);
 }
 
@@ -269,6 +401,15 @@ static void teardown_done(uv_work_t *req, int status)
 	charge_release(t->srv, t->uid, &t->charge);
 	plog(PLOG_INFO, "%s: stream freed after %" PRIu64 " ms", t->label,
 	     now_ms() - t->t0);
+	if (t->named.name[0]) {
+		struct teardown **pp = &t->srv->named_down;
+
+		while (*pp && *pp != t)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = t->next;
+		open_unpark(t->srv, t->parked);
+	}
 	server_put(t->srv);
 	free(t);
 }
@@ -279,7 +420,8 @@ static void teardown_done(uv_work_t *req, int status)
  * the teardown, and is given back when it is done.
  */
 static void teardown(struct server *srv, struct stream *s, struct producer *pr,
-		     uid_t uid, struct charge *c, const char *label)
+		     uid_t uid, struct charge *c, const struct named *n,
+		     const char *label)
 {
 	struct teardown *t = calloc(1, sizeof(*t));
 	int err = t ? 0 : -ENOMEM;
@@ -291,6 +433,10 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		t->prod = pr;
 		t->uid = uid;
 		t->charge = *c;
+		if (n && n->name[0] && srv->state) {
+			t->named = *n;
+			t->state = srv->state;
+		}
 		t->t0 = now_ms();
 		snprintf(t->label, sizeof(t->label), "%s", label);
 		err = uv_queue_work(srv->loop, &t->req, teardown_work,
@@ -302,9 +448,16 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		     loader_strerror(err));
 		free(t);
 		stream_free(s);
+		if (n && n->name[0] && srv->state && pr)
+			named_write(srv, srv->state, n, producer_released(pr),
+				    label);
 		producer_free(pr);
 		charge_release(srv, uid, c);
 		return;
+	}
+	if (t->named.name[0]) {
+		t->next = srv->named_down;
+		srv->named_down = t;
 	}
 	memset(c, 0, sizeof(*c));
 	srv->refs++;
@@ -344,7 +497,7 @@ static void session_end(struct session *ss, const char *why)
 	plog(PLOG_INFO, "%s: session ends: %s", ss->label, why);
 	if (ss->stream) {
 		teardown(ss->srv, ss->stream, ss->prod, ss->cred.uid,
-			 &ss->charge, ss->label);
+			 &ss->charge, &ss->named, ss->label);
 		ss->stream = NULL;
 		ss->prod = NULL;
 	}
@@ -449,6 +602,141 @@ bad:
 	reply_error(ss, h->seq, LOADER_EPROTO, why);
 }
 
+/* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
+static int dataset_id(int fd, uint64_t *id, struct diag *d)
+{
+	XXH3_state_t *x = XXH3_createState();
+	unsigned char buf[65536];
+	uint64_t off = 0;
+	ssize_t n;
+
+	if (!x)
+		return diag_set(d, -ENOMEM, "out of memory");
+	XXH3_64bits_reset(x);
+	while ((n = pread(fd, buf, sizeof(buf), (off_t)off)) > 0 &&
+	       off < (64u << 20)) {
+		XXH3_64bits_update(x, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	*id = XXH3_64bits_digest(x);
+	XXH3_freeState(x);
+	if (n < 0)
+		return diag_set(d, -errno, "manifest: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * The identity of the options that fix a stream's order (DESIGN.md,
+ * "Sample order"): batch size, order, seed, rank, world, drop_last.
+ * Outputs, pipeline and threads change bytes or speed, not the order,
+ * and may change across a resume; so may the number of epochs.
+ */
+static uint64_t opts_id(const struct stream_config *c)
+{
+	struct {
+		uint32_t batch, order;
+		uint64_t seed;
+		uint32_t rank, world, drop_last, pad;
+	} k;
+
+	memset(&k, 0, sizeof(k));
+	k.batch = c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
+	k.order = (uint32_t)c->order;
+	k.seed = c->seed;
+	k.rank = c->rank;
+	k.world = c->world ? c->world : 1;
+	k.drop_last = c->drop_last;
+	return XXH3_64bits(&k, sizeof(k));
+}
+
+/*
+ * On the thread pool, for a named stream: read its saved position, check
+ * that it is this dataset with these options, and start the stream
+ * there (or, new or fresh, where the request says). Fills j->named.
+ */
+static int named_resolve(struct open_job *j, struct stream_config *c,
+			 struct producer_params *pp)
+{
+	struct named *n = &j->named;
+	struct state_rec old;
+	uint32_t end;
+	int err;
+
+	if (!j->state)
+		return diag_set(&j->d, LOADER_EUSAGE,
+				"named streams need loaderd's state directory, and this loaderd has none");
+	snprintf(n->name, sizeof(n->name), "%s", j->open.name);
+	err = dataset_id(j->fds[0], &n->rec.dataset_id, &j->d);
+	if (err)
+		return err;
+	n->rec.opts_id = opts_id(c);
+	n->rec.rank = c->rank;
+	n->rec.world = c->world ? c->world : 1;
+	/* The last epoch, counted from 0 (the request counts from its start). */
+	end = c->epochs ? c->start_epoch + c->epochs : 0;
+	n->rec.epochs = end;
+	if (j->fresh)
+		return 0;
+	err = state_get(j->state, n->uid, n->name, &old, &j->d);
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	if (old.dataset_id != n->rec.dataset_id)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\" was saved for another dataset (its manifest differs); open it with a fresh start to begin again",
+			n->name);
+	if (old.opts_id != n->rec.opts_id)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\" was saved with other batch size, order, seed, rank, world or drop_last (rank %" PRIu32
+			" of %" PRIu32 " then); open it with a fresh start to begin again",
+			n->name, old.rank, old.world);
+	if (end && old.epoch >= end)
+		return diag_set(
+			&j->d, LOADER_EEND,
+			"stream \"%s\" has released every batch of its %" PRIu32
+			" epochs; ask for more epochs, or a fresh start",
+			n->name, end);
+	c->start_epoch = old.epoch;
+	c->start_batch = old.batch;
+	c->epochs = end ? end - old.epoch : 0;
+	pp->start_epoch = c->start_epoch;
+	pp->epochs = c->epochs;
+	j->resumed = true;
+	return 0;
+}
+
+/*
+ * The stream is made (bpe batches an epoch): record where it starts, so
+ * that the name exists from now on, and keep the position for the
+ * checkpoints.
+ */
+static int named_begin(struct open_job *j, uint64_t bpe)
+{
+	struct named *n = &j->named;
+	struct diag d;
+	int err;
+
+	if (!bpe) {
+		n->name[0] = '\0'; /* nothing to deliver: nothing to save */
+		return 0;
+	}
+	n->rec.batches_per_epoch = bpe;
+	n->start = (uint64_t)j->start_epoch * bpe + j->start_batch;
+	n->written = 0;
+	n->rec.epoch = j->start_epoch;
+	n->rec.batch = j->start_batch;
+	n->rec.finished = false;
+	n->rec.updated_ms = wall_ms();
+	err = state_put(j->state, n->uid, n->name, &n->rec, true, &d);
+	if (err)
+		return diag_set(&j->d, err, "stream \"%s\": %s", n->name,
+				d.msg);
+	return 0;
+}
+
 /*
  * On the thread pool: check the request, open and check the dataset,
  * make the ring, start. The stream takes the files, whatever happens.
@@ -490,11 +778,23 @@ static void open_work(uv_work_t *req)
 	c.label = j->ss->label;
 	c.max_pixels = j->max_pixels;
 	c.direct = c.direct || j->direct;
+	if (j->open.name[0]) {
+		j->err = named_resolve(j, &c, &pp);
+		if (j->err) {
+			for (uint32_t i = 0; i < j->nfds; i++)
+				close(j->fds[i]);
+			goto out;
+		}
+	}
+	j->start_epoch = c.start_epoch;
+	j->start_batch = c.start_batch;
 	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
 	if (j->err)
 		goto out;
 	pp.lay = stream_layout(j->stream);
 	j->err = producer_new(&j->prod, &pp, &j->d);
+	if (!j->err && j->open.name[0])
+		j->err = named_begin(j, pp.lay->batches_per_epoch);
 	if (!j->err)
 		j->err = stream_start(j->stream, producer_sink(j->prod), &j->d);
 	if (j->err) {
@@ -502,6 +802,7 @@ static void open_work(uv_work_t *req)
 		producer_free(j->prod);
 		j->stream = NULL;
 		j->prod = NULL;
+		j->named.name[0] = '\0';
 	}
 out:
 	/* The stream has its own copy of the descriptors (or closed them). */
@@ -539,6 +840,9 @@ static void open_done(uv_work_t *req, int status)
 	producer_reply(j->prod, &ok, &fds[0], &fds[1]);
 	ok.batches_per_epoch = stream_layout(j->stream)->batches_per_epoch;
 	ok.samples = stream_layout(j->stream)->samples;
+	ok.start_epoch = j->start_epoch;
+	ok.start_batch = j->start_batch;
+	ok.resumed = j->resumed;
 	/* Keep the ring's bytes of those reserved (it takes no more). */
 	u = uid_find(srv, ss->cred.uid);
 	if (u)
@@ -549,12 +853,13 @@ static void open_done(uv_work_t *req, int status)
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
-			 ss->label);
+			 &j->named, ss->label);
 		goto out;
 	}
 	ss->stream = j->stream;
 	ss->prod = j->prod;
 	ss->charge = j->charge;
+	ss->named = j->named;
 	ss->opened_ms = now_ms();
 	memcpy(ss->dataset, j->dataset, sizeof(ss->dataset));
 	snprintf(ss->pipeline, sizeof(ss->pipeline), "%s", j->open.pipeline);
@@ -562,6 +867,12 @@ static void open_done(uv_work_t *req, int status)
 	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
 	     " batches per epoch, ring %" PRIu64 " bytes",
 	     ss->label, ok.samples, ok.batches_per_epoch, ok.ring_bytes);
+	if (ss->named.name[0])
+		plog(PLOG_INFO,
+		     "%s: stream \"%s\" %s at epoch %" PRIu32 " batch %" PRIu64,
+		     ss->label, ss->named.name,
+		     j->resumed ? "resumed" : "starts", j->start_epoch,
+		     j->start_batch);
 	err = msg_send(ss->fd, PROTO_OPEN_OK, j->seq, &ok, sizeof(ok), fds, 2);
 	if (err)
 		plog(PLOG_WARN, "%s: OPEN_OK: %s", ss->label,
@@ -569,6 +880,33 @@ static void open_done(uv_work_t *req, int status)
 out:
 	free(j);
 	session_put(ss);
+}
+
+/* Is uid's stream name open, or being opened, in a session? */
+static bool name_busy(const struct server *srv, uint32_t uid, const char *name)
+{
+	for (const struct session *s = srv->sessions; s; s = s->next) {
+		const char *other = s->stream	? s->named.name :
+				    s->opening ? s->opening->open.name :
+						 "";
+
+		if (s->cred.uid == uid && other[0] &&
+		    !strncmp(other, name, PROTO_STREAM_NAME))
+			return true;
+	}
+	return false;
+}
+
+/* The teardown of uid's stream name not yet done, or NULL. */
+static struct teardown *named_teardown(const struct server *srv, uint32_t uid,
+				       const char *name)
+{
+	for (struct teardown *t = srv->named_down; t; t = t->next) {
+		if (t->named.uid == uid &&
+		    !strncmp(t->named.name, name, PROTO_STREAM_NAME))
+			return t;
+	}
+	return NULL;
 }
 
 /*
@@ -583,6 +921,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 {
 	struct server *srv = ss->srv;
 	struct open_job *j;
+	struct teardown *down;
 	struct uid_use *u;
 	uint64_t budget, prefetch;
 	int err;
@@ -597,6 +936,16 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	if (!ss->files_total || ss->files_got != ss->files_total) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    "OPEN before all the dataset's files were sent");
+		return;
+	}
+	if (m->name[0] && memchr(m->name, '\0', sizeof(m->name)) &&
+	    name_busy(srv, ss->cred.uid, m->name)) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "stream \"%.63s\" is open in another session of uid %u",
+			 m->name, (unsigned)ss->cred.uid);
+		reply_error(ss, h->seq, -EBUSY, why);
 		return;
 	}
 	u = uid_use(srv, ss->cred.uid);
@@ -662,7 +1011,22 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->direct = srv->lim.direct;
 	j->charge = (struct charge){ 1, budget, ss->files_charged,
 				     budget + prefetch };
-	err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
+	j->state = srv->state;
+	j->named.uid = ss->cred.uid;
+	j->fresh = m->flags & PROTO_OPEN_FRESH;
+	/*
+	 * A stream of this name still being torn down has yet to write where
+	 * its client stopped: this OPEN waits for that (teardown_done()
+	 * queues it), or it would resume from an older checkpoint.
+	 */
+	down = m->name[0] ? named_teardown(srv, ss->cred.uid, m->name) : NULL;
+	if (down) {
+		j->next_parked = down->parked;
+		down->parked = j;
+		err = 0;
+	} else {
+		err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
+	}
 	if (err) {
 		free(j);
 		reply_error(ss, h->seq, err, "cannot queue the open");
@@ -1071,7 +1435,9 @@ int server_new(struct server **out, uv_loop_t *loop,
 	/* It only fills in the struct: it returns 0 in every libuv. */
 	(void)uv_timer_init(loop, &srv->accept_pause);
 	srv->accept_pause.data = srv;
-	srv->refs = 2; /* the two handles */
+	(void)uv_timer_init(loop, &srv->ckpt);
+	srv->ckpt.data = srv;
+	srv->refs = 3; /* the three handles */
 	err = uv_poll_start(&srv->poll, UV_READABLE, on_accept);
 	if (err) {
 		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
@@ -1085,6 +1451,97 @@ int server_new(struct server **out, uv_loop_t *loop,
 void server_set_limits(struct server *srv, const struct server_limits *lim)
 {
 	srv->lim = *lim;
+}
+
+static void ckpt_work(uv_work_t *req)
+{
+	struct ckpt_job *c = req->data;
+	uint64_t n;
+	struct diag d;
+
+	if (c->expire_ms) {
+		if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n, &d))
+			plog(PLOG_WARN, "state: expiry: %s", d.msg);
+		else if (n)
+			plog(PLOG_INFO,
+			     "state: forgot %" PRIu64
+			     " named streams not checkpointed for %" PRIu64
+			     " hours",
+			     n, c->expire_ms / 3600000);
+		return;
+	}
+	named_write(c->srv, c->srv->state, &c->named, c->named.written,
+		    "checkpoint");
+}
+
+static void ckpt_done(uv_work_t *req, int status)
+{
+	struct ckpt_job *c = req->data;
+
+	(void)status;
+	server_put(c->srv);
+	free(c);
+}
+
+/*
+ * Every SERVER_CKPT_MS: the position of every named stream whose client
+ * released batches since, written on the thread pool (the loop never
+ * waits on the disk). The teardown writes the final one; these bound
+ * what a crash of the daemon itself delivers again.
+ */
+static void on_ckpt(uv_timer_t *timer)
+{
+	struct server *srv = timer->data;
+
+	/* Once at the start, then hourly: forget what expired. */
+	if (srv->lim.stream_expiry_ms &&
+	    (!srv->expired_ms || now_ms() - srv->expired_ms >= 3600000)) {
+		struct ckpt_job *c = calloc(1, sizeof(*c));
+
+		srv->expired_ms = now_ms();
+		if (c) {
+			c->req.data = c;
+			c->srv = srv;
+			c->expire_ms = srv->lim.stream_expiry_ms;
+			if (uv_queue_work(srv->loop, &c->req, ckpt_work,
+					  ckpt_done))
+				free(c);
+			else
+				srv->refs++;
+		}
+	}
+
+	for (struct session *ss = srv->sessions; ss; ss = ss->next) {
+		struct ckpt_job *c;
+		uint64_t rel;
+
+		if (!ss->stream || !ss->named.name[0])
+			continue;
+		rel = producer_released(ss->prod);
+		if (rel == ss->named.written)
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return;
+		c->req.data = c;
+		c->srv = srv;
+		c->named = ss->named;
+		c->named.written = rel;
+		if (uv_queue_work(srv->loop, &c->req, ckpt_work, ckpt_done)) {
+			free(c);
+			return;
+		}
+		srv->refs++;
+		ss->named.written = rel;
+	}
+}
+
+void server_set_state(struct server *srv, struct state *st)
+{
+	srv->state = st;
+	if (st)
+		(void)uv_timer_start(&srv->ckpt, on_ckpt, SERVER_CKPT_MS,
+				     SERVER_CKPT_MS);
 }
 
 void server_set_dirs(struct server *srv, const char *state, const char *cache)
@@ -1136,11 +1593,12 @@ void server_free(struct server *srv)
 	while (srv->sessions)
 		session_end(srv->sessions, "daemon stopping");
 	/*
-	 * Both handles live in srv, and libuv runs close callbacks in no
+	 * The handles live in srv, and libuv runs close callbacks in no
 	 * order we may rely on: each one gives its reference back, and the
 	 * last of everything (handles, sessions, teardowns) frees srv.
 	 */
 	uv_close((uv_handle_t *)&srv->accept_pause, server_handle_closed);
+	uv_close((uv_handle_t *)&srv->ckpt, server_handle_closed);
 	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
 	/* systemd made an inherited socket, and keeps it for the next start. */
 	if (!srv->inherited)

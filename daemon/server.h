@@ -33,6 +33,8 @@ struct server_limits {
 	 * what the daemon's memory is bounded by, beside fixed scratch.
 	 */
 	uint64_t memory_budget;
+	/* Drop named streams not checkpointed for this long (0: never). */
+	uint64_t stream_expiry_ms;
 };
 
 /* Where the server listens. */
@@ -74,6 +76,13 @@ int server_new(struct server **out, uv_loop_t *loop,
  * and a uid above a lowered limit gets no new stream until it is below.
  */
 void server_set_limits(struct server *srv, const struct server_limits *lim);
+
+/*
+ * The persistent state (state.h) named streams are saved in; NULL (the
+ * default) refuses them. It must outlive the server.
+ */
+struct state;
+void server_set_state(struct server *srv, struct state *st);
 
 /* The state and cache directories, as STATUS reports them. */
 void server_set_dirs(struct server *srv, const char *state, const char *cache);

@@ -25,7 +25,6 @@
 #include "shard.h"
 #include "stream_priv.h"
 
-#define STREAM_DEFAULT_BATCH 256
 #define STREAM_READ_AHEAD    8 /* batches the reader may run ahead */
 
 _Static_assert(STREAM_MAX_DIMS == SCHEMA_MAX_DIMS,

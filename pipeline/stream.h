@@ -49,6 +49,7 @@ struct stream_output {
 
 /* The prefetch budget of a stream that names none. */
 #define STREAM_DEFAULT_PREFETCH (64ull << 20)
+#define STREAM_DEFAULT_BATCH	256 /* samples, when batch_size is 0 */
 
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {

@@ -13,12 +13,19 @@
  * --start-batch N starts the first epoch at its batch N. --pipeline and --on-bad set the image
  * pipeline and bad-sample policy; --stats prints the daemon's counters
  * (bad samples among them) at the end; --warmup N starts the rate's
- * clock after the first N batches, as the torchvision peer does. Exit status: 0 at the end of the stream,
+ * clock after the first N batches, as the torchvision peer does.
+ * --name NAME opens a named stream (--fresh: from the start, whatever is
+ * saved) and prints where it starts ("start E B resumed 0|1");
+ * --kill-after N kills the client with SIGKILL right after its Nth
+ * release (a trainer crash; every batch printed was released), and with
+ * --kill-held it first takes one more batch ("held E B") and does not
+ * release it. Exit status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +61,25 @@ static void usage(void)
 		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct]\n"
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
+		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
+}
+
+/*
+ * A trainer crash at a known point: every batch printed so far has been
+ * released; with held, one more is taken (and named) but not released.
+ * Then SIGKILL, so that nothing of libloader runs on the way out.
+ */
+static void kill_now(struct loader *l, int held, int timeout)
+{
+	struct loader_batch b;
+
+	if (held && loader_next(l, &b, timeout) == 0)
+		printf("held %" PRIu32 " %" PRIu64 "\n", b.epoch, b.index);
+	printf("killed\n");
+	fflush(stdout);
+	raise(SIGKILL);
 }
 
 int main(int argc, char **argv)
@@ -89,6 +113,10 @@ int main(int argc, char **argv)
 					    { "keep", 1, 0, 'K' },
 					    { "batch-hash", 0, 0, 'G' },
 					    { "start-batch", 1, 0, 'N' },
+					    { "name", 1, 0, 'n' },
+					    { "fresh", 0, 0, 'F' },
+					    { "kill-after", 1, 0, 'k' },
+					    { "kill-held", 0, 0, 'j' },
 					    { 0, 0, 0, 0 } };
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -104,7 +132,8 @@ int main(int argc, char **argv)
 	size_t copy_cap = 0;
 	static struct loader_batch held[1024];
 	long keep = 1, nheld = 0, first = 0;
-	int bhash = 0, order_err = 0;
+	int bhash = 0, order_err = 0, kill_held = 0;
+	long kill_after = -1;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -146,6 +175,10 @@ int main(int argc, char **argv)
 			break;
 		case 'G': bhash = 1; break;
 		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
+		case 'n': o.name = optarg; break;
+		case 'F': o.fresh = 1; break;
+		case 'k': kill_after = atol(optarg); break;
+		case 'j': kill_held = 1; break;
 		case 'B':
 			if (!strcmp(optarg, "skip"))
 				o.on_bad = LOADER_BAD_SKIP;
@@ -167,6 +200,16 @@ int main(int argc, char **argv)
 		XXH3_freeState(bx);
 		return 3;
 	}
+	if (o.name) {
+		uint32_t se;
+		uint64_t sb;
+		int resumed = loader_start(l, &se, &sb);
+
+		printf("start %" PRIu32 " %" PRIu64 " resumed %d\n", se, sb,
+		       resumed);
+	}
+	if (kill_after == 0)
+		kill_now(l, kill_held, timeout);
 	if (handoff)
 		lat = calloc((size_t)handoff * 64, sizeof(*lat));
 	t0 = now_ns();
@@ -272,6 +315,8 @@ int main(int argc, char **argv)
 			lat[nlat++] = a1 - a0; /* not the first after a fill */
 		if (handoff && nb >= (uint64_t)handoff * 8)
 			break;
+		if (kill_after > 0 && nb == (uint64_t)kill_after)
+			kill_now(l, kill_held, timeout);
 		if (sleep_ms)
 			usleep((useconds_t)sleep_ms * 1000);
 		if (warmup && nb == warmup) {

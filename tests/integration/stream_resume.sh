@@ -1,0 +1,135 @@
+#!/bin/sh
+# Named streams through a real loaderd and real processes: a trainer
+# killed with SIGKILL again and again (after a release, and holding a
+# batch it never released) resumes at the first unreleased batch, so
+# that over the run every sample of every epoch is released exactly once
+# and every batch's bytes are an uninterrupted run's; a saved stream of
+# other options or another dataset is refused with the reason, a fresh
+# start is not; a finished one says so; one name is one stream at a time;
+# a daemon killed with SIGKILL comes back with the name's position (at
+# least once: never further than released); an unreadable state file is
+# moved aside and the daemon serves on.
+. "$top_srcdir/tests/integration/tap.sh"
+
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+plan 22
+
+"$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
+"$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
+D=$T/ds/test
+ST=$T/state
+ok "daemon starts with a state directory" start_daemon "$T/d.sock" --state-dir "$ST"
+ok "the state file exists" test -f "$ST/loaderd.mdb"
+
+# The stream of every test: 100 batches an epoch, 2 epochs, random order.
+ARGS="--order random --seed 3 --epochs 2 --batch 100"
+
+# exactly_once FILE: every (epoch, id) of 2 epochs of 10000 once in "id" lines.
+exactly_once() {
+	awk '$1 == "id" { n[$2 " " $4]++ }
+		END { bad = 0; c = 0
+		      for (k in n) { c++; if (n[k] != 1) bad++ }
+		      if (c != 20000) bad++
+		      exit bad != 0 }' "$1"
+}
+
+# --- 1. a trainer killed 12 times, then finishing ---------------------
+: >"$T/all"
+seed=7 r=0 starts= fine=yes
+while [ $r -lt 12 ]; do
+	seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+	k=$((1 + seed % 15))
+	held=
+	[ $((r % 2)) -eq 1 ] && held=--kill-held
+	"$LDCLIENT" --name job $ARGS --ids --batch-hash --kill-after $k $held \
+		"$T/d.sock" "$D" >"$T/r$r" 2>&1
+	grep -q '^killed$' "$T/r$r" || fine=no
+	starts="$starts $(sed -n 's/^start \([0-9]*\) \([0-9]*\) resumed \([01]\)$/\1.\2.\3/p' "$T/r$r")"
+	cat "$T/r$r" >>"$T/all"
+	r=$((r + 1))
+done
+is "$fine" yes "12 trainers were killed with SIGKILL after a release"
+"$LDCLIENT" --name job $ARGS --ids --batch-hash "$T/d.sock" "$D" >"$T/last" 2>&1
+is "$?" 0 "a 13th runs to the end"
+cat "$T/last" >>"$T/all"
+like "$starts" '^ 0\.0\.0 0\.[0-9]+\.1( [01]\.[0-9]+\.1)+$' \
+	"the first started afresh, every other resumed"
+ok "over the 13 runs every sample of both epochs was released exactly once" \
+	exactly_once "$T/all"
+# held batches came again, as the first of the next run
+held_ok=yes r=0
+while [ $r -lt 12 ]; do
+	h=$(sed -n 's/^held \([0-9]*\) \([0-9]*\)$/\1 \2/p' "$T/r$r")
+	if [ -n "$h" ]; then
+		n=$((r + 1))
+		next=$T/r$n
+		[ $n -eq 12 ] && next=$T/last
+		s=$(sed -n 's/^start \([0-9]*\) \([0-9]*\) .*/\1 \2/p' "$next")
+		[ "$h" = "$s" ] || held_ok="no (run $r held $h, run $n started at $s)"
+	fi
+	r=$((r + 1))
+done
+is "$held_ok" yes "a batch taken but not released is delivered again, first"
+"$LDCLIENT" --name plain $ARGS --batch-hash "$T/d.sock" "$D" >"$T/whole" 2>&1
+grep '^batch ' "$T/all" | sort >"$T/a"
+grep '^batch ' "$T/whole" | sort >"$T/b"
+ok "every batch's bytes equal an uninterrupted run's" cmp -s "$T/a" "$T/b"
+is "$(wc -l <"$T/a" | tr -d ' ')" 200 "200 batches in all, none twice"
+
+# --- 2. what a saved name refuses --------------------------------------
+out=$("$LDCLIENT" --name job $ARGS "$T/d.sock" "$D" 2>&1)
+like "$out" 'stream "job" has released every batch of its 2 epochs' \
+	"a finished name says so"
+out=$("$LDCLIENT" --name job --order random --seed 3 --epochs 3 --batch 100 \
+	--ids "$T/d.sock" "$D" 2>&1)
+like "$out" '^start 2 0 resumed 1' "asked for a third epoch, it resumes there"
+is "$(printf '%s\n' "$out" | grep -c '^id 2 ')" 10000 "and delivers that epoch"
+out=$("$LDCLIENT" --name job --order random --seed 4 --epochs 3 --batch 100 \
+	"$T/d.sock" "$D" 2>&1)
+like "$out" 'saved with other batch size, order, seed, rank, world or drop_last' \
+	"another seed is refused, with the reason"
+out=$("$LDCLIENT" --name job --order random --seed 3 --epochs 3 --batch 100 \
+	"$T/d.sock" "$T/other/test" 2>&1)
+like "$out" 'saved for another dataset' "another dataset is refused"
+out=$("$LDCLIENT" --name job --fresh --order random --seed 4 --epochs 1 --batch 100 \
+	"$T/d.sock" "$D" 2>&1)
+like "$out" '^start 0 0 resumed 0' "a fresh start begins again"
+out=$("$LDCLIENT" --name 'a/b' "$T/d.sock" "$D" 2>&1)
+like "$out" "no '/' or control characters" "a name with a slash is refused"
+
+# --- 3. one name, one stream --------------------------------------------
+"$LDCLIENT" --name busy $ARGS --hold-after 1 "$T/d.sock" "$D" >"$T/hold" 2>&1 &
+hp=$!
+wait_for 'holding after' "$T/hold"
+out=$("$LDCLIENT" --name busy $ARGS "$T/d.sock" "$D" 2>&1)
+like "$out" 'stream "busy" is open in another session' "a name open elsewhere is refused"
+kill $hp 2>/dev/null
+wait $hp 2>/dev/null
+
+# --- 4. the daemon killed with SIGKILL ----------------------------------
+"$LDCLIENT" --name crash $ARGS --ids --sleep-ms 10 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
+cp=$!
+sleep 1
+kill -9 "$DAEMON_PID"
+wait "$cp" 2>/dev/null
+got=$(awk '$1 == "id" { b[$2 * 100 + $3] = 1 } END { n = 0; for (k in b) n++; print n }' "$T/c1")
+ok "daemon restarts on the same state" start_daemon "$T/d2.sock" --state-dir "$ST"
+out=$("$LDCLIENT" --name crash $ARGS --kill-after 0 "$T/d2.sock" "$D" 2>&1)
+at=$(printf '%s\n' "$out" | sed -n 's/^start \([0-9]*\) \([0-9]*\) resumed 1$/\1 \2/p')
+set -- $at
+pos=$(( ${1:-0} * 100 + ${2:-0} ))
+ok "it resumes the name after the crash ($pos of $got batches taken)" \
+	test -n "$at" -a "$pos" -gt 0 -a "$pos" -le "$got"
+
+# --- 5. an unreadable state file -----------------------------------------
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+printf 'this is not an LMDB file, whatever it was\n%4096s\n' x >"$ST/loaderd.mdb"
+ok "the daemon starts on a damaged state file" start_daemon "$T/d3.sock" --state-dir "$ST"
+like "$(cat "$T/d3.sock.log")" 'loaderd.mdb is unreadable .*moved aside to .*loaderd.mdb.bad-' \
+	"and says it moved the file aside"
+out=$("$LDCLIENT" --name job $ARGS --kill-after 0 "$T/d3.sock" "$D" 2>&1)
+like "$out" '^start 0 0 resumed 0' "named streams start over"
