@@ -274,9 +274,9 @@ static inline uint32_t proto_payload_size(uint16_t type)
 }
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
-_Static_assert(sizeof(struct proto_open) ==
-		       64 + 40 * PROTO_MAX_OUTPUTS + 8 + PROTO_PIPELINE_MAX + 8 +
-			       PROTO_STREAM_NAME,
+_Static_assert(sizeof(struct proto_open) == 64 + 40 * PROTO_MAX_OUTPUTS + 8 +
+						    PROTO_PIPELINE_MAX + 8 +
+						    PROTO_STREAM_NAME,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

@@ -176,12 +176,12 @@ struct server {
 	uint64_t mem_used; /* charge.mem of every stream */
 	uint64_t started_ms;
 	char state_dir[PROTO_INFO_TEXT], cache_dir[PROTO_INFO_TEXT];
-	uv_timer_t accept_pause; /* out of descriptors: accept later */
-	uv_timer_t ckpt;	 /* named streams' periodic checkpoints */
-	struct state *state;	 /* NULL: named streams are refused */
+	uv_timer_t accept_pause;     /* out of descriptors: accept later */
+	uv_timer_t ckpt;	     /* named streams' periodic checkpoints */
+	struct state *state;	     /* NULL: named streams are refused */
 	struct teardown *named_down; /* named teardowns not yet done */
-	uint64_t synced_ms;	 /* the last state_sync(), atomic */
-	uint64_t expired_ms;	 /* the last expiry pass */
+	uint64_t synced_ms;	     /* the last state_sync(), atomic */
+	uint64_t expired_ms;	     /* the last expiry pass */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
 	bool stopping;	/* server_free() ran */
@@ -350,8 +350,8 @@ static void open_unpark(struct server *srv, struct open_job *j)
 {
 	while (j) {
 		struct open_job *next = j->next_parked;
-		int err = uv_queue_work(srv->loop, &j->req, open_work,
-					open_done);
+		int err =
+			uv_queue_work(srv->loop, &j->req, open_work, open_done);
 
 		if (err)
 			open_done(&j->req, UV_ECANCELED);
@@ -663,8 +663,9 @@ static int named_resolve(struct open_job *j, struct stream_config *c,
 	int err;
 
 	if (!j->state)
-		return diag_set(&j->d, LOADER_EUSAGE,
-				"named streams need loaderd's state directory, and this loaderd has none");
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"named streams need loaderd's state directory, and this loaderd has none");
 	snprintf(n->name, sizeof(n->name), "%s", j->open.name);
 	err = dataset_id(j->fds[0], &n->rec.dataset_id, &j->d);
 	if (err)
@@ -691,7 +692,8 @@ static int named_resolve(struct open_job *j, struct stream_config *c,
 		return diag_set(
 			&j->d, LOADER_EUSAGE,
 			"stream \"%s\" was saved with other batch size, order, seed, rank, world or drop_last (rank %" PRIu32
-			" of %" PRIu32 " then); open it with a fresh start to begin again",
+			" of %" PRIu32
+			" then); open it with a fresh start to begin again",
 			n->name, old.rank, old.world);
 	if (end && old.epoch >= end)
 		return diag_set(
@@ -886,7 +888,7 @@ out:
 static bool name_busy(const struct server *srv, uint32_t uid, const char *name)
 {
 	for (const struct session *s = srv->sessions; s; s = s->next) {
-		const char *other = s->stream	? s->named.name :
+		const char *other = s->stream  ? s->named.name :
 				    s->opening ? s->opening->open.name :
 						 "";
 
@@ -942,9 +944,10 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	    name_busy(srv, ss->cred.uid, m->name)) {
 		char why[160];
 
-		snprintf(why, sizeof(why),
-			 "stream \"%.63s\" is open in another session of uid %u",
-			 m->name, (unsigned)ss->cred.uid);
+		snprintf(
+			why, sizeof(why),
+			"stream \"%.63s\" is open in another session of uid %u",
+			m->name, (unsigned)ss->cred.uid);
 		reply_error(ss, h->seq, -EBUSY, why);
 		return;
 	}
@@ -1460,7 +1463,8 @@ static void ckpt_work(uv_work_t *req)
 	struct diag d;
 
 	if (c->expire_ms) {
-		if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n, &d))
+		if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n,
+				 &d))
 			plog(PLOG_WARN, "state: expiry: %s", d.msg);
 		else if (n)
 			plog(PLOG_INFO,

@@ -61,8 +61,7 @@ static int lmdb_err(int rc, const char *what, const struct state *st,
 
 	if (rc > 0 && rc < 1000)
 		err = -rc;
-	return diag_set(d, err, "%s: %s: %s", st->path, what,
-			mdb_strerror(rc));
+	return diag_set(d, err, "%s: %s: %s", st->path, what, mdb_strerror(rc));
 }
 
 /* Open the environment and its database; rc is LMDB's code. */
@@ -128,9 +127,10 @@ int state_open(struct state **out, const char *dir, struct diag *d)
 		 (long long)time(NULL));
 	snprintf(lock, sizeof(lock), "%s-lock", st->path);
 	if (rename(st->path, aside)) {
-		int err = diag_set(d, -errno,
-				   "%s: unreadable (%s) and cannot be moved aside: %s",
-				   st->path, mdb_strerror(rc), strerror(errno));
+		int err = diag_set(
+			d, -errno,
+			"%s: unreadable (%s) and cannot be moved aside: %s",
+			st->path, mdb_strerror(rc), strerror(errno));
 
 		free(st);
 		return err;
@@ -233,9 +233,10 @@ int state_get(struct state *st, uint32_t uid, const char *name,
 	} else if (rc) {
 		err = lmdb_err(rc, "read", st, d);
 	} else if (!from_disk(&v, r)) {
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: the record of stream \"%s\" is not one this loaderd reads (%zu bytes)",
-			       st->path, name, v.mv_size);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: the record of stream \"%s\" is not one this loaderd reads (%zu bytes)",
+			st->path, name, v.mv_size);
 	}
 	mdb_txn_abort(txn);
 	return err;

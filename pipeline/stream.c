@@ -25,7 +25,7 @@
 #include "shard.h"
 #include "stream_priv.h"
 
-#define STREAM_READ_AHEAD    8 /* batches the reader may run ahead */
+#define STREAM_READ_AHEAD 8 /* batches the reader may run ahead */
 
 _Static_assert(STREAM_MAX_DIMS == SCHEMA_MAX_DIMS,
 	       "an output sample has the dimensions of its field");

@@ -36,6 +36,8 @@ int main(void)
 	FIELD(loader_opts, direct);
 	FIELD(loader_opts, timeout_ms);
 	FIELD(loader_opts, start_batch);
+	FIELD(loader_opts, name);
+	FIELD(loader_opts, fresh);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

@@ -388,7 +388,8 @@ class Stream:
            order="sequential", seed=0, epochs=1, start_epoch=0,
            start_batch=0, rank=None, world=None, drop_last=False,
            ring_slots=0, prefetch_bytes=0, threads=0, direct=False,
-           on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None)
+           on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None,
+           name=None, fresh=False)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), 0 or None meaning the library's default, except:
@@ -401,6 +402,13 @@ class Stream:
     each wait for a batch. len(stream) is the number of batches per
     epoch. Iterating yields Batches; each stays valid until the next one
     is asked for.
+
+    name (a str of 1..63 bytes, no "/") makes it a named stream: the
+    daemon saves its position, per user, as batches are released, and a
+    Stream opened again with the name (after a crash, a preemption)
+    resumes at the first batch not released; fresh=True drops what was
+    saved. stream.start is (epoch, batch) where it started, and
+    stream.resumed whether that was a saved position.
     """
 
     def __init__(self, dataset, *, batch_size=0, outputs=None,
@@ -408,7 +416,7 @@ class Stream:
                  start_epoch=0, start_batch=0, rank=None, world=None,
                  drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
-                 wait_timeout=None):
+                 wait_timeout=None, name=None, fresh=False):
         self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
@@ -419,8 +427,10 @@ class Stream:
         self.rank, self.world = rank, world
         o = _lib.Opts()
         o.size = ctypes.sizeof(o)
-        self._keep = [_text(socket), _text(outputs), _text(pipeline)]
-        o.socket_path, o.outputs, o.pipeline = self._keep
+        self._keep = [_text(socket), _text(outputs), _text(pipeline),
+                      _text(name)]
+        o.socket_path, o.outputs, o.pipeline, o.name = self._keep
+        o.fresh = bool(fresh)
         o.on_bad = _enum(on_bad, _lib.ON_BAD, "on_bad")
         o.batch_size = batch_size or 0
         o.order = _enum(order, _lib.ORDERS, "order")
@@ -455,6 +465,10 @@ class Stream:
         self._ptrs = {}
         self._bpe = _lib.lib.loader_batches_per_epoch(h)
         self.samples = _lib.lib.loader_samples(h)
+        se, sb = ctypes.c_uint32(), ctypes.c_uint64()
+        self.resumed = _lib.lib.loader_start(h, ctypes.byref(se),
+                                             ctypes.byref(sb)) == 1
+        self.start = (se.value, sb.value)
         self._cur = None   # the batch handed out last
         self._final = None  # the code that ended the stream
         self._layout = None

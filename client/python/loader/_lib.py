@@ -11,7 +11,7 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 0
+NEED_MINOR = 1
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
@@ -43,7 +43,7 @@ ON_BAD = {"fail": 0, "skip": 1}
 
 
 class Opts(ctypes.Structure):
-    """struct loader_opts, LOADER_VERSION 1.0."""
+    """struct loader_opts, LOADER_VERSION 1.1."""
     _fields_ = [
         ("size", ctypes.c_uint32),
         ("socket_path", ctypes.c_char_p),
@@ -64,6 +64,9 @@ class Opts(ctypes.Structure):
         ("direct", ctypes.c_uint32),
         ("timeout_ms", ctypes.c_int),
         ("start_batch", ctypes.c_uint64),
+        # 1.1
+        ("name", ctypes.c_char_p),
+        ("fresh", ctypes.c_uint32),
     ]
 
 
@@ -173,6 +176,9 @@ lib.loader_reason.restype = ctypes.c_char_p
 lib.loader_reason.argtypes = [_P]
 lib.loader_close.restype = None
 lib.loader_close.argtypes = [_P]
+lib.loader_start.restype = ctypes.c_int
+lib.loader_start.argtypes = [_P, ctypes.POINTER(ctypes.c_uint32),
+                             ctypes.POINTER(ctypes.c_uint64)]
 lib.loader_batches_per_epoch.restype = ctypes.c_uint64
 lib.loader_batches_per_epoch.argtypes = [_P]
 lib.loader_samples.restype = ctypes.c_uint64

@@ -39,7 +39,7 @@ for name, cls in (("loader_opts", _lib.Opts), ("loader_tensor", _lib.Tensor),
     t.eq(got, want, "struct %s: ctypes layout equals the C compiler's" % name)
 t.eq(c["LOADER_VERSION"], _lib.version,
      "the loaded library is the version its header says")
-t.eq(loader.library_version, (1, 0), "loader.library_version")
+t.eq(loader.library_version, (1, 1), "loader.library_version")
 
 # --- same bytes as the C client --------------------------------------------
 cases = [
@@ -168,3 +168,33 @@ t.raises(loader.Error, lambda: loader.Stream(D, socket=T + "/no.sock"),
 t.raises(loader.Error, lambda: loader.Stream(D, socket=S, start_batch=100,
                                              batch_size=100),
          "a start batch past the epoch is refused", "start batch 100")
+
+# --- named streams: resume at the first batch not released --------------------
+def ids_of(stream, n):
+    """The sample ids of the next n batches, each released after reading."""
+    out = []
+    for _ in range(n):
+        b = next(stream)
+        out.append((b.epoch, b.index, tuple(np.asarray(b.ids).tolist())))
+    return out
+
+
+kw = dict(socket=S, batch_size=100, order="random", seed=11, epochs=1,
+          outputs="label", name="py-job")
+with loader.Stream(D, fresh=True, **kw) as s:
+    t.eq((s.start, s.resumed), ((0, 0), False),
+         "a fresh named stream starts at the start")
+    first = ids_of(s, 7)
+with loader.Stream(D, **kw) as s:
+    t.eq(s.resumed, True, "opened again under its name, it resumes")
+    # A batch is released once nothing views it any more: the 7 read
+    # were copied out, so all 7 were released before the stream closed.
+    t.eq(s.start, (0, 7), "... at the first batch not released (0, 7)")
+    rest = ids_of(s, len(s) - 7)
+whole = ids_of(loader.Stream(D, socket=S, batch_size=100, order="random",
+                             seed=11, epochs=1, outputs="label"),
+               len(first) + len(rest))
+t.eq(first + rest, whole,
+     "the released batches of both equal an uninterrupted stream's")
+t.raises(loader.Error, lambda: loader.Stream(D, **dict(kw, seed=12)),
+         "other order options are refused, with the reason", "fresh start")
