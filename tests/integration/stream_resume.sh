@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 22
+plan 25
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -124,7 +124,44 @@ pos=$(( ${1:-0} * 100 + ${2:-0} ))
 ok "it resumes the name after the crash ($pos of $got batches taken)" \
 	test -n "$at" -a "$pos" -gt 0 -a "$pos" -le "$got"
 
-# --- 5. an unreadable state file -----------------------------------------
+# --- 5. SIGKILL while checkpoints are written ------------------------------
+# Six named streams checkpoint every 200 ms and at every session end
+# (clients that come and go); the daemon is killed at a random moment,
+# 8 times. Each time the state must open as it is (never moved aside)
+# and every name resume no further than its client got.
+n=0 bad= seed=5
+while [ $n -lt 8 ]; do
+	for s in 1 2 3 4 5 6; do
+		"$LDCLIENT" --name "k$s" --order random --seed 3 --epochs 0 --batch 10 \
+			--ids --sleep-ms 1 "$T/d2.sock" "$D" >"$T/k$s.$n" 2>&1 &
+	done
+	seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+	sleep "0.$((3 + seed % 7))"
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	sleep 0.2
+	start_daemon "$T/d2.sock" --state-dir "$ST" || bad="$bad start$n"
+	grep -q 'unreadable' "$T/d2.sock.log" && bad="$bad aside$n"
+	for s in 1 2 3 4 5 6; do
+		out=$("$LDCLIENT" --name "k$s" --order random --seed 3 --epochs 0 --batch 10 \
+			--kill-after 0 "$T/d2.sock" "$D" 2>&1)
+		at=$(printf '%s\n' "$out" | sed -n 's/^start \([0-9]*\) \([0-9]*\) resumed 1$/\1 \2/p')
+		[ -n "$at" ] || { bad="$bad k$s.$n:[$out]"; continue; }
+		set -- $at
+		got=$(cat "$T"/k$s.* | awk '$1 == "id" { b[$2 * 1000 + $3] = 1 } END { n = 0; for (k in b) n++; print n }')
+		[ $(( $1 * 1000 + $2 )) -le "$got" ] || bad="$bad k$s.$n:$1.$2>$got"
+	done
+	n=$((n + 1))
+done
+is "$bad" "" "8 kills while six streams checkpoint: the state opens, every name resumes within what was taken"
+positions=$(for s in 1 2 3 4 5 6; do
+	"$LDCLIENT" --name "k$s" --order random --seed 3 --epochs 0 --batch 10 \
+		--kill-after 0 "$T/d2.sock" "$D" 2>&1 | sed -n 's/^start \([0-9]*\) \([0-9]*\) .*/\1.\2/p'
+done | paste -sd' ' -)
+like "$positions" '^([0-9]+\.[0-9]+ ){5}[0-9]+\.[0-9]+$' "six positions read back ($positions)"
+ok "and none of them is at the start" sh -c 'case " $1 " in *" 0.0 "*) exit 1 ;; esac' sh "$positions"
+
+# --- 6. an unreadable state file -----------------------------------------
 kill "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 printf 'this is not an LMDB file, whatever it was\n%4096s\n' x >"$ST/loaderd.mdb"
