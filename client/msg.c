@@ -33,6 +33,10 @@ static const char *const msg_names[PROTO_TYPE_END] = {
 	[PROTO_STATUS_OK] = "STATUS_OK",
 	[PROTO_STREAM_INFO] = "STREAM_INFO",
 	[PROTO_STREAM_INFO_OK] = "STREAM_INFO_OK",
+	[PROTO_SAVED] = "SAVED",
+	[PROTO_SAVED_OK] = "SAVED_OK",
+	[PROTO_FORGET] = "FORGET",
+	[PROTO_FORGET_OK] = "FORGET_OK",
 };
 
 const char *msg_type_name(uint16_t type)

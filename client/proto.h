@@ -39,7 +39,8 @@
 #define PROTO_VERSION                                                          \
 	5 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
-				5: OPEN's name, OPEN_OK's start */
+				5: OPEN's name, OPEN_OK's start, SAVED,
+				FORGET */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -62,6 +63,10 @@ enum proto_type {
 	PROTO_STATUS_OK = 10,
 	PROTO_STREAM_INFO = 11, /* one stream of the daemon's, by index */
 	PROTO_STREAM_INFO_OK = 12,
+	PROTO_SAVED = 13, /* one saved named stream, by index */
+	PROTO_SAVED_OK = 14,
+	PROTO_FORGET = 15, /* drop a saved named stream */
+	PROTO_FORGET_OK = 16,
 	PROTO_TYPE_END
 };
 
@@ -244,6 +249,42 @@ struct proto_stream_info_ok {
 	char pipeline[PROTO_INFO_TEXT]; /* truncated, NUL-terminated */
 };
 
+/*
+ * The saved named streams the asking uid may see (its own; every uid's
+ * for root and the daemon's own uid), in the daemon's key order; index
+ * 0..total-1, total as of this reply (0 and no record when none).
+ */
+struct proto_saved {
+	uint32_t index;
+	uint32_t reserved;
+};
+struct proto_saved_ok {
+	uint32_t total;
+	uint32_t uid; /* the stream's owner */
+	char name[PROTO_STREAM_NAME];
+	uint32_t epoch;	 /* of the first batch not released */
+	uint32_t epochs; /* the last epoch asked for, + 1; 0: endless */
+	uint64_t batch;
+	uint64_t batches_per_epoch;
+	uint64_t updated_ms; /* wall clock of its last checkpoint */
+	uint32_t rank, world;
+	uint32_t finished; /* 1: every batch of its epochs released */
+	uint32_t reserved;
+};
+
+/* Drop the saved stream name of uid (only root and the daemon's own uid
+ * may name another uid than their own). */
+#define PROTO_FORGET_UID 1u /* uid is given; else the asking peer's */
+struct proto_forget {
+	char name[PROTO_STREAM_NAME];
+	uint32_t uid;
+	uint32_t flags; /* PROTO_FORGET_* */
+};
+struct proto_forget_ok {
+	uint32_t uid; /* whose stream was dropped */
+	uint32_t reserved;
+};
+
 struct proto_error {
 	int32_t code; /* -errno or LOADER_E* */
 	/* Bytes of reason that follow (<= PROTO_REASON_MAX), no NUL. */
@@ -269,6 +310,10 @@ static inline uint32_t proto_payload_size(uint16_t type)
 	case PROTO_STATUS_OK: return sizeof(struct proto_status_ok);
 	case PROTO_STREAM_INFO: return sizeof(struct proto_stream_info);
 	case PROTO_STREAM_INFO_OK: return sizeof(struct proto_stream_info_ok);
+	case PROTO_SAVED: return sizeof(struct proto_saved);
+	case PROTO_SAVED_OK: return sizeof(struct proto_saved_ok);
+	case PROTO_FORGET: return sizeof(struct proto_forget);
+	case PROTO_FORGET_OK: return sizeof(struct proto_forget_ok);
 	default: return 0;
 	}
 }

@@ -20,6 +20,7 @@ int ctl_pipeline(int argc, char **argv);
 int ctl_status(int argc, char **argv);
 int ctl_streams(int argc, char **argv);
 int ctl_stats(int argc, char **argv);
+int ctl_forget(int argc, char **argv);
 /* bench dispatches to its own subcommands (ctl_bench.c's table). */
 int ctl_bench(int argc, char **argv);
 int ctl_bench_storage(int argc, char **argv);

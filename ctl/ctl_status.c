@@ -36,6 +36,7 @@ struct status_cli {
 	uint64_t count;
 	bool json;
 	bool prometheus;
+	bool saved;
 };
 
 #define O(f) offsetof(struct status_cli, f)
@@ -57,6 +58,9 @@ static const struct opt status_table[] = {
 	{ "prometheus", 0, OPT_FLAG, O(prometheus), NULL, NULL,
 	  "stats: print Prometheus's text format (counters, not rates)", 0, 0,
 	  0 },
+	{ "saved", 0, OPT_FLAG, O(saved), NULL, NULL,
+	  "streams: the saved named streams and their positions, instead of the live streams",
+	  0, 0, 0 },
 	OPT_END,
 };
 #undef O
@@ -397,7 +401,7 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 {
 	static const char *const usage[] = {
 		"loaderctl status [--socket PATH] [--json]",
-		"loaderctl streams [--socket PATH] [--json]",
+		"loaderctl streams [--socket PATH] [--saved] [--json]",
 		"loaderctl stats [--socket PATH] [--interval S] [--watch [--count N]] [--json | --prometheus]",
 	};
 	static const char *const about[] = {
@@ -435,6 +439,19 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 	if (fd < 0) {
 		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
 		return CTL_FAIL;
+	}
+	if (o.saved) {
+		if (cmd != CMD_STREAMS) {
+			fprintf(stderr,
+				"loaderctl %s: --saved is streams' option\n",
+				argv[0]);
+			rc = CTL_FAIL;
+		} else {
+			rc = ctl_saved_list(fd, &seq, o.json,
+					    "loaderctl streams");
+		}
+		close(fd);
+		return rc;
 	}
 	signal(SIGINT, on_interrupt);
 	signal(SIGTERM, on_interrupt);

@@ -5,6 +5,7 @@
 #ifndef LD_DAEMON_QUERY_H
 #define LD_DAEMON_QUERY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,13 @@ int daemon_ask(int fd, uint32_t *seq, uint16_t type, const void *req,
 /* Take a reading into r (its streams array reallocated). */
 int daemon_read(int fd, uint32_t *seq, struct daemon_reading *r, char *why,
 		size_t whylen);
+
+/*
+ * Print the daemon's saved named streams (a table, or with json a JSON
+ * array) over fd; prog names the command in errors. Returns CTL_OK or
+ * CTL_FAIL.
+ */
+int ctl_saved_list(int fd, uint32_t *seq, bool json, const char *prog);
 
 /* Free r's streams. */
 void daemon_reading_free(struct daemon_reading *r);

@@ -20,6 +20,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	{ "streams", ctl_streams, "a running loaderd's streams, a line each" },
 	{ "stats", ctl_stats,
 	  "a running loaderd's streams over time: rates, bottleneck; JSON, Prometheus" },
+	{ "forget", ctl_forget, "drop a saved named stream's position" },
 	{ "bench", ctl_bench,
 	  "measure storage and the pipeline; size a fleet of accelerators" },
 	{ NULL, NULL, NULL },

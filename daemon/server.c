@@ -1156,6 +1156,155 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 		       0);
 }
 
+/* SAVED or FORGET on the thread pool (LMDB may wait on the disk). */
+struct saved_job {
+	uv_work_t req;
+	struct session *ss; /* holds a reference until saved_done() */
+	uint16_t type;	    /* PROTO_SAVED or PROTO_FORGET */
+	uint32_t seq;
+	uint32_t index;		      /* SAVED */
+	uint32_t uid;		      /* FORGET: whose */
+	bool all;		      /* SAVED: every uid's */
+	char name[PROTO_STREAM_NAME]; /* FORGET */
+	uint32_t seen;		      /* SAVED: records counted so far */
+	struct proto_saved_ok ok;
+	int err;
+	struct diag d;
+};
+
+static int saved_one(void *arg, uint32_t uid, const char *name,
+		     const struct state_rec *r)
+{
+	struct saved_job *j = arg;
+
+	if (j->seen++ != j->index)
+		return 0;
+	j->ok.uid = uid;
+	snprintf(j->ok.name, sizeof(j->ok.name), "%s", name);
+	j->ok.epoch = r->epoch;
+	j->ok.epochs = r->epochs;
+	j->ok.batch = r->batch;
+	j->ok.batches_per_epoch = r->batches_per_epoch;
+	j->ok.updated_ms = r->updated_ms;
+	j->ok.rank = r->rank;
+	j->ok.world = r->world;
+	j->ok.finished = r->finished;
+	return 0; /* go on: total counts them all */
+}
+
+static void saved_work(uv_work_t *req)
+{
+	struct saved_job *j = req->data;
+	struct state *st = j->ss->srv->state;
+
+	if (j->type == PROTO_FORGET) {
+		j->err = state_forget(st, j->uid, j->name, &j->d);
+		if (j->err == -ENOENT)
+			diag_set(&j->d, -ENOENT,
+				 "no saved stream \"%s\" of uid %" PRIu32,
+				 j->name, j->uid);
+		else if (!j->err)
+			state_sync(st);
+		return;
+	}
+	j->err = state_each(st, j->uid, j->all, saved_one, j, &j->d);
+	j->ok.total = j->seen;
+	if (!j->err && j->seen && j->index >= j->seen)
+		j->err = diag_set(&j->d, LOADER_EUSAGE,
+				  "saved stream %" PRIu32 " of %" PRIu32,
+				  j->index, j->seen);
+}
+
+static void saved_done(uv_work_t *req, int status)
+{
+	struct saved_job *j = req->data;
+	struct session *ss = j->ss;
+
+	if (status == UV_ECANCELED)
+		j->err = -ECANCELED;
+	if (ss->ended) {
+		/* nobody to tell */
+	} else if (j->err) {
+		reply_error(ss, j->seq, j->err,
+			    j->d.msg[0] ? j->d.msg : loader_strerror(j->err));
+	} else if (j->type == PROTO_FORGET) {
+		struct proto_forget_ok ok = { .uid = j->uid };
+
+		plog(PLOG_INFO,
+		     "%s: forgot saved stream \"%s\" of uid %" PRIu32,
+		     ss->label, j->name, j->uid);
+		(void)msg_send(ss->fd, PROTO_FORGET_OK, j->seq, &ok, sizeof(ok),
+			       NULL, 0);
+	} else {
+		(void)msg_send(ss->fd, PROTO_SAVED_OK, j->seq, &j->ok,
+			       sizeof(j->ok), NULL, 0);
+	}
+	free(j);
+	session_put(ss);
+}
+
+/*
+ * SAVED and FORGET: the named streams this peer may see or drop. Its own
+ * uid's; root and the daemon's own uid see and may name every uid's.
+ */
+static void on_saved(struct session *ss, const struct proto_hdr *h,
+		     const void *m)
+{
+	struct server *srv = ss->srv;
+	bool super = ss->cred.uid == 0 || ss->cred.uid == getuid();
+	struct saved_job *j;
+
+	if (!srv->state) {
+		reply_error(ss, h->seq, LOADER_EUSAGE,
+			    "this loaderd has no state: no saved streams");
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		reply_error(ss, h->seq, -ENOMEM, "out of memory");
+		return;
+	}
+	j->req.data = j;
+	j->ss = ss;
+	j->type = h->type;
+	j->seq = h->seq;
+	j->uid = ss->cred.uid;
+	if (h->type == PROTO_SAVED) {
+		const struct proto_saved *q = m;
+
+		j->index = q->index;
+		j->all = super;
+	} else {
+		const struct proto_forget *q = m;
+
+		if (!memchr(q->name, '\0', sizeof(q->name)) || !q->name[0] ||
+		    (q->flags & ~PROTO_FORGET_UID)) {
+			free(j);
+			reply_error(
+				ss, h->seq, LOADER_EPROTO,
+				"FORGET: name not terminated, empty, or unknown flags");
+			return;
+		}
+		if ((q->flags & PROTO_FORGET_UID) && q->uid != ss->cred.uid &&
+		    !super) {
+			free(j);
+			reply_error(
+				ss, h->seq, -EPERM,
+				"only root may forget another user's streams");
+			return;
+		}
+		if (q->flags & PROTO_FORGET_UID)
+			j->uid = q->uid;
+		memcpy(j->name, q->name, sizeof(j->name));
+	}
+	if (uv_queue_work(srv->loop, &j->req, saved_work, saved_done)) {
+		free(j);
+		reply_error(ss, h->seq, -ENOMEM, "cannot queue the request");
+		return;
+	}
+	ss->refs++;
+}
+
 static void on_session(uv_poll_t *poll, int status, int events)
 {
 	struct session *ss = poll->data;
@@ -1164,6 +1313,8 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		struct proto_files files;
 		struct proto_open open;
 		struct proto_stream_info info;
+		struct proto_saved saved;
+		struct proto_forget forget;
 		char raw[PROTO_MAX_MSG];
 	} m;
 	struct proto_hdr h;
@@ -1214,6 +1365,17 @@ static void on_session(uv_poll_t *poll, int status, int events)
 			on_status(ss, &h);
 		else
 			on_stream_info(ss, &h, &m.info);
+		break;
+	case PROTO_SAVED:
+	case PROTO_FORGET:
+		if (!ss->hello)
+			reply_error(ss, h.seq, LOADER_EPROTO,
+				    "SAVED or FORGET before HELLO");
+		else
+			on_saved(ss, &h,
+				 h.type == PROTO_SAVED ?
+					 (const void *)&m.saved :
+					 (const void *)&m.forget);
 		break;
 	default:
 		snprintf(why, sizeof(why), "a client does not send %s",

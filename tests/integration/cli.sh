@@ -3,11 +3,11 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 26
+plan 27
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
-for c in pack inspect verify pipeline status streams stats bench; do
+for c in pack inspect verify pipeline status streams stats forget bench; do
 	like "$out" "^  $c " "--help lists $c"
 done
 # bench's subcommands, as its --help lists them: each has its own options.
@@ -40,7 +40,7 @@ is "$?" 2 "inspect of a non-shard exits 2"
 # Every option in --help appears in the man page, and the reverse.
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
-helpopts=$({ for c in pack inspect verify pipeline status streams stats; do "$LOADERCTL" $c --help; done
+helpopts=$({ for c in pack inspect verify pipeline status streams stats forget; do "$LOADERCTL" $c --help; done
 	for c in $benchcmds; do "$LOADERCTL" bench $c --help; done; } |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 missing=$(printf '%s\n' "$helpopts" | while read -r o; do

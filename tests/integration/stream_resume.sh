@@ -15,13 +15,14 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 25
+plan 31
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
 D=$T/ds/test
 ST=$T/state
 ok "daemon starts with a state directory" start_daemon "$T/d.sock" --state-dir "$ST"
+main=$DAEMON_PID
 ok "the state file exists" test -f "$ST/loaderd.mdb"
 
 # The stream of every test: 100 batches an epoch, 2 epochs, random order.
@@ -100,7 +101,33 @@ like "$out" '^start 0 0 resumed 0' "a fresh start begins again"
 out=$("$LDCLIENT" --name 'a/b' "$T/d.sock" "$D" 2>&1)
 like "$out" "no '/' or control characters" "a name with a slash is refused"
 
-# --- 3. one name, one stream --------------------------------------------
+# --- 3. the saved names, as loaderctl shows them, and forget ---------------
+out=$("$LOADERCTL" streams --saved --socket "$T/d.sock")
+like "$out" '^job +[0-9]+ +1/1 +0 +100 +0/1 .*\(finished\)$' \
+	"streams --saved lists job at its position, finished"
+like "$("$LOADERCTL" streams --saved --json --socket "$T/d.sock")" '"name": "plain"' \
+	"and --json has every name"
+ok "forget drops a name" "$LOADERCTL" forget --socket "$T/d.sock" plain
+out=$("$LOADERCTL" forget --socket "$T/d.sock" plain 2>&1)
+is "$?" 1 "forgetting it again finds nothing (exit 1)"
+like "$out" 'no saved stream "plain"' "and says so"
+# Another user sees none of these: the names are per uid.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 755 "$T" "$T/ds" "$D"
+	chmod 644 "$D"/*
+	start_daemon "$T/u.sock" --state-dir "$ST.u" --socket-mode 0666
+	"$LDCLIENT" --name job $ARGS --kill-after 3 "$T/u.sock" "$D" >/dev/null 2>&1
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$LDCLIENT" --name job $ARGS --kill-after 0 "$T/u.sock" "$D" 2>&1)
+	like "$out" '^start 0 0 resumed 0' "another uid's stream of the same name starts afresh"
+	kill "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=$main
+else
+	ok "another uid's names # SKIP needs root and setpriv" true
+fi
+
+# --- 4. one name, one stream --------------------------------------------
 "$LDCLIENT" --name busy $ARGS --hold-after 1 "$T/d.sock" "$D" >"$T/hold" 2>&1 &
 hp=$!
 wait_for 'holding after' "$T/hold"
@@ -109,7 +136,7 @@ like "$out" 'stream "busy" is open in another session' "a name open elsewhere is
 kill $hp 2>/dev/null
 wait $hp 2>/dev/null
 
-# --- 4. the daemon killed with SIGKILL ----------------------------------
+# --- 5. the daemon killed with SIGKILL ----------------------------------
 "$LDCLIENT" --name crash $ARGS --ids --sleep-ms 10 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
 cp=$!
 sleep 1
@@ -124,7 +151,7 @@ pos=$(( ${1:-0} * 100 + ${2:-0} ))
 ok "it resumes the name after the crash ($pos of $got batches taken)" \
 	test -n "$at" -a "$pos" -gt 0 -a "$pos" -le "$got"
 
-# --- 5. SIGKILL while checkpoints are written ------------------------------
+# --- 6. SIGKILL while checkpoints are written ------------------------------
 # Six named streams checkpoint every 200 ms and at every session end
 # (clients that come and go); the daemon is killed at a random moment,
 # 8 times. Each time the state must open as it is (never moved aside)
@@ -161,7 +188,7 @@ done | paste -sd' ' -)
 like "$positions" '^([0-9]+\.[0-9]+ ){5}[0-9]+\.[0-9]+$' "six positions read back ($positions)"
 ok "and none of them is at the start" sh -c 'case " $1 " in *" 0.0 "*) exit 1 ;; esac' sh "$positions"
 
-# --- 6. an unreadable state file -----------------------------------------
+# --- 7. an unreadable state file -----------------------------------------
 kill "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 printf 'this is not an LMDB file, whatever it was\n%4096s\n' x >"$ST/loaderd.mdb"
