@@ -128,6 +128,7 @@ struct loader {
 	 * slot_count - 1 of them, so that the daemon always has a slot to
 	 * fill. `released` is what we last stored in the consumer page.
 	 */
+	bool named;	      /* releases wait until saved (RING_NAMED) */
 	uint32_t start_epoch; /* where the stream started (OPEN_OK) */
 	uint64_t start_batch;
 	int resumed;
@@ -891,6 +892,7 @@ static int loader_check_ring(struct loader *l, const struct proto_open *po)
 		if (err)
 			return err;
 	}
+	l->named = h.flags & RING_NAMED;
 	l->slots = (const unsigned char *)l->hdr + RING_PAGE;
 	l->slot_size = h.slot_size;
 	l->slot_count = h.slot_count;
@@ -1258,6 +1260,55 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 	return 0;
 }
 
+/*
+ * A named stream's release returns once the daemon has saved it (ring.h):
+ * spin a little (the saver commits in microseconds), then sleep on
+ * `saved`, looking at the socket between sleeps. Gives up after the
+ * handle's timeout, or when the daemon is gone: the release is then
+ * perhaps not saved, and the batch may be delivered again.
+ */
+static int loader_wait_saved(struct loader *l, uint32_t want)
+{
+	int64_t deadline = l->timeout_ms < 0 ?
+				   -1 :
+				   loader_now_ns() + (int64_t)l->timeout_ms * 1000000;
+	uint32_t saved;
+
+	for (int i = 0; i < LOADER_SPINS; i++) {
+		saved = __atomic_load_n(&l->hdr->saved, __ATOMIC_ACQUIRE);
+		if ((int32_t)(saved - want) >= 0)
+			return 0;
+		loader_cpu_relax();
+	}
+	for (;;) {
+		int64_t slice = LOADER_SLICE_NS;
+
+		saved = __atomic_load_n(&l->hdr->saved, __ATOMIC_ACQUIRE);
+		if ((int32_t)(saved - want) >= 0)
+			return 0;
+		if (__atomic_load_n(&l->hdr->state, __ATOMIC_ACQUIRE) ==
+		    RING_FAILED)
+			return loader_fail(l, LOADER_ESTREAM,
+					   "the stream failed before the release was saved");
+		if (loader_peer_gone(l))
+			return loader_fail(
+				l, -EPIPE,
+				"loaderd went away before it saved the release");
+		if (deadline >= 0) {
+			int64_t left = deadline - loader_now_ns();
+
+			if (left <= 0)
+				return loader_fail(
+					l, -ETIMEDOUT,
+					"loaderd did not save the release in %d ms",
+					l->timeout_ms);
+			if (left < slice)
+				slice = left;
+		}
+		futex_wait_shared(&l->hdr->saved, saved, slice);
+	}
+}
+
 LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 {
 	if (!l || !b)
@@ -1272,9 +1323,11 @@ LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 	 * slot is never left asleep.
 	 */
 	__atomic_store_n(&l->cons->cons, l->released, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&l->hdr->daemon_waiting, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&l->hdr->daemon_waiting, __ATOMIC_SEQ_CST) ||
+	    (l->named &&
+	     __atomic_load_n(&l->hdr->saver_waiting, __ATOMIC_SEQ_CST)))
 		futex_wake_shared(&l->cons->cons);
-	return 0;
+	return l->named ? loader_wait_saved(l, l->released) : 0;
 }
 
 LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)

@@ -21,6 +21,11 @@
  * The client reads slot cons%n after seeing prod != cons (acquire), and
  * gives it back by storing cons+1 (release).
  *
+ * A named stream's release is durable: the client stores cons, wakes the
+ * daemon's saver if `saver_waiting` is set, and waits (spinning, then on
+ * the futex `saved`) until the daemon has written the position and
+ * stored `saved` past it.
+ *
  * Waiting: the client spins briefly, then sets `client_waiting` and waits
  * with FUTEX_WAIT on `prod`; the daemon wakes it after publishing if the
  * flag is set. The daemon, when the ring is full, sets `daemon_waiting`
@@ -38,7 +43,7 @@
 #include "proto.h"
 
 #define RING_MAGIC    0x47524c4cu /* "LLRG" in memory */
-#define RING_VERSION  2		  /* 2: slots writable by the client */
+#define RING_VERSION  3 /* 2: slots writable by the client; 3: saved */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -89,7 +94,7 @@ struct ring_hdr {
 	uint32_t epochs; /* 0: endless */
 	uint64_t batches_per_epoch;
 	uint32_t start_epoch;
-	uint32_t reserved;
+	uint32_t flags; /* RING_NAMED */
 	uint64_t ids_offset; /* u64 global sample index per sample, in a slot */
 	struct ring_output out[PROTO_MAX_OUTPUTS];
 	/* Written by the daemon while the stream runs; each on its own line. */
@@ -98,7 +103,18 @@ struct ring_hdr {
 	_Alignas(64) uint32_t state;   /* enum ring_state */
 	int32_t error;		       /* when RING_FAILED */
 	char reason[PROTO_REASON_MAX]; /* NUL-terminated */
+	/*
+	 * A named stream (RING_NAMED): batches whose release the daemon has
+	 * saved (state.h), and the flag its saver raises before it sleeps
+	 * on cons. The client's release waits until saved reaches it, so
+	 * that a release that returned is never delivered again.
+	 */
+	_Alignas(64) uint32_t saved;
+	uint32_t saver_waiting;
 };
+
+/* ring_hdr.flags */
+#define RING_NAMED 1u
 
 /* The consumer memfd's page: written by the client. */
 struct ring_cons {

@@ -147,6 +147,7 @@ static void write_header(struct producer *pr, const struct producer_params *p,
 	h->start_epoch = p->start_epoch;
 	h->batches_per_epoch = lay->batches_per_epoch;
 	h->ids_offset = ids;
+	h->flags = p->named ? RING_NAMED : 0;
 	for (uint32_t i = 0; i < lay->noutputs; i++) {
 		const struct stream_tensor *t = &lay->out[i];
 		struct ring_output *ro = &h->out[i];
@@ -400,6 +401,32 @@ uint64_t producer_released(struct producer *pr)
 		last = cons;
 	}
 	return ((uint64_t)pr->released_wraps << 32) | last;
+}
+
+void producer_wait_release(struct producer *pr, uint32_t seen,
+			   int64_t timeout_ns)
+{
+	/*
+	 * The flag, then the index once more (both seq_cst), as the
+	 * producer's own wait does: a release stored before the flag is
+	 * seen here, one after it wakes us.
+	 */
+	__atomic_store_n(&pr->hdr->saver_waiting, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pr->cons->cons, __ATOMIC_SEQ_CST) == seen)
+		futex_wait_shared(&pr->cons->cons, seen, timeout_ns);
+	__atomic_store_n(&pr->hdr->saver_waiting, 0, __ATOMIC_SEQ_CST);
+}
+
+void producer_wake_saver(struct producer *pr)
+{
+	futex_wake_shared(&pr->cons->cons);
+}
+
+void producer_set_saved(struct producer *pr, uint64_t released)
+{
+	__atomic_store_n(&pr->hdr->saved, (uint32_t)released,
+			 __ATOMIC_RELEASE);
+	futex_wake_shared(&pr->hdr->saved);
 }
 
 uint64_t producer_stall_ns(const struct producer *pr)

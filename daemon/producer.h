@@ -10,6 +10,7 @@
 #ifndef LD_PRODUCER_H
 #define LD_PRODUCER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "diag.h"
@@ -25,6 +26,7 @@ struct producer_params {
 	uint32_t start_epoch;
 	uint64_t max_bytes; /* refuse a larger ring */
 	const char *label;  /* for logs; copied */
+	bool named; /* the client waits for each release to be saved */
 };
 
 /*
@@ -60,6 +62,17 @@ void producer_notice(struct producer *pr, const char *reason);
  * time (the loop while the session lives, then its teardown).
  */
 uint64_t producer_released(struct producer *pr);
+
+/*
+ * A named stream's saver: sleep until the consumer index differs from
+ * seen (or timeout_ns passes, or producer_wake_saver()); then, having
+ * written the position, tell the client its releases up to released
+ * are saved (ring.h, `saved`).
+ */
+void producer_wait_release(struct producer *pr, uint32_t seen,
+			   int64_t timeout_ns);
+void producer_wake_saver(struct producer *pr);
+void producer_set_saved(struct producer *pr, uint64_t released);
 
 /* Nanoseconds the stream waited for the client to free a slot. */
 uint64_t producer_stall_ns(const struct producer *pr);

@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,6 +60,22 @@ struct named {
 	struct state_rec rec; /* identity, bounds; the position it started at */
 	uint64_t start;	      /* that position as epoch * bpe + batch */
 	uint64_t written;     /* batches released at the last checkpoint */
+};
+
+/*
+ * A named stream's saver: a thread that writes the position as soon as
+ * the client releases a batch and then tells the client (ring.h, saved),
+ * whose release waits for that. One per named stream, from its OPEN to
+ * its teardown, which stops it before the final write.
+ */
+struct saver {
+	pthread_t thread;
+	struct server *srv;
+	struct state *state;
+	struct producer *prod;
+	struct named named; /* named.written: released at the last write */
+	int stop;	    /* atomic */
+	char label[96];
 };
 
 /*
@@ -105,6 +123,7 @@ struct session {
 	char pipeline[PROTO_INFO_TEXT];
 	uint64_t opened_ms;
 	struct named named;
+	struct saver *saver; /* a named stream's, or NULL */
 	struct session *next, **pprev;
 };
 
@@ -127,6 +146,7 @@ struct open_job {
 	struct state *state; /* NULL: no names */
 	struct named named;
 	bool fresh, resumed;
+	struct saver *saver; /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
 	uint64_t start_batch;
 	struct open_job *next_parked;
@@ -147,6 +167,7 @@ struct teardown {
 	struct charge charge;
 	struct state *state;
 	struct named named;
+	struct saver *saver;
 	/* Named teardowns are listed, with the OPENs of the same name that
 	 * wait for the final checkpoint before they read it. */
 	struct teardown *next;
@@ -155,12 +176,11 @@ struct teardown {
 	char label[96];
 };
 
-/* A checkpoint (or, with expire, an expiry pass) on the thread pool. */
+/* An expiry pass over the state on the thread pool. */
 struct ckpt_job {
 	uv_work_t req;
 	struct server *srv; /* holds a reference until ckpt_done() */
-	struct named named; /* the position: named.written batches released */
-	uint64_t expire_ms; /* not 0: drop records this old instead */
+	uint64_t expire_ms; /* drop records not written for this long */
 };
 
 struct server {
@@ -240,6 +260,61 @@ static void named_write(struct server *srv, struct state *st,
 		__atomic_store_n(&srv->synced_ms, now, __ATOMIC_RELAXED);
 		state_sync(st);
 	}
+}
+
+/* How long the saver sleeps at most between looks at the index. */
+#define SAVER_POLL_NS (200 * 1000000ll)
+
+static void *saver_main(void *arg)
+{
+	struct saver *sv = arg;
+
+	for (;;) {
+		uint64_t rel = producer_released(sv->prod);
+
+		if (rel != sv->named.written) {
+			named_write(sv->srv, sv->state, &sv->named, rel,
+				    sv->label);
+			sv->named.written = rel;
+			producer_set_saved(sv->prod, rel);
+		}
+		if (__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE))
+			break;
+		producer_wait_release(sv->prod, (uint32_t)rel, SAVER_POLL_NS);
+	}
+	return NULL;
+}
+
+/* Start n's saver on prod; returns it, or NULL (then no saver). */
+static struct saver *saver_start(struct server *srv, struct state *st,
+				 struct producer *prod, const struct named *n,
+				 const char *label)
+{
+	struct saver *sv = calloc(1, sizeof(*sv));
+
+	if (!sv)
+		return NULL;
+	sv->srv = srv;
+	sv->state = st;
+	sv->prod = prod;
+	sv->named = *n;
+	snprintf(sv->label, sizeof(sv->label), "%s", label);
+	if (pthread_create(&sv->thread, NULL, saver_main, sv)) {
+		free(sv);
+		return NULL;
+	}
+	return sv;
+}
+
+/* Stop and free a saver (off the loop: it joins). NULL is a no-op. */
+static void saver_stop(struct saver *sv)
+{
+	if (!sv)
+		return;
+	__atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
+	producer_wake_saver(sv->prod);
+	pthread_join(sv->thread, NULL);
+	free(sv);
 }
 
 static struct uid_use *uid_find(struct server *srv, uid_t uid)
@@ -364,6 +439,8 @@ static void teardown_work(uv_work_t *req)
 	struct teardown *t = req->data;
 
 	stream_free(t->stream);
+	saver_stop(t->saver);
+	t->saver = NULL;
 	/*
 	 * The stream's threads are gone and the client with them (or it is
 	 * going): what it released is final. Written before the ring goes,
@@ -421,7 +498,7 @@ static void teardown_done(uv_work_t *req, int status)
  */
 static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		     uid_t uid, struct charge *c, const struct named *n,
-		     const char *label)
+		     struct saver *sv, const char *label)
 {
 	struct teardown *t = calloc(1, sizeof(*t));
 	int err = t ? 0 : -ENOMEM;
@@ -437,6 +514,7 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 			t->named = *n;
 			t->state = srv->state;
 		}
+		t->saver = sv;
 		t->t0 = now_ms();
 		snprintf(t->label, sizeof(t->label), "%s", label);
 		err = uv_queue_work(srv->loop, &t->req, teardown_work,
@@ -448,6 +526,7 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		     loader_strerror(err));
 		free(t);
 		stream_free(s);
+		saver_stop(sv);
 		if (n && n->name[0] && srv->state && pr)
 			named_write(srv, srv->state, n, producer_released(pr),
 				    label);
@@ -497,7 +576,8 @@ static void session_end(struct session *ss, const char *why)
 	plog(PLOG_INFO, "%s: session ends: %s", ss->label, why);
 	if (ss->stream) {
 		teardown(ss->srv, ss->stream, ss->prod, ss->cred.uid,
-			 &ss->charge, &ss->named, ss->label);
+			 &ss->charge, &ss->named, ss->saver, ss->label);
+		ss->saver = NULL;
 		ss->stream = NULL;
 		ss->prod = NULL;
 	}
@@ -794,12 +874,24 @@ static void open_work(uv_work_t *req)
 	if (j->err)
 		goto out;
 	pp.lay = stream_layout(j->stream);
+	/* Releases wait for the saver (named_begin() keeps the name then). */
+	pp.named = j->open.name[0] && pp.lay->batches_per_epoch;
 	j->err = producer_new(&j->prod, &pp, &j->d);
 	if (!j->err && j->open.name[0])
 		j->err = named_begin(j, pp.lay->batches_per_epoch);
+	if (!j->err && j->named.name[0]) {
+		j->saver = saver_start(srv, j->state, j->prod, &j->named,
+				       j->ss->label);
+		if (!j->saver)
+			j->err = diag_set(&j->d, -ENOMEM,
+					  "stream \"%s\": cannot start its saver",
+					  j->named.name);
+	}
 	if (!j->err)
 		j->err = stream_start(j->stream, producer_sink(j->prod), &j->d);
 	if (j->err) {
+		saver_stop(j->saver);
+		j->saver = NULL;
 		stream_free(j->stream);
 		producer_free(j->prod);
 		j->stream = NULL;
@@ -855,13 +947,14 @@ static void open_done(uv_work_t *req, int status)
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
-			 &j->named, ss->label);
+			 &j->named, j->saver, ss->label);
 		goto out;
 	}
 	ss->stream = j->stream;
 	ss->prod = j->prod;
 	ss->charge = j->charge;
 	ss->named = j->named;
+	ss->saver = j->saver;
 	ss->opened_ms = now_ms();
 	memcpy(ss->dataset, j->dataset, sizeof(ss->dataset));
 	snprintf(ss->pipeline, sizeof(ss->pipeline), "%s", j->open.pipeline);
@@ -884,17 +977,37 @@ out:
 	session_put(ss);
 }
 
-/* Is uid's stream name open, or being opened, in a session? */
-static bool name_busy(const struct server *srv, uint32_t uid, const char *name)
+/* Has the client of session s hung up (its end of the socket closed)? */
+static bool peer_gone(const struct session *s)
 {
-	for (const struct session *s = srv->sessions; s; s = s->next) {
+	struct pollfd p = { .fd = s->fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/*
+ * Is uid's stream name open, or being opened, in a session? A session
+ * whose client has hung up but whose hang-up the loop has not read yet
+ * (a trainer killed and started again at once) is ended here, so that
+ * its teardown writes the position the new OPEN then waits for.
+ */
+static bool name_busy(struct server *srv, uint32_t uid, const char *name)
+{
+	struct session *s = srv->sessions, *next;
+
+	for (; s; s = next) {
 		const char *other = s->stream  ? s->named.name :
 				    s->opening ? s->opening->open.name :
 						 "";
 
-		if (s->cred.uid == uid && other[0] &&
-		    !strncmp(other, name, PROTO_STREAM_NAME))
+		next = s->next;
+		if (s->cred.uid != uid || !other[0] ||
+		    strncmp(other, name, PROTO_STREAM_NAME))
+			continue;
+		if (!peer_gone(s))
 			return true;
+		session_end(s, "client disconnected");
 	}
 	return false;
 }
@@ -1624,20 +1737,13 @@ static void ckpt_work(uv_work_t *req)
 	uint64_t n;
 	struct diag d;
 
-	if (c->expire_ms) {
-		if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n,
-				 &d))
-			plog(PLOG_WARN, "state: expiry: %s", d.msg);
-		else if (n)
-			plog(PLOG_INFO,
-			     "state: forgot %" PRIu64
-			     " named streams not checkpointed for %" PRIu64
-			     " hours",
-			     n, c->expire_ms / 3600000);
-		return;
-	}
-	named_write(c->srv, c->srv->state, &c->named, c->named.written,
-		    "checkpoint");
+	if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n, &d))
+		plog(PLOG_WARN, "state: expiry: %s", d.msg);
+	else if (n)
+		plog(PLOG_INFO,
+		     "state: forgot %" PRIu64
+		     " named streams not checkpointed for %" PRIu64 " hours",
+		     n, c->expire_ms / 3600000);
 }
 
 static void ckpt_done(uv_work_t *req, int status)
@@ -1650,10 +1756,9 @@ static void ckpt_done(uv_work_t *req, int status)
 }
 
 /*
- * Every SERVER_CKPT_MS: the position of every named stream whose client
- * released batches since, written on the thread pool (the loop never
- * waits on the disk). The teardown writes the final one; these bound
- * what a crash of the daemon itself delivers again.
+ * The state's housekeeping, every SERVER_CKPT_MS: once at the start and
+ * then hourly, forget the names that expired (on the thread pool: the
+ * loop never waits on the disk). Positions are each saver's to write.
  */
 static void on_ckpt(uv_timer_t *timer)
 {
@@ -1675,30 +1780,6 @@ static void on_ckpt(uv_timer_t *timer)
 			else
 				srv->refs++;
 		}
-	}
-
-	for (struct session *ss = srv->sessions; ss; ss = ss->next) {
-		struct ckpt_job *c;
-		uint64_t rel;
-
-		if (!ss->stream || !ss->named.name[0])
-			continue;
-		rel = producer_released(ss->prod);
-		if (rel == ss->named.written)
-			continue;
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return;
-		c->req.data = c;
-		c->srv = srv;
-		c->named = ss->named;
-		c->named.written = rel;
-		if (uv_queue_work(srv->loop, &c->req, ckpt_work, ckpt_done)) {
-			free(c);
-			return;
-		}
-		srv->refs++;
-		ss->named.written = rel;
 	}
 }
 

@@ -19,7 +19,11 @@
  * --kill-after N kills the client with SIGKILL right after its Nth
  * release (a trainer crash; every batch printed was released), and with
  * --kill-held it first takes one more batch ("held E B") and does not
- * release it. Exit status: 0 at the end of the stream,
+ * release it. --after-release prints a batch's --ids and --batch-hash
+ * lines only once its release returned 0 (for a named stream: once the
+ * daemon saved it), after a line "releasing E B" before the call (a
+ * crash between the two leaves that batch's release undecided). Exit
+ * status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
 #include <errno.h>
@@ -61,7 +65,7 @@ static void usage(void)
 		"  [--handoff ROUNDS] [--memcpy] [--memcpy-ref] [--direct]\n"
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
-		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]]\n"
+		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -117,6 +121,7 @@ int main(int argc, char **argv)
 					    { "fresh", 0, 0, 'F' },
 					    { "kill-after", 1, 0, 'k' },
 					    { "kill-held", 0, 0, 'j' },
+					    { "after-release", 0, 0, 'a' },
 					    { 0, 0, 0, 0 } };
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -132,7 +137,9 @@ int main(int argc, char **argv)
 	size_t copy_cap = 0;
 	static struct loader_batch held[1024];
 	long keep = 1, nheld = 0, first = 0;
-	int bhash = 0, order_err = 0, kill_held = 0;
+	int bhash = 0, order_err = 0, kill_held = 0, after = 0;
+	char *mbuf = NULL;
+	size_t msize = 0;
 	long kill_after = -1;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -179,6 +186,7 @@ int main(int argc, char **argv)
 		case 'F': o.fresh = 1; break;
 		case 'k': kill_after = atol(optarg); break;
 		case 'j': kill_held = 1; break;
+		case 'a': after = 1; break;
 		case 'B':
 			if (!strcmp(optarg, "skip"))
 				o.on_bad = LOADER_BAD_SKIP;
@@ -216,6 +224,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct loader_batch b;
 		uint64_t a0, a1;
+		FILE *out;
 
 		if (handoff && nb % 8 == 0) {
 			/* Let the ring fill, so that the next calls find ready batches. */
@@ -244,21 +253,30 @@ int main(int argc, char **argv)
 					printf(" %" PRIu64, b.out[k].shape[d]);
 				printf(" bytes %zu\n", b.out[k].bytes);
 			}
+		/* --after-release: this batch's lines wait for its release. */
+		out = stdout;
+		if (after && keep == 1) {
+			out = open_memstream(&mbuf, &msize);
+			if (!out)
+				out = stdout;
+		}
 		if (ids)
 			for (uint32_t i = 0; i < b.count; i++)
-				printf("id %" PRIu32 " %" PRIu64 " %" PRIu64
-				       "\n",
-				       b.epoch, b.index, b.ids[i]);
+				fprintf(out,
+					"id %" PRIu32 " %" PRIu64 " %" PRIu64
+					"\n",
+					b.epoch, b.index, b.ids[i]);
 		if (bhash) {
 			XXH3_64bits_reset(bx);
 			XXH3_64bits_update(bx, b.ids, b.count * sizeof(*b.ids));
 			for (uint32_t k = 0; k < b.noutputs; k++)
 				XXH3_64bits_update(bx, b.out[k].data,
 						   b.out[k].bytes);
-			printf("batch %" PRIu32 " %" PRIu64 " %" PRIu32
-			       " xxh3 %016" PRIx64 "\n",
-			       b.epoch, b.index, b.count,
-			       XXH3_64bits_digest(bx));
+			fprintf(out,
+				"batch %" PRIu32 " %" PRIu64 " %" PRIu32
+				" xxh3 %016" PRIx64 "\n",
+				b.epoch, b.index, b.count,
+				XXH3_64bits_digest(bx));
 		}
 		if (hash) {
 			XXH3_64bits_update(xx, b.ids, b.count * sizeof(*b.ids));
@@ -295,7 +313,31 @@ int main(int argc, char **argv)
 		 * not touched inside the timed handoff.
 		 */
 		if (keep == 1) {
-			loader_release(l, &b);
+			int rr;
+
+			/*
+			 * A crash inside the release leaves it undecided:
+			 * say which batch that would be.
+			 */
+			if (out != stdout) {
+				printf("releasing %" PRIu32 " %" PRIu64 "\n",
+				       b.epoch, b.index);
+				fflush(stdout);
+			}
+			rr = loader_release(l, &b);
+
+			if (out != stdout) {
+				fclose(out);
+				if (rr == 0) {
+					fwrite(mbuf, 1, msize, stdout);
+					fflush(stdout);
+				} else {
+					printf("release failed: %s\n",
+					       loader_strerror(rr));
+				}
+				free(mbuf);
+				mbuf = NULL;
+			}
 		} else {
 			held[(first + nheld) % 1024] = b;
 			nheld++;
