@@ -128,10 +128,23 @@ struct loader {
 	 * slot_count - 1 of them, so that the daemon always has a slot to
 	 * fill. `released` is what we last stored in the consumer page.
 	 */
-	bool named;	      /* releases wait until saved (RING_NAMED) */
-	uint32_t start_epoch; /* where the stream started (OPEN_OK) */
+	bool named; /* releases wait until saved (RING_NAMED) */
+	/*
+	 * Reconnecting (loader_opts.reconnect_ms): where the daemon is, the
+	 * dataset to send again and the OPEN to repeat, and the absolute
+	 * position of the current ring's batch 0 (epoch * bpe + batch).
+	 */
+	struct sockaddr_un sa;
+	int reconnect_ms;
+	char *dataset;
+	struct proto_open po;
+	uint64_t base;
+	uint32_t start_epoch; /* where the current ring started (OPEN_OK) */
 	uint64_t start_batch;
 	int resumed;
+	uint32_t first_epoch; /* where loader_open() started, for loader_start() */
+	uint64_t first_batch;
+	int first_resumed;
 	uint32_t next;	   /* the next batch to read */
 	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
@@ -496,15 +509,12 @@ static int loader_send_failed(struct loader *l, int err, uint16_t type)
 			   strerror(-err));
 }
 
-static int loader_connect(struct loader *l, const struct loader_opts *o)
+/* Connect to the daemon at l->sa (loader_connect(), and a reconnect). */
+static int loader_dial(struct loader *l)
 {
-	struct sockaddr_un sa;
+	struct sockaddr_un sa = l->sa;
 	int err;
 
-	memset(&sa, 0, sizeof(sa));
-	err = loader_sock_path(l, o, &sa);
-	if (err)
-		return err;
 	l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (l->sock < 0)
 		return loader_fail(l, -errno, "socket: %s", strerror(errno));
@@ -543,6 +553,17 @@ static int loader_connect(struct loader *l, const struct loader_opts *o)
 				   strerror(-err));
 	}
 	return 0;
+}
+
+static int loader_connect(struct loader *l, const struct loader_opts *o)
+{
+	int err;
+
+	memset(&l->sa, 0, sizeof(l->sa));
+	err = loader_sock_path(l, o, &l->sa);
+	if (err)
+		return err;
+	return loader_dial(l);
 }
 
 static int loader_hello(struct loader *l)
@@ -1014,6 +1035,8 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 	l->start_epoch = r.open.start_epoch;
 	l->start_batch = r.open.start_batch;
 	l->resumed = r.open.resumed == 1;
+	l->base = (uint64_t)r.open.start_epoch * r.open.batches_per_epoch +
+		  r.open.start_batch;
 	/*
 	 * Start at the daemon's idea of the consumer index: a resumed stream
 	 * need not start at 0.
@@ -1067,6 +1090,19 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_stream(l, &po, first_seq);
 	if (err)
 		goto fail;
+	if (opt.reconnect_ms) {
+		l->reconnect_ms = opt.reconnect_ms;
+		l->po = po;
+		l->dataset = strdup(dataset);
+		if (!l->dataset) {
+			err = -ENOMEM;
+			goto fail;
+		}
+	}
+	/* The resumed position stays the one of the first open. */
+	l->first_epoch = l->start_epoch;
+	l->first_batch = l->start_batch;
+	l->first_resumed = l->resumed;
 	l->reason[0] = '\0';
 	*out = l;
 	return 0;
@@ -1184,6 +1220,63 @@ out:
 	return err;
 }
 
+/*
+ * The daemon went away with no batch held: connect again (for up to
+ * reconnect_ms, a try every 100 ms), send the dataset's files again and
+ * open the stream at the first batch not released (a named stream where
+ * the daemon saved it, which a release it did not confirm may have
+ * passed; another where this client counts). The old ring goes.
+ */
+static int loader_reconnect(struct loader *l)
+{
+	int64_t deadline = loader_now_ns() + (int64_t)l->reconnect_ms * 1000000;
+	uint64_t bpe = l->st.batches_per_epoch, at = l->base + l->released;
+	uint32_t end = l->po.epochs ? l->po.start_epoch + l->po.epochs : 0;
+	struct proto_open po = l->po;
+	int err;
+
+	if (!l->po.name[0] && bpe) {
+		po.start_epoch = (uint32_t)(at / bpe);
+		po.start_batch = at % bpe;
+		if (end && po.start_epoch >= end)
+			return loader_fail(l, LOADER_EEND,
+					   "the stream has ended");
+		po.epochs = end ? end - po.start_epoch : 0;
+	}
+	if (l->hdr)
+		munmap(l->hdr, l->ring_bytes);
+	if (l->cons)
+		munmap(l->cons, l->cons_bytes);
+	l->hdr = NULL;
+	l->cons = NULL;
+	for (;;) {
+		uint32_t first_seq = 0;
+
+		if (l->sock >= 0)
+			close(l->sock);
+		l->sock = -1;
+		err = loader_dial(l);
+		if (!err)
+			err = loader_hello(l);
+		if (!err)
+			err = loader_send_files(l, l->dataset, &first_seq);
+		if (!err)
+			err = loader_stream(l, &po, first_seq);
+		if (!err)
+			return 0;
+		/* A refusal with a reason (not a daemon still away) is final. */
+		if (err != -ECONNREFUSED && err != -ENOENT && err != -EPIPE &&
+		    err != -ECONNRESET && err != -ETIMEDOUT)
+			return err;
+		if (loader_now_ns() >= deadline)
+			return loader_fail(
+				l, -EPIPE,
+				"loaderd went away and did not come back within %d ms (%s)",
+				l->reconnect_ms, l->reason);
+		usleep(100000);
+	}
+}
+
 LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 			   int timeout_ms)
 {
@@ -1202,6 +1295,12 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 	prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
 	if (prod == l->next) {
 		err = loader_wait(l, timeout_ms, &prod);
+		if (err == -EPIPE && l->reconnect_ms &&
+		    l->next == l->released) {
+			err = loader_reconnect(l);
+			if (!err)
+				return loader_next(l, b, timeout_ms);
+		}
 		if (err) {
 			if (err != -ETIMEDOUT)
 				l->final = err;
@@ -1269,9 +1368,10 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
  */
 static int loader_wait_saved(struct loader *l, uint32_t want)
 {
-	int64_t deadline = l->timeout_ms < 0 ?
-				   -1 :
-				   loader_now_ns() + (int64_t)l->timeout_ms * 1000000;
+	int64_t deadline =
+		l->timeout_ms < 0 ?
+			-1 :
+			loader_now_ns() + (int64_t)l->timeout_ms * 1000000;
 	uint32_t saved;
 
 	for (int i = 0; i < LOADER_SPINS; i++) {
@@ -1288,8 +1388,9 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 			return 0;
 		if (__atomic_load_n(&l->hdr->state, __ATOMIC_ACQUIRE) ==
 		    RING_FAILED)
-			return loader_fail(l, LOADER_ESTREAM,
-					   "the stream failed before the release was saved");
+			return loader_fail(
+				l, LOADER_ESTREAM,
+				"the stream failed before the release was saved");
 		if (loader_peer_gone(l))
 			return loader_fail(
 				l, -EPIPE,
@@ -1365,10 +1466,10 @@ LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
 			    uint64_t *batch)
 {
 	if (epoch)
-		*epoch = l->start_epoch;
+		*epoch = l->first_epoch;
 	if (batch)
-		*batch = l->start_batch;
-	return l->resumed;
+		*batch = l->first_batch;
+	return l->first_resumed;
 }
 
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)
@@ -1407,5 +1508,6 @@ LOADER_API void loader_close(struct loader *l)
 	/* Closing the socket is what ends the stream in the daemon. */
 	if (l->sock >= 0)
 		close(l->sock);
+	free(l->dataset);
 	free(l);
 }

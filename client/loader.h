@@ -144,6 +144,16 @@ struct loader_opts {
 	const char *name;
 	/* With a name: drop what is saved and start where asked. */
 	uint32_t fresh;
+	/*
+	 * When the daemon goes away (a crash, a restart), loader_next()
+	 * connects again for up to reconnect_ms (0: never, the default),
+	 * sends the dataset's files again and goes on at the first batch not
+	 * released, instead of returning -EPIPE. Meant for named streams,
+	 * whose position the daemon keeps; without a name the stream goes on
+	 * where this client counts. Only while no batch is held: with one
+	 * held, loader_next() returns -EPIPE as before.
+	 */
+	int reconnect_ms;
 };
 
 /* clang-format off */

@@ -94,7 +94,7 @@ struct ring_hdr {
 	uint32_t epochs; /* 0: endless */
 	uint64_t batches_per_epoch;
 	uint32_t start_epoch;
-	uint32_t flags; /* RING_NAMED */
+	uint32_t flags;	     /* RING_NAMED */
 	uint64_t ids_offset; /* u64 global sample index per sample, in a slot */
 	struct ring_output out[PROTO_MAX_OUTPUTS];
 	/* Written by the daemon while the stream runs; each on its own line. */

@@ -424,8 +424,7 @@ void producer_wake_saver(struct producer *pr)
 
 void producer_set_saved(struct producer *pr, uint64_t released)
 {
-	__atomic_store_n(&pr->hdr->saved, (uint32_t)released,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&pr->hdr->saved, (uint32_t)released, __ATOMIC_RELEASE);
 	futex_wake_shared(&pr->hdr->saved);
 }
 

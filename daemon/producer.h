@@ -26,7 +26,7 @@ struct producer_params {
 	uint32_t start_epoch;
 	uint64_t max_bytes; /* refuse a larger ring */
 	const char *label;  /* for logs; copied */
-	bool named; /* the client waits for each release to be saved */
+	bool named;	    /* the client waits for each release to be saved */
 };
 
 /*

@@ -146,7 +146,7 @@ struct open_job {
 	struct state *state; /* NULL: no names */
 	struct named named;
 	bool fresh, resumed;
-	struct saver *saver; /* made with the stream, for a named one */
+	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
 	uint64_t start_batch;
 	struct open_job *next_parked;
@@ -883,9 +883,10 @@ static void open_work(uv_work_t *req)
 		j->saver = saver_start(srv, j->state, j->prod, &j->named,
 				       j->ss->label);
 		if (!j->saver)
-			j->err = diag_set(&j->d, -ENOMEM,
-					  "stream \"%s\": cannot start its saver",
-					  j->named.name);
+			j->err = diag_set(
+				&j->d, -ENOMEM,
+				"stream \"%s\": cannot start its saver",
+				j->named.name);
 	}
 	if (!j->err)
 		j->err = stream_start(j->stream, producer_sink(j->prod), &j->d);

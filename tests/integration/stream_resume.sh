@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 36
+plan 38
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -153,6 +153,23 @@ pos=$(( ${1:-0} * 100 + ${2:-0} ))
 # release it died before confirming).
 ok "it resumes the name after the crash at $pos, $got releases returned" \
 	test -n "$at" -a "$pos" -gt 0 -a "$pos" -ge "$got" -a "$pos" -le $((got + 1))
+
+# A client with reconnect_ms rides the crash out: it connects to the new
+# daemon on its own and finishes; what it released equals an
+# uninterrupted run, no batch twice.
+"$LDCLIENT" --name ride $ARGS --batch-hash --after-release --sleep-ms 10 \
+	--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/ride" 2>&1 &
+rp=$!
+sleep 0.8
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+sleep 0.5
+start_daemon "$T/d2.sock" --state-dir "$ST"
+wait "$rp"
+is "$?" 0 "a client with reconnect_ms finishes its stream across a daemon SIGKILL"
+grep '^batch ' "$T/ride" | sort >"$T/ra"
+is "$(uniq -d "$T/ra" | wc -l | tr -d ' ') $(cmp -s "$T/ra" "$T/b" && echo same)" "0 same" \
+	"its released batches are the uninterrupted run's, none twice"
 
 # --- 6. SIGKILL while checkpoints are written ------------------------------
 # Six named streams checkpoint every 200 ms and at every session end

@@ -38,6 +38,7 @@ int main(void)
 	FIELD(loader_opts, start_batch);
 	FIELD(loader_opts, name);
 	FIELD(loader_opts, fresh);
+	FIELD(loader_opts, reconnect_ms);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

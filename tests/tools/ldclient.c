@@ -66,6 +66,7 @@ static void usage(void)
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
+		"  [--reconnect-ms T]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
 					    { "kill-after", 1, 0, 'k' },
 					    { "kill-held", 0, 0, 'j' },
 					    { "after-release", 0, 0, 'a' },
+					    { "reconnect-ms", 1, 0, 'c' },
 					    { 0, 0, 0, 0 } };
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -187,6 +189,7 @@ int main(int argc, char **argv)
 		case 'k': kill_after = atol(optarg); break;
 		case 'j': kill_held = 1; break;
 		case 'a': after = 1; break;
+		case 'c': o.reconnect_ms = atoi(optarg); break;
 		case 'B':
 			if (!strcmp(optarg, "skip"))
 				o.on_bad = LOADER_BAD_SKIP;

@@ -389,7 +389,7 @@ class Stream:
            start_batch=0, rank=None, world=None, drop_last=False,
            ring_slots=0, prefetch_bytes=0, threads=0, direct=False,
            on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None,
-           name=None, fresh=False)
+           name=None, fresh=False, reconnect_ms=0)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), 0 or None meaning the library's default, except:
@@ -408,7 +408,9 @@ class Stream:
     Stream opened again with the name (after a crash, a preemption)
     resumes at the first batch not released; fresh=True drops what was
     saved. stream.start is (epoch, batch) where it started, and
-    stream.resumed whether that was a saved position.
+    stream.resumed whether that was a saved position. reconnect_ms lets
+    the library connect again to a daemon that went away (crashed,
+    restarted) and go on at the first batch not released.
     """
 
     def __init__(self, dataset, *, batch_size=0, outputs=None,
@@ -416,7 +418,7 @@ class Stream:
                  start_epoch=0, start_batch=0, rank=None, world=None,
                  drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
-                 wait_timeout=None, name=None, fresh=False):
+                 wait_timeout=None, name=None, fresh=False, reconnect_ms=0):
         self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
@@ -431,6 +433,7 @@ class Stream:
                       _text(name)]
         o.socket_path, o.outputs, o.pipeline, o.name = self._keep
         o.fresh = bool(fresh)
+        o.reconnect_ms = reconnect_ms or 0
         o.on_bad = _enum(on_bad, _lib.ON_BAD, "on_bad")
         o.batch_size = batch_size or 0
         o.order = _enum(order, _lib.ORDERS, "order")

@@ -67,6 +67,7 @@ class Opts(ctypes.Structure):
         # 1.1
         ("name", ctypes.c_char_p),
         ("fresh", ctypes.c_uint32),
+        ("reconnect_ms", ctypes.c_int),
     ]
 
 
