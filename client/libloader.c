@@ -139,12 +139,9 @@ struct loader {
 	char *dataset;
 	struct proto_open po;
 	uint64_t base;
-	uint32_t start_epoch; /* where the current ring started (OPEN_OK) */
+	uint32_t start_epoch; /* where loader_open() started (OPEN_OK) */
 	uint64_t start_batch;
 	int resumed;
-	uint32_t first_epoch; /* where loader_open() started, for loader_start() */
-	uint64_t first_batch;
-	int first_resumed;
 	uint32_t next;	   /* the next batch to read */
 	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
@@ -1004,8 +1001,9 @@ out:
 	return err;
 }
 
+/* OPEN, map the ring; the OPEN_OK goes to *ok unless it is NULL. */
 static int loader_stream(struct loader *l, const struct proto_open *po,
-			 uint32_t first_seq)
+			 uint32_t first_seq, struct proto_open_ok *ok)
 {
 	union loader_reply r;
 	unsigned nfds = 0;
@@ -1032,9 +1030,8 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 		return err;
 	l->st.batches_per_epoch = r.open.batches_per_epoch;
 	l->st.dataset_samples = r.open.samples;
-	l->start_epoch = r.open.start_epoch;
-	l->start_batch = r.open.start_batch;
-	l->resumed = r.open.resumed == 1;
+	if (ok)
+		*ok = r.open;
 	l->base = (uint64_t)r.open.start_epoch * r.open.batches_per_epoch +
 		  r.open.start_batch;
 	/*
@@ -1052,6 +1049,7 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 {
 	struct loader_opts opt;
 	struct proto_open po;
+	struct proto_open_ok ok;
 	struct loader *l;
 	uint32_t first_seq = 0;
 	int err;
@@ -1087,7 +1085,7 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_send_files(l, dataset, &first_seq);
 	if (err)
 		goto fail;
-	err = loader_stream(l, &po, first_seq);
+	err = loader_stream(l, &po, first_seq, &ok);
 	if (err)
 		goto fail;
 	if (opt.reconnect_ms) {
@@ -1099,10 +1097,9 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 			goto fail;
 		}
 	}
-	/* The resumed position stays the one of the first open. */
-	l->first_epoch = l->start_epoch;
-	l->first_batch = l->start_batch;
-	l->first_resumed = l->resumed;
+	l->start_epoch = ok.start_epoch;
+	l->start_batch = ok.start_batch;
+	l->resumed = ok.resumed == 1;
 	l->reason[0] = '\0';
 	*out = l;
 	return 0;
@@ -1261,7 +1258,7 @@ static int loader_reconnect(struct loader *l)
 		if (!err)
 			err = loader_send_files(l, l->dataset, &first_seq);
 		if (!err)
-			err = loader_stream(l, &po, first_seq);
+			err = loader_stream(l, &po, first_seq, NULL);
 		if (!err)
 			return 0;
 		/* A refusal with a reason (not a daemon still away) is final. */
@@ -1466,10 +1463,10 @@ LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
 			    uint64_t *batch)
 {
 	if (epoch)
-		*epoch = l->first_epoch;
+		*epoch = l->start_epoch;
 	if (batch)
-		*batch = l->first_batch;
-	return l->first_resumed;
+		*batch = l->start_batch;
+	return l->resumed;
 }
 
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)

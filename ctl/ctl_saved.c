@@ -100,9 +100,7 @@ struct forget_cli {
 
 #define O(f) offsetof(struct forget_cli, f)
 static const struct opt forget_table[] = {
-	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
-	  "loaderd's socket (default: $LOADERD_SOCKET, $XDG_RUNTIME_DIR/loaderd.sock, /run/loaderd/loaderd.sock)",
-	  0, 0, 0 },
+	DAEMON_SOCKET_OPT(O(socket)),
 	{ "uid", 0, OPT_I64, O(uid), "-1", "UID",
 	  "the stream's owner (root only; default: yourself)", 0, 0, 0 },
 	OPT_END,

@@ -41,9 +41,7 @@ struct status_cli {
 
 #define O(f) offsetof(struct status_cli, f)
 static const struct opt status_table[] = {
-	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
-	  "loaderd's socket (default: $LOADERD_SOCKET, $XDG_RUNTIME_DIR/loaderd.sock, /run/loaderd/loaderd.sock)",
-	  0, 0, 0 },
+	DAEMON_SOCKET_OPT(O(socket)),
 	{ "interval", 'i', OPT_F64, O(interval), "1", "SECONDS",
 	  "stats: the time between the two readings rates are taken over", 0.05,
 	  3600, 0 },

@@ -44,8 +44,8 @@
 #include <xxhash.h>
 
 #define SERVER_ACCEPT_PAUSE_MS 200
-/* How often named streams' positions are checkpointed while they run. */
-#define SERVER_CKPT_MS 200
+/* How often the state is swept for names that expired. */
+#define SERVER_EXPIRY_MS (3600 * 1000)
 /* How often what was checkpointed is flushed to the disk, at most. */
 #define SERVER_SYNC_MS 1000
 
@@ -177,9 +177,9 @@ struct teardown {
 };
 
 /* An expiry pass over the state on the thread pool. */
-struct ckpt_job {
+struct expiry_job {
 	uv_work_t req;
-	struct server *srv; /* holds a reference until ckpt_done() */
+	struct server *srv; /* holds a reference until expiry_done() */
 	uint64_t expire_ms; /* drop records not written for this long */
 };
 
@@ -197,11 +197,10 @@ struct server {
 	uint64_t started_ms;
 	char state_dir[PROTO_INFO_TEXT], cache_dir[PROTO_INFO_TEXT];
 	uv_timer_t accept_pause;     /* out of descriptors: accept later */
-	uv_timer_t ckpt;	     /* named streams' periodic checkpoints */
+	uv_timer_t expiry;	     /* the state's hourly sweep */
 	struct state *state;	     /* NULL: named streams are refused */
 	struct teardown *named_down; /* named teardowns not yet done */
 	uint64_t synced_ms;	     /* the last state_sync(), atomic */
-	uint64_t expired_ms;	     /* the last expiry pass */
 	bool accept_paused;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
 	bool stopping;	/* server_free() ran */
@@ -240,12 +239,13 @@ static void named_at(const struct named *n, uint64_t released,
 }
 
 /*
- * Write the position of named stream n after released batches; sync
- * the file if that was not done for a while. Off the loop.
+ * Write the position of named stream n after released batches (into
+ * *out too, unless NULL); sync the file if that was not done for a
+ * while. Off the loop.
  */
 static void named_write(struct server *srv, struct state *st,
 			const struct named *n, uint64_t released,
-			const char *label)
+			const char *label, struct state_rec *out)
 {
 	struct state_rec r;
 	struct diag d;
@@ -260,6 +260,8 @@ static void named_write(struct server *srv, struct state *st,
 		__atomic_store_n(&srv->synced_ms, now, __ATOMIC_RELAXED);
 		state_sync(st);
 	}
+	if (out)
+		*out = r;
 }
 
 /* How long the saver sleeps at most between looks at the index. */
@@ -274,7 +276,7 @@ static void *saver_main(void *arg)
 
 		if (rel != sv->named.written) {
 			named_write(sv->srv, sv->state, &sv->named, rel,
-				    sv->label);
+				    sv->label, NULL);
 			sv->named.written = rel;
 			producer_set_saved(sv->prod, rel);
 		}
@@ -448,11 +450,10 @@ static void teardown_work(uv_work_t *req)
 	 * every batch this one released.
 	 */
 	if (t->named.name[0] && t->prod && t->state) {
-		uint64_t rel = producer_released(t->prod);
 		struct state_rec r;
 
-		named_at(&t->named, rel, &r);
-		named_write(t->srv, t->state, &t->named, rel, t->label);
+		named_write(t->srv, t->state, &t->named,
+			    producer_released(t->prod), t->label, &r);
 		state_sync(t->state);
 		plog(PLOG_INFO,
 		     "%s: stream \"%s\" saved at epoch %" PRIu32
@@ -529,7 +530,7 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		saver_stop(sv);
 		if (n && n->name[0] && srv->state && pr)
 			named_write(srv, srv->state, n, producer_released(pr),
-				    label);
+				    label, NULL);
 		producer_free(pr);
 		charge_release(srv, uid, c);
 		return;
@@ -1714,8 +1715,8 @@ int server_new(struct server **out, uv_loop_t *loop,
 	/* It only fills in the struct: it returns 0 in every libuv. */
 	(void)uv_timer_init(loop, &srv->accept_pause);
 	srv->accept_pause.data = srv;
-	(void)uv_timer_init(loop, &srv->ckpt);
-	srv->ckpt.data = srv;
+	(void)uv_timer_init(loop, &srv->expiry);
+	srv->expiry.data = srv;
 	srv->refs = 3; /* the three handles */
 	err = uv_poll_start(&srv->poll, UV_READABLE, on_accept);
 	if (err) {
@@ -1732,9 +1733,9 @@ void server_set_limits(struct server *srv, const struct server_limits *lim)
 	srv->lim = *lim;
 }
 
-static void ckpt_work(uv_work_t *req)
+static void expiry_work(uv_work_t *req)
 {
-	struct ckpt_job *c = req->data;
+	struct expiry_job *c = req->data;
 	uint64_t n;
 	struct diag d;
 
@@ -1747,9 +1748,9 @@ static void ckpt_work(uv_work_t *req)
 		     n, c->expire_ms / 3600000);
 }
 
-static void ckpt_done(uv_work_t *req, int status)
+static void expiry_done(uv_work_t *req, int status)
 {
-	struct ckpt_job *c = req->data;
+	struct expiry_job *c = req->data;
 
 	(void)status;
 	server_put(c->srv);
@@ -1757,39 +1758,35 @@ static void ckpt_done(uv_work_t *req, int status)
 }
 
 /*
- * The state's housekeeping, every SERVER_CKPT_MS: once at the start and
- * then hourly, forget the names that expired (on the thread pool: the
- * loop never waits on the disk). Positions are each saver's to write.
+ * At the start and then every hour: forget the names that expired, on
+ * the thread pool (the loop never waits on the disk). Positions are each
+ * saver's to write.
  */
-static void on_ckpt(uv_timer_t *timer)
+static void on_expiry(uv_timer_t *timer)
 {
 	struct server *srv = timer->data;
+	struct expiry_job *c;
 
-	/* Once at the start, then hourly: forget what expired. */
-	if (srv->lim.stream_expiry_ms &&
-	    (!srv->expired_ms || now_ms() - srv->expired_ms >= 3600000)) {
-		struct ckpt_job *c = calloc(1, sizeof(*c));
-
-		srv->expired_ms = now_ms();
-		if (c) {
-			c->req.data = c;
-			c->srv = srv;
-			c->expire_ms = srv->lim.stream_expiry_ms;
-			if (uv_queue_work(srv->loop, &c->req, ckpt_work,
-					  ckpt_done))
-				free(c);
-			else
-				srv->refs++;
-		}
-	}
+	if (!srv->lim.stream_expiry_ms)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->req.data = c;
+	c->srv = srv;
+	c->expire_ms = srv->lim.stream_expiry_ms;
+	if (uv_queue_work(srv->loop, &c->req, expiry_work, expiry_done))
+		free(c);
+	else
+		srv->refs++;
 }
 
 void server_set_state(struct server *srv, struct state *st)
 {
 	srv->state = st;
 	if (st)
-		(void)uv_timer_start(&srv->ckpt, on_ckpt, SERVER_CKPT_MS,
-				     SERVER_CKPT_MS);
+		(void)uv_timer_start(&srv->expiry, on_expiry, 0,
+				     SERVER_EXPIRY_MS);
 }
 
 void server_set_dirs(struct server *srv, const char *state, const char *cache)
@@ -1846,7 +1843,7 @@ void server_free(struct server *srv)
 	 * last of everything (handles, sessions, teardowns) frees srv.
 	 */
 	uv_close((uv_handle_t *)&srv->accept_pause, server_handle_closed);
-	uv_close((uv_handle_t *)&srv->ckpt, server_handle_closed);
+	uv_close((uv_handle_t *)&srv->expiry, server_handle_closed);
 	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
 	/* systemd made an inherited socket, and keeps it for the next start. */
 	if (!srv->inherited)
