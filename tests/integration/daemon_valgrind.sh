@@ -1,8 +1,9 @@
 #!/bin/sh
 # loaderd under valgrind (memcheck), stopped with SIGTERM: idle; with a
 # live stream; after a stream that ended, a stream whose client was
-# killed, and an OPEN refused for a hostile shard; and with OPENs in
-# flight on the thread pool. Every error valgrind
+# killed, and an OPEN refused for a hostile shard; with OPENs in flight
+# on the thread pool; and with named streams (their saver threads and
+# LMDB state): resumed, listed, forgotten, one live at the stop. Every error valgrind
 # reports fails the test, definite and indirect leaks included (possible
 # leaks are listed in the log, not counted: they are guesses about
 # interior pointers). tests/valgrind.supp holds the suppressions, each
@@ -30,7 +31,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 16
+plan 22
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -133,3 +134,26 @@ vg_stop opening "opens in flight"
 wait
 echo "# at the stop: $(grep -c 'stream open' "$T/opening.log") of 6 streams" \
 	"open, $(grep -c 'stream freed' "$T/opening.log") freed after it"
+
+# 5. Named streams: their savers and the LMDB state. One is killed
+# mid-epoch and resumed, the saved names are listed and one forgotten,
+# a refused open, and one named stream is live at the stop.
+ok "named streams: daemon starts under valgrind" vg_start named
+"$LDCLIENT" --name vg --epochs 1 --batch 100 --kill-after 7 --timeout-ms 60000 \
+	"$T/named.sock" "$D" >/dev/null 2>&1
+out=$("$LDCLIENT" --name vg --epochs 1 --batch 100 --timeout-ms 60000 \
+	"$T/named.sock" "$D")
+like "$out" '^start 0 7 resumed 1' "named streams: a killed one resumes under valgrind"
+out=$("$LDCLIENT" --name vg --epochs 1 --batch 50 --timeout-ms 60000 \
+	"$T/named.sock" "$D" 2>&1)
+like "$out" 'saved with other batch size' "named streams: other options are refused"
+"$LOADERCTL" streams --saved --socket "$T/named.sock" >"$T/saved.out" 2>&1
+"$LOADERCTL" forget --socket "$T/named.sock" vg >>"$T/saved.out" 2>&1
+like "$(cat "$T/saved.out")" 'forgot "vg"' "named streams: listed and forgotten"
+"$LDCLIENT" --name live --epochs 0 --sleep-ms 20 --timeout-ms 60000 \
+	"$T/named.sock" "$D" >/dev/null 2>&1 &
+cpid=$!
+wait_log named 'stream "live" starts'
+sleep 1
+vg_stop named "named streams"
+wait $cpid 2>/dev/null || :

@@ -926,6 +926,58 @@ static int case_status(struct ctx *c, const void *arg)
 	return r;
 }
 
+/*
+ * The saved-streams requests out of place: SAVED before HELLO, SAVED of
+ * the wrong length, FORGET with an unterminated name, with unknown
+ * flags, and of a name that is not saved.
+ */
+enum saved_abuse {
+	SV_BEFORE_HELLO,
+	SV_SHORT,
+	SV_UNTERMINATED,
+	SV_FLAGS,
+	SV_NOT_SAVED
+};
+
+static int case_saved(struct ctx *c, const void *arg)
+{
+	const enum saved_abuse *k = arg;
+	struct proto_saved q = { 0 };
+	struct proto_forget f = { .name = "never-saved" };
+	static const char *const want[] = { "before HELLO", "expected 8",
+					     "not terminated", "unknown flags",
+					     "no saved stream" };
+	uint32_t seq;
+	int fd = dial(c), r = 0;
+
+	if (fd < 0)
+		return PA_FAIL;
+	if (*k != SV_BEFORE_HELLO)
+		r = hello(c, fd);
+	seq = ++c->seq;
+	if (*k == SV_UNTERMINATED)
+		memset(f.name, 'n', sizeof(f.name));
+	if (*k == SV_FLAGS)
+		f.flags = 8;
+	if (!r && *k <= SV_SHORT)
+		r = send_msg(c, fd, PROTO_SAVED, seq, &q,
+			     *k == SV_SHORT ? 4 : sizeof(q), NULL, 0);
+	else if (!r)
+		r = send_msg(c, fd, PROTO_FORGET, seq, &f, sizeof(f), NULL, 0);
+	if (!r)
+		r = expect_error(c, fd, seq, want[*k]);
+	if (!r)
+		r = still_usable(c, fd);
+	close(fd);
+	return r;
+}
+
+static const enum saved_abuse sv_before_hello = SV_BEFORE_HELLO;
+static const enum saved_abuse sv_short = SV_SHORT;
+static const enum saved_abuse sv_unterminated = SV_UNTERMINATED;
+static const enum saved_abuse sv_flags = SV_FLAGS;
+static const enum saved_abuse sv_not_saved = SV_NOT_SAVED;
+
 static const enum status_abuse sa_before_hello = SA_BEFORE_HELLO;
 static const enum status_abuse sa_past_end = SA_PAST_END;
 static const enum status_abuse sa_short = SA_SHORT;
@@ -1270,6 +1322,26 @@ static void o_unterminated(const struct ctx *c, struct proto_open *o)
 	memset(o->out[0].field, 'x', PROTO_NAME_MAX);
 }
 
+static void o_name_unterminated(const struct ctx *c, struct proto_open *o)
+{
+	memset(o->name, 'n', sizeof(o->name));
+}
+
+static void o_name_slash(const struct ctx *c, struct proto_open *o)
+{
+	strcpy(o->name, "a/b");
+}
+
+static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
+{
+	o->flags |= PROTO_OPEN_FRESH;
+}
+
+static void o_flag4(const struct ctx *c, struct proto_open *o)
+{
+	o->flags |= 4;
+}
+
 static void o_missing(const struct ctx *c, struct proto_open *o)
 {
 	snprintf(o->out[1].field, PROTO_NAME_MAX, "nosuchfield");
@@ -1313,6 +1385,12 @@ static const struct open_abuse open_epochs = { o_epochs, "epoch" };
 static const struct open_abuse open_noutputs = { o_noutputs, "output" };
 static const struct open_abuse open_unterminated = { o_unterminated, "output" };
 static const struct open_abuse open_missing = { o_missing, "nosuchfield" };
+static const struct open_abuse open_name_unterminated = { o_name_unterminated,
+							  "name not terminated" };
+static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
+static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
+						      "needs a stream name" };
+static const struct open_abuse open_flag4 = { o_flag4, "unknown flags" };
 static const struct open_abuse open_twice = { o_twice, "image" };
 static const struct open_abuse open_cast9 = { o_cast9, "cast" };
 static const struct open_abuse open_unit_label = { o_unit_label, "unit" };
@@ -1868,6 +1946,15 @@ static const struct abuse_case cases[] = {
 	{ "OPEN noutputs 99", case_open, &open_noutputs },
 	{ "OPEN output name without NUL", case_open, &open_unterminated },
 	{ "OPEN output naming a missing field", case_open, &open_missing },
+	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
+	{ "OPEN stream name with a slash", case_open, &open_name_slash },
+	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
+	{ "OPEN with an unknown flag", case_open, &open_flag4 },
+	{ "SAVED before HELLO", case_saved, &sv_before_hello },
+	{ "SAVED of 4 bytes", case_saved, &sv_short },
+	{ "FORGET with a name without NUL", case_saved, &sv_unterminated },
+	{ "FORGET with unknown flags", case_saved, &sv_flags },
+	{ "FORGET of a name never saved", case_saved, &sv_not_saved },
 	{ "OPEN output naming a field twice", case_open, &open_twice },
 	{ "OPEN cast 9", case_open, &open_cast9 },
 	{ "OPEN cast unit on the int64 label", case_open, &open_unit_label },
