@@ -20,7 +20,9 @@
  * W consecutive records of at most a few shards at a time.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loader_error.h"
 #include "order.h"
@@ -51,6 +53,26 @@ struct feistel {
 	uint64_t key[FEISTEL_ROUNDS];
 };
 
+/*
+ * One stage of a planned epoch: world w was dealt a list of len_in
+ * positions, of which it dealt the first `dealt` and its ranks released
+ * some. What is left, in order, is the `listed` positions mid[] (those
+ * between the least and the furthest rank, one by one) and then the
+ * indices [tail, dealt) of the list, all unreleased.
+ */
+struct plan_stage {
+	uint64_t len_in, dealt, tail, listed;
+	uint64_t *mid; /* indices into the stage's input list, ascending */
+};
+
+/* A planned epoch: its stages, and the rest they leave, as dealt here. */
+struct plan_epoch {
+	uint32_t epoch, nstages;
+	struct plan_stage *st;
+	uint64_t len;	/* the rest's length R */
+	uint64_t first; /* batches - (batches the rest deals) */
+};
+
 struct order {
 	enum order_kind kind;
 	uint64_t seed;
@@ -64,10 +86,17 @@ struct order {
 	uint64_t batches;      /* per rank and epoch */
 	uint64_t *shard_start; /* nshards + 1 prefix sums, dataset order */
 
+	/* The plan, as given (for order_replan()), and as evaluated. */
+	uint64_t *plan;
+	size_t plan_words;
+	uint32_t nplanned;
+	struct plan_epoch planned[ORDER_PLAN_EPOCHS];
+
 	/* The selected epoch's state. */
-	struct feistel data_perm; /* ORDER_RANDOM */
-	uint32_t *block_shard;	  /* ORDER_QUASI: shard at block j */
-	uint64_t *block_start;	  /* ORDER_QUASI: nshards + 1 prefix sums */
+	const struct plan_epoch *cur; /* its plan, or NULL */
+	struct feistel data_perm;     /* ORDER_RANDOM */
+	uint32_t *block_shard;	      /* ORDER_QUASI: shard at block j */
+	uint64_t *block_start;	      /* ORDER_QUASI: nshards + 1 prefix sums */
 };
 
 /* The splitmix64 step: the round keys are its stream from the key. */
@@ -155,6 +184,170 @@ static uint32_t last_at_or_below(const uint64_t *start, uint32_t n, uint64_t v)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* Batches per rank that a list of len positions deals to world w. */
+static uint64_t deal_batches(const struct order *o, uint64_t len, uint32_t w)
+{
+	uint64_t most;
+
+	if (o->drop_last)
+		return len / w / o->batch_size;
+	most = len / w + (len % w != 0);
+	return most / o->batch_size + (most % o->batch_size != 0);
+}
+
+/* Positions of a list of len that world w deals (drop_last keeps full). */
+static uint64_t deal_len(const struct order *o, uint64_t len, uint32_t w)
+{
+	if (!o->drop_last)
+		return len;
+	return deal_batches(o, len, w) * o->batch_size * w;
+}
+
+/* Rank r's share of the first len positions of a list dealt to w. */
+static uint64_t share(uint64_t len, uint32_t w, uint32_t r)
+{
+	return len > r ? (len - r - 1) / w + 1 : 0;
+}
+
+/*
+ * Evaluate stage st of world w with done[] against an input list of
+ * len_in: what its ranks left. *listed counts against the plan's cap.
+ */
+static int stage_build(const struct order *o, struct plan_stage *st,
+		       uint64_t len_in, uint32_t w, const uint64_t *done,
+		       uint64_t *listed, struct diag *d)
+{
+	uint64_t lo = UINT64_MAX, hi = 0, end, n = 0;
+
+	st->len_in = len_in;
+	st->dealt = deal_len(o, len_in, w);
+	for (uint32_t r = 0; r < w; r++) {
+		uint64_t c = done[r], s = share(st->dealt, w, r);
+
+		if (c > s)
+			c = s;
+		if (c < lo)
+			lo = c;
+		if (c > hi)
+			hi = c;
+	}
+	/* Positions below lo * w all went; from hi * w on none did. */
+	end = hi * w < st->dealt ? hi * w : st->dealt;
+	st->tail = end;
+	if (end - lo * w > ORDER_PLAN_MAX_LISTED - *listed)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"order: the ranks of world %u are %" PRIu64
+			" samples of their shares apart, more than a resume with another world can list",
+			w, hi - lo);
+	for (uint64_t j = lo * w; j < end; j++)
+		if (j / w >= done[j % w])
+			n++;
+	st->mid = n ? malloc(n * sizeof(uint64_t)) : NULL;
+	if (n && !st->mid)
+		return -ENOMEM;
+	st->listed = 0;
+	for (uint64_t j = lo * w; j < end; j++)
+		if (j / w >= done[j % w])
+			st->mid[st->listed++] = j;
+	*listed += n;
+	return 0;
+}
+
+/* Length of what stage st left. */
+static uint64_t stage_left(const struct plan_stage *st)
+{
+	return st->listed + (st->dealt - st->tail);
+}
+
+/*
+ * Read and evaluate p's plan into o: stages grouped by epoch, epochs
+ * ascending, at most ORDER_PLAN_EPOCHS of them, worlds that fit.
+ */
+static int plan_build(struct order *o, const struct order_params *p,
+		      struct diag *d)
+{
+	const uint64_t *w = p->plan, *end = p->plan + p->plan_words;
+	uint64_t nst, listed = 0;
+	int err;
+
+	if (!p->plan || !p->plan_words)
+		return 0;
+	o->plan = malloc(p->plan_words * sizeof(uint64_t));
+	if (!o->plan)
+		return -ENOMEM;
+	memcpy(o->plan, p->plan, p->plan_words * sizeof(uint64_t));
+	o->plan_words = p->plan_words;
+	nst = *w++;
+	for (uint64_t i = 0; i < nst; i++) {
+		struct plan_epoch *pe;
+		struct plan_stage *st;
+		uint32_t epoch, world;
+
+		if (w >= end)
+			goto bad;
+		epoch = (uint32_t)*w;
+		world = (uint32_t)(*w >> 32);
+		w++;
+		if (!world || world > (uint64_t)(end - w))
+			goto bad;
+		pe = o->nplanned ? &o->planned[o->nplanned - 1] : NULL;
+		if (pe && epoch < pe->epoch)
+			goto bad;
+		if (!pe || epoch != pe->epoch) {
+			if (o->nplanned == ORDER_PLAN_EPOCHS)
+				return diag_set(
+					d, LOADER_EUSAGE,
+					"order: a plan of more than %d epochs",
+					ORDER_PLAN_EPOCHS);
+			pe = &o->planned[o->nplanned++];
+			pe->epoch = epoch;
+			pe->len = o->n;
+		}
+		st = realloc(pe->st, (pe->nstages + 1) * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		pe->st = st;
+		st += pe->nstages++;
+		memset(st, 0, sizeof(*st));
+		err = stage_build(o, st, pe->len, world, w, &listed, d);
+		if (err)
+			return err;
+		pe->len = stage_left(st);
+		w += world;
+	}
+	if (w != end)
+		goto bad;
+	for (uint32_t i = 0; i < o->nplanned; i++)
+		o->planned[i].first =
+			o->batches -
+			deal_batches(o, o->planned[i].len, o->world);
+	return 0;
+bad:
+	return diag_set(d, LOADER_EUSAGE,
+			"order: the plan's %zu words do not parse",
+			p->plan_words);
+}
+
+static const struct plan_epoch *plan_find(const struct order *o, uint32_t e)
+{
+	for (uint32_t i = 0; i < o->nplanned; i++)
+		if (o->planned[i].epoch == e)
+			return &o->planned[i];
+	return NULL;
+}
+
+/* The epoch position of place j of a planned epoch's rest. */
+static uint64_t plan_position(const struct plan_epoch *pe, uint64_t j)
+{
+	for (uint32_t s = pe->nstages; s-- > 0;) {
+		const struct plan_stage *st = &pe->st[s];
+
+		j = j < st->listed ? st->mid[j] : st->tail + (j - st->listed);
+	}
+	return j;
 }
 
 static int check_params(const struct order_params *p, uint64_t *total,
@@ -246,6 +439,9 @@ int order_new(struct order **out, const struct order_params *p, struct diag *d)
 
 		o->batches = most / o->batch_size + (most % o->batch_size != 0);
 	}
+	err = plan_build(o, p, d);
+	if (err)
+		goto out;
 	order_set_epoch(o, 0);
 	*out = o;
 	o = NULL;
@@ -262,6 +458,12 @@ void order_free(struct order *o)
 	free(o->shard_start);
 	free(o->block_shard);
 	free(o->block_start);
+	for (uint32_t i = 0; i < o->nplanned; i++) {
+		for (uint32_t s = 0; s < o->planned[i].nstages; s++)
+			free(o->planned[i].st[s].mid);
+		free(o->planned[i].st);
+	}
+	free(o->plan);
 	free(o);
 }
 
@@ -277,14 +479,16 @@ uint64_t order_batches(const struct order *o)
 
 uint32_t order_batch_count(const struct order *o, uint64_t b)
 {
-	uint64_t mine, first;
+	uint64_t mine, first, len = o->cur ? o->cur->len : o->n;
 
-	if (b >= o->batches)
+	if (b >= o->batches || (o->cur && b < o->cur->first))
 		return 0;
 	if (o->drop_last)
 		return o->batch_size;
-	/* Positions rank, rank + w, ... below N. */
-	mine = o->n > o->rank ? (o->n - o->rank - 1) / o->world + 1 : 0;
+	if (o->cur)
+		b -= o->cur->first;
+	/* Positions rank, rank + w, ... below N (or R). */
+	mine = share(len, o->world, o->rank);
 	first = b * o->batch_size;
 	if (mine <= first)
 		return 0;
@@ -297,6 +501,7 @@ void order_set_epoch(struct order *o, uint32_t epoch)
 	struct feistel sp;
 
 	o->epoch = epoch;
+	o->cur = plan_find(o, epoch);
 	if (o->kind == ORDER_RANDOM)
 		feistel_init(&o->data_perm, o->n,
 			     rng_mix(o->seed, epoch, SALT_DATA));
@@ -341,8 +546,19 @@ static uint64_t quasi_sample(const struct order *o, uint64_t p)
 
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 {
-	uint64_t p = (b * o->batch_size + k) * o->world + o->rank;
+	uint64_t p;
 
+	if (o->cur) {
+		if (b < o->cur->first)
+			return UINT64_MAX;
+		p = ((b - o->cur->first) * o->batch_size + k) * o->world +
+		    o->rank;
+		if (p >= o->cur->len)
+			return UINT64_MAX;
+		p = plan_position(o->cur, p);
+	} else {
+		p = (b * o->batch_size + k) * o->world + o->rank;
+	}
 	/*
 	 * Cycle walking from a value outside [0, n) need not come back
 	 * inside: a caller's slip past the end must not spin forever.
@@ -374,4 +590,143 @@ void order_locate(const struct order *o, uint64_t g, uint32_t *shard,
 
 	*shard = s;
 	*record = g - o->shard_start[s];
+}
+
+uint64_t order_first_batch(const struct order *o, uint32_t e)
+{
+	const struct plan_epoch *pe = plan_find(o, e);
+
+	return pe ? pe->first : 0;
+}
+
+void order_schedule(const struct order *o, struct order_sched *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->batches = o->batches;
+	s->n = o->nplanned;
+	for (uint32_t i = 0; i < o->nplanned; i++) {
+		s->epoch[i] = o->planned[i].epoch;
+		s->first[i] = o->planned[i].first;
+	}
+}
+
+static uint64_t sched_first(const struct order_sched *s, uint32_t e)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->epoch[i] == e)
+			return s->first[i];
+	return 0;
+}
+
+void order_advance(const struct order_sched *s, uint32_t *epoch,
+		   uint64_t *batch, uint64_t n)
+{
+	uint64_t b = *batch, f = sched_first(s, *epoch);
+	uint32_t e = *epoch;
+
+	if (!s->batches)
+		return;
+	if (b < f)
+		b = f;
+	/* An epoch reached at its end (or with an empty rest) is passed. */
+	while (n >= s->batches - b) {
+		n -= s->batches - b;
+		e++;
+		b = sched_first(s, e);
+		/* Past the plan every epoch is whole: n may be large. */
+		if (!s->n || e > s->epoch[s->n - 1]) {
+			uint64_t skip = n / s->batches;
+
+			e += (uint32_t)skip;
+			n -= skip * s->batches;
+		}
+	}
+	*epoch = e;
+	*batch = b + n;
+}
+
+int order_replan(const struct order *o, const uint32_t *epoch,
+		 const uint64_t *batch, uint64_t **plan, size_t *words,
+		 uint32_t *from, struct diag *d)
+{
+	const uint64_t *w = o->plan;
+	uint32_t lo = UINT32_MAX, hi = 0, last;
+	uint64_t nst = 0, *out, *at;
+	size_t n = 1;
+
+	*plan = NULL;
+	*words = 0;
+	for (uint32_t r = 0; r < o->world; r++) {
+		if (epoch[r] < lo)
+			lo = epoch[r];
+		if (epoch[r] > hi)
+			hi = epoch[r];
+	}
+	*from = lo;
+	last = hi;
+	if (hi - lo >= ORDER_PLAN_EPOCHS)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"order: the ranks of world %u stopped %u epochs apart (at most %d can be resumed with another world)",
+			o->world, hi - lo, ORDER_PLAN_EPOCHS - 1);
+	/* The old stages kept, and one new stage per epoch in [lo, hi]. */
+	if (w) {
+		const uint64_t *end = w + o->plan_words;
+
+		for (w++; w < end; w += 1 + (*w >> 32))
+			if ((uint32_t)*w >= lo)
+				n += 1 + (*w >> 32);
+	}
+	n += (size_t)(hi - lo + 1) * (1 + o->world);
+	out = malloc(n * sizeof(uint64_t));
+	if (!out)
+		return -ENOMEM;
+	at = out + 1;
+	if (o->nplanned && o->planned[o->nplanned - 1].epoch > last)
+		last = o->planned[o->nplanned - 1].epoch;
+	for (uint32_t e = lo;; e++) {
+		uint64_t f = order_first_batch(o, e), any = 0;
+		bool planned = plan_find(o, e) != NULL;
+
+		/* The stages e had before, in their order. */
+		if (planned) {
+			const uint64_t *end = o->plan + o->plan_words;
+
+			for (w = o->plan + 1; w < end; w += 1 + (*w >> 32))
+				if ((uint32_t)*w == e) {
+					size_t len = 1 + (size_t)(*w >> 32);
+
+					memcpy(at, w, len * sizeof(uint64_t));
+					at += len;
+					nst++;
+				}
+		}
+		if (e > hi)
+			goto next; /* no rank of this world began it */
+		at[0] = e | ((uint64_t)o->world << 32);
+		for (uint32_t r = 0; r < o->world; r++) {
+			uint64_t b = batch[r] < f ? f : batch[r];
+
+			if (b > o->batches)
+				b = o->batches;
+			if (epoch[r] > e)
+				b = o->batches;
+			else if (epoch[r] < e)
+				b = f;
+			at[1 + r] = (b - f) * o->batch_size;
+			any |= at[1 + r];
+		}
+		/* An epoch nobody began, and no plan had, is a whole one. */
+		if (any || planned) {
+			at += 1 + o->world;
+			nst++;
+		}
+	next:
+		if (e == last)
+			break;
+	}
+	out[0] = nst;
+	*plan = out;
+	*words = (size_t)(at - out);
+	return 0;
 }

@@ -31,6 +31,29 @@
  *                     positions of the block order, keyed per window.
  * Every random choice is keyed by (seed, epoch), so an epoch's order
  * does not depend on w, r, B or drop_last: those only deal it out.
+ *
+ * Elastic resume. A job whose ranks of world w stopped part-way through
+ * an epoch may go on with another world w' (same dataset, seed, order,
+ * batch size and drop_last). The epoch's positions that no rank of w
+ * released ("the rest", of length R) are listed in epoch order and
+ * dealt to the new ranks as any epoch is: the rest's j-th position goes
+ * to rank j mod w', in batches of B, and every rank gets the same
+ * number of batches nb by the rules above with R in place of N: under
+ * drop_last = 1, nb = floor(floor(R/w')/B) and the rest's positions
+ * past w' * nb * B are not delivered that epoch (fewer than w' * B, as
+ * at the end of any epoch); under drop_last = 0, nb = ceil(ceil(R/w')/B)
+ * and the last batch of a rank may be short, or empty. Those batches are the last of the epoch under w',
+ * numbered bpe' - nb to bpe' - 1, so that a position (epoch, batch)
+ * counts on as in any epoch resumed part-way; later epochs are whole.
+ *
+ * A plan records this, so that the new world may itself stop and resume
+ * (with its own world or yet another). It is a flat array of 64-bit
+ * words: the number of stages, then each stage as one word (epoch in the
+ * low 32 bits, world W in the high 32) followed by W words done[0..W-1]:
+ * in that epoch, rank r of world W had released done[r] samples of its
+ * share of the list it was dealt (batches released times B). The stages
+ * of an epoch apply in order: the first is dealt [0, N), each later one
+ * the rest its predecessor left. At most ORDER_PLAN_EPOCHS epochs.
  */
 #ifndef LD_ORDER_H
 #define LD_ORDER_H
@@ -61,6 +84,28 @@ struct order_params {
 	 */
 	uint32_t nshards;
 	const uint64_t *shard_records; /* copied */
+	/* Elastic resume: a plan (see above), or NULL; copied. */
+	const uint64_t *plan;
+	size_t plan_words;
+};
+
+/* Epochs a plan may cover: ranks that far apart at most. */
+#define ORDER_PLAN_EPOCHS 4
+/*
+ * Positions a plan may list one by one (those between the least and the
+ * furthest rank of a stage): 8 bytes each, held by the order.
+ */
+#define ORDER_PLAN_MAX_LISTED (1ull << 24)
+
+/*
+ * Where each epoch starts, as a plan left it: enough to count positions
+ * on (order_advance()) without the order.
+ */
+struct order_sched {
+	uint64_t batches; /* per epoch */
+	uint32_t n;	  /* planned epochs */
+	uint32_t epoch[ORDER_PLAN_EPOCHS];
+	uint64_t first[ORDER_PLAN_EPOCHS]; /* its first batch */
 };
 
 struct order;
@@ -81,8 +126,43 @@ uint64_t order_size(const struct order *o);
 /* Batches per epoch; the same for every rank. */
 uint64_t order_batches(const struct order *o);
 
-/* Samples in batch b of an epoch (0 <= b < order_batches()); 0 past them. */
+/*
+ * Samples in batch b of the selected epoch (0 <= b < order_batches());
+ * 0 past them, and before order_first_batch() of a planned epoch.
+ */
 uint32_t order_batch_count(const struct order *o, uint64_t b);
+
+/*
+ * The first batch of epoch e: 0, or for an epoch of the plan
+ * order_batches() minus the batches of its rest (order_batches() when
+ * the rest deals no batch). Thread-safe.
+ */
+uint64_t order_first_batch(const struct order *o, uint32_t e);
+
+/* The schedule of o's epochs, for order_advance(). */
+void order_schedule(const struct order *o, struct order_sched *s);
+
+/*
+ * Move the position (*epoch, *batch) on by n batches of the schedule
+ * (into a planned epoch at its first batch).
+ */
+void order_advance(const struct order_sched *s, uint32_t *epoch,
+		   uint64_t *batch, uint64_t n);
+
+/*
+ * The plan that resumes, with another world, the job whose ranks of o's
+ * world stopped at epoch[r], batch[r] (each rank's first batch not
+ * released; o may be any rank's order, with the job's plan so far). The
+ * plan has the stages of o's plan from the least of those epochs on and
+ * a stage for each epoch some rank had begun: give it to the new
+ * world's orders and start them at the least epoch's first batch.
+ * *plan is malloc'd (the caller frees it), *words its length; *from the
+ * least epoch. Returns 0, -ENOMEM, or LOADER_EUSAGE with the reason in
+ * d (ranks too far apart).
+ */
+int order_replan(const struct order *o, const uint32_t *epoch,
+		 const uint64_t *batch, uint64_t **plan, size_t *words,
+		 uint32_t *from, struct diag *d);
 
 /*
  * Select the epoch that order_sample() answers for (it prepares the
@@ -97,7 +177,7 @@ uint32_t order_epoch(const struct order *o);
  * Global sample index (0..N-1, counting shards in dataset order) of the
  * k-th sample of batch b in the selected epoch, k < order_batch_count().
  * A (b, k) whose epoch position i*w + r (i = b*B + k) is N or more gives
- * UINT64_MAX. Thread-safe between order_set_epoch() calls; allocates
+ * UINT64_MAX (in a planned epoch: whose place j in the rest is R or more). Thread-safe between order_set_epoch() calls; allocates
  * nothing.
  */
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k);

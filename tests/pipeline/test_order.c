@@ -721,3 +721,301 @@ Test(order, huge)
 		order_free(o);
 	}
 }
+
+/*
+ * Elastic resume. A job runs with one world, every rank stops a few
+ * batches from the others (some across an epoch's end), the job goes on
+ * with another world from the plan, stops again, and a third world runs
+ * to the end: every sample of every epoch is delivered exactly once
+ * (dropping: at most once, and only fewer than w * B per world short
+ * per epoch), every rank of a world has the same batches, and the plan
+ * is what the next world resumes from.
+ */
+#define EL_EPOCHS 3
+
+struct el_world {
+	uint32_t world;
+	struct order **o;
+	struct order_sched sched;
+	uint32_t *epoch; /* where each rank stops (its first batch not run) */
+	uint64_t *batch;
+};
+
+static uint64_t el_rand(uint64_t *x)
+{
+	return rng_mix(++*x, 0x51ed, 0);
+}
+
+/* Make world w's orders from p with the plan; all must agree on it. */
+static void el_make(struct el_world *ew, const struct order_params *tmpl,
+		    uint32_t w, const uint64_t *plan, size_t words)
+{
+	struct order_params p = *tmpl;
+
+	ew->world = w;
+	ew->o = calloc(w, sizeof(*ew->o));
+	ew->epoch = calloc(w, sizeof(*ew->epoch));
+	ew->batch = calloc(w, sizeof(*ew->batch));
+	cr_assert(ew->o && ew->epoch && ew->batch);
+	p.world = w;
+	p.plan = plan;
+	p.plan_words = words;
+	for (uint32_t r = 0; r < w; r++) {
+		struct order_sched s;
+
+		p.rank = r;
+		ew->o[r] = must_new(&p);
+		order_schedule(ew->o[r], &s);
+		if (r == 0)
+			ew->sched = s;
+		/* Equal batch counts: every rank's epochs start alike. */
+		CHECK(!memcmp(&s, &ew->sched, sizeof(s)),
+		      "rank %u of %u: another schedule", r, w);
+	}
+}
+
+static void el_free(struct el_world *ew)
+{
+	for (uint32_t r = 0; r < ew->world; r++)
+		order_free(ew->o[r]);
+	free(ew->o);
+	free(ew->epoch);
+	free(ew->batch);
+}
+
+/*
+ * Run world ew from (e0, b0) for about t batches a rank (each rank a
+ * little more or less, up to spread; t = UINT64_MAX: to the end of
+ * EL_EPOCHS), counting deliveries in seen[epoch * n + g].
+ */
+static void el_run(struct el_world *ew, uint32_t e0, uint64_t b0, uint64_t t,
+		   unsigned spread, uint64_t *rnd, unsigned char *seen,
+		   uint64_t n)
+{
+	for (uint32_t r = 0; r < ew->world; r++) {
+		struct order *o = ew->o[r];
+		uint32_t e = e0;
+		uint64_t b = b0, run = t;
+
+		if (t != UINT64_MAX && spread) {
+			uint64_t d = el_rand(rnd) % (2 * spread + 1);
+
+			run = t + d >= spread ? t + d - spread : 0;
+		}
+		order_advance(&ew->sched, &e, &b, 0);
+		if (!ew->sched.batches)
+			run = 0; /* dropping, a world too large has no batch */
+		for (uint64_t i = 0; i < run && e < EL_EPOCHS; i++) {
+			uint32_t cnt;
+
+			if (order_epoch(o) != e)
+				order_set_epoch(o, e);
+			cnt = order_batch_count(o, b);
+			CHECK(cnt <= order_batch_count(o, order_first_batch(o, e)) ||
+				      !order_batch_count(o, order_first_batch(o, e)),
+			      "batch %llu larger than the epoch's first",
+			      (unsigned long long)b);
+			for (uint32_t k = 0; k < cnt; k++) {
+				uint64_t g = order_sample(o, b, k);
+
+				CHECK(g < n, "rank %u epoch %u batch %llu: %llu",
+				      r, e, (unsigned long long)b,
+				      (unsigned long long)g);
+				if (g < n && seen[(uint64_t)e * n + g] < 255)
+					seen[(uint64_t)e * n + g]++;
+			}
+			order_advance(&ew->sched, &e, &b, 1);
+		}
+		ew->epoch[r] = e;
+		ew->batch[r] = b;
+	}
+}
+
+static void el_replan(struct el_world *ew, uint64_t **plan, size_t *words,
+		      uint32_t *from)
+{
+	struct diag d = { "" };
+	int err;
+
+	free(*plan);
+	err = order_replan(ew->o[0], ew->epoch, ew->batch, plan, words, from,
+			   &d);
+	cr_assert_eq(err, 0, "order_replan: %d %s", err, d.msg);
+}
+
+static void el_case(enum order_kind kind, uint64_t n, uint32_t bs, bool drop,
+		    const uint32_t ws[3], uint64_t seed)
+{
+	static struct layout l;
+	struct order_params p;
+	struct el_world a, b, c;
+	unsigned char *seen = calloc(EL_EPOCHS * n, 1);
+	uint64_t *plan = NULL, rnd = seed, t, short_by = 0;
+	size_t words = 0;
+	uint32_t from;
+
+	cr_assert(seen);
+	make_layout(&l, n);
+	p = params(kind, seed, 0, 1, bs, drop, 64, &l);
+	el_make(&a, &p, ws[0], NULL, 0);
+	t = el_rand(&rnd) % (2 * a.sched.batches + 1);
+	el_run(&a, 0, 0, t, 2, &rnd, seen, n);
+	el_replan(&a, &plan, &words, &from);
+
+	el_make(&b, &p, ws[1], plan, words);
+	t = el_rand(&rnd) % (a.sched.batches + 2);
+	el_run(&b, from, order_first_batch(b.o[0], from), t, 3, &rnd, seen, n);
+	el_replan(&b, &plan, &words, &from);
+
+	el_make(&c, &p, ws[2], plan, words);
+	el_run(&c, from, order_first_batch(c.o[0], from), UINT64_MAX, 0, &rnd,
+	       seen, n);
+	/* Dropping, each world may leave fewer than w * B per epoch. */
+	if (drop)
+		short_by = (uint64_t)(ws[0] + ws[1] + ws[2]) * bs;
+	for (uint32_t e = 0; e < EL_EPOCHS; e++) {
+		uint64_t once = 0;
+
+		for (uint64_t g = 0; g < n; g++) {
+			unsigned char s = seen[(uint64_t)e * n + g];
+
+			CHECK(s <= 1,
+			      "%s n=%llu B=%u drop=%d %u>%u>%u: epoch %u sample %llu %u times",
+			      kind_name[kind], (unsigned long long)n, bs, drop,
+			      ws[0], ws[1], ws[2], e, (unsigned long long)g, s);
+			once += s == 1;
+		}
+		CHECK(once + short_by >= n && (drop || once == n),
+		      "%s n=%llu B=%u drop=%d %u>%u>%u: epoch %u has %llu of %llu",
+		      kind_name[kind], (unsigned long long)n, bs, drop, ws[0],
+		      ws[1], ws[2], e, (unsigned long long)once,
+		      (unsigned long long)n);
+	}
+	el_free(&a);
+	el_free(&b);
+	el_free(&c);
+	free(plan);
+	free(seen);
+}
+
+Test(order, elastic)
+{
+	static const uint32_t seqs[][3] = {
+		{ 4, 3, 5 }, { 1, 2, 1 }, { 8, 3, 2 }, { 3, 3, 7 }, { 2, 5, 5 },
+	};
+	static const uint64_t ns[] = { 1, 7, 100, 1000, 4097 };
+	static const uint32_t bss[] = { 1, 5, 64 };
+
+	for (int kind = 0; kind < 3; kind++)
+		for (size_t ni = 0; ni < NELEM(ns); ni++)
+			for (size_t bi = 0; bi < NELEM(bss); bi++)
+				for (size_t si = 0; si < NELEM(seqs); si++)
+					for (uint64_t seed = 1; seed <= 3;
+					     seed++) {
+						el_case(kind, ns[ni], bss[bi],
+							false, seqs[si], seed);
+						el_case(kind, ns[ni], bss[bi],
+							true, seqs[si], seed);
+					}
+}
+
+/* A resumed epoch's batches are the last ones, numbered as such. */
+Test(order, elastic_numbering)
+{
+	static struct layout l;
+	struct order_params p;
+	struct order *o;
+	uint32_t ep[4] = { 1, 1, 1, 1 }, from;
+	uint64_t bt[4] = { 10, 10, 11, 8 }, *plan = NULL;
+	size_t words;
+	struct diag d = { "" };
+	struct order_sched s;
+	uint32_t e;
+	uint64_t b;
+
+	make_layout(&l, 1000);
+	p = params(ORDER_RANDOM, 5, 0, 4, 10, false, 0, &l);
+	o = must_new(&p); /* 25 batches an epoch */
+	cr_assert_eq(order_replan(o, ep, bt, &plan, &words, &from, &d), 0);
+	order_free(o);
+	cr_expect_eq(from, 1);
+	cr_expect_eq(plan[0], 1, "one stage");
+	cr_expect_eq(plan[1], 1 | (4ull << 32));
+	cr_expect_eq(plan[2], 100);
+	cr_expect_eq(plan[4], 110);
+	cr_expect_eq(plan[5], 80);
+	cr_expect_eq(words, 6);
+	/* 1000 - 390 = 610 left, to 3 ranks: 204, 203, 203: 21 batches */
+	p.world = 3;
+	p.rank = 2;
+	p.plan = plan;
+	p.plan_words = words;
+	o = must_new(&p);
+	cr_expect_eq(order_batches(o), 34);
+	cr_expect_eq(order_first_batch(o, 1), 13);
+	cr_expect_eq(order_first_batch(o, 0), 0);
+	cr_expect_eq(order_first_batch(o, 2), 0);
+	order_set_epoch(o, 1);
+	cr_expect_eq(order_batch_count(o, 12), 0);
+	cr_expect_eq(order_batch_count(o, 13), 10);
+	cr_expect_eq(order_batch_count(o, 33), 3, "203 = 20 * 10 + 3");
+	cr_expect_eq(order_sample(o, 12, 0), UINT64_MAX);
+	cr_expect_eq(order_sample(o, 33, 3), UINT64_MAX);
+	cr_expect_lt(order_sample(o, 33, 2), 1000);
+	order_schedule(o, &s);
+	e = 1;
+	b = 0;
+	order_advance(&s, &e, &b, 0);
+	cr_expect(e == 1 && b == 13, "start of the rest: %u %llu", e,
+		  (unsigned long long)b);
+	order_advance(&s, &e, &b, 21);
+	cr_expect(e == 2 && b == 0, "after the rest: %u %llu", e,
+		  (unsigned long long)b);
+	order_advance(&s, &e, &b, 34 * 5 + 3);
+	cr_expect(e == 7 && b == 3, "whole epochs later: %u %llu", e,
+		  (unsigned long long)b);
+	order_free(o);
+	free(plan);
+}
+
+/* Plans that do not parse, or ranks too far apart, are refused. */
+Test(order, elastic_refused)
+{
+	static struct layout l;
+	struct order_params p;
+	struct order *o = NULL;
+	struct diag d = { "" };
+	uint64_t bad1[] = { 2, 1 | (2ull << 32), 0, 0 };
+	uint64_t bad2[] = { 1, 1 | (3ull << 32), 0, 0 };
+	uint64_t bad3[] = { 2, 2 | (1ull << 32), 0, 1 | (1ull << 32), 0 };
+	uint64_t five[] = { 5, 0 | (1ull << 32), 1, 1 | (1ull << 32), 1,
+			    2 | (1ull << 32), 1, 3 | (1ull << 32), 1,
+			    4 | (1ull << 32), 1 };
+	uint32_t ep[2] = { 0, 4 }, from;
+	uint64_t bt[2] = { 0, 0 }, *plan;
+	size_t words;
+
+	make_layout(&l, 100);
+	p = params(ORDER_RANDOM, 5, 0, 2, 10, false, 0, &l);
+	p.plan = bad1;
+	p.plan_words = NELEM(bad1);
+	cr_expect_eq(order_new(&o, &p, &d), LOADER_EUSAGE, "stages missing");
+	cr_expect(strstr(d.msg, "do not parse"), "%s", d.msg);
+	p.plan = bad2;
+	p.plan_words = NELEM(bad2);
+	cr_expect_eq(order_new(&o, &p, &d), LOADER_EUSAGE, "short stage");
+	p.plan = bad3;
+	p.plan_words = NELEM(bad3);
+	cr_expect_eq(order_new(&o, &p, &d), LOADER_EUSAGE, "epochs backwards");
+	p.plan = five;
+	p.plan_words = NELEM(five);
+	cr_expect_eq(order_new(&o, &p, &d), LOADER_EUSAGE, "five epochs");
+	cr_expect(strstr(d.msg, "more than 4 epochs"), "%s", d.msg);
+	cr_expect_null(o);
+	p.plan = NULL;
+	o = must_new(&p);
+	cr_expect_eq(order_replan(o, ep, bt, &plan, &words, &from, &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "4 epochs apart"), "%s", d.msg);
+	order_free(o);
+}
