@@ -56,10 +56,13 @@
  */
 struct named {
 	char name[PROTO_STREAM_NAME]; /* "" for a stream without a name */
-	uint32_t uid;
-	struct state_rec rec; /* identity, bounds; the position it started at */
-	uint64_t start;	      /* that position as epoch * bpe + batch */
-	uint64_t written;     /* batches released at the last checkpoint */
+	uint32_t uid, rank, world;
+	uint64_t generation;  /* of the job's record (state.h) */
+	uint32_t epochs;      /* the epoch it ends before; 0: endless */
+	uint32_t start_epoch; /* where this stream started */
+	uint64_t start_batch;
+	struct order_sched sched; /* to count positions on from there */
+	uint64_t written;	  /* batches released at the last checkpoint */
 };
 
 /*
@@ -146,6 +149,11 @@ struct open_job {
 	struct state *state; /* NULL: no names */
 	struct named named;
 	bool fresh, resumed;
+	/* A named one's job, as read, and whether this OPEN renews it. */
+	struct state_job job;
+	bool renew;
+	uint32_t *from_epoch; /* the old world's positions (a new world) */
+	uint64_t *from_batch;
 	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
 	uint64_t start_batch;
@@ -223,19 +231,18 @@ static uint64_t wall_ms(void)
 }
 
 /*
- * The record of named stream n after released batches: the first batch
- * not yet released, and whether that is past its last epoch.
+ * The position of named stream n after released batches: the first
+ * batch not yet released, and whether that is past its last epoch.
  */
 static void named_at(const struct named *n, uint64_t released,
-		     struct state_rec *r)
+		     struct state_pos *p)
 {
-	uint64_t bpe = n->rec.batches_per_epoch, at = n->start + released;
-
-	*r = n->rec;
-	r->epoch = (uint32_t)(at / bpe);
-	r->batch = at % bpe;
-	r->finished = r->epochs && r->epoch >= r->epochs;
-	r->updated_ms = wall_ms();
+	p->generation = n->generation;
+	p->epoch = n->start_epoch;
+	p->batch = n->start_batch;
+	order_advance(&n->sched, &p->epoch, &p->batch, released);
+	p->finished = n->epochs && p->epoch >= n->epochs;
+	p->updated_ms = wall_ms();
 }
 
 /*
@@ -245,14 +252,14 @@ static void named_at(const struct named *n, uint64_t released,
  */
 static void named_write(struct server *srv, struct state *st,
 			const struct named *n, uint64_t released,
-			const char *label, struct state_rec *out)
+			const char *label, struct state_pos *out)
 {
-	struct state_rec r;
+	struct state_pos r;
 	struct diag d;
 	uint64_t now = now_ms();
 
 	named_at(n, released, &r);
-	if (state_put(st, n->uid, n->name, &r, false, &d))
+	if (state_put_pos(st, n->uid, n->name, n->rank, &r, &d))
 		plog(PLOG_WARN, "%s: stream \"%s\": checkpoint: %s", label,
 		     n->name, d.msg);
 	if (now - __atomic_load_n(&srv->synced_ms, __ATOMIC_RELAXED) >=
@@ -450,15 +457,15 @@ static void teardown_work(uv_work_t *req)
 	 * every batch this one released.
 	 */
 	if (t->named.name[0] && t->prod && t->state) {
-		struct state_rec r;
+		struct state_pos r;
 
 		named_write(t->srv, t->state, &t->named,
 			    producer_released(t->prod), t->label, &r);
 		state_sync(t->state);
 		plog(PLOG_INFO,
-		     "%s: stream \"%s\" saved at epoch %" PRIu32
-		     " batch %" PRIu64 "%s",
-		     t->label, t->named.name, r.epoch, r.batch,
+		     "%s: stream \"%s\" rank %" PRIu32
+		     " saved at epoch %" PRIu32 " batch %" PRIu64 "%s",
+		     t->label, t->named.name, t->named.rank, r.epoch, r.batch,
 		     r.finished ? " (finished)" : "");
 	}
 	producer_free(t->prod);
@@ -707,40 +714,109 @@ static int dataset_id(int fd, uint64_t *id, struct diag *d)
 }
 
 /*
- * The identity of the options that fix a stream's order (DESIGN.md,
- * "Sample order"): batch size, order, seed, rank, world, drop_last.
- * Outputs, pipeline and threads change bytes or speed, not the order,
- * and may change across a resume; so may the number of epochs.
+ * The identity of the options that fix a job's order (DESIGN.md,
+ * "Sample order"): batch size, order, seed, drop_last. Rank and world
+ * deal it out (the job record keeps the world; a new one resumes
+ * elastically). Outputs, pipeline and threads change bytes or speed,
+ * not the order, and may change across a resume; so may the number of
+ * epochs.
  */
 static uint64_t opts_id(const struct stream_config *c)
 {
 	struct {
 		uint32_t batch, order;
 		uint64_t seed;
-		uint32_t rank, world, drop_last, pad;
+		uint32_t drop_last, pad;
 	} k;
 
 	memset(&k, 0, sizeof(k));
 	k.batch = c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
 	k.order = (uint32_t)c->order;
 	k.seed = c->seed;
-	k.rank = c->rank;
-	k.world = c->world ? c->world : 1;
 	k.drop_last = c->drop_last;
 	return XXH3_64bits(&k, sizeof(k));
 }
 
 /*
- * On the thread pool, for a named stream: read its saved position, check
- * that it is this dataset with these options, and start the stream
- * there (or, new or fresh, where the request says). Fills j->named.
+ * A job saved with another world goes on with this one: every rank of
+ * the old world must have a position here (ranks on other nodes have
+ * theirs in their own loaderd), and the rest of their epochs is dealt
+ * to the new world (order.h, "Elastic resume").
  */
-static int named_resolve(struct open_job *j, struct stream_config *c,
-			 struct producer_params *pp)
+static int named_from_world(struct open_job *j, struct stream_config *c,
+			    const struct state_pos *pos, uint32_t end)
+{
+	const struct state_job *old = &j->job;
+	struct named *n = &j->named;
+	char missing[96] = "";
+	uint32_t lo = UINT32_MAX, nmiss = 0;
+	size_t at = 0;
+
+	j->from_epoch = calloc(old->world, sizeof(*j->from_epoch));
+	j->from_batch = calloc(old->world, sizeof(*j->from_batch));
+	if (!j->from_epoch || !j->from_batch)
+		return diag_set(&j->d, -ENOMEM, "out of memory");
+	for (uint32_t r = 0; r < old->world; r++) {
+		if (!pos[r].generation) {
+			if (nmiss++ < 8 && at < sizeof(missing) - 12)
+				at += (size_t)snprintf(
+					missing + at, sizeof(missing) - at,
+					"%s%" PRIu32, nmiss > 1 ? ", " : "", r);
+			continue;
+		}
+		j->from_epoch[r] = pos[r].epoch;
+		j->from_batch[r] = pos[r].batch;
+		if (pos[r].epoch < lo)
+			lo = pos[r].epoch;
+	}
+	if (nmiss)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\" was saved with world %" PRIu32
+			" and this loaderd has no position of %" PRIu32
+			" of its ranks (%s%s): they ran on another node or never opened; go on with world %" PRIu32
+			", or open it with a fresh start",
+			n->name, old->world, nmiss, missing,
+			nmiss > 8 ? ", ..." : "", old->world);
+	if (end && lo >= end)
+		return diag_set(
+			&j->d, LOADER_EEND,
+			"stream \"%s\" has released every batch of its %" PRIu32
+			" epochs; ask for more epochs, or a fresh start",
+			n->name, end);
+	c->from_world = old->world;
+	c->from_epoch = j->from_epoch;
+	c->from_batch = j->from_batch;
+	c->start_epoch = lo;
+	c->start_batch = 0;
+	c->epochs = end ? end - lo : 0;
+	j->renew = true;
+	plog(PLOG_INFO,
+	     "%s: stream \"%s\" goes on from world %" PRIu32
+	     " with world %" PRIu32 " (rank %" PRIu32 "), from epoch %" PRIu32,
+	     j->ss->label, n->name, old->world, c->world ? c->world : 1,
+	     c->rank, lo);
+	return 0;
+}
+
+/*
+ * On the thread pool, for a named stream: read its job's record, check
+ * that it is this dataset with these options, and say where this rank
+ * starts: its saved position, the job's start for a rank with none, or
+ * (another world) the rest of the old world's epochs; new or fresh,
+ * where the request says. Fills j->named and j->job.
+ */
+static int named_resume(struct open_job *j, struct stream_config *c,
+			const struct state_pos *pos, uint64_t dsid,
+			uint64_t oid, uint32_t world, uint32_t end);
+
+static int named_resolve(struct open_job *j, struct stream_config *c)
 {
 	struct named *n = &j->named;
-	struct state_rec old;
-	uint32_t end;
+	struct state_job *old = &j->job;
+	uint32_t end, world = c->world ? c->world : 1;
+	struct state_pos *pos = NULL;
+	uint64_t dsid, oid;
 	int err;
 
 	if (!j->state)
@@ -748,72 +824,144 @@ static int named_resolve(struct open_job *j, struct stream_config *c,
 			&j->d, LOADER_EUSAGE,
 			"named streams need loaderd's state directory, and this loaderd has none");
 	snprintf(n->name, sizeof(n->name), "%s", j->open.name);
-	err = dataset_id(j->fds[0], &n->rec.dataset_id, &j->d);
+	n->rank = c->rank;
+	n->world = world;
+	err = dataset_id(j->fds[0], &dsid, &j->d);
 	if (err)
 		return err;
-	n->rec.opts_id = opts_id(c);
-	n->rec.rank = c->rank;
-	n->rec.world = c->world ? c->world : 1;
+	oid = opts_id(c);
 	/* The last epoch, counted from 0 (the request counts from its start). */
 	end = c->epochs ? c->start_epoch + c->epochs : 0;
-	n->rec.epochs = end;
-	if (j->fresh)
+	n->epochs = end;
+	err = state_get_job(j->state, n->uid, n->name, old, &pos, &j->d);
+	if (err == -ENOENT || (err == LOADER_EFORMAT && j->fresh)) {
+		memset(old, 0, sizeof(*old));
+		j->renew = true;
+		err = 0;
+	} else if (!err && j->fresh) {
+		/*
+		 * Every rank of a job started afresh says so: the first
+		 * renews a record of another kind, the others find it alike
+		 * and only start their own positions over.
+		 */
+		j->renew = old->dataset_id != dsid || old->opts_id != oid ||
+			   old->world != world || old->plan_words ||
+			   old->start_epoch != c->start_epoch ||
+			   old->start_batch != c->start_batch;
+	}
+	if (!err)
+		err = named_resume(j, c, pos, dsid, oid, world, end);
+	free(pos);
+	return err;
+}
+
+/* named_resolve() with the job's record and positions read. */
+static int named_resume(struct open_job *j, struct stream_config *c,
+			const struct state_pos *pos, uint64_t dsid,
+			uint64_t oid, uint32_t world, uint32_t end)
+{
+	struct named *n = &j->named;
+	struct state_job *old = &j->job;
+	struct state_pos p;
+	int err;
+
+	if (j->fresh || j->renew) {
+		if (j->renew) {
+			state_job_clear(old);
+			old->start_epoch = c->start_epoch;
+			old->start_batch = c->start_batch;
+		}
+		old->dataset_id = dsid;
+		old->opts_id = oid;
+		old->world = world;
 		return 0;
-	err = state_get(j->state, n->uid, n->name, &old, &j->d);
-	if (err == -ENOENT)
-		return 0;
-	if (err)
-		return err;
-	if (old.dataset_id != n->rec.dataset_id)
+	}
+	if (old->dataset_id != dsid)
 		return diag_set(
 			&j->d, LOADER_EUSAGE,
 			"stream \"%s\" was saved for another dataset (its manifest differs); open it with a fresh start to begin again",
 			n->name);
-	if (old.opts_id != n->rec.opts_id)
+	if (old->opts_id != oid)
 		return diag_set(
 			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved with other batch size, order, seed, rank, world or drop_last (rank %" PRIu32
-			" of %" PRIu32
-			" then); open it with a fresh start to begin again",
-			n->name, old.rank, old.world);
-	if (end && old.epoch >= end)
+			"stream \"%s\" was saved with other batch size, order, seed or drop_last; open it with a fresh start to begin again",
+			n->name);
+	/* Resumed: from a saved position, not from where the request says. */
+	j->resumed = true;
+	c->plan = old->plan;
+	c->plan_words = old->plan_words;
+	if (old->world != world) {
+		err = named_from_world(j, c, pos, end);
+		old->world = world; /* the renewed record's */
+		return err;
+	}
+	p = pos[n->rank];
+	if (!p.generation) {
+		/* A rank that has not run yet starts where the job does. */
+		p.epoch = old->start_epoch;
+		p.batch = old->start_batch;
+		j->resumed = old->plan_words ||
+			     old->start_epoch != c->start_epoch ||
+			     old->start_batch != c->start_batch;
+	}
+	if (end && p.epoch >= end)
 		return diag_set(
 			&j->d, LOADER_EEND,
 			"stream \"%s\" has released every batch of its %" PRIu32
 			" epochs; ask for more epochs, or a fresh start",
 			n->name, end);
-	c->start_epoch = old.epoch;
-	c->start_batch = old.batch;
-	c->epochs = end ? end - old.epoch : 0;
-	pp->start_epoch = c->start_epoch;
-	pp->epochs = c->epochs;
-	j->resumed = true;
+	c->start_epoch = p.epoch;
+	c->start_batch = p.batch;
+	c->epochs = end ? end - p.epoch : 0;
 	return 0;
 }
 
 /*
- * The stream is made (bpe batches an epoch): record where it starts, so
- * that the name exists from now on, and keep the position for the
- * checkpoints.
+ * The stream is made (bpe batches an epoch): record the job (renewed)
+ * and where this rank starts, so that the name exists from now on, and
+ * keep what the checkpoints need.
  */
-static int named_begin(struct open_job *j, uint64_t bpe)
+static int named_begin(struct open_job *j, const struct stream_layout *lay)
 {
 	struct named *n = &j->named;
+	struct state_job *job = &j->job;
+	struct state_pos p;
+	const uint64_t *plan;
+	size_t words;
 	struct diag d;
 	int err;
 
-	if (!bpe) {
+	if (!lay->batches_per_epoch) {
 		n->name[0] = '\0'; /* nothing to deliver: nothing to save */
 		return 0;
 	}
-	n->rec.batches_per_epoch = bpe;
-	n->start = (uint64_t)j->start_epoch * bpe + j->start_batch;
+	n->start_epoch = j->start_epoch;
+	n->start_batch = j->start_batch;
+	n->sched = lay->sched;
 	n->written = 0;
-	n->rec.epoch = j->start_epoch;
-	n->rec.batch = j->start_batch;
-	n->rec.finished = false;
-	n->rec.updated_ms = wall_ms();
-	err = state_put(j->state, n->uid, n->name, &n->rec, true, &d);
+	job->batches_per_epoch = lay->batches_per_epoch;
+	job->epochs = n->epochs;
+	job->updated_ms = wall_ms();
+	if (j->renew) {
+		/* A new world's ranks all start where the plan does. */
+		stream_plan(j->stream, &plan, &words);
+		state_job_clear(job);
+		job->plan = (uint64_t *)plan; /* not freed: the stream's */
+		job->plan_words = words;
+		if (j->open.name[0] && j->from_epoch) {
+			job->start_epoch = j->start_epoch;
+			job->start_batch = j->start_batch;
+		}
+	}
+	p = (struct state_pos){ .epoch = j->start_epoch,
+				.batch = j->start_batch,
+				.updated_ms = job->updated_ms };
+	err = state_begin(j->state, n->uid, n->name, job, j->renew, n->rank, &p,
+			  &n->generation, &d);
+	if (j->renew) {
+		job->plan = NULL;
+		job->plan_words = 0;
+	}
 	if (err)
 		return diag_set(&j->d, err, "stream \"%s\": %s", n->name,
 				d.msg);
@@ -862,24 +1010,25 @@ static void open_work(uv_work_t *req)
 	c.max_pixels = j->max_pixels;
 	c.direct = c.direct || j->direct;
 	if (j->open.name[0]) {
-		j->err = named_resolve(j, &c, &pp);
+		j->err = named_resolve(j, &c);
 		if (j->err) {
 			for (uint32_t i = 0; i < j->nfds; i++)
 				close(j->fds[i]);
 			goto out;
 		}
 	}
-	j->start_epoch = c.start_epoch;
-	j->start_batch = c.start_batch;
 	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
 	if (j->err)
 		goto out;
+	/* A plan may move the start on (stream_begins()). */
+	stream_begins(j->stream, &j->start_epoch, &j->start_batch, &pp.epochs);
+	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
 	/* Releases wait for the saver (named_begin() keeps the name then). */
 	pp.named = j->open.name[0] && pp.lay->batches_per_epoch;
 	j->err = producer_new(&j->prod, &pp, &j->d);
 	if (!j->err && j->open.name[0])
-		j->err = named_begin(j, pp.lay->batches_per_epoch);
+		j->err = named_begin(j, pp.lay);
 	if (!j->err && j->named.name[0]) {
 		j->saver = saver_start(srv, j->state, j->prod, &j->named,
 				       j->ss->label);
@@ -905,6 +1054,11 @@ out:
 	free(j->fds);
 	j->fds = NULL;
 	j->nfds = 0;
+	state_job_clear(&j->job);
+	free(j->from_epoch);
+	free(j->from_batch);
+	j->from_epoch = NULL;
+	j->from_batch = NULL;
 }
 
 /* On the loop: reply, or end the stream if nobody is left to take it. */
@@ -989,27 +1143,53 @@ static bool peer_gone(const struct session *s)
 }
 
 /*
- * Is uid's stream name open, or being opened, in a session? A session
- * whose client has hung up but whose hang-up the loop has not read yet
- * (a trainer killed and started again at once) is ended here, so that
- * its teardown writes the position the new OPEN then waits for.
+ * May rank of world open uid's stream name now? Not while that rank is
+ * open, or being opened, in another session, nor while a rank of
+ * another world is (a job goes on with another world only from where
+ * every rank of the old one stopped). A session whose client has hung
+ * up but whose hang-up the loop has not read yet (a trainer killed and
+ * started again at once) is ended here, so that its teardown writes the
+ * position the new OPEN then waits for. Says why not in why.
  */
-static bool name_busy(struct server *srv, uint32_t uid, const char *name)
+static bool name_busy(struct server *srv, uint32_t uid, const char *name,
+		      uint32_t rank, uint32_t world, char *why, size_t n)
 {
 	struct session *s = srv->sessions, *next;
 
 	for (; s; s = next) {
-		const char *other = s->stream  ? s->named.name :
-				    s->opening ? s->opening->open.name :
-						 "";
+		const struct proto_open *o =
+			s->opening ? &s->opening->open : NULL;
+		const char *other = s->stream ? s->named.name :
+				    o	      ? o->name :
+						"";
+		uint32_t orank = s->stream ? s->named.rank : o ? o->rank : 0;
+		uint32_t oworld = s->stream ? s->named.world :
+				  o	    ? (o->world ? o->world : 1) :
+					      1;
 
 		next = s->next;
 		if (s->cred.uid != uid || !other[0] ||
-		    strncmp(other, name, PROTO_STREAM_NAME))
+		    strncmp(other, name, PROTO_STREAM_NAME) ||
+		    (orank != rank && oworld == world))
 			continue;
-		if (!peer_gone(s))
-			return true;
-		session_end(s, "client disconnected");
+		if (peer_gone(s)) {
+			session_end(s, "client disconnected");
+			continue;
+		}
+		if (orank == rank && oworld == world)
+			snprintf(why, n,
+				 "stream \"%.63s\" rank %" PRIu32
+				 " is open in another session of uid %u",
+				 name, rank, (unsigned)uid);
+		else
+			snprintf(why, n,
+				 "stream \"%.63s\" is open with world %" PRIu32
+				 " (rank %" PRIu32
+				 "): it goes on with world %" PRIu32
+				 " only when every rank of world %" PRIu32
+				 " has closed",
+				 name, oworld, orank, world, oworld);
+		return true;
 	}
 	return false;
 }
@@ -1055,16 +1235,14 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			    "OPEN before all the dataset's files were sent");
 		return;
 	}
-	if (m->name[0] && memchr(m->name, '\0', sizeof(m->name)) &&
-	    name_busy(srv, ss->cred.uid, m->name)) {
-		char why[160];
+	if (m->name[0] && memchr(m->name, '\0', sizeof(m->name))) {
+		char why[256];
 
-		snprintf(
-			why, sizeof(why),
-			"stream \"%.63s\" is open in another session of uid %u",
-			m->name, (unsigned)ss->cred.uid);
-		reply_error(ss, h->seq, -EBUSY, why);
-		return;
+		if (name_busy(srv, ss->cred.uid, m->name, m->rank,
+			      m->world ? m->world : 1, why, sizeof(why))) {
+			reply_error(ss, h->seq, -EBUSY, why);
+			return;
+		}
 	}
 	u = uid_use(srv, ss->cred.uid);
 	if (!u) {
@@ -1288,7 +1466,8 @@ struct saved_job {
 };
 
 static int saved_one(void *arg, uint32_t uid, const char *name,
-		     const struct state_rec *r)
+		     const struct state_job *job, uint32_t rank,
+		     const struct state_pos *p)
 {
 	struct saved_job *j = arg;
 
@@ -1296,14 +1475,14 @@ static int saved_one(void *arg, uint32_t uid, const char *name,
 		return 0;
 	j->ok.uid = uid;
 	snprintf(j->ok.name, sizeof(j->ok.name), "%s", name);
-	j->ok.epoch = r->epoch;
-	j->ok.epochs = r->epochs;
-	j->ok.batch = r->batch;
-	j->ok.batches_per_epoch = r->batches_per_epoch;
-	j->ok.updated_ms = r->updated_ms;
-	j->ok.rank = r->rank;
-	j->ok.world = r->world;
-	j->ok.finished = r->finished;
+	j->ok.epoch = p->epoch;
+	j->ok.epochs = job->epochs;
+	j->ok.batch = p->batch;
+	j->ok.batches_per_epoch = job->batches_per_epoch;
+	j->ok.updated_ms = p->updated_ms;
+	j->ok.rank = rank;
+	j->ok.world = job->world;
+	j->ok.finished = p->finished;
 	return 0; /* go on: total counts them all */
 }
 

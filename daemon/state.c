@@ -19,17 +19,34 @@
 #define STATE_MAP_SIZE (64ull << 20)
 #define STATE_FILE     "loaderd.mdb"
 
-/* The record as stored: versioned, fixed size, little-endian host. */
-#define STATE_REC_VERSION 1
-struct state_disk {
+/*
+ * The records as stored: versioned, little-endian host. A job's record
+ * is followed by its plan's words.
+ */
+#define STATE_REC_VERSION 2
+struct job_disk {
+	uint32_t version;
+	uint32_t world;
+	uint64_t dataset_id, opts_id, generation, batches_per_epoch;
+	uint32_t epochs, start_epoch;
+	uint64_t start_batch, updated_ms;
+	uint64_t plan_words;
+};
+
+struct pos_disk {
 	uint32_t version;
 	uint32_t flags; /* STATE_FINISHED */
-	uint64_t dataset_id, opts_id, batches_per_epoch;
-	uint32_t epochs, epoch;
+	uint64_t generation;
+	uint32_t epoch, pad;
 	uint64_t batch, updated_ms;
-	uint32_t rank, world;
 };
 #define STATE_FINISHED 1u
+
+/* The separator of a position's key: below every byte of a name. */
+#define STATE_POS_SEP '\x01'
+
+/* Plans are small; a record claiming more is not one of ours. */
+#define STATE_PLAN_MAX_WORDS (8u << 20)
 
 struct state {
 	MDB_env *env;
@@ -37,21 +54,34 @@ struct state {
 	char path[4200];
 };
 
-/* uid and name as a key: "UID/NAME", no NUL. */
-static int make_key(char *buf, size_t n, uint32_t uid, const char *name,
-		    MDB_val *k, struct diag *d)
+/* The key of a job ("UID/NAME") and of its rank's position. */
+struct key {
+	char buf[96];
+	MDB_val job, pos;
+};
+
+static int make_key(struct key *k, uint32_t uid, const char *name,
+		    uint32_t rank, struct diag *d)
 {
 	size_t len = strlen(name);
 	int w;
 
 	if (!len || len > STATE_NAME_MAX || memchr(name, '/', len))
-		return diag_set(d, LOADER_EUSAGE,
-				"stream name \"%.80s\": 1 to %d bytes, no '/'",
-				name, STATE_NAME_MAX);
-	w = snprintf(buf, n, "%" PRIu32 "/%s", uid, name);
-	k->mv_data = buf;
-	k->mv_size = (size_t)w;
+		goto bad;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20)
+			goto bad;
+	w = snprintf(k->buf, sizeof(k->buf), "%" PRIu32 "/%s", uid, name);
+	k->job = (MDB_val){ (size_t)w, k->buf };
+	w += snprintf(k->buf + w, sizeof(k->buf) - (size_t)w, "%c%" PRIu32,
+		      STATE_POS_SEP, rank);
+	k->pos = (MDB_val){ (size_t)w, k->buf };
 	return 0;
+bad:
+	return diag_set(
+		d, LOADER_EUSAGE,
+		"stream name \"%.80s\": 1 to %d bytes, no '/' or control characters",
+		name, STATE_NAME_MAX);
 }
 
 static int lmdb_err(int rc, const char *what, const struct state *st,
@@ -172,148 +202,377 @@ int state_sync(struct state *st)
 	return rc ? -EIO : 0;
 }
 
-static void to_disk(const struct state_rec *r, struct state_disk *s)
+static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 {
-	memset(s, 0, sizeof(*s));
-	s->version = STATE_REC_VERSION;
-	s->flags = r->finished ? STATE_FINISHED : 0;
-	s->dataset_id = r->dataset_id;
-	s->opts_id = r->opts_id;
-	s->batches_per_epoch = r->batches_per_epoch;
-	s->epochs = r->epochs;
-	s->epoch = r->epoch;
-	s->batch = r->batch;
-	s->updated_ms = r->updated_ms;
-	s->rank = r->rank;
-	s->world = r->world;
+	struct job_disk s;
+
+	if (v->mv_size < sizeof(s))
+		return false;
+	memcpy(&s, v->mv_data, sizeof(s));
+	if (s.version != STATE_REC_VERSION || !s.world ||
+	    s.plan_words > STATE_PLAN_MAX_WORDS ||
+	    v->mv_size != sizeof(s) + s.plan_words * sizeof(uint64_t))
+		return false;
+	*j = (struct state_job){
+		.dataset_id = s.dataset_id,
+		.opts_id = s.opts_id,
+		.generation = s.generation,
+		.batches_per_epoch = s.batches_per_epoch,
+		.world = s.world,
+		.epochs = s.epochs,
+		.start_epoch = s.start_epoch,
+		.start_batch = s.start_batch,
+		.updated_ms = s.updated_ms,
+	};
+	if (with_plan && s.plan_words) {
+		j->plan = malloc(s.plan_words * sizeof(uint64_t));
+		if (!j->plan)
+			return false;
+		memcpy(j->plan, (const char *)v->mv_data + sizeof(s),
+		       s.plan_words * sizeof(uint64_t));
+		j->plan_words = s.plan_words;
+	}
+	return true;
 }
 
-/* A stored value into r; false for one this version cannot read. */
-static bool from_disk(const MDB_val *v, struct state_rec *r)
+static bool pos_from_disk(const MDB_val *v, struct state_pos *p)
 {
-	struct state_disk s;
+	struct pos_disk s;
 
 	if (v->mv_size != sizeof(s))
 		return false;
 	memcpy(&s, v->mv_data, sizeof(s));
 	if (s.version != STATE_REC_VERSION)
 		return false;
-	*r = (struct state_rec){
-		.dataset_id = s.dataset_id,
-		.opts_id = s.opts_id,
-		.batches_per_epoch = s.batches_per_epoch,
-		.epochs = s.epochs,
+	*p = (struct state_pos){
+		.generation = s.generation,
 		.epoch = s.epoch,
 		.batch = s.batch,
 		.updated_ms = s.updated_ms,
-		.rank = s.rank,
-		.world = s.world,
 		.finished = s.flags & STATE_FINISHED,
 	};
 	return true;
 }
 
-int state_get(struct state *st, uint32_t uid, const char *name,
-	      struct state_rec *r, struct diag *d)
+static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
+		   const struct state_job *j, uint64_t gen)
 {
-	char key[96];
+	struct job_disk s = {
+		.version = STATE_REC_VERSION,
+		.world = j->world,
+		.dataset_id = j->dataset_id,
+		.opts_id = j->opts_id,
+		.generation = gen,
+		.batches_per_epoch = j->batches_per_epoch,
+		.epochs = j->epochs,
+		.start_epoch = j->start_epoch,
+		.start_batch = j->start_batch,
+		.updated_ms = j->updated_ms,
+		.plan_words = j->plan_words,
+	};
+	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t), NULL };
+	int rc = mdb_put(txn, st->dbi, k, &v, MDB_RESERVE);
+
+	if (rc)
+		return rc;
+	memcpy(v.mv_data, &s, sizeof(s));
+	if (j->plan_words)
+		memcpy((char *)v.mv_data + sizeof(s), j->plan,
+		       j->plan_words * sizeof(uint64_t));
+	return 0;
+}
+
+static int put_pos(MDB_txn *txn, const struct state *st, MDB_val *k,
+		   const struct state_pos *p, uint64_t gen)
+{
+	struct pos_disk s = {
+		.version = STATE_REC_VERSION,
+		.flags = p->finished ? STATE_FINISHED : 0,
+		.generation = gen,
+		.epoch = p->epoch,
+		.batch = p->batch,
+		.updated_ms = p->updated_ms,
+	};
+	MDB_val v = { sizeof(s), &s };
+
+	return mdb_put(txn, st->dbi, k, &v, 0);
+}
+
+/* Delete the positions of the job whose key is job (not the job). */
+static int del_positions(MDB_txn *txn, const struct state *st,
+			 const MDB_val *job)
+{
+	char pre[96];
+	MDB_cursor *c;
 	MDB_val k, v;
+	int rc;
+
+	if (job->mv_size + 1 > sizeof(pre))
+		return MDB_BAD_VALSIZE;
+	memcpy(pre, job->mv_data, job->mv_size);
+	pre[job->mv_size] = STATE_POS_SEP;
+	rc = mdb_cursor_open(txn, st->dbi, &c);
+	if (rc)
+		return rc;
+	k = (MDB_val){ job->mv_size + 1, pre };
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size <= job->mv_size + 1 ||
+		    memcmp(k.mv_data, pre, job->mv_size + 1))
+			break;
+		rc = mdb_cursor_del(c, 0);
+		if (rc)
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int state_get_job(struct state *st, uint32_t uid, const char *name,
+		  struct state_job *j, struct state_pos **pos, struct diag *d)
+{
+	struct key key;
+	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(key, sizeof(key), uid, name, &k, d);
+	memset(j, 0, sizeof(*j));
+	if (pos)
+		*pos = NULL;
+	err = make_key(&key, uid, name, 0, d);
 	if (err)
 		return err;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_err(rc, "read", st, d);
-	rc = mdb_get(txn, st->dbi, &k, &v);
-	if (rc == MDB_NOTFOUND) {
+	rc = mdb_get(txn, st->dbi, &key.job, &v);
+	if (rc == MDB_NOTFOUND)
 		err = -ENOENT;
-	} else if (rc) {
+	else if (rc)
 		err = lmdb_err(rc, "read", st, d);
-	} else if (!from_disk(&v, r)) {
+	else if (!job_from_disk(&v, j, true))
 		err = diag_set(
 			d, LOADER_EFORMAT,
-			"%s: the record of stream \"%s\" is not one this loaderd reads (%zu bytes)",
+			"%s: the record of stream \"%s\" is not one this loaderd reads (%zu bytes): open it with a fresh start, or forget it",
 			st->path, name, v.mv_size);
+	if (!err && pos) {
+		/* In the same transaction: positions of this generation. */
+		*pos = calloc(j->world, sizeof(**pos));
+		if (!*pos)
+			err = diag_set(d, -ENOMEM, "out of memory");
+		for (uint32_t r = 0; !err && r < j->world; r++) {
+			struct state_pos p;
+
+			make_key(&key, uid, name, r, d);
+			rc = mdb_get(txn, st->dbi, &key.pos, &v);
+			if (!rc && pos_from_disk(&v, &p) &&
+			    p.generation == j->generation)
+				(*pos)[r] = p;
+			else if (rc && rc != MDB_NOTFOUND)
+				err = lmdb_err(rc, "read", st, d);
+		}
+		if (err) {
+			free(*pos);
+			*pos = NULL;
+			state_job_clear(j);
+		}
 	}
 	mdb_txn_abort(txn);
 	return err;
 }
 
+void state_job_clear(struct state_job *j)
+{
+	free(j->plan);
+	j->plan = NULL;
+	j->plan_words = 0;
+}
+
+int state_get_pos(struct state *st, uint32_t uid, const char *name,
+		  uint32_t rank, uint64_t gen, struct state_pos *p,
+		  struct diag *d)
+{
+	struct key key;
+	MDB_val v;
+	MDB_txn *txn;
+	int rc, err;
+
+	err = make_key(&key, uid, name, rank, d);
+	if (err)
+		return err;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_err(rc, "read", st, d);
+	rc = mdb_get(txn, st->dbi, &key.pos, &v);
+	if (rc == MDB_NOTFOUND)
+		err = -ENOENT;
+	else if (rc)
+		err = lmdb_err(rc, "read", st, d);
+	else if (!pos_from_disk(&v, p) || p->generation != gen)
+		err = -ENOENT; /* an older job's, or unreadable: none */
+	mdb_txn_abort(txn);
+	return err;
+}
+
+/* Do a and b describe the same job (as two of its ranks would)? */
+static bool same_job(const struct state_job *a, const struct state_job *b)
+{
+	return a->dataset_id == b->dataset_id && a->opts_id == b->opts_id &&
+	       a->world == b->world &&
+	       a->batches_per_epoch == b->batches_per_epoch &&
+	       a->start_epoch == b->start_epoch &&
+	       a->start_batch == b->start_batch &&
+	       a->plan_words == b->plan_words &&
+	       (!a->plan_words ||
+		!memcmp(a->plan, b->plan, a->plan_words * sizeof(uint64_t)));
+}
+
+int state_begin(struct state *st, uint32_t uid, const char *name,
+		const struct state_job *j, bool renew, uint32_t rank,
+		const struct state_pos *p, uint64_t *gen, struct diag *d)
+{
+	struct state_job cur = { 0 };
+	bool have = false;
+	struct key key;
+	MDB_val v;
+	MDB_txn *txn;
+	int rc, err;
+
+	err = make_key(&key, uid, name, rank, d);
+	if (err)
+		return err;
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc, "write", st, d);
+	rc = mdb_get(txn, st->dbi, &key.job, &v);
+	if (!rc)
+		have = job_from_disk(&v, &cur, true);
+	else if (rc != MDB_NOTFOUND)
+		goto fail;
+	rc = 0;
+	*gen = have ? cur.generation : 0;
+	if (*gen != j->generation) {
+		/* Another rank began the job since this one read it. */
+		if (!renew || !have || !same_job(&cur, j)) {
+			mdb_txn_abort(txn);
+			state_job_clear(&cur);
+			return diag_set(
+				d, -EAGAIN,
+				"stream \"%s\" changed while rank %" PRIu32
+				" opened (another rank began it%s with world %" PRIu32
+				"): open again",
+				name, rank, renew ? " differently" : "",
+				have ? cur.world : 0);
+		}
+	} else if (renew) {
+		(*gen)++;
+		rc = del_positions(txn, st, &key.job);
+		if (!rc)
+			rc = put_job(txn, st, &key.job, j, *gen);
+	}
+	state_job_clear(&cur);
+	if (!rc)
+		rc = put_pos(txn, st, &key.pos, p, *gen);
+	if (rc)
+		goto fail;
+	rc = mdb_txn_commit(txn);
+	return rc ? lmdb_err(rc, "commit", st, d) : 0;
+fail:
+	mdb_txn_abort(txn);
+	state_job_clear(&cur);
+	return lmdb_err(rc, "write", st, d);
+}
+
 /* Is a further on than b? */
-static bool further(const struct state_rec *a, const struct state_rec *b)
+static bool further(const struct state_pos *a, const struct state_pos *b)
 {
 	return a->epoch != b->epoch ? a->epoch > b->epoch : a->batch > b->batch;
 }
 
-int state_put(struct state *st, uint32_t uid, const char *name,
-	      const struct state_rec *r, bool force, struct diag *d)
+int state_put_pos(struct state *st, uint32_t uid, const char *name,
+		  uint32_t rank, const struct state_pos *p, struct diag *d)
 {
-	struct state_disk s;
-	struct state_rec old;
-	char key[96];
-	MDB_val k, v = { sizeof(s), &s }, cur;
+	struct state_job j;
+	struct state_pos old;
+	struct key key;
+	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(key, sizeof(key), uid, name, &k, d);
+	err = make_key(&key, uid, name, rank, d);
 	if (err)
 		return err;
-	to_disk(r, &s);
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
 		return lmdb_err(rc, "write", st, d);
-	if (!force && !mdb_get(txn, st->dbi, &k, &cur) &&
-	    from_disk(&cur, &old) && old.dataset_id == r->dataset_id &&
-	    old.opts_id == r->opts_id && further(&old, r)) {
+	rc = mdb_get(txn, st->dbi, &key.job, &v);
+	if (rc == MDB_NOTFOUND || (!rc && (!job_from_disk(&v, &j, false) ||
+					   j.generation != p->generation))) {
+		mdb_txn_abort(txn);
+		return diag_set(
+			d, -ESTALE,
+			"stream \"%s\" rank %" PRIu32
+			": the job was started again or forgotten: position not saved",
+			name, rank);
+	}
+	if (rc)
+		goto fail;
+	if (!mdb_get(txn, st->dbi, &key.pos, &v) && pos_from_disk(&v, &old) &&
+	    old.generation == p->generation && further(&old, p)) {
 		mdb_txn_abort(txn);
 		return 0;
 	}
-	rc = mdb_put(txn, st->dbi, &k, &v, 0);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_err(rc, "write", st, d);
-	}
+	rc = put_pos(txn, st, &key.pos, p, p->generation);
+	if (rc)
+		goto fail;
 	rc = mdb_txn_commit(txn);
 	return rc ? lmdb_err(rc, "commit", st, d) : 0;
+fail:
+	mdb_txn_abort(txn);
+	return lmdb_err(rc, "write", st, d);
 }
 
 int state_forget(struct state *st, uint32_t uid, const char *name,
 		 struct diag *d)
 {
-	char key[96];
-	MDB_val k;
+	struct key key;
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(key, sizeof(key), uid, name, &k, d);
+	err = make_key(&key, uid, name, 0, d);
 	if (err)
 		return err;
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
 		return lmdb_err(rc, "write", st, d);
-	rc = mdb_del(txn, st->dbi, &k, NULL);
+	rc = mdb_del(txn, st->dbi, &key.job, NULL);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return rc == MDB_NOTFOUND ? -ENOENT :
 					    lmdb_err(rc, "delete", st, d);
 	}
+	rc = del_positions(txn, st, &key.job);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc, "delete", st, d);
+	}
 	rc = mdb_txn_commit(txn);
 	return rc ? lmdb_err(rc, "commit", st, d) : 0;
 }
 
-/* Split a key "UID/NAME" into uid and name (NUL-terminated in buf). */
-static bool parse_key(const MDB_val *k, uint32_t *uid, char *buf, size_t n)
+/*
+ * Split a key "UID/NAME" or "UID/NAME" SEP "RANK" into uid, name
+ * (NUL-terminated in buf) and *rank (UINT32_MAX for a job's key).
+ */
+static bool parse_key(const MDB_val *k, uint32_t *uid, char *buf, size_t n,
+		      uint32_t *rank)
 {
-	const char *p = k->mv_data, *slash;
+	const char *p = k->mv_data, *end = p + k->mv_size, *slash, *sep;
 	unsigned long long u;
 	char num[16];
 
 	slash = memchr(p, '/', k->mv_size);
-	if (!slash || slash == p || (size_t)(slash - p) >= sizeof(num) ||
-	    k->mv_size - (size_t)(slash - p) - 1 >= n)
+	if (!slash || slash == p || (size_t)(slash - p) >= sizeof(num))
 		return false;
 	memcpy(num, p, (size_t)(slash - p));
 	num[slash - p] = '\0';
@@ -321,14 +580,36 @@ static bool parse_key(const MDB_val *k, uint32_t *uid, char *buf, size_t n)
 	if (u > UINT32_MAX)
 		return false;
 	*uid = (uint32_t)u;
-	memcpy(buf, slash + 1, k->mv_size - (size_t)(slash - p) - 1);
-	buf[k->mv_size - (size_t)(slash - p) - 1] = '\0';
+	sep = memchr(slash + 1, STATE_POS_SEP, (size_t)(end - slash - 1));
+	if (!sep)
+		sep = end;
+	if ((size_t)(sep - slash - 1) >= n)
+		return false;
+	memcpy(buf, slash + 1, (size_t)(sep - slash - 1));
+	buf[sep - slash - 1] = '\0';
+	*rank = UINT32_MAX;
+	if (sep != end) {
+		size_t len = (size_t)(end - sep - 1);
+
+		if (!len || len >= sizeof(num))
+			return false;
+		memcpy(num, sep + 1, len);
+		num[len] = '\0';
+		u = strtoull(num, NULL, 10);
+		if (u >= UINT32_MAX)
+			return false;
+		*rank = (uint32_t)u;
+	}
 	return true;
 }
 
 int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 	       void *arg, struct diag *d)
 {
+	char jname[STATE_NAME_MAX + 1] = "";
+	struct state_job j;
+	uint32_t juid = 0;
+	bool have = false;
 	MDB_txn *txn;
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -345,13 +626,23 @@ int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc && !stop;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		char name[STATE_NAME_MAX + 1];
-		struct state_rec r;
-		uint32_t owner;
+		struct state_pos p;
+		uint32_t owner, rank;
 
-		if (!parse_key(&k, &owner, name, sizeof(name)) ||
-		    !from_disk(&v, &r) || (!all && owner != uid))
+		if (!parse_key(&k, &owner, name, sizeof(name), &rank) ||
+		    (!all && owner != uid))
 			continue;
-		stop = fn(arg, owner, name, &r);
+		if (rank == UINT32_MAX) {
+			/* A job: its positions follow its key. */
+			have = job_from_disk(&v, &j, false);
+			juid = owner;
+			memcpy(jname, name, sizeof(jname));
+			continue;
+		}
+		if (!have || owner != juid || strcmp(name, jname) ||
+		    !pos_from_disk(&v, &p) || p.generation != j.generation)
+			continue;
+		stop = fn(arg, owner, name, &j, rank, &p);
 	}
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
@@ -360,9 +651,20 @@ int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 	return 0;
 }
 
+/* A job found stale by state_expire(), to be dropped after the walk. */
+struct stale {
+	struct stale *next;
+	MDB_val key;
+	char buf[96];
+};
+
 int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		 uint64_t *dropped, struct diag *d)
 {
+	struct stale *list = NULL, *s;
+	char cur[96];
+	size_t curlen = 0;
+	uint64_t newest = 0;
 	MDB_txn *txn;
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -379,21 +681,70 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		mdb_txn_abort(txn);
 		return lmdb_err(rc, "write", st, d);
 	}
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	/*
+	 * A job and its positions are one group of keys in a row; a group
+	 * is stale when its newest write is. A record this version cannot
+	 * read is kept, not judged.
+	 */
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct state_rec r;
+		const char *sep =
+			rc ? NULL : memchr(k.mv_data, STATE_POS_SEP, k.mv_size);
+		size_t glen = rc  ? 0 :
+			      sep ? (size_t)(sep - (const char *)k.mv_data) :
+				    k.mv_size;
+		struct state_job j;
+		struct state_pos p;
+		uint64_t when = UINT64_MAX;
 
-		/* A record this version cannot read is kept, not judged. */
-		if (!from_disk(&v, &r) || r.updated_ms + max_age_ms > now_ms)
-			continue;
-		rc = mdb_cursor_del(c, 0);
+		if (curlen &&
+		    (rc || glen != curlen || memcmp(k.mv_data, cur, curlen))) {
+			if (newest != UINT64_MAX &&
+			    newest + max_age_ms <= now_ms) {
+				s = malloc(sizeof(*s));
+				if (!s) {
+					rc = ENOMEM;
+					break;
+				}
+				memcpy(s->buf, cur, curlen);
+				s->key = (MDB_val){ curlen, s->buf };
+				s->next = list;
+				list = s;
+			}
+			curlen = 0;
+		}
 		if (rc)
 			break;
-		(*dropped)++;
+		if (sep ? pos_from_disk(&v, &p) : job_from_disk(&v, &j, false))
+			when = sep ? p.updated_ms : j.updated_ms;
+		if (!curlen && glen <= sizeof(cur)) {
+			memcpy(cur, k.mv_data, glen);
+			curlen = glen;
+			newest = 0;
+		}
+		if (curlen && when > newest)
+			newest = when;
 	}
 	mdb_cursor_close(c);
-	if (rc && rc != MDB_NOTFOUND) {
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	for (; list; list = s) {
+		s = list->next;
+		if (!rc) {
+			int r = mdb_del(txn, st->dbi, &list->key, NULL);
+
+			if (r && r != MDB_NOTFOUND)
+				rc = r;
+			if (!rc)
+				rc = del_positions(txn, st, &list->key);
+			if (!rc)
+				(*dropped)++;
+		}
+		free(list);
+	}
+	if (rc) {
 		mdb_txn_abort(txn);
+		*dropped = 0;
 		return lmdb_err(rc, "expire", st, d);
 	}
 	rc = mdb_txn_commit(txn);

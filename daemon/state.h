@@ -5,8 +5,10 @@
  * One environment, STATE_DIR/loaderd.mdb (a single file with its lock
  * file beside it), one database of named streams keyed by the owner's
  * uid and the name, so that one user can neither see nor resume
- * another's. A record holds what identifies the dataset and the options
- * that fix the order, and the position: the first batch not yet released.
+ * another's: "UID/NAME" for the job (what identifies the dataset and the
+ * options that fix the order, its world and plan), "UID/NAME" 0x01
+ * "RANK" for each rank's position (the first batch not yet released),
+ * which sort right after their job's key.
  *
  * Durability: the environment is opened with MDB_NOSYNC. A commit is in
  * the page cache when state_put() returns, so a crash of the daemon (or
@@ -38,17 +40,36 @@
 /* The longest stream name, in bytes, NUL excluded. */
 #define STATE_NAME_MAX 63
 
-/* One named stream's record. */
-struct state_rec {
+/*
+ * A named job: one record per name, and one position per rank. The
+ * ranks of a job share its name, its dataset, its options and its world;
+ * the job record changes only when a job starts, starts afresh or goes
+ * on with another world (a new generation: the old positions go with the
+ * old record, in the same transaction).
+ */
+struct state_job {
 	uint64_t dataset_id; /* XXH3-64 of the dataset's manifest */
 	uint64_t opts_id;    /* XXH3-64 of the options that fix the order */
+	uint64_t generation; /* 1, 2, ...: which positions are this job's */
 	uint64_t batches_per_epoch;
-	uint32_t epochs;      /* 0: endless */
-	uint32_t epoch;	      /* of the first batch not yet released */
-	uint64_t batch;	      /* its index within the epoch */
-	uint64_t updated_ms;  /* wall clock of the last checkpoint */
-	uint32_t rank, world; /* as last opened */
-	bool finished;	      /* every batch of every epoch released */
+	uint32_t world;
+	uint32_t epochs; /* the epoch the job ends before; 0: endless */
+	/* Where a rank with no position of this generation begins. */
+	uint32_t start_epoch;
+	uint64_t start_batch;
+	uint64_t updated_ms; /* wall clock of the record's last change */
+	/* Elastic resume (order.h): the plan, or NULL and 0. */
+	uint64_t *plan;
+	size_t plan_words;
+};
+
+/* One rank's position: its first batch not yet released. */
+struct state_pos {
+	uint64_t generation; /* of the job it belongs to */
+	uint32_t epoch;
+	uint64_t batch; /* its index within the epoch */
+	uint64_t updated_ms;
+	bool finished; /* every batch of every epoch released */
 };
 
 struct state;
@@ -63,36 +84,73 @@ int state_open(struct state **out, const char *dir, struct diag *d);
 /* Sync and close. NULL is a no-op. */
 void state_close(struct state *st);
 
-/* The record of uid's stream name into *r; -ENOENT if there is none. */
-int state_get(struct state *st, uint32_t uid, const char *name,
-	      struct state_rec *r, struct diag *d);
+/*
+ * The record of uid's job name into *j (j->plan malloc'd: give it back
+ * with state_job_clear()) and, unless pos is NULL, the positions of its
+ * ranks 0 .. j->world - 1 into *pos (malloc'd, j->world of them; a rank
+ * with no position of the job's generation has generation 0 there),
+ * read together. -ENOENT if there is none, LOADER_EFORMAT for one this
+ * version cannot read.
+ */
+int state_get_job(struct state *st, uint32_t uid, const char *name,
+		  struct state_job *j, struct state_pos **pos, struct diag *d);
+
+/* Free what state_get_job() gave j (its plan). */
+void state_job_clear(struct state_job *j);
 
 /*
- * Write the record of uid's stream name (one committed transaction).
- * Unless force, a record already there whose position is further on
- * (a later epoch, or a later batch of the same) is kept: checkpoints
- * written out of order never move a stream back.
+ * The position of rank of uid's job name into *p; -ENOENT if there is
+ * none of generation gen (there is none, or an older job's).
  */
-int state_put(struct state *st, uint32_t uid, const char *name,
-	      const struct state_rec *r, bool force, struct diag *d);
+int state_get_pos(struct state *st, uint32_t uid, const char *name,
+		  uint32_t rank, uint64_t gen, struct state_pos *p,
+		  struct diag *d);
 
-/* Drop uid's stream name; -ENOENT if there was none. */
+/*
+ * A rank of job name begins (one committed transaction), at *p:
+ * - renew: the job record becomes *j, of a new generation (one past
+ *   the record's there, or 1), and the positions of the old one go;
+ * - else the record must be of generation j->generation still, and
+ *   only the rank's position is written (over any).
+ * j->generation is what the caller read (0: no record). If the record
+ * changed since (another rank of the same job began first), a renewing
+ * rank whose *j equals the new record (same world, plan and start) joins
+ * that generation; otherwise -EAGAIN, with the reason in d. On success
+ * *gen is the generation the rank's positions are of.
+ */
+int state_begin(struct state *st, uint32_t uid, const char *name,
+		const struct state_job *j, bool renew, uint32_t rank,
+		const struct state_pos *p, uint64_t *gen, struct diag *d);
+
+/*
+ * Write rank's position of uid's job name (one committed transaction).
+ * A position already there that is further on (a later epoch, or a
+ * later batch of the same) is kept: checkpoints written out of order
+ * never move a stream back. A position of a generation the job no
+ * longer has is dropped: -ESTALE.
+ */
+int state_put_pos(struct state *st, uint32_t uid, const char *name,
+		  uint32_t rank, const struct state_pos *p, struct diag *d);
+
+/* Drop uid's job name and its positions; -ENOENT if there was none. */
 int state_forget(struct state *st, uint32_t uid, const char *name,
 		 struct diag *d);
 
 /*
- * Call fn for each saved stream of uid (every uid when all), in key
- * order, until it returns non-zero. name is valid during the call.
- * Returns 0 or a negative code.
+ * Call fn for each position of each job of uid (every uid when all), in
+ * key order, until it returns non-zero; name, j and p are valid during
+ * the call (j->plan is NULL there). Returns 0 or a negative code.
  */
 typedef int state_each_fn(void *arg, uint32_t uid, const char *name,
-			  const struct state_rec *r);
+			  const struct state_job *j, uint32_t rank,
+			  const struct state_pos *p);
 int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 	       void *arg, struct diag *d);
 
 /*
- * Drop every record not updated for max_age_ms (0: none); *dropped gets
- * how many. Returns 0 or a negative code.
+ * Drop every job of which nothing (record or position) was written for
+ * max_age_ms (0: none); *dropped gets how many. Returns 0 or a negative
+ * code.
  */
 int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		 uint64_t *dropped, struct diag *d);

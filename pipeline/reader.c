@@ -316,7 +316,9 @@ void *reader_main(void *arg)
 		     "%s: io_uring unavailable (%s): reading with pread",
 		     s->label, strerror(-r));
 	for (; s->c.epochs == 0 || e < s->c.start_epoch + s->c.epochs; e++) {
-		uint64_t b = e == s->c.start_epoch ? s->c.start_batch : 0;
+		uint64_t b = e == s->c.start_epoch ?
+				     s->c.start_batch :
+				     order_first_batch(s->order, e);
 
 		order_set_epoch(s->order, e);
 		for (; b < s->lay.batches_per_epoch; b++) {

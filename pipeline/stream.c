@@ -272,6 +272,9 @@ static int setup_workers(struct stream *s)
 	return 0;
 }
 
+static int replan(struct stream *s, struct order_params *op, struct diag *d);
+static int plan_start(struct stream *s, struct diag *d);
+
 static int open_dataset(struct stream *s, struct diag *d)
 {
 	uint64_t *counts;
@@ -330,18 +333,95 @@ static int open_dataset(struct stream *s, struct diag *d)
 		.drop_last = s->c.drop_last,
 		.nshards = s->ds->nshards,
 		.shard_records = counts,
+		.plan = s->plan,
+		.plan_words = s->plan_words,
 	};
-	err = order_new(&s->order, &op, d);
+	if (s->c.from_world)
+		err = replan(s, &op, d);
+	if (!err)
+		err = order_new(&s->order, &op, d);
 	free(counts);
 	if (err)
 		return err;
 	s->lay.batches_per_epoch = order_batches(s->order);
 	s->lay.samples = order_size(s->order);
+	order_schedule(s->order, &s->lay.sched);
+	if (s->c.from_world)
+		s->c.start_batch = 0;
 	if (s->c.start_batch && s->c.start_batch >= s->lay.batches_per_epoch)
 		return diag_set(d, LOADER_EUSAGE,
 				"start batch %" PRIu64
 				" of an epoch of %" PRIu64 " batches",
 				s->c.start_batch, s->lay.batches_per_epoch);
+	return plan_start(s, d);
+}
+
+/*
+ * Resume from the ranks of another world (stream_config.from_world):
+ * the plan that deals what they left to this world replaces the one
+ * given, in op and in the stream (which keeps it).
+ */
+static int replan(struct stream *s, struct order_params *op, struct diag *d)
+{
+	struct order_params old = *op;
+	struct order *o;
+	uint32_t from;
+	int err;
+
+	if (s->c.from_world > STREAM_MAX_WORLD || !s->c.from_epoch ||
+	    !s->c.from_batch)
+		return diag_set(d, LOADER_EUSAGE,
+				"resume from world %" PRIu32
+				": positions missing or world too large",
+				s->c.from_world);
+	old.rank = 0;
+	old.world = s->c.from_world;
+	err = order_new(&o, &old, d);
+	if (err)
+		return err;
+	free(s->plan);
+	s->plan = NULL;
+	s->plan_words = 0;
+	err = order_replan(o, s->c.from_epoch, s->c.from_batch, &s->plan,
+			   &s->plan_words, &from, d);
+	order_free(o);
+	if (err)
+		return err;
+	if (from != s->c.start_epoch)
+		return diag_set(d, LOADER_EUSAGE,
+				"resume from world %" PRIu32
+				": starts at epoch %" PRIu32 ", not %" PRIu32,
+				s->c.from_world, from, s->c.start_epoch);
+	op->plan = s->plan;
+	op->plan_words = s->plan_words;
+	return 0;
+}
+
+/*
+ * Start no earlier than the start epoch's first batch, and past epochs
+ * whose rest deals nothing (an elastic resume may leave one).
+ */
+static int plan_start(struct stream *s, struct diag *d)
+{
+	uint32_t e = s->c.start_epoch;
+	uint64_t b = s->c.start_batch;
+
+	if (!s->lay.batches_per_epoch)
+		return 0;
+	order_advance(&s->lay.sched, &e, &b, 0);
+	if (e == s->c.start_epoch) {
+		s->c.start_batch = b;
+		return 0;
+	}
+	if (s->c.epochs && e - s->c.start_epoch >= s->c.epochs)
+		return diag_set(
+			d, LOADER_EEND,
+			"nothing is left to deliver before epoch %" PRIu32,
+			s->c.start_epoch + s->c.epochs);
+	if (s->c.epochs)
+		s->c.epochs -= e - s->c.start_epoch;
+	s->c.start_epoch = e;
+	s->c.start_batch = b;
 	return 0;
 }
 
@@ -386,6 +466,7 @@ void stream_free(struct stream *s)
 	free(s->ext);
 	free(s->arena);
 	order_free(s->order);
+	free(s->plan);
 	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
 		shard_close(s->sh[i]);
 	free(s->sh);
@@ -423,6 +504,16 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	/* Pointers of the caller's: used here only, not kept. */
 	s->c.pipeline = NULL;
 	s->c.label = NULL;
+	s->c.plan = NULL;
+	if (c->plan && c->plan_words) {
+		s->plan = malloc(c->plan_words * sizeof(uint64_t));
+		if (!s->plan) {
+			stream_free(s);
+			return diag_set(d, -ENOMEM, "out of memory");
+		}
+		memcpy(s->plan, c->plan, c->plan_words * sizeof(uint64_t));
+		s->plan_words = c->plan_words;
+	}
 	s->pool = pool;
 	snprintf(s->label, sizeof(s->label), "%s", c->label ? c->label : "");
 	s->lay.batch_size =
@@ -438,6 +529,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		err = setup_prefetch(s, d);
 	if (!err)
 		err = setup_workers(s);
+	s->c.from_epoch = NULL;
+	s->c.from_batch = NULL;
 	if (err) {
 		if (err == -ENOMEM && !d->msg[0])
 			diag_set(d, err, "out of memory");
@@ -451,6 +544,20 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 const struct stream_layout *stream_layout(const struct stream *s)
 {
 	return &s->lay;
+}
+
+void stream_begins(const struct stream *s, uint32_t *epoch, uint64_t *batch,
+		   uint32_t *epochs)
+{
+	*epoch = s->c.start_epoch;
+	*batch = s->c.start_batch;
+	*epochs = s->c.epochs;
+}
+
+void stream_plan(const struct stream *s, const uint64_t **plan, size_t *words)
+{
+	*plan = s->plan;
+	*words = s->plan_words;
 }
 
 void stream_stats(const struct stream *s, struct stream_stats *st)

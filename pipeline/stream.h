@@ -62,6 +62,21 @@ struct stream_config {
 	 * there delivers what an uninterrupted stream would. */
 	uint64_t start_batch;
 	uint32_t rank, world; /* rank < world <= STREAM_MAX_WORLD; 0: 1 */
+	/*
+	 * Elastic resume (order.h), read by stream_new() only. plan: the
+	 * job's plan so far, or NULL. from_world: 0, or the world whose
+	 * ranks stopped at from_epoch[r], from_batch[r] (from_world entries
+	 * each): the stream goes on from there with its own world, makes
+	 * the new plan (stream_plan()) and starts at the first batch of the
+	 * least of those epochs (start_epoch must be that epoch; start_batch
+	 * is ignored). In a planned epoch the stream starts no earlier than
+	 * the epoch's first batch; stream_begins() says where it starts.
+	 */
+	const uint64_t *plan;
+	size_t plan_words;
+	uint32_t from_world;
+	const uint32_t *from_epoch;
+	const uint64_t *from_batch;
 	bool drop_last;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
@@ -94,7 +109,8 @@ struct stream_tensor {
 struct stream_layout {
 	uint32_t batch_size;
 	uint64_t batches_per_epoch;
-	uint64_t samples; /* of this rank, per epoch */
+	uint64_t samples;	  /* of this rank, per epoch */
+	struct order_sched sched; /* where each epoch starts (order.h) */
 	uint32_t noutputs;
 	struct stream_tensor out[STREAM_MAX_OUTPUTS];
 };
@@ -177,6 +193,21 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 
 /* The batch layout; valid for the life of the stream. */
 const struct stream_layout *stream_layout(const struct stream *s);
+
+/*
+ * Where the stream begins (its first batch) and how many epochs it runs
+ * from there (0: endless): the configuration's, moved on to a planned
+ * epoch's first batch, and past an epoch with nothing left.
+ */
+void stream_begins(const struct stream *s, uint32_t *epoch, uint64_t *batch,
+		   uint32_t *epochs);
+
+/*
+ * The stream's plan (order.h) into *plan and *words: the one it was
+ * given, or the one it made to resume from from_world; NULL and 0 for
+ * none. Valid for the life of the stream.
+ */
+void stream_plan(const struct stream *s, const uint64_t **plan, size_t *words);
 
 /*
  * Start the reader and assembler, which hand batches to sink (the sink

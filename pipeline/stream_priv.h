@@ -78,6 +78,8 @@ struct stream {
 	uint32_t nfds;
 	struct shard **sh;
 	struct order *order;
+	uint64_t *plan; /* the order's plan (order.h), or NULL */
+	size_t plan_words;
 	struct pool *pool;
 	uint32_t nworkers; /* pool threads + the assembler */
 	struct stream_layout lay;

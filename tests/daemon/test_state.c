@@ -1,8 +1,10 @@
 /*
- * test_state.c - the daemon's LMDB state (daemon/state.c): records per
- * uid and name, checkpoints that never move a stream back unless forced,
- * forget, listing, expiry, names refused, and an unreadable file moved
- * aside with a fresh one made in its place.
+ * test_state.c - the daemon's LMDB state (daemon/state.c): jobs per uid
+ * and name with a position per rank, positions that never move back,
+ * generations (a renewed job drops the old positions; ranks that begin
+ * the same renewal together join it; a write of a gone generation is
+ * refused), plans kept, forget, listing, expiry, names refused, and an
+ * unreadable file moved aside with a fresh one made in its place.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,126 +46,248 @@ static void teardown(void)
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-static struct state_rec rec(uint32_t epoch, uint64_t batch)
+static struct state_job job(uint32_t world)
 {
-	return (struct state_rec){ .dataset_id = 0x1234, .opts_id = 0x5678,
-				   .batches_per_epoch = 100, .epochs = 3,
-				   .epoch = epoch, .batch = batch,
-				   .updated_ms = 1000, .world = 1 };
+	return (struct state_job){ .dataset_id = 0x1234,
+				   .opts_id = 0x5678,
+				   .batches_per_epoch = 100,
+				   .world = world,
+				   .epochs = 3,
+				   .updated_ms = 5000 };
 }
 
-Test(state, put_get_per_uid, .init = setup, .fini = teardown)
+static struct state_pos pos(uint64_t gen, uint32_t epoch, uint64_t batch)
 {
-	struct state_rec r = rec(1, 42), got;
+	return (struct state_pos){ .generation = gen,
+				   .epoch = epoch,
+				   .batch = batch,
+				   .updated_ms = 5000 };
+}
+
+/* Begin rank of uid's name (renewing) at (epoch, batch); its generation. */
+static uint64_t begin(uint32_t uid, const char *name, struct state_job *j,
+		      bool renew, uint32_t rank, uint32_t epoch, uint64_t batch)
+{
+	struct state_pos p = pos(0, epoch, batch);
 	struct diag d = { "" };
+	uint64_t gen = 0;
 
-	cr_assert_eq(state_put(st, 1000, "job", &r, false, &d), 0, "%s", d.msg);
-	cr_assert_eq(state_get(st, 1000, "job", &got, &d), 0, "%s", d.msg);
-	cr_expect_eq(got.epoch, 1);
-	cr_expect_eq(got.batch, 42);
-	cr_expect_eq(got.dataset_id, 0x1234);
-	cr_expect_eq(got.opts_id, 0x5678);
-	cr_expect_eq(got.epochs, 3);
-	cr_expect_eq(state_get(st, 1001, "job", &got, &d), -ENOENT,
-		     "another uid does not see it");
-	cr_expect_eq(state_get(st, 1000, "other", &got, &d), -ENOENT);
+	cr_assert_eq(state_begin(st, uid, name, j, renew, rank, &p, &gen, &d),
+		     0, "%s", d.msg);
+	return gen;
 }
 
-/* Checkpoints written out of order never move a stream back. */
+Test(state, job_and_positions_per_uid, .init = setup, .fini = teardown)
+{
+	struct state_job j = job(2), got;
+	struct state_pos p;
+	struct diag d = { "" };
+	uint64_t gen;
+
+	gen = begin(1000, "job", &j, true, 0, 1, 42);
+	cr_expect_eq(gen, 1);
+	j.generation = gen;
+	cr_expect_eq(begin(1000, "job", &j, false, 1, 1, 40), 1);
+	cr_assert_eq(state_get_job(st, 1000, "job", &got, NULL, &d), 0, "%s", d.msg);
+	cr_expect(got.dataset_id == 0x1234 && got.opts_id == 0x5678 &&
+		  got.world == 2 && got.generation == 1 && !got.plan);
+	state_job_clear(&got);
+	cr_assert_eq(state_get_pos(st, 1000, "job", 0, 1, &p, &d), 0);
+	cr_expect(p.epoch == 1 && p.batch == 42);
+	cr_assert_eq(state_get_pos(st, 1000, "job", 1, 1, &p, &d), 0);
+	cr_expect(p.epoch == 1 && p.batch == 40);
+	cr_expect_eq(state_get_pos(st, 1000, "job", 2, 1, &p, &d), -ENOENT);
+	cr_expect_eq(state_get_pos(st, 1000, "job", 0, 2, &p, &d), -ENOENT,
+		     "another generation's");
+	cr_expect_eq(state_get_job(st, 1001, "job", &got, NULL, &d), -ENOENT,
+		     "another uid sees nothing");
+	cr_expect_eq(state_get_job(st, 1000, "jo", &got, NULL, &d), -ENOENT);
+	{
+		struct state_pos *all;
+
+		cr_assert_eq(state_get_job(st, 1000, "job", &got, &all, &d), 0);
+		cr_expect(all[0].generation == 1 && all[0].batch == 42 &&
+				  all[1].generation == 1 && all[1].batch == 40,
+			  "the positions of every rank, with the job");
+		free(all);
+		state_job_clear(&got);
+	}
+}
+
 Test(state, monotonic, .init = setup, .fini = teardown)
 {
-	struct state_rec r = rec(1, 50), got;
+	struct state_job j = job(1);
+	struct state_pos p, got;
 	struct diag d = { "" };
+	uint64_t gen = begin(1, "j", &j, true, 0, 1, 50);
 
-	cr_assert_eq(state_put(st, 1, "j", &r, false, &d), 0);
-	r = rec(1, 40);
-	cr_assert_eq(state_put(st, 1, "j", &r, false, &d), 0);
-	cr_assert_eq(state_get(st, 1, "j", &got, &d), 0);
-	cr_expect_eq(got.batch, 50, "an older checkpoint is not written");
-	r = rec(2, 0);
-	cr_assert_eq(state_put(st, 1, "j", &r, false, &d), 0);
-	cr_assert_eq(state_get(st, 1, "j", &got, &d), 0);
-	cr_expect_eq(got.epoch, 2);
-	r = rec(0, 3);
-	cr_assert_eq(state_put(st, 1, "j", &r, true, &d), 0);
-	cr_assert_eq(state_get(st, 1, "j", &got, &d), 0);
-	cr_expect_eq(got.epoch * 100 + got.batch, 3, "a forced one is");
-	/* another identity replaces it (a fresh start of other options) */
-	r = rec(0, 1);
-	r.opts_id = 9;
-	cr_assert_eq(state_put(st, 1, "j", &r, false, &d), 0);
-	cr_assert_eq(state_get(st, 1, "j", &got, &d), 0);
-	cr_expect_eq(got.opts_id, 9);
+	p = pos(gen, 1, 60);
+	cr_assert_eq(state_put_pos(st, 1, "j", 0, &p, &d), 0, "%s", d.msg);
+	p.batch = 55; /* a checkpoint written late */
+	cr_assert_eq(state_put_pos(st, 1, "j", 0, &p, &d), 0);
+	cr_assert_eq(state_get_pos(st, 1, "j", 0, gen, &got, &d), 0);
+	cr_expect_eq(got.batch, 60, "never moved back");
+	p.epoch = 2;
+	p.batch = 0;
+	p.finished = true;
+	cr_assert_eq(state_put_pos(st, 1, "j", 0, &p, &d), 0);
+	cr_assert_eq(state_get_pos(st, 1, "j", 0, gen, &got, &d), 0);
+	cr_expect(got.epoch == 2 && got.batch == 0 && got.finished);
+	/* Beginning again (a resume, or a fresh start) writes over. */
+	j.generation = gen;
+	begin(1, "j", &j, false, 0, 0, 0);
+	cr_assert_eq(state_get_pos(st, 1, "j", 0, gen, &got, &d), 0);
+	cr_expect(got.epoch == 0 && got.batch == 0 && !got.finished);
 }
 
-static int collect(void *arg, uint32_t uid, const char *name,
-		   const struct state_rec *r)
+Test(state, generations, .init = setup, .fini = teardown)
 {
-	char *out = arg;
+	uint64_t plan[] = { 1, 1 | (2ull << 32), 30, 40 }, g1, g2;
+	struct state_job j = job(2), j3, got;
+	struct state_pos p;
+	struct diag d = { "" };
 
-	sprintf(out + strlen(out), "%u/%s@%u.%llu ", uid, name, r->epoch,
-		(unsigned long long)r->batch);
+	g1 = begin(5, "e", &j, true, 0, 1, 3);
+	j.generation = g1;
+	begin(5, "e", &j, false, 1, 1, 4);
+	/* World 3 goes on: a new generation with the plan. */
+	j3 = job(3);
+	j3.generation = g1;
+	j3.plan = plan;
+	j3.plan_words = 4;
+	j3.start_epoch = 1;
+	j3.start_batch = 9;
+	g2 = begin(5, "e", &j3, true, 2, 1, 9);
+	cr_expect_eq(g2, g1 + 1);
+	cr_expect_eq(state_get_pos(st, 5, "e", 1, g1, &p, &d), -ENOENT,
+		     "the old positions went with the old record");
+	cr_expect_eq(state_get_pos(st, 5, "e", 0, g2, &p, &d), -ENOENT);
+	cr_assert_eq(state_get_pos(st, 5, "e", 2, g2, &p, &d), 0);
+	cr_assert_eq(state_get_job(st, 5, "e", &got, NULL, &d), 0);
+	cr_expect(got.world == 3 && got.plan_words == 4 &&
+		  !memcmp(got.plan, plan, sizeof(plan)) &&
+		  got.start_batch == 9);
+	state_job_clear(&got);
+	/* Another rank of world 3 that read the old record joins. */
+	cr_expect_eq(begin(5, "e", &j3, true, 0, 1, 9), g2);
+	cr_assert_eq(state_get_pos(st, 5, "e", 2, g2, &p, &d), 0,
+		     "and drops nobody's position");
+	/* One that renews differently is told to open again. */
+	j3.plan_words = 0;
+	p = pos(0, 0, 0);
+	cr_expect_eq(state_begin(st, 5, "e", &j3, true, 1, &p, &g2, &d),
+		     -EAGAIN);
+	cr_expect(strstr(d.msg, "open again"), "%s", d.msg);
+	/* A checkpoint of the old generation is dropped, loudly. */
+	p = pos(g1, 2, 0);
+	cr_expect_eq(state_put_pos(st, 5, "e", 0, &p, &d), -ESTALE);
+	cr_expect(strstr(d.msg, "not saved"), "%s", d.msg);
+}
+
+struct seen {
+	char names[16][80];
+	int n;
+};
+
+static int collect(void *arg, uint32_t uid, const char *name,
+		   const struct state_job *j, uint32_t rank,
+		   const struct state_pos *p)
+{
+	struct seen *s = arg;
+
+	if (s->n < 16)
+		snprintf(s->names[s->n++], 80, "%u/%s/%u of %u at %u.%llu",
+			 uid, name, rank, j->world, p->epoch,
+			 (unsigned long long)p->batch);
 	return 0;
 }
 
 Test(state, forget_each_expire, .init = setup, .fini = teardown)
 {
-	struct state_rec r = rec(0, 1);
+	struct state_job j = job(2);
+	struct state_pos p;
+	struct seen seen = { .n = 0 };
 	struct diag d = { "" };
-	char seen[512] = "";
-	uint64_t n;
+	uint64_t n, gen;
 
-	cr_assert_eq(state_put(st, 7, "a", &r, false, &d), 0);
-	r.updated_ms = 5000;
-	cr_assert_eq(state_put(st, 7, "b", &r, false, &d), 0);
-	cr_assert_eq(state_put(st, 8, "c", &r, false, &d), 0);
-	cr_assert_eq(state_each(st, 7, false, collect, seen, &d), 0);
-	cr_expect_str_eq(seen, "7/a@0.1 7/b@0.1 ");
-	seen[0] = '\0';
-	cr_assert_eq(state_each(st, 0, true, collect, seen, &d), 0);
-	cr_expect_str_eq(seen, "7/a@0.1 7/b@0.1 8/c@0.1 ");
+	gen = begin(7, "a", &j, true, 0, 0, 1);
+	j.generation = gen;
+	begin(7, "a", &j, false, 1, 0, 2);
+	j.generation = 0;
+	begin(7, "ab", &j, true, 1, 0, 3);
+	begin(8, "c", &j, true, 0, 0, 4);
+	cr_assert_eq(state_each(st, 7, false, collect, &seen, &d), 0);
+	cr_assert_eq(seen.n, 3);
+	cr_expect_str_eq(seen.names[0], "7/a/0 of 2 at 0.1");
+	cr_expect_str_eq(seen.names[1], "7/a/1 of 2 at 0.2");
+	cr_expect_str_eq(seen.names[2], "7/ab/1 of 2 at 0.3");
+	seen.n = 0;
+	cr_assert_eq(state_each(st, 0, true, collect, &seen, &d), 0);
+	cr_expect_eq(seen.n, 4, "every uid's");
 	cr_expect_eq(state_forget(st, 7, "a", &d), 0);
 	cr_expect_eq(state_forget(st, 7, "a", &d), -ENOENT);
-	/* now 6000: b and c (5000) are 1000 old, kept at 2000, gone at 500 */
+	cr_expect_eq(state_get_pos(st, 7, "a", 1, gen, &p, &d), -ENOENT,
+		     "its positions went with it");
+	seen.n = 0;
+	cr_assert_eq(state_each(st, 7, false, collect, &seen, &d), 0);
+	cr_expect_eq(seen.n, 1, "ab kept");
+	/* A job is as old as its newest position. */
+	p = pos(1, 0, 9);
+	p.updated_ms = 5800;
+	cr_assert_eq(state_put_pos(st, 8, "c", 0, &p, &d), 0, "%s", d.msg);
 	cr_assert_eq(state_expire(st, 6000, 2000, &n, &d), 0);
-	cr_expect_eq(n, 0);
+	cr_expect_eq(n, 0, "nothing 2 s old");
 	cr_assert_eq(state_expire(st, 6000, 500, &n, &d), 0);
-	cr_expect_eq(n, 2);
-	seen[0] = '\0';
-	cr_assert_eq(state_each(st, 0, true, collect, seen, &d), 0);
-	cr_expect_str_eq(seen, "");
+	cr_expect_eq(n, 1, "ab, not c (a position of c is recent)");
+	seen.n = 0;
+	cr_assert_eq(state_each(st, 0, true, collect, &seen, &d), 0);
+	cr_expect_eq(seen.n, 1);
+	cr_expect_str_eq(seen.names[0], "8/c/0 of 2 at 0.9");
 	cr_assert_eq(state_expire(st, 6000, 0, &n, &d), 0, "0: never");
+	cr_expect_eq(n, 0);
 }
 
 Test(state, names_refused, .init = setup, .fini = teardown)
 {
-	struct state_rec r = rec(0, 0);
+	struct state_job j = job(1);
+	struct state_pos p = pos(0, 0, 0);
 	struct diag d = { "" };
 	char big[80];
+	uint64_t gen;
 
-	memset(big, 'x', sizeof(big) - 1);
-	big[sizeof(big) - 1] = '\0';
-	cr_expect_eq(state_put(st, 1, "", &r, false, &d), LOADER_EUSAGE);
-	cr_expect_eq(state_put(st, 1, "a/b", &r, false, &d), LOADER_EUSAGE);
-	cr_expect_eq(state_put(st, 1, big, &r, false, &d), LOADER_EUSAGE);
+	memset(big, 'x', sizeof(big));
+	big[64] = '\0';
+	cr_expect_eq(state_begin(st, 1, "", &j, true, 0, &p, &gen, &d),
+		     LOADER_EUSAGE);
+	cr_expect_eq(state_begin(st, 1, "a/b", &j, true, 0, &p, &gen, &d),
+		     LOADER_EUSAGE);
+	cr_expect_eq(state_begin(st, 1, "a\x01" "b", &j, true, 0, &p, &gen,
+				 &d),
+		     LOADER_EUSAGE);
+	cr_expect_eq(state_begin(st, 1, big, &j, true, 0, &p, &gen, &d),
+		     LOADER_EUSAGE);
 	cr_expect(strstr(d.msg, "1 to 63 bytes"), "%s", d.msg);
-	big[STATE_NAME_MAX] = '\0';
-	cr_expect_eq(state_put(st, 1, big, &r, false, &d), 0, "%s", d.msg);
+	big[63] = '\0';
+	cr_expect_eq(state_begin(st, 1, big, &j, true, 0, &p, &gen, &d), 0,
+		     "%s", d.msg);
 }
 
-/* What survives a close, and what an unreadable file becomes. */
 Test(state, reopen_and_damage, .init = setup, .fini = teardown)
 {
-	struct state_rec r = rec(2, 7), got;
+	struct state_job j = job(1), got;
+	struct state_pos p;
 	struct diag d = { "" };
 	char path[4200];
+	uint64_t gen;
 	int fd;
 
-	cr_assert_eq(state_put(st, 3, "keep", &r, false, &d), 0);
+	gen = begin(3, "keep", &j, true, 0, 2, 7);
 	state_close(st);
 	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
-	cr_assert_eq(state_get(st, 3, "keep", &got, &d), 0);
-	cr_expect_eq(got.batch, 7);
+	cr_assert_eq(state_get_job(st, 3, "keep", &got, NULL, &d), 0);
+	state_job_clear(&got);
+	cr_assert_eq(state_get_pos(st, 3, "keep", 0, gen, &p, &d), 0);
+	cr_expect_eq(p.batch, 7);
 	state_close(st);
 	st = NULL;
 
@@ -175,9 +299,9 @@ Test(state, reopen_and_damage, .init = setup, .fini = teardown)
 			     32);
 	close(fd);
 	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
-	cr_expect_eq(state_get(st, 3, "keep", &got, &d), -ENOENT,
+	cr_expect_eq(state_get_job(st, 3, "keep", &got, NULL, &d), -ENOENT,
 		     "a fresh file");
-	cr_expect_eq(state_put(st, 3, "keep", &r, false, &d), 0, "%s", d.msg);
+	begin(3, "keep", &j, true, 0, 0, 0);
 	{
 		char cmd[4400];
 

@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 38
+plan 48
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -28,12 +28,13 @@ ok "the state file exists" test -f "$ST/loaderd.mdb"
 # The stream of every test: 100 batches an epoch, 2 epochs, random order.
 ARGS="--order random --seed 3 --epochs 2 --batch 100"
 
-# exactly_once FILE: every (epoch, id) of 2 epochs of 10000 once in "id" lines.
+# exactly_once FILE [EPOCHS]: every (epoch, id) of EPOCHS (2) epochs of
+# 10000 once in "id" lines.
 exactly_once() {
-	awk '$1 == "id" { n[$2 " " $4]++ }
+	awk -v want=$((${2:-2} * 10000)) '$1 == "id" { n[$2 " " $4]++ }
 		END { bad = 0; c = 0
 		      for (k in n) { c++; if (n[k] != 1) bad++ }
-		      if (c != 20000) bad++
+		      if (c != want) bad++
 		      exit bad != 0 }' "$1"
 }
 
@@ -90,7 +91,7 @@ like "$out" '^start 2 0 resumed 1' "asked for a third epoch, it resumes there"
 is "$(printf '%s\n' "$out" | grep -c '^id 2 ')" 10000 "and delivers that epoch"
 out=$("$LDCLIENT" --name job --order random --seed 4 --epochs 3 --batch 100 \
 	"$T/d.sock" "$D" 2>&1)
-like "$out" 'saved with other batch size, order, seed, rank, world or drop_last' \
+like "$out" 'saved with other batch size, order, seed or drop_last' \
 	"another seed is refused, with the reason"
 out=$("$LDCLIENT" --name job --order random --seed 3 --epochs 3 --batch 100 \
 	"$T/d.sock" "$T/other/test" 2>&1)
@@ -132,9 +133,57 @@ fi
 hp=$!
 wait_for 'holding after' "$T/hold"
 out=$("$LDCLIENT" --name busy $ARGS "$T/d.sock" "$D" 2>&1)
-like "$out" 'stream "busy" is open in another session' "a name open elsewhere is refused"
+like "$out" 'stream "busy" rank 0 is open in another session' "a name open elsewhere is refused"
+out=$("$LDCLIENT" --name busy $ARGS --rank 1 --world 2 "$T/d.sock" "$D" 2>&1)
+like "$out" 'stream "busy" is open with world 1 \(rank 0\): it goes on with world 2 only when every rank of world 1 has closed' \
+	"another world is refused while a rank of the old one is open"
 kill $hp 2>/dev/null
 wait $hp 2>/dev/null
+
+# --- 4b. elastic: one job on 4 ranks, then 3, then 5 ---------------------
+# 10000 samples, batches of 100: 25 batches an epoch a rank on 4. The
+# ranks of each world run together and are killed a few batches apart
+# (some past the end of epoch 0); the next world goes on from there.
+EA="--order random --seed 5 --epochs 3 --batch 100"
+# world W, kill-after base K (0: to the end): rank r stops after K + r.
+run_world() {
+	w=$1 k=$2 pids= r=0
+	while [ $r -lt "$w" ]; do
+		kill_opt=
+		[ "$k" -gt 0 ] && kill_opt="--kill-after $((k + r))"
+		"$LDCLIENT" --name el $EA --rank $r --world "$w" --ids --batch-hash \
+			$kill_opt "$T/d.sock" "$D" >"$T/el$w.$r" 2>&1 &
+		pids="$pids $!"
+		r=$((r + 1))
+	done
+	wait $pids
+}
+starts_of() {
+	for f in "$T"/el$1.*; do sed -n 's/^start //p' "$f"; done | sort -u | tr '\n' ';'
+}
+run_world 4 23
+like "$(starts_of 4)" '^0 0 resumed 0;$' "world 4 starts the job, every rank at the start"
+run_world 3 7
+like "$(starts_of 3)" '^0 [0-9]+ resumed 1;$' "world 3 resumes, every rank at the same batch of epoch 0"
+run_world 5 0
+like "$(starts_of 5)" '^[01] [0-9]+ resumed 1;$' "world 5 resumes, every rank at the same batch"
+fine=yes
+for f in "$T"/el5.*; do grep -q '^error' "$f" && fine="no: $(grep '^error' "$f")"; done
+is "$fine" yes "world 5 runs every rank to the end"
+cat "$T"/el4.* "$T"/el3.* "$T"/el5.* >"$T/elall"
+ok "across 4, 3 and 5 ranks every sample of 3 epochs was released exactly once" \
+	exactly_once "$T/elall" 3
+counts=$(for f in "$T"/el5.*; do grep -c '^batch ' "$f"; done | sort -u | wc -l | tr -d ' ')
+is "$counts" 1 "the 5 ranks got the same number of batches"
+tail=$(for f in "$T"/el5.*; do grep '^batch 2 ' "$f" | wc -l; done | sort -u | tr '\n' ' ')
+is "$tail" "20 " "epoch 2 is whole under world 5: 20 batches a rank"
+out=$("$LOADERCTL" streams --saved --socket "$T/d.sock")
+is "$(printf '%s\n' "$out" | grep -c '^el ')" 5 "streams --saved lists the job's 5 ranks"
+# A world whose ranks' positions are not all here is refused.
+"$LDCLIENT" --name el2 $EA --rank 0 --world 2 --kill-after 3 "$T/d.sock" "$D" >/dev/null 2>&1
+out=$("$LDCLIENT" --name el2 $EA --rank 0 --world 3 "$T/d.sock" "$D" 2>&1)
+like "$out" 'saved with world 2 and this loaderd has no position of 1 of its ranks \(1\)' \
+	"another world is refused when a rank of the old one left no position here"
 
 # --- 5. the daemon killed with SIGKILL ----------------------------------
 "$LDCLIENT" --name crash $ARGS --ids --after-release --sleep-ms 10 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
