@@ -139,7 +139,10 @@ struct loader_opts {
 	 * name resumes at the first batch not released: start_epoch and
 	 * start_batch are then the saved ones, and loader_start() says so.
 	 * A saved stream of another dataset, or with another batch size,
-	 * order, seed, rank, world or drop_last, is refused with the reason.
+	 * order, seed or drop_last, is refused with the reason. The ranks
+	 * of a job share its name; opened with another world, the job goes
+	 * on from where each old rank stopped (libloader(3), elastic
+	 * resume).
 	 */
 	const char *name;
 	/* With a name: drop what is saved and start where asked. */

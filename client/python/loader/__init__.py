@@ -407,8 +407,12 @@ class Stream:
     daemon saves its position, per user, as batches are released, and a
     Stream opened again with the name (after a crash, a preemption)
     resumes at the first batch not released; fresh=True drops what was
-    saved. stream.start is (epoch, batch) where it started, and
-    stream.resumed whether that was a saved position. reconnect_ms lets
+    saved. Every rank of a job gives the same name; restarted with
+    another world, the job goes on elastically (the rest of the old
+    ranks' epoch is dealt to the new ones, each the same number of
+    batches: libloader(3), Named streams). stream.start is (epoch,
+    batch) where it started, and stream.resumed whether that was a
+    saved position. reconnect_ms lets
     the library connect again to a daemon that went away (crashed,
     restarted) and go on at the first batch not released.
     """
