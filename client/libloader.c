@@ -145,6 +145,27 @@ struct loader {
 	uint32_t next;	   /* the next batch to read */
 	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
+	/*
+	 * The ring before a reconnect, while the caller holds batches of it
+	 * (old.left, the oldest old.first): its mappings stay until the last
+	 * is released. The new ring delivers them again first; those copies
+	 * are never handed out but released in their place, one for one, so
+	 * that the daemon saves what the caller released.
+	 */
+	struct loader_old {
+		struct ring_hdr *hdr;
+		size_t ring_bytes;
+		struct ring_cons *cons;
+		size_t cons_bytes;
+		const unsigned char *slots;
+		uint64_t slot_size;
+		uint32_t slot_count;
+		uint32_t first, left;
+	} old;
+	/* The batch released last, to find where a new ring goes on. */
+	bool have_last;
+	uint32_t last_epoch;
+	uint64_t last_batch;
 
 	struct loader_stats st;
 	char reason[LOADER_REASON_LEN];
@@ -1217,12 +1238,112 @@ out:
 	return err;
 }
 
+/* Wait until the ring has published batch k (prod is past it). */
+static int loader_wait_for(struct loader *l, uint32_t k)
+{
+	uint32_t next = l->next, prod;
+	int err = 0;
+
+	for (;;) {
+		prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
+		if ((int32_t)(prod - k) > 0)
+			break;
+		l->next = prod;
+		err = loader_wait(l, -1, &prod);
+		l->next = next;
+		if (err)
+			break;
+	}
+	return err;
+}
+
+/* The header of batch k of a ring of count slots of size bytes. */
+static struct ring_slot loader_slot(const unsigned char *slots, uint64_t size,
+				    uint32_t count, uint32_t k)
+{
+	struct ring_slot rs;
+
+	memcpy(&rs, slots + (uint64_t)ring_slot_of(k, count) * size,
+	       sizeof(rs));
+	return rs;
+}
+
+static void loader_unmap_old(struct loader *l)
+{
+	if (l->old.hdr)
+		munmap(l->old.hdr, l->old.ring_bytes);
+	if (l->old.cons)
+		munmap(l->old.cons, l->old.cons_bytes);
+	memset(&l->old, 0, sizeof(l->old));
+}
+
 /*
- * The daemon went away with no batch held: connect again (for up to
- * reconnect_ms, a try every 100 ms), send the dataset's files again and
- * open the stream at the first batch not released (a named stream where
- * the daemon saved it, which a release it did not confirm may have
- * passed; another where this client counts). The old ring goes.
+ * After a reconnect: the new ring starts at the daemon's saved position,
+ * which may be behind what the caller released (releases it could not
+ * save before it died, from batch saved of the old ring on). Release
+ * again here, without handing them out, the copies of batches the
+ * caller gave back; then the copies of the batches still held come
+ * (l->old), counted as held. The new ring's first batch is one of the
+ * old ring's [saved, released] (a daemon never saves past the consumer
+ * index): look that far.
+ */
+static int loader_skip_copies(struct loader *l, uint32_t saved,
+			      uint32_t released)
+{
+	uint32_t look = released - saved + 1, found = UINT32_MAX;
+	struct ring_slot os = { 0 };
+
+	if (l->old.left)
+		os = loader_slot(l->old.slots, l->old.slot_size,
+				 l->old.slot_count, l->old.first);
+	else if (!l->have_last || saved == released)
+		return 0; /* everything given back was saved */
+	for (uint32_t i = 0; i < look && found == UINT32_MAX; i++) {
+		uint32_t k = l->released + i;
+		struct ring_slot rs;
+		int err = loader_wait_for(l, k);
+
+		if (err)
+			return err;
+		rs = loader_slot(l->slots, l->slot_size, l->slot_count, k);
+		if ((uint32_t)rs.seq != k)
+			return loader_fail(l, LOADER_EPROTO,
+					   "ring: slot of batch %" PRIu32
+					   " holds batch %" PRIu64,
+					   k, rs.seq);
+		if (l->old.left) {
+			if (rs.epoch == os.epoch && rs.batch == os.batch)
+				found = i; /* the first held: keep it */
+		} else if (rs.epoch == l->last_epoch &&
+			   rs.batch == l->last_batch) {
+			found = i + 1; /* the last given back: skip it too */
+		}
+	}
+	if (found == UINT32_MAX) {
+		if (l->old.left)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"after reconnecting, the stream did not go on at the batch held (epoch %" PRIu32
+				" batch %" PRIu64 ")",
+				os.epoch, os.batch);
+		return 0; /* the daemon had saved them all */
+	}
+	if (found) {
+		l->released += found;
+		__atomic_store_n(&l->cons->cons, l->released, __ATOMIC_SEQ_CST);
+		futex_wake_shared(&l->cons->cons);
+	}
+	l->next = l->released + l->old.left;
+	return 0;
+}
+
+/*
+ * The daemon went away: connect again (for up to reconnect_ms, a try
+ * every 100 ms), send the dataset's files again and open the stream at
+ * the first batch not released (a named stream where the daemon saved
+ * it, which a release it did not confirm may have passed; another where
+ * this client counts). The old ring goes, or, while the caller holds
+ * batches of it, stays until they are released (l->old).
  */
 static int loader_reconnect(struct loader *l)
 {
@@ -1230,8 +1351,11 @@ static int loader_reconnect(struct loader *l)
 	uint64_t bpe = l->st.batches_per_epoch, at = l->base + l->released;
 	uint32_t end = l->po.epochs ? l->po.start_epoch + l->po.epochs : 0;
 	struct proto_open po = l->po;
+	uint32_t saved, released;
 	int err;
 
+	/* The stream goes on: whatever was saved, it is this one's. */
+	po.flags &= ~(uint32_t)PROTO_OPEN_FRESH;
 	if (!l->po.name[0] && bpe) {
 		po.start_epoch = (uint32_t)(at / bpe);
 		po.start_batch = at % bpe;
@@ -1240,10 +1364,35 @@ static int loader_reconnect(struct loader *l)
 					   "the stream has ended");
 		po.epochs = end ? end - po.start_epoch : 0;
 	}
-	if (l->hdr)
-		munmap(l->hdr, l->ring_bytes);
-	if (l->cons)
-		munmap(l->cons, l->cons_bytes);
+	/* What the daemon saved of what was released (a named stream). */
+	saved = l->named && l->hdr ?
+			__atomic_load_n(&l->hdr->saved, __ATOMIC_ACQUIRE) :
+			l->released;
+	if ((int32_t)(l->released - saved) < 0)
+		saved = l->released;
+	released = l->released;
+	if (l->next != l->released) {
+		if (l->old.left)
+			return loader_fail(
+				l, -EPIPE,
+				"loaderd went away again while batches delivered before the last reconnect are held");
+		l->old = (struct loader_old){
+			.hdr = l->hdr,
+			.ring_bytes = l->ring_bytes,
+			.cons = l->cons,
+			.cons_bytes = l->cons_bytes,
+			.slots = l->slots,
+			.slot_size = l->slot_size,
+			.slot_count = l->slot_count,
+			.first = l->released,
+			.left = l->next - l->released,
+		};
+	} else {
+		if (l->hdr)
+			munmap(l->hdr, l->ring_bytes);
+		if (l->cons)
+			munmap(l->cons, l->cons_bytes);
+	}
 	l->hdr = NULL;
 	l->cons = NULL;
 	for (;;) {
@@ -1260,7 +1409,7 @@ static int loader_reconnect(struct loader *l)
 		if (!err)
 			err = loader_stream(l, &po, first_seq, NULL);
 		if (!err)
-			return 0;
+			return loader_skip_copies(l, saved, released);
 		/* A refusal with a reason (not a daemon still away) is final. */
 		if (err != -ECONNREFUSED && err != -ENOENT && err != -EPIPE &&
 		    err != -ECONNRESET && err != -ETIMEDOUT)
@@ -1285,15 +1434,14 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 
 	if (!l || !b)
 		return -EINVAL;
-	if (l->next - l->released >= l->slot_count - 1)
-		return -EBUSY;
 	if (l->final)
 		return l->final;
+	if (l->next - l->released >= l->slot_count - 1)
+		return -EBUSY;
 	prod = __atomic_load_n(&l->hdr->prod, __ATOMIC_ACQUIRE);
 	if (prod == l->next) {
 		err = loader_wait(l, timeout_ms, &prod);
-		if (err == -EPIPE && l->reconnect_ms &&
-		    l->next == l->released) {
+		if (err == -EPIPE && l->reconnect_ms && !l->old.left) {
 			err = loader_reconnect(l);
 			if (!err)
 				return loader_next(l, b, timeout_ms);
@@ -1409,11 +1557,53 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 
 LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 {
+	int err;
+
 	if (!l || !b)
 		return -EINVAL;
-	/* Only the oldest batch held: the daemon's index says "all before". */
-	if (l->released == l->next || (uint32_t)b->seq != l->released)
+	if (l->old.left) {
+		/* A batch of the ring before the reconnect: its copy goes. */
+		struct ring_slot os;
+
+		if ((uint32_t)b->seq != l->old.first)
+			return -EINVAL;
+		os = loader_slot(l->old.slots, l->old.slot_size,
+				 l->old.slot_count, l->old.first);
+		err = loader_wait_for(l, l->released);
+		if (err)
+			return err;
+		{
+			struct ring_slot rs =
+				loader_slot(l->slots, l->slot_size,
+					    l->slot_count, l->released);
+
+			if (rs.epoch != os.epoch || rs.batch != os.batch)
+				return l->final = loader_fail(
+					       l, LOADER_EPROTO,
+					       "after reconnecting, batch %" PRIu32
+					       " is epoch %" PRIu32
+					       " batch %" PRIu64
+					       ", not the held one (epoch %" PRIu32
+					       " batch %" PRIu64 ")",
+					       l->released, rs.epoch, rs.batch,
+					       os.epoch, os.batch);
+		}
+		l->last_epoch = os.epoch;
+		l->last_batch = os.batch;
+		l->old.first++;
+		if (!--l->old.left)
+			loader_unmap_old(l);
+	} else if (l->released == l->next || (uint32_t)b->seq != l->released) {
+		/* Only the oldest batch held: the index says "all before". */
 		return -EINVAL;
+	} else {
+		struct ring_slot rs = loader_slot(l->slots, l->slot_size,
+						  l->slot_count, l->released);
+
+		l->last_epoch = rs.epoch;
+		l->last_batch = rs.batch;
+	}
+	l->have_last = true;
 	l->released++;
 	/*
 	 * Store cons, then read the daemon's flag, both seq_cst: the mirror
@@ -1425,7 +1615,14 @@ LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 	    (l->named &&
 	     __atomic_load_n(&l->hdr->saver_waiting, __ATOMIC_SEQ_CST)))
 		futex_wake_shared(&l->cons->cons);
-	return l->named ? loader_wait_saved(l, l->released) : 0;
+	if (!l->named)
+		return 0;
+	err = loader_wait_saved(l, l->released);
+	/*
+	 * The daemon is gone: with reconnect_ms the release is kept here
+	 * and saved once loader_next() has reconnected.
+	 */
+	return err == -EPIPE && l->reconnect_ms ? 0 : err;
 }
 
 LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)
@@ -1498,6 +1695,7 @@ LOADER_API void loader_close(struct loader *l)
 {
 	if (!l)
 		return;
+	loader_unmap_old(l);
 	if (l->hdr)
 		munmap(l->hdr, l->ring_bytes);
 	if (l->cons)

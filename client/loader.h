@@ -153,8 +153,12 @@ struct loader_opts {
 	 * sends the dataset's files again and goes on at the first batch not
 	 * released, instead of returning -EPIPE. Meant for named streams,
 	 * whose position the daemon keeps; without a name the stream goes on
-	 * where this client counts. Only while no batch is held: with one
-	 * held, loader_next() returns -EPIPE as before.
+	 * where this client counts. Batches held then stay valid (the old
+	 * ring stays mapped until they are released); the daemon delivers
+	 * them again first and libloader releases those copies in their
+	 * place as the caller releases them, so loader_next() returns the
+	 * batch after them. A second loss of the daemon while batches from
+	 * before the first are still held returns -EPIPE.
 	 */
 	int reconnect_ms;
 };

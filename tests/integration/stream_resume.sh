@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 48
+plan 50
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -219,6 +219,22 @@ is "$?" 0 "a client with reconnect_ms finishes its stream across a daemon SIGKIL
 grep '^batch ' "$T/ride" | sort >"$T/ra"
 is "$(uniq -d "$T/ra" | wc -l | tr -d ' ') $(cmp -s "$T/ra" "$T/b" && echo same)" "0 same" \
 	"its released batches are the uninterrupted run's, none twice"
+# Holding batches when the daemon dies: they stay valid, the daemon's
+# copies of them are released in their place, and the stream goes on
+# after them: every batch once, as an uninterrupted run has them.
+"$LDCLIENT" --name ride3 $ARGS --batch-hash --keep 3 --sleep-ms 10 \
+	--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/ride3" 2>&1 &
+rp=$!
+sleep 0.8
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+sleep 0.5
+start_daemon "$T/d2.sock" --state-dir "$ST"
+wait "$rp"
+is "$?" 0 "a client holding 2 batches rides a daemon SIGKILL out"
+grep '^batch ' "$T/ride3" | sort >"$T/r3"
+is "$(uniq -d "$T/r3" | wc -l | tr -d ' ') $(cmp -s "$T/r3" "$T/b" && echo same)" "0 same" \
+	"its batches are the uninterrupted run's, none twice, none lost"
 
 # --- 6. SIGKILL while checkpoints are written ------------------------------
 # Six named streams checkpoint every 200 ms and at every session end

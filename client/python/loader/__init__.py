@@ -552,9 +552,14 @@ class Stream:
         if self._layout is None:
             self._learn_layout(v)
         seq = v.seq
-        # A slot's addresses never change: read them from the view once.
+        # A slot's addresses change only when libloader reconnected to a
+        # daemon (a new ring, mapped elsewhere): read them from the view
+        # once per ring, and check one of them each time.
         ptrs = self._ptrs.get(seq & self._mask)
-        if ptrs is None:
+        if ptrs is None or ptrs[-1] != v.ids:
+            if ptrs is not None:
+                self._ptrs.clear()
+                ring.arrays.clear()
             ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
             self._ptrs[seq & self._mask] = ptrs
         rec = [seq, False, v.epoch, v.index]

@@ -198,3 +198,23 @@ t.eq(first + rest, whole,
      "the released batches of both equal an uninterrupted stream's")
 t.raises(loader.Error, lambda: loader.Stream(D, **dict(kw, seed=12)),
          "other order options are refused, with the reason", "fresh start")
+
+# A daemon killed (SIGKILL) and started again while the trainer still
+# views the batch before the one it asks for: the stream reconnects and
+# goes on, every batch once, as an uninterrupted stream has them.
+kw2 = dict(socket=S, batch_size=100, order="random", seed=13, epochs=2,
+           outputs="label")
+whole2 = ids_of(loader.Stream(D, **kw2), 200)
+got2 = []
+with loader.Stream(D, name="py-ride", fresh=True, reconnect_ms=20000,
+                   **kw2) as s:
+    prev = None
+    for i, b in enumerate(s):
+        labels = np.asarray(b["label"])  # a view: the batch stays held
+        got2.append((b.epoch, b.index, tuple(np.asarray(b.ids).tolist())))
+        if i == 30:
+            d.kill()
+            d = fx.Daemon(T, "d", "--threads", "2")
+        prev = labels  # the batch before is still viewed at next()
+t.eq(len(got2), 200, "a stream viewing a batch rides a daemon SIGKILL out")
+t.eq(got2, whole2, "every batch once, in the uninterrupted stream's order")
