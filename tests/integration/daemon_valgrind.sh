@@ -3,7 +3,8 @@
 # live stream; after a stream that ended, a stream whose client was
 # killed, and an OPEN refused for a hostile shard; with OPENs in flight
 # on the thread pool; and with named streams (their saver threads and
-# LMDB state): resumed, listed, forgotten, one live at the stop. Every error valgrind
+# LMDB state): resumed, resumed with another world, listed, forgotten,
+# one live at the stop. Every error valgrind
 # reports fails the test, definite and indirect leaks included (possible
 # leaks are listed in the log, not counted: they are guesses about
 # interior pointers). tests/valgrind.supp holds the suppressions, each
@@ -31,7 +32,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 22
+plan 23
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -147,6 +148,18 @@ like "$out" '^start 0 7 resumed 1' "named streams: a killed one resumes under va
 out=$("$LDCLIENT" --name vg --epochs 1 --batch 50 --timeout-ms 60000 \
 	"$T/named.sock" "$D" 2>&1)
 like "$out" 'saved with other batch size' "named streams: other options are refused"
+# An elastic resume: world 2 killed part-way, world 3 goes on (the plan
+# is made in the stream and written with the job).
+for r in 0 1; do
+	"$LDCLIENT" --name el --epochs 1 --batch 100 --rank $r --world 2 \
+		--kill-after $((20 + r)) --timeout-ms 60000 "$T/named.sock" "$D" \
+		>/dev/null 2>&1
+done
+out=$(for r in 0 1 2; do
+	"$LDCLIENT" --name el --epochs 1 --batch 100 --rank $r --world 3 \
+		--timeout-ms 60000 "$T/named.sock" "$D" 2>&1 | sed -n 's/^start //p'
+done | sort -u)
+like "$out" '^0 [0-9]+ resumed 1$' "named streams: world 3 goes on from world 2 under valgrind"
 "$LOADERCTL" streams --saved --socket "$T/named.sock" >"$T/saved.out" 2>&1
 "$LOADERCTL" forget --socket "$T/named.sock" vg >>"$T/saved.out" 2>&1
 like "$(cat "$T/saved.out")" 'forgot "vg"' "named streams: listed and forgotten"
