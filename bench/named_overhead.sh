@@ -3,7 +3,9 @@
 # path (train, 60000 x 792 B records, page-cached, outputs as stored,
 # random order, batch 256, 5 epochs) into a client that only releases,
 # with and without --name, alternating in one run on one daemon. A named
-# stream's position is written to LMDB every 200 ms and when it ends.
+# stream's position is written to LMDB (its job's record read, its rank's
+# position written, one transaction) at every release, which waits for
+# it.
 #
 #   bench/named_overhead.sh [RUNS]      (default 5; medians)
 set -eu
