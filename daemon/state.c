@@ -331,7 +331,7 @@ static int del_positions(MDB_txn *txn, const struct state *st,
 int state_get_job(struct state *st, uint32_t uid, const char *name,
 		  struct state_job *j, struct state_pos **pos, struct diag *d)
 {
-	struct key key;
+	struct key key = { .buf = { 0 } };
 	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
@@ -392,7 +392,7 @@ int state_get_pos(struct state *st, uint32_t uid, const char *name,
 		  uint32_t rank, uint64_t gen, struct state_pos *p,
 		  struct diag *d)
 {
-	struct key key;
+	struct key key = { .buf = { 0 } };
 	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
@@ -433,7 +433,7 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 {
 	struct state_job cur = { 0 };
 	bool have = false;
-	struct key key;
+	struct key key = { .buf = { 0 } };
 	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
@@ -494,7 +494,7 @@ int state_put_pos(struct state *st, uint32_t uid, const char *name,
 {
 	struct state_job j;
 	struct state_pos old;
-	struct key key;
+	struct key key = { .buf = { 0 } };
 	MDB_val v;
 	MDB_txn *txn;
 	int rc, err;
@@ -535,7 +535,7 @@ fail:
 int state_forget(struct state *st, uint32_t uid, const char *name,
 		 struct diag *d)
 {
-	struct key key;
+	struct key key = { .buf = { 0 } };
 	MDB_txn *txn;
 	int rc, err;
 
