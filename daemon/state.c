@@ -202,6 +202,20 @@ int state_sync(struct state *st)
 	return rc ? -EIO : 0;
 }
 
+/* The keys of uid's name (and rank's position), and a transaction. */
+static int txn_open(struct state *st, uint32_t uid, const char *name,
+		    uint32_t rank, unsigned flags, struct key *k, MDB_txn **txn,
+		    struct diag *d)
+{
+	int rc, err = make_key(k, uid, name, rank, d);
+
+	if (err)
+		return err;
+	rc = mdb_txn_begin(st->env, NULL, flags, txn);
+	return rc ? lmdb_err(rc, flags & MDB_RDONLY ? "read" : "write", st, d) :
+		    0;
+}
+
 static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 {
 	struct job_disk s;
@@ -339,12 +353,9 @@ int state_get_job(struct state *st, uint32_t uid, const char *name,
 	memset(j, 0, sizeof(*j));
 	if (pos)
 		*pos = NULL;
-	err = make_key(&key, uid, name, 0, d);
+	err = txn_open(st, uid, name, 0, MDB_RDONLY, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return lmdb_err(rc, "read", st, d);
 	rc = mdb_get(txn, st->dbi, &key.job, &v);
 	if (rc == MDB_NOTFOUND)
 		err = -ENOENT;
@@ -397,12 +408,9 @@ int state_get_pos(struct state *st, uint32_t uid, const char *name,
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(&key, uid, name, rank, d);
+	err = txn_open(st, uid, name, rank, MDB_RDONLY, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return lmdb_err(rc, "read", st, d);
 	rc = mdb_get(txn, st->dbi, &key.pos, &v);
 	if (rc == MDB_NOTFOUND)
 		err = -ENOENT;
@@ -438,12 +446,9 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(&key, uid, name, rank, d);
+	err = txn_open(st, uid, name, rank, 0, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_err(rc, "write", st, d);
 	rc = mdb_get(txn, st->dbi, &key.job, &v);
 	if (!rc)
 		have = job_from_disk(&v, &cur, true);
@@ -499,12 +504,9 @@ int state_put_pos(struct state *st, uint32_t uid, const char *name,
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(&key, uid, name, rank, d);
+	err = txn_open(st, uid, name, rank, 0, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_err(rc, "write", st, d);
 	rc = mdb_get(txn, st->dbi, &key.job, &v);
 	if (rc == MDB_NOTFOUND || (!rc && (!job_from_disk(&v, &j, false) ||
 					   j.generation != p->generation))) {
@@ -539,12 +541,9 @@ int state_forget(struct state *st, uint32_t uid, const char *name,
 	MDB_txn *txn;
 	int rc, err;
 
-	err = make_key(&key, uid, name, 0, d);
+	err = txn_open(st, uid, name, 0, 0, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_err(rc, "write", st, d);
 	rc = mdb_del(txn, st->dbi, &key.job, NULL);
 	if (rc) {
 		mdb_txn_abort(txn);

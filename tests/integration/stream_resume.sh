@@ -203,37 +203,38 @@ pos=$(( ${1:-0} * 100 + ${2:-0} ))
 ok "it resumes the name after the crash at $pos, $got releases returned" \
 	test -n "$at" -a "$pos" -gt 0 -a "$pos" -ge "$got" -a "$pos" -le $((got + 1))
 
+# ride NAME ARGS...: a client with reconnect_ms and ARGS, the daemon
+# killed with SIGKILL under it and started again; the client's exit
+# status, its "batch" lines sorted in $T/NAME.sorted.
+ride() {
+	name=$1
+	shift
+	"$LDCLIENT" --name "$name" $ARGS --batch-hash --sleep-ms 10 "$@" \
+		--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/$name" 2>&1 &
+	rp=$!
+	sleep 0.8
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	sleep 0.5
+	start_daemon "$T/d2.sock" --state-dir "$ST"
+	wait "$rp"
+	rc=$?
+	grep '^batch ' "$T/$name" | sort >"$T/$name.sorted"
+	return $rc
+}
 # A client with reconnect_ms rides the crash out: it connects to the new
 # daemon on its own and finishes; what it released equals an
 # uninterrupted run, no batch twice.
-"$LDCLIENT" --name ride $ARGS --batch-hash --after-release --sleep-ms 10 \
-	--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/ride" 2>&1 &
-rp=$!
-sleep 0.8
-kill -9 "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-sleep 0.5
-start_daemon "$T/d2.sock" --state-dir "$ST"
-wait "$rp"
+ride ride --after-release
 is "$?" 0 "a client with reconnect_ms finishes its stream across a daemon SIGKILL"
-grep '^batch ' "$T/ride" | sort >"$T/ra"
-is "$(uniq -d "$T/ra" | wc -l | tr -d ' ') $(cmp -s "$T/ra" "$T/b" && echo same)" "0 same" \
+is "$(uniq -d "$T/ride.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ride.sorted" "$T/b" && echo same)" "0 same" \
 	"its released batches are the uninterrupted run's, none twice"
 # Holding batches when the daemon dies: they stay valid, the daemon's
 # copies of them are released in their place, and the stream goes on
 # after them: every batch once, as an uninterrupted run has them.
-"$LDCLIENT" --name ride3 $ARGS --batch-hash --keep 3 --sleep-ms 10 \
-	--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/ride3" 2>&1 &
-rp=$!
-sleep 0.8
-kill -9 "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-sleep 0.5
-start_daemon "$T/d2.sock" --state-dir "$ST"
-wait "$rp"
+ride ride3 --keep 3
 is "$?" 0 "a client holding 2 batches rides a daemon SIGKILL out"
-grep '^batch ' "$T/ride3" | sort >"$T/r3"
-is "$(uniq -d "$T/r3" | wc -l | tr -d ' ') $(cmp -s "$T/r3" "$T/b" && echo same)" "0 same" \
+is "$(uniq -d "$T/ride3.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ride3.sorted" "$T/b" && echo same)" "0 same" \
 	"its batches are the uninterrupted run's, none twice, none lost"
 
 # --- 6. SIGKILL while checkpoints are written ------------------------------
