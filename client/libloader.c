@@ -465,6 +465,11 @@ static int loader_reply(struct loader *l, uint32_t first_seq, uint16_t want,
 		if (err)
 			return loader_fail(l, err, "receiving from loaderd: %s",
 					   strerror(-err));
+		/* Sequence 0: the daemon refused the connection itself. */
+		if (h.type == PROTO_ERROR && h.seq == 0) {
+			err = loader_daemon_error(l, r);
+			goto fail;
+		}
 		if ((int32_t)(h.seq - first_seq) < 0) {
 			for (unsigned i = 0; i < got; i++)
 				close(fds[i]);

@@ -308,6 +308,11 @@ int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
 	int err, n;
 
 	err = msg_send(fd, type, seq, req, len, NULL, 0);
+	/* Refused and closed (a connection limit): the reason is waiting. */
+	if ((err == -EPIPE || err == -ECONNRESET) && poll(&p, 1, 0) == 1 &&
+	    !msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, whylen) &&
+	    h.type == PROTO_ERROR)
+		goto refused;
 	if (err)
 		return msg_bad_code(why, whylen, err, "sending %s: %s",
 				    msg_type_name(type), loader_strerror(err));
@@ -328,13 +333,15 @@ int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
 	if (err)
 		return err; /* why says how the message was malformed */
 	if (h.type == PROTO_ERROR)
-		return msg_bad_code(
-			why, whylen, r.e.code < 0 ? r.e.code : LOADER_EPROTO,
-			"loaderd: %.*s", (int)r.e.len, r.raw + sizeof(r.e));
+		goto refused;
 	if (h.type != want || h.seq != seq)
 		return msg_bad_code(
 			why, whylen, LOADER_EPROTO, "%s %u answered with %s %u",
 			msg_type_name(type), seq, msg_type_name(h.type), h.seq);
 	memcpy(reply, r.raw, cap);
 	return 0;
+refused:
+	return msg_bad_code(why, whylen,
+			    r.e.code < 0 ? r.e.code : LOADER_EPROTO,
+			    "loaderd: %.*s", (int)r.e.len, r.raw + sizeof(r.e));
 }

@@ -41,6 +41,7 @@ struct loaderd_opts {
 	uint64_t max_uid_ring;
 	uint64_t max_uid_streams;
 	uint64_t max_uid_files;
+	uint64_t max_sessions, max_uid_sessions;
 	uint64_t max_pixels;
 	bool direct;
 	double stop_timeout;
@@ -102,6 +103,11 @@ static const struct opt loaderd_table[] = {
 	{ "max-uid-files", 0, OPT_U64, O(max_uid_files), "0", "N",
 	  "dataset descriptors one user's sessions may hold (0: a quarter of the descriptor limit)",
 	  0, 0, OPT_F_RELOAD },
+	{ "max-sessions", 0, OPT_U64, O(max_sessions), "0", "N",
+	  "connections at once, all users together (0: a quarter of the descriptor limit)",
+	  0, 0, OPT_F_RELOAD },
+	{ "max-uid-sessions", 0, OPT_U64, O(max_uid_sessions), "128", "N",
+	  "connections one user may hold at once", 0, 0, OPT_F_RELOAD },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
 	  0, 0, OPT_F_RELOAD },
@@ -200,6 +206,9 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.max_uid_streams = (uint32_t)o->max_uid_streams,
 		.max_uid_files =
 			o->max_uid_files ? o->max_uid_files : ld->nofile / 4,
+		.max_sessions = (uint32_t)(o->max_sessions ? o->max_sessions :
+							     ld->nofile / 4),
+		.max_uid_sessions = (uint32_t)o->max_uid_sessions,
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
 		.memory_budget = o->memory_budget,

@@ -48,6 +48,12 @@
 #define SERVER_EXPIRY_MS (3600 * 1000)
 /* How often what was checkpointed is flushed to the disk, at most. */
 #define SERVER_SYNC_MS 1000
+/*
+ * Refusals a session may log a second; the rest are counted and the
+ * count logged (a client sending garbage in a loop must not flood the
+ * journal). Refused connections are logged as often, all together.
+ */
+#define SERVER_LOG_BURST 10
 
 /*
  * A named stream's checkpoint: what identifies it and where it started.
@@ -96,6 +102,7 @@ struct charge {
 /* Per-uid usage, for the limits. Few uids use one node: a list will do. */
 struct uid_use {
 	uid_t uid;
+	uint32_t sessions;
 	uint32_t streams;
 	uint64_t bytes;
 	uint64_t files; /* descriptors held for this uid's sessions */
@@ -127,6 +134,9 @@ struct session {
 	uint64_t opened_ms;
 	struct named named;
 	struct saver *saver; /* a named stream's, or NULL */
+	/* Its log lines (session_may_log()). */
+	uint64_t log_window_ms, log_suppressed;
+	uint32_t log_count;
 	struct session *next, **pprev;
 };
 
@@ -210,6 +220,9 @@ struct server {
 	struct teardown *named_down; /* named teardowns not yet done */
 	uint64_t synced_ms;	     /* the last state_sync(), atomic */
 	bool accept_paused;
+	uint32_t nsessions;
+	/* Connections refused for the limits: logged once a second. */
+	uint64_t refused_log_ms, refused_unlogged;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
 	bool stopping;	/* server_free() ran */
 	/* Its two handles open, sessions alive, teardowns queued. */
@@ -391,8 +404,34 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static void reply_error(struct session *ss, uint32_t seq, int code,
-			const char *reason)
+/*
+ * May session ss log one more line now? SERVER_LOG_BURST a second; past
+ * that the lines are counted, and the count is logged when the next
+ * second's first line is (or the session ends).
+ */
+static bool session_may_log(struct session *ss)
+{
+	uint64_t now = now_ms();
+
+	if (now - ss->log_window_ms >= 1000) {
+		if (ss->log_suppressed)
+			plog(PLOG_WARN,
+			     "%s: %" PRIu64 " more refusals not logged",
+			     ss->label, ss->log_suppressed);
+		ss->log_window_ms = now;
+		ss->log_count = 0;
+		ss->log_suppressed = 0;
+	}
+	if (ss->log_count < SERVER_LOG_BURST) {
+		ss->log_count++;
+		return true;
+	}
+	ss->log_suppressed++;
+	return false;
+}
+
+/* An ERROR message of code and reason on fd, answering seq. */
+static void send_error(int fd, uint32_t seq, int code, const char *reason)
 {
 	struct {
 		struct proto_error e;
@@ -403,15 +442,22 @@ static void reply_error(struct session *ss, uint32_t seq, int code,
 	m.e.code = code;
 	m.e.len = (uint32_t)n;
 	memcpy(m.text, reason, n);
-	plog(PLOG_INFO, "%s: refused: %s", ss->label, reason);
 	/*
 	 * A reply that cannot go (the peer hung up: its poll reports it and
 	 * ends the session; or it does not read and its socket is full:
 	 * never wait on one client) is the peer's loss alone. The same holds
 	 * for every reply below but OPEN_OK, which hands over a stream.
 	 */
-	(void)msg_send(ss->fd, PROTO_ERROR, seq, &m,
-		       (uint32_t)(sizeof(m.e) + n), NULL, 0);
+	(void)msg_send(fd, PROTO_ERROR, seq, &m, (uint32_t)(sizeof(m.e) + n),
+		       NULL, 0);
+}
+
+static void reply_error(struct session *ss, uint32_t seq, int code,
+			const char *reason)
+{
+	if (session_may_log(ss))
+		plog(PLOG_INFO, "%s: refused: %s", ss->label, reason);
+	send_error(ss->fd, seq, code, reason);
 }
 
 static void close_files(struct session *ss)
@@ -581,6 +627,9 @@ static void session_end(struct session *ss, const char *why)
 	if (ss->ended)
 		return;
 	ss->ended = true;
+	if (ss->log_suppressed)
+		plog(PLOG_WARN, "%s: %" PRIu64 " more refusals not logged",
+		     ss->label, ss->log_suppressed);
 	plog(PLOG_INFO, "%s: session ends: %s", ss->label, why);
 	if (ss->stream) {
 		teardown(ss->srv, ss->stream, ss->prod, ss->cred.uid,
@@ -597,8 +646,11 @@ static void session_end(struct session *ss, const char *why)
 	if (ss->opening)
 		(void)uv_cancel((uv_req_t *)&ss->opening->req);
 	u = uid_find(ss->srv, ss->cred.uid);
-	if (u)
+	if (u) {
 		u->files -= ss->files_charged;
+		u->sessions--;
+	}
+	ss->srv->nsessions--;
 	ss->files_charged = 0;
 	close_files(ss);
 	*ss->pprev = ss->next;
@@ -1061,6 +1113,37 @@ out:
 	j->from_batch = NULL;
 }
 
+/*
+ * Would a ring of bytes pass uid u's ring limit or the daemon's memory
+ * budget, with what the streams hold now? Says by how much in why.
+ */
+static bool ring_over(const struct server *srv, const struct uid_use *u,
+		      uint64_t bytes, char *why, size_t n)
+{
+	uint64_t held = u ? u->bytes : 0;
+
+	if (held + bytes > srv->lim.max_uid_bytes) {
+		snprintf(why, n,
+			 "ring of %" PRIu64
+			 " bytes: uid %u's streams hold %" PRIu64
+			 " ring bytes of its %" PRIu64
+			 " (max-uid-ring; its other streams opened meanwhile)",
+			 bytes, u ? (unsigned)u->uid : 0, held,
+			 srv->lim.max_uid_bytes);
+		return true;
+	}
+	if (srv->lim.memory_budget &&
+	    srv->mem_used + bytes > srv->lim.memory_budget) {
+		snprintf(why, n,
+			 "ring of %" PRIu64 " bytes: the streams hold %" PRIu64
+			 " of the memory budget of %" PRIu64
+			 " bytes (other streams opened meanwhile)",
+			 bytes, srv->mem_used, srv->lim.memory_budget);
+		return true;
+	}
+	return false;
+}
+
 /* On the loop: reply, or end the stream if nobody is left to take it. */
 static void open_done(uv_work_t *req, int status)
 {
@@ -1069,6 +1152,7 @@ static void open_done(uv_work_t *req, int status)
 	struct server *srv = ss->srv;
 	struct proto_open_ok ok = { 0 };
 	struct uid_use *u;
+	char why[PROTO_REASON_MAX];
 	int fds[2], err;
 
 	ss->opening = NULL;
@@ -1093,13 +1177,23 @@ static void open_done(uv_work_t *req, int status)
 	ok.start_epoch = j->start_epoch;
 	ok.start_batch = j->start_batch;
 	ok.resumed = j->resumed;
-	/* Keep the ring's bytes of those reserved (it takes no more). */
+	/*
+	 * Charge the ring now, on the loop: OPENs that ran together were
+	 * each sized against what was held when they came, and together may
+	 * pass a limit; the one that would is refused.
+	 */
 	u = uid_find(srv, ss->cred.uid);
+	if (!ss->ended && ring_over(srv, u, ok.ring_bytes, why, sizeof(why))) {
+		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
+			 NULL, j->saver, ss->label);
+		reply_error(ss, j->seq, LOADER_ETOOBIG, why);
+		goto out;
+	}
 	if (u)
-		u->bytes -= j->charge.bytes - ok.ring_bytes;
-	srv->mem_used -= j->charge.bytes - ok.ring_bytes;
-	j->charge.mem -= j->charge.bytes - ok.ring_bytes;
+		u->bytes += ok.ring_bytes;
+	srv->mem_used += ok.ring_bytes;
 	j->charge.bytes = ok.ring_bytes;
+	j->charge.mem += ok.ring_bytes;
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
@@ -1305,8 +1399,12 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->budget = budget;
 	j->max_pixels = srv->lim.max_pixels;
 	j->direct = srv->lim.direct;
-	j->charge = (struct charge){ 1, budget, ss->files_charged,
-				     budget + prefetch };
+	/*
+	 * The ring is charged when it is made (open_done()): reserving the
+	 * largest it may get here would refuse the ranks of one job opening
+	 * together long before their rings reach the limits.
+	 */
+	j->charge = (struct charge){ 1, 0, ss->files_charged, prefetch };
 	j->state = srv->state;
 	j->named.uid = ss->cred.uid;
 	j->fresh = m->flags & PROTO_OPEN_FRESH;
@@ -1329,8 +1427,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	u->streams++;
-	u->bytes += budget;
-	srv->mem_used += budget + prefetch;
+	srv->mem_used += prefetch;
 	ss->files_charged = 0;
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
@@ -1701,9 +1798,64 @@ static void on_accept_resume(uv_timer_t *t)
 		     uv_strerror(err));
 }
 
+/*
+ * Over a connection limit, the peer gets an ERROR (sequence 0: before
+ * any request) with the reason, and its connection is closed at once:
+ * a refused peer holds nothing. Returns whether it was refused.
+ */
+static bool refuse_connection(struct server *srv, int fd,
+			      const struct ucred *cred, const struct uid_use *u)
+{
+	char why[PROTO_REASON_MAX];
+	uint64_t now;
+
+	if (srv->nsessions >= srv->lim.max_sessions)
+		snprintf(why, sizeof(why),
+			 "loaderd has %" PRIu32
+			 " connections, its limit (max-sessions)",
+			 srv->nsessions);
+	else if (u->sessions >= srv->lim.max_uid_sessions)
+		snprintf(
+			why, sizeof(why),
+			"uid %u has %" PRIu32
+			" connections to loaderd, the limit (max-uid-sessions)",
+			(unsigned)cred->uid, u->sessions);
+	else
+		return false;
+	send_error(fd, 0, -EUSERS, why);
+	/*
+	 * Closing with a request unread would reset the connection, and the
+	 * peer would read the reset instead of the reason: stop it sending,
+	 * then drop what it sent.
+	 */
+	shutdown(fd, SHUT_RD);
+	for (int i = 0; i < 64; i++) {
+		char buf[64];
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n == 0 || (n < 0 && errno != EINTR))
+			break;
+	}
+	now = now_ms();
+	if (now - srv->refused_log_ms >= 1000) {
+		if (srv->refused_unlogged)
+			plog(PLOG_WARN,
+			     "%" PRIu64 " more connections refused, not logged",
+			     srv->refused_unlogged);
+		plog(PLOG_WARN, "connection of pid %d uid %u refused: %s",
+		     (int)cred->pid, (unsigned)cred->uid, why);
+		srv->refused_log_ms = now;
+		srv->refused_unlogged = 0;
+	} else {
+		srv->refused_unlogged++;
+	}
+	return true;
+}
+
 static void on_accept(uv_poll_t *poll, int status, int events)
 {
 	struct server *srv = poll->data;
+	struct uid_use *u;
 	struct session *ss;
 	socklen_t len;
 	int fd, err;
@@ -1748,6 +1900,12 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 	len = sizeof(ss->cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ss->cred, &len))
 		ss->cred.uid = (uid_t)-1;
+	u = uid_use(srv, ss->cred.uid);
+	if (!u || refuse_connection(srv, fd, &ss->cred, u)) {
+		close(fd);
+		free(ss);
+		return;
+	}
 	ss->id = ++srv->next_id;
 	snprintf(ss->label, sizeof(ss->label),
 		 "session %" PRIu64 " (pid %d uid %u gid %u)", ss->id,
@@ -1762,6 +1920,8 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 	}
 	ss->poll.data = ss;
 	ss->refs = 1;
+	u->sessions++;
+	srv->nsessions++;
 	srv->refs++;
 	ss->next = srv->sessions;
 	if (ss->next)

@@ -25,9 +25,11 @@ struct server_limits {
 	uint64_t max_ring_bytes; /* per stream */
 	uint64_t max_uid_bytes;	 /* ring bytes of all streams of one uid */
 	uint32_t max_uid_streams;
-	uint64_t max_uid_files; /* descriptors one uid's sessions may hold */
-	uint64_t max_pixels;	/* largest image a pipeline decodes */
-	bool direct;		/* every stream reads with O_DIRECT */
+	uint64_t max_uid_files;	   /* descriptors one uid's sessions may hold */
+	uint32_t max_sessions;	   /* connections at once, all uids */
+	uint32_t max_uid_sessions; /* connections of one uid at once */
+	uint64_t max_pixels;	   /* largest image a pipeline decodes */
+	bool direct;		   /* every stream reads with O_DIRECT */
 	/*
 	 * All streams' rings and prefetch budgets together (0: no limit):
 	 * what the daemon's memory is bounded by, beside fixed scratch.

@@ -1,0 +1,110 @@
+#!/bin/sh
+# Hostile local users against a real loaderd: connections past the
+# per-user and global limits are refused with the limit named and hold
+# nothing (and their refusals do not flood the log); a session sending
+# garbage in a loop is answered every time but logged a few times a
+# second, with a count of the rest; the ranks of one job opening at once
+# are not refused by rings they have not made yet.
+. "$top_srcdir/tests/integration/tap.sh"
+
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+plan 12
+
+"$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
+D=$T/ds/test
+
+# hold N SOCK: N clients that each take a batch and keep their connection.
+holders=
+hold() {
+	i=0
+	while [ $i -lt "$1" ]; do
+		"$LDCLIENT" --batch 100 --hold-after 1 "$2" "$D" >"$T/hold.$i" 2>&1 &
+		holders="$holders $!"
+		wait_for 'holding after' "$T/hold.$i"
+		i=$((i + 1))
+	done
+}
+unhold() {
+	for p in $holders; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	holders=
+}
+
+# --- 1. per-user connections ---------------------------------------------
+start_daemon "$T/u.sock" --max-uid-sessions 3
+hold 3 "$T/u.sock"
+out=$("$LOADERCTL" status --socket "$T/u.sock" 2>&1)
+like "$out" "uid $(id -u) has 3 connections to loaderd, the limit \\(max-uid-sessions\\)" \
+	"a user's 4th connection is refused, naming the limit"
+out=$("$LDCLIENT" --batch 100 "$T/u.sock" "$D" 2>&1)
+like "$out" 'has 3 connections to loaderd, the limit' "and libloader says so too"
+i=0
+while [ $i -lt 200 ]; do
+	"$LOADERCTL" status --socket "$T/u.sock" >/dev/null 2>&1
+	i=$((i + 1))
+done
+n=$(grep -c 'connection of pid .* refused' "$T/u.sock.log")
+ok "202 refusals, logged $n times (once a second at most)" test "$n" -ge 1 -a "$n" -le 20
+kill "${holders##* }" 2>/dev/null
+wait "${holders##* }" 2>/dev/null
+holders=${holders% *}
+sleep 0.3
+ok "a connection given back lets the next one in" \
+	"$LOADERCTL" status --socket "$T/u.sock"
+unhold
+like "$(grep 'more connections refused, not logged' "$T/u.sock.log" | head -1)" \
+	'[0-9]+ more connections refused' "the refusals not logged are counted"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+
+# --- 2. all users' connections -------------------------------------------
+start_daemon "$T/g.sock" --max-sessions 2
+hold 2 "$T/g.sock"
+out=$("$LOADERCTL" status --socket "$T/g.sock" 2>&1)
+like "$out" 'loaderd has 2 connections, its limit \(max-sessions\)' \
+	"past the global limit a connection is refused, naming it"
+unhold
+sleep 0.3
+ok "and served again once they are gone" "$LOADERCTL" status --socket "$T/g.sock"
+
+# --- 3. a session that sends garbage in a loop ------------------------------
+/usr/bin/python3 - "$T/g.sock" >"$T/flood.out" 2>&1 <<'EOF'
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+answered = 0
+t0 = time.time()
+for i in range(3000):
+    s.send(b"not a loaderd message at all %d" % i)
+    if s.recv(4096):
+        answered += 1
+print("answered", answered, "seconds %.2f" % (time.time() - t0))
+EOF
+like "$(cat "$T/flood.out")" '^answered 3000 ' "3000 malformed messages: each answered with an error"
+lines=$(grep -c 'refused: ' "$T/g.sock.log")
+secs=$(sed -n 's/.*seconds \([0-9]*\).*/\1/p' "$T/flood.out")
+ok "but logged $lines times (10 a second at most, over ${secs:-?} s)" \
+	test "$lines" -le $(( (${secs:-0} + 2) * 10 ))
+like "$(cat "$T/g.sock.log")" '[0-9]+ more refusals not logged' \
+	"the rest are counted in the log"
+ok "the daemon serves on" "$LOADERCTL" status --socket "$T/g.sock"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+
+# --- 4. the ranks of one job opening at once --------------------------------
+# Rings are charged as they are made: 8 opening together, each may get a
+# ring of up to 64 MiB, fit in 256 MiB a user (a small ring each).
+start_daemon "$T/r.sock" --max-ring 64M --max-uid-ring 256M
+pids=
+r=0
+while [ $r -lt 8 ]; do
+	"$LDCLIENT" --batch 100 --rank $r --world 8 "$T/r.sock" "$D" >"$T/rank.$r" 2>&1 &
+	pids="$pids $!"
+	r=$((r + 1))
+done
+bad=0
+for p in $pids; do wait "$p" || bad=$((bad + 1)); done
+is "$bad" 0 "8 ranks opening at once are all served"
+grep -h '^error' "$T"/rank.* | head -3 | sed 's/^/# /'
