@@ -41,16 +41,49 @@ static void jerr_output(j_common_ptr cinfo)
 struct jpeg_error_mgr *jerr_init(struct jerr *e)
 {
 	jpeg_std_error(&e->pub);
+	e->too_many_scans = false;
 	e->pub.error_exit = jerr_exit;
 	e->pub.emit_message = jerr_emit;
 	e->pub.output_message = jerr_output;
 	return &e->pub;
 }
 
+/*
+ * libjpeg reports progress as it reads (every row of MCUs): the scan it
+ * is in is counted there, so a file with too many scans stops before it
+ * has cost much.
+ */
+static void jerr_progress(j_common_ptr cinfo)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+
+	if (cinfo->is_decompressor &&
+	    ((j_decompress_ptr)cinfo)->input_scan_number > JERR_MAX_SCANS) {
+		e->too_many_scans = true;
+		longjmp(e->jb, 1);
+	}
+}
+
+void jerr_limit_scans(j_decompress_ptr ci, struct jerr *e)
+{
+	e->progress.progress_monitor = jerr_progress;
+	e->too_many_scans = false;
+	ci->progress = &e->progress;
+}
+
 int jerr_diag(j_common_ptr cinfo, const char *what, struct diag *d)
 {
 	char msg[JMSG_LENGTH_MAX];
 	int code = cinfo->err->msg_code;
+	struct jerr *e = (struct jerr *)cinfo->err;
+
+	if (e->too_many_scans) {
+		e->too_many_scans = false;
+		return diag_set(
+			d, LOADER_EDECODE,
+			"jpeg %s: more than %d scans (a progressive JPEG that costly is refused)",
+			what, JERR_MAX_SCANS);
+	}
 
 	cinfo->err->format_message(cinfo, msg);
 	if (code == JERR_OUT_OF_MEMORY)

@@ -9,16 +9,35 @@
 #define LD_JERR_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 
 #include "diag.h"
+
+/*
+ * Scans a JPEG may have (a progressive one; baseline has one a
+ * component, at most 4). Each scan of a progressive JPEG makes the
+ * decoder pass over the whole image's coefficients, whatever region is
+ * asked for: a few hundred tiny scans ("scan bomb") cost seconds of a
+ * shared decode thread. Encoders write 10 or so; past this limit the
+ * file is damaged data.
+ */
+#define JERR_MAX_SCANS 64
 
 struct jerr {
 	struct jpeg_error_mgr pub;
 	jmp_buf jb; /* set by the entry point about to call libjpeg */
+	struct jpeg_progress_mgr progress;
+	bool too_many_scans; /* why the last longjmp came */
 };
 
 /* Point a libjpeg object's error manager at e; returns &e->pub. */
 struct jpeg_error_mgr *jerr_init(struct jerr *e);
+
+/*
+ * Make decompressor ci (whose error manager is e's) fail, as damaged
+ * data, at its JERR_MAX_SCANS + 1st scan.
+ */
+void jerr_limit_scans(j_decompress_ptr ci, struct jerr *e);
 
 /*
  * After a longjmp: the message libjpeg left, as a diag ("jpeg WHAT:

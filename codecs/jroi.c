@@ -67,6 +67,7 @@ int jroi_new(struct jroi_dec **out, uint64_t max_pixels)
 		return -ENOMEM;
 	}
 	jpeg_create_decompress(&dec->cinfo);
+	jerr_limit_scans(&dec->cinfo, &dec->err);
 	*out = dec;
 	return 0;
 }

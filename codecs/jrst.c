@@ -562,6 +562,7 @@ int jrst_enc_new(struct jrst_enc **out, uint64_t max_pixels)
 		return -ENOMEM;
 	}
 	jpeg_create_decompress(&e->din);
+	jerr_limit_scans(&e->din, &e->err);
 	jpeg_create_compress(&e->cout);
 	*out = e;
 	return 0;

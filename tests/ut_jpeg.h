@@ -53,6 +53,51 @@ static inline unsigned char *ut_encode_lj(const unsigned char *px, unsigned w,
 	return out;
 }
 
+/*
+ * w x h RGB pixels as a progressive JPEG of 1 + 63 * 3 scans: the DC
+ * of every component, then each AC coefficient of each component in a
+ * scan of its own (valid, and costly: a "scan bomb"). Returns the JPEG
+ * (free() it) and its length in *len.
+ */
+static inline unsigned char *ut_encode_scans(const unsigned char *px,
+					     unsigned w, unsigned h,
+					     size_t *len)
+{
+	static jpeg_scan_info scans[1 + 63 * 3];
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr e;
+	unsigned char *out = NULL;
+	unsigned long n = 0;
+	int k = 0;
+
+	scans[k++] = (jpeg_scan_info){ 3, { 0, 1, 2, 0 }, 0, 0, 0, 0 };
+	for (int comp = 0; comp < 3; comp++)
+		for (int ss = 1; ss < 64; ss++)
+			scans[k++] = (jpeg_scan_info){ 1, { comp, 0, 0, 0 },
+						       ss, ss, 0, 0 };
+	c.err = jpeg_std_error(&e);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &out, &n);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 3;
+	c.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&c);
+	jpeg_set_quality(&c, 90, TRUE);
+	c.scan_info = scans;
+	c.num_scans = k;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * 3;
+
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	*len = n;
+	return out;
+}
+
 /* w x h CMYK pixels stored as CMYK, progressive if asked (ut_encode_lj). */
 static inline unsigned char *ut_encode_cmyk(const unsigned char *px, unsigned w,
 					    unsigned h, bool prog, size_t *len)

@@ -20,6 +20,7 @@
 #include "jrst.h"
 #include "loader_error.h"
 #include "../unit_util.h"
+#include "../ut_jpeg.h"
 #include "../ut_jrst.h"
 
 /* Odd sizes whose scaled sizes differ for every num/8, 1..8. */
@@ -578,6 +579,40 @@ Test(jroi, pixel_limit)
 	jroi_free(small);
 	jroi_free(NULL);
 	tjFree(jpg);
+}
+
+/*
+ * A progressive JPEG of 190 scans (a scan bomb: each scan is a pass over
+ * the whole image, whatever the region) is damaged data, caught in its
+ * 65th scan; one of libjpeg's 10 scans decodes, before and after.
+ */
+Test(jroi, scan_bomb, .init = dec_setup, .fini = dec_teardown)
+{
+	static unsigned char px[256 * 256 * 3], dst[256 * 256 * 3];
+	struct jroi_req req = { .x = 16, .y = 16, .w = 32, .h = 32 };
+	unsigned char *bomb, *fine;
+	size_t blen, flen;
+	struct jroi_out out;
+	struct diag d = { "" };
+
+	picture(px, 256, 256, 3, 7);
+	bomb = ut_encode_scans(px, 256, 256, &blen);
+	fine = ut_encode_lj(px, 256, 256, JCS_RGB, true, false, &flen);
+	cr_expect_eq(jroi_decode(dec, fine, flen, &req, dst, 0, sizeof(dst),
+				 &out, &d),
+		     0, "%s", d.msg);
+	cr_expect_eq(jroi_decode(dec, bomb, blen, &req, dst, 0, sizeof(dst),
+				 &out, &d),
+		     LOADER_EDECODE);
+	cr_expect(strstr(d.msg, "more than 64 scans"), "%s", d.msg);
+	cr_expect_eq(jroi_decode(dec, bomb, blen, NULL, dst, 0, sizeof(dst),
+				 &out, &d),
+		     LOADER_EDECODE, "the whole image too");
+	cr_expect_eq(jroi_decode(dec, fine, flen, &req, dst, 0, sizeof(dst),
+				 &out, &d),
+		     0, "the decoder is fine after: %s", d.msg);
+	free(bomb);
+	free(fine);
 }
 
 /* Regions outside the image and forced scales out of range. */

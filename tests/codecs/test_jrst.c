@@ -347,6 +347,21 @@ Test(jrst, transcode_refuses)
 	cr_expect_eq(jrst_transcode(e, jpg, len, &p, &o, &olen, &d), 0, "%s",
 		     d.msg);
 
+	/* a scan bomb is damaged data at pack time too */
+	{
+		static unsigned char big[128 * 128 * 3];
+		size_t blen;
+		unsigned char *bomb;
+
+		ut_picture(big, 128, 128, 3, 2);
+		bomb = ut_encode_scans(big, 128, 128, &blen);
+		cr_expect_eq(jrst_transcode(e, bomb, blen, &p, &o, &olen, &d),
+			     LOADER_EDECODE);
+		cr_expect(strstr(d.msg, "more than 64 scans"), "%s", d.msg);
+		free(bomb);
+		cr_expect_eq(jrst_transcode(e, jpg, len, &p, &o, &olen, &d), 0,
+			     "and the encoder works after: %s", d.msg);
+	}
 	/* arithmetic coding: stored as it is */
 	ut_picture(px, 32, 32, 3, 1);
 	arith = ut_encode_arith(px, 32, 32, &alen);
