@@ -38,6 +38,7 @@ void codec_ctx_free(struct codec_ctx *ctx)
 	if (!ctx)
 		return;
 	ZSTD_freeDCtx(ctx->zd);
+	ZSTD_freeDCtx(ctx->zs);
 	jroi_free(ctx->jd);
 	if (ctx->tjc)
 		tjDestroy(ctx->tjc);

@@ -64,6 +64,14 @@ struct codec_ops {
 	int (*decode)(struct codec_ctx *ctx, const struct codec_src *src,
 		      void *dst, size_t cap, struct codec_info *info,
 		      struct diag *d);
+	/*
+	 * Optional: check that src decodes, to the info->size bytes its
+	 * header says, without keeping the result: a bounded scratch only,
+	 * whatever size the header claims (a checker must not allocate what
+	 * a hostile file declares). NULL: probe() says all there is.
+	 */
+	int (*check)(struct codec_ctx *ctx, const struct codec_src *src,
+		     struct codec_info *info, struct diag *d);
 };
 
 /* The ops of a codec; NULL for an id out of range. */

@@ -13,6 +13,7 @@ struct jroi_dec;
 
 struct codec_ctx {
 	ZSTD_DCtx *zd;	     /* created on first zstd use */
+	ZSTD_DCtx *zs;	     /* streaming, for check(); created on first */
 	struct jroi_dec *jd; /* created on first jpeg decode */
 	tjhandle tjc;	     /* created on first jpeg encode */
 	uint64_t max_pixels;

@@ -178,8 +178,63 @@ static int zstd_decode(struct codec_ctx *ctx, const struct codec_src *src,
 	return 0;
 }
 
+/* Decode through a 64 KiB window, counting what comes out. */
+static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
+		      struct codec_info *info, struct diag *d)
+{
+	unsigned char buf[65536];
+	ZSTD_inBuffer in = { src->data, src->len, 0 };
+	size_t total = 0, r;
+	int err;
+
+	err = zstd_probe(ctx, src, info, d);
+	if (err)
+		return err;
+	if (!ctx->zs) {
+		ctx->zs = ZSTD_createDCtx();
+		if (!ctx->zs)
+			return -ENOMEM;
+	}
+	ZSTD_DCtx_reset(ctx->zs, ZSTD_reset_session_and_parameters);
+	if (src->ddict) {
+		r = ZSTD_DCtx_refDDict(ctx->zs, src->ddict->dd);
+		if (ZSTD_isError(r))
+			return diag_set(d, LOADER_EDECODE, "zstd: %s",
+					ZSTD_getErrorName(r));
+	}
+	do {
+		ZSTD_outBuffer out = { buf, sizeof(buf), 0 };
+
+		r = ZSTD_decompressStream(ctx->zs, &out, &in);
+		if (ZSTD_isError(r))
+			return diag_set(d, LOADER_EDECODE, "zstd: %s",
+					ZSTD_getErrorName(r));
+		total += out.pos;
+		if (total > info->size)
+			return diag_set(
+				d, LOADER_EDECODE,
+				"zstd frame decodes to more than the %zu bytes its header says",
+				info->size);
+		if (r && in.pos == in.size && out.pos < sizeof(buf))
+			return diag_set(d, LOADER_EDECODE,
+					"zstd frame cut short after %zu bytes",
+					total);
+	} while (r);
+	if (in.pos != in.size)
+		return diag_set(d, LOADER_EDECODE,
+				"%zu bytes after the zstd frame",
+				in.size - in.pos);
+	if (total != info->size)
+		return diag_set(
+			d, LOADER_EDECODE,
+			"zstd frame decoded to %zu bytes, header says %zu",
+			total, info->size);
+	return 0;
+}
+
 const struct codec_ops codec_zstd_ops = {
 	.name = "zstd",
 	.probe = zstd_probe,
 	.decode = zstd_decode,
+	.check = zstd_check,
 };

@@ -322,7 +322,14 @@ static int open_shard(struct pack_job *j, struct shard_writer **w, int *fd,
 		dicts[k] = (struct shard_dict){ j->dict[k], j->dict_len[k] };
 	snprintf(name, n, "shard-%05" PRIu32 ".lds", j->ds.nshards);
 	snprintf(path, sizeof(path), "%s/%s", j->outdir, name);
-	*fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/*
+	 * A new file, never through what is there: a symbolic link planted
+	 * in OUTDIR must not make us write where it points.
+	 */
+	if (unlink(path) && errno != ENOENT)
+		return diag_set(&j->d, -errno, "%s: %s", path, strerror(errno));
+	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		   0644);
 	if (*fd < 0)
 		return diag_set(&j->d, -errno, "%s: %s", path, strerror(errno));
 	return shard_writer_new(w, *fd, path, &j->schema, dicts, &j->d);
@@ -593,6 +600,17 @@ static int check_params(const struct pack_params *p, struct diag *d)
 			PACK_SHARD_SIZE_MIN, PACK_LEVEL_MIN, PACK_LEVEL_MAX,
 			PACK_QUALITY_MIN, PACK_QUALITY_MAX, PACK_DICT_SIZE_MIN,
 			PACK_MAX_SIDE_MAX, PACK_JPEG_RESTART_MAX);
+	/*
+	 * Every shard stores its dictionaries: a shard size not above them
+	 * would make each record a shard of its own.
+	 */
+	if (p->dict && p->shard_size <= p->dict_size)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"--shard-size %" PRIu64
+			" is not above --dict-size %" PRIu64
+			": every shard stores its dictionaries, so each would hold a single record; raise --shard-size (or lower --dict-size)",
+			(uint64_t)p->shard_size, (uint64_t)p->dict_size);
 	return 0;
 }
 

@@ -74,6 +74,18 @@ struct folder_source {
 	unsigned char *jpeg;  /* re-encoded payload, freed on the next get */
 	unsigned char lab[8]; /* the label, little-endian int64 */
 	uint64_t bytes_in;
+
+	/*
+	 * The directories walked, by (device, inode): one reached again
+	 * through a symbolic link (a loop, or two links to one directory)
+	 * is not walked twice. Open addressing, a power of two of slots.
+	 */
+	struct dir_id {
+		dev_t dev;
+		ino_t ino;
+		bool used;
+	} * seen;
+	size_t nseen, seen_cap;
 };
 
 /* A file during open(), for sorting. */
@@ -278,9 +290,55 @@ static int add_file(struct folder_source *s, const char *rel, size_t dirlen,
  * Collect the JPEGs under root/rel (rel is relative to root, and rel's
  * buffer of PATH_MAX bytes is extended in place for subdirectories).
  */
+static size_t dir_slot(const struct folder_source *s, dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)ino * 0xbf58476d1ce4e5b9ull);
+
+	return (size_t)(h ^ (h >> 29)) & (s->seen_cap - 1);
+}
+
+/*
+ * Note directory st as walked: 1 if it was new, 0 if it had been walked
+ * already, -ENOMEM.
+ */
+static int dir_first_visit(struct folder_source *s, const struct stat *st)
+{
+	size_t i;
+
+	if (2 * (s->nseen + 1) > s->seen_cap) {
+		size_t cap = s->seen_cap ? s->seen_cap * 2 : 256;
+		struct dir_id *v = calloc(cap, sizeof(*v)), *old = s->seen;
+		size_t oldcap = s->seen_cap;
+
+		if (!v)
+			return -ENOMEM;
+		s->seen = v;
+		s->seen_cap = cap;
+		for (size_t k = 0; k < oldcap; k++) {
+			if (!old[k].used)
+				continue;
+			for (i = dir_slot(s, old[k].dev, old[k].ino); v[i].used;
+			     i = (i + 1) & (cap - 1))
+				;
+			v[i] = old[k];
+		}
+		free(old);
+	}
+	for (i = dir_slot(s, st->st_dev, st->st_ino); s->seen[i].used;
+	     i = (i + 1) & (s->seen_cap - 1))
+		if (s->seen[i].dev == st->st_dev &&
+		    s->seen[i].ino == st->st_ino)
+			return 0;
+	s->seen[i] = (struct dir_id){ st->st_dev, st->st_ino, true };
+	s->nseen++;
+	return 1;
+}
+
 static int walk(struct folder_source *s, char *rel, uint32_t label,
 		unsigned depth, struct diag *d)
 {
+	struct stat st;
 	char dir[PATH_MAX];
 	size_t rlen = strlen(rel);
 	struct dirent *e;
@@ -296,6 +354,19 @@ static int walk(struct folder_source *s, char *rel, uint32_t label,
 	    (int)sizeof(dir))
 		return diag_set(d, -ENAMETOOLONG, "%s/%s: path too long",
 				s->root, rel);
+	if (stat(dir, &st))
+		return diag_set(d, -errno, "%s: %s", dir, strerror(errno));
+	err = dir_first_visit(s, &st);
+	if (err < 0)
+		return err;
+	if (!err) {
+		/* Followed links lead here twice: its samples once. */
+		fprintf(stderr,
+			"loaderctl pack: warning: %s: a directory already packed (reached again through a symbolic link): skipped\n",
+			dir);
+		return 0;
+	}
+	err = 0;
 	dh = opendir(dir);
 	if (!dh)
 		return diag_set(d, -errno, "%s: %s", dir, strerror(errno));
@@ -381,6 +452,7 @@ static void folder_close(struct source *base)
 	free(s->scratch);
 	rsz_plan_free(s->plan);
 	jpg_free(s->jpeg);
+	free(s->seen);
 	free(s);
 }
 
@@ -489,7 +561,11 @@ static int read_file(struct folder_source *s, size_t *len, struct diag *d)
 	uint64_t size = 0;
 	int fd, err = 0;
 
-	fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * Not blocking: a FIFO named like a JPEG would wait for a writer for
+	 * ever; opened, it is refused as not a regular file.
+	 */
+	fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return diag_set(d, -errno, "open: %s", strerror(errno));
 	/* A record field holds at most 4 GiB - 1 bytes. */

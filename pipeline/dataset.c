@@ -322,7 +322,8 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 {
 	char path[4096], tmp[4200], text[FIELD_TEXT_MAX];
 	json_t *root = json_object(), *a;
-	int err = -ENOMEM;
+	int err = -ENOMEM, fd;
+	bool bad;
 
 	if (!root)
 		return -ENOMEM;
@@ -367,8 +368,24 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 	}
 	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+	/* A new file, never through a symbolic link planted there. */
+	if (unlink(tmp) && errno != ENOENT) {
+		err = diag_set(d, -errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0644);
+	if (fd < 0) {
+		err = diag_set(d, -errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	bad = json_dumpfd(root, fd, JSON_INDENT(2) | JSON_PRESERVE_ORDER) ||
+	      fsync(fd);
+	if (close(fd))
+		bad = true;
+	if (bad) {
 		err = diag_set(d, -EIO, "%s: cannot write", tmp);
+		unlink(tmp);
 		goto out;
 	}
 	if (rename(tmp, path)) {

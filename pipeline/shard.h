@@ -196,4 +196,14 @@ int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 		       unsigned i, const struct shard_field *f, void *dst,
 		       size_t cap, size_t *out_len, struct diag *d);
 
+/*
+ * Check that field i of a record decodes to the size its header says
+ * (and, for a tensor, to its shape's size), into *size, without keeping
+ * the result: what a hostile header declares is never allocated.
+ * Returns 0 or a negative code, with the shard and field in d.
+ */
+int shard_check_field(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
+		      const struct shard_field *f, size_t *size,
+		      struct diag *d);
+
 #endif /* LD_SHARD_H */

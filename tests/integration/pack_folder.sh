@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 43
+plan 51
 
 LC_ALL=C
 export LC_ALL
@@ -240,3 +240,45 @@ echo text >"$T/noimg/cls/readme.txt"
 out=$("$LOADERCTL" pack --format imagefolder "$T/noimg" "$T/e3" 2>&1)
 rc=$?
 like "$rc: $out" '^2: .*no \.jpg or \.jpeg files' "class directories without JPEGs: exit 2, said so"
+
+# Hostile trees. A FIFO named like a JPEG is no regular file: refused by
+# name, skipped with --skip-bad, and nothing blocks on it.
+mkdir -p "$T/fifo/c"
+"$TOOLS/mkjpeg" "$T/fifo/c/a.jpg" 64 48 1
+mkfifo "$T/fifo/c/x.jpg"
+out=$(timeout 20 "$LOADERCTL" pack "$T/fifo" "$T/f1" 2>&1)
+rc=$?
+like "$rc: $out" '^2: .*x\.jpg.*not a regular file' "a FIFO named x.jpg stops the pack by name, at once"
+out=$(timeout 20 "$LOADERCTL" pack --skip-bad "$T/fifo" "$T/f2" 2>&1)
+is "$?" 0 "--skip-bad packs past the FIFO"
+is "$("$LOADERCTL" inspect "$T/f2" | sed -n 's/^records: *\([0-9]*\) .*/\1/p')" 1 \
+	"one sample: the JPEG"
+# A diamond of symbolic links to one directory, and a link loop: each
+# directory's JPEGs are packed once.
+mkdir -p "$T/dia/c/real"
+"$TOOLS/mkjpeg" "$T/dia/c/top.jpg" 64 48 3
+"$TOOLS/mkjpeg" "$T/dia/c/real/a.jpg" 64 48 2
+d=$T/dia/c/real
+for lvl in 1 2 3 4 5 6; do
+	mkdir -p "$T/dia/c/l$lvl"
+	ln -s "$d" "$T/dia/c/l$lvl/x"
+	ln -s "$d" "$T/dia/c/l$lvl/y"
+	d=$T/dia/c/l$lvl
+done
+ln -s "$T/dia/c" "$T/dia/c/real/loop"
+out=$("$LOADERCTL" pack "$T/dia" "$T/d1" 2>&1)
+is "$?" 0 "a tree of links to one directory packs"
+like "$out" 'a directory already packed \(reached again through a symbolic link\): skipped' \
+	"and says which directories it skipped"
+n=$("$LOADERCTL" inspect "$T/d1" | sed -n 's/^records: *\([0-9]*\) .*/\1/p')
+is "$n" 2 "the linked JPEG is one sample, not one per path to it (2 in all)"
+# Symbolic links planted in OUTDIR are not written through.
+mkdir -p "$T/plant"
+echo victim >"$T/victim1"
+echo victim >"$T/victim2"
+ln -s "$T/victim1" "$T/plant/manifest.json.tmp"
+ln -s "$T/victim2" "$T/plant/shard-00000.lds"
+"$LOADERCTL" pack --force --skip-bad "$T/fifo" "$T/plant" >/dev/null 2>&1
+ok "pack into an OUTDIR with planted links succeeds" "$LOADERCTL" verify "$T/plant"
+is "$(cat "$T/victim1") $(cat "$T/victim2")" "victim victim" \
+	"and the files the links pointed at are untouched"

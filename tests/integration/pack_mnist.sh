@@ -7,7 +7,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/train-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 28
+plan 29
 
 ok "pack plain" "$LOADERCTL" pack "$src" "$T/plain"
 ok "train split bit-exact against the IDX files" "$TOOLS/idxcheck" \
@@ -30,6 +30,9 @@ ok "dictionary-compressed test split bit-exact" "$TOOLS/idxcheck" \
 	"$src/t10k-images-idx3-ubyte.gz" "$src/t10k-labels-idx1-ubyte.gz" "$T/dict/test"
 out=$("$LOADERCTL" inspect "$T/dict/train")
 like "$out" 'zstd 3 dict .*dictionary [0-9]+ B' "inspect shows the dictionary"
+tiny=$("$LOADERCTL" pack --dict --dict-size 16K --shard-size 8K --split test "$src" "$T/tiny" 2>&1)
+like "$?: $tiny" '^2: .*--shard-size 8192 is not above --dict-size 16384.*single record' \
+	"a shard size below the dictionary is refused, not a shard per record"
 like "$out" '9=Ankle boot' "class names kept in label order"
 p=$(du -b "$T/plain/train"/shard-*.lds | awk '{s+=$1} END {print s}')
 z=$(du -b "$T/dict/train"/shard-*.lds | awk '{s+=$1} END {print s}')

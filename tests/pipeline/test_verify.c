@@ -16,6 +16,7 @@
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -314,4 +315,61 @@ Test(verify, same_pixels_as_a_stream)
 	free(dec);
 	free(rgb);
 	free(out);
+}
+
+/*
+ * A bytes field whose zstd frame claims 4 GiB - 1 bytes (and holds 1000):
+ * verify says it is damaged without allocating what it claims. Under an
+ * address-space limit of 1 GiB, allocating it would fail (-ENOMEM).
+ */
+Test(verify, claimed_size_not_allocated, .fini = teardown)
+{
+	static const unsigned char frame[] = {
+		0x28, 0xb5, 0x2f, 0xfd, /* magic */
+		0x80,			/* 4-byte content size, not single */
+		0x38,			/* window 128 KiB */
+		0xff, 0xff, 0xff, 0xff, /* content size 4294967295 */
+		0x43, 0x1f, 0x00,	/* last block, RLE, 1000 bytes */
+		'x',
+	};
+	struct rlimit as = { 1ull << 30, 1ull << 30 };
+	char path[PATH_MAX];
+	struct schema s = { 0 };
+	struct shard_writer *w = NULL;
+	struct shard *sh = NULL;
+	struct verdicts v;
+	struct verify_opts o = { .decode = true, .bad = on_bad, .arg = &v };
+	struct verify_stats st = { 0 };
+	struct verify_ctx *vc = NULL;
+	struct diag d = { "" };
+	struct shard_field f = { frame, sizeof(frame), 1000 };
+
+	ut_tmpl(path, sizeof(path), "loaderd-verify");
+	tmp_fd = mkstemp(path);
+	cr_assert_geq(tmp_fd, 0);
+	cr_assert_eq(unlink(path), 0);
+	s.nfields = 1;
+	cr_assert_eq(field_parse(&s.f[0], "text: bytes zstd", &d), 0, "%s",
+		     d.msg);
+	cr_assert_eq(shard_writer_new(&w, tmp_fd, SHARD_NAME, &s, NULL, &d), 0,
+		     "%s", d.msg);
+	cr_assert_eq(shard_writer_add(w, &f, &d), 0, "%s", d.msg);
+	cr_assert_eq(shard_writer_finish(w, &d), 0, "%s", d.msg);
+	shard_writer_free(w);
+	cr_assert_eq(shard_open(&sh, tmp_fd, SHARD_NAME, &d), 0, "%s", d.msg);
+	memset(&v, 0, sizeof(v));
+	cr_assert_eq(verify_ctx_new(&vc), 0);
+#ifndef __SANITIZE_ADDRESS__
+	/* ASan's shadow takes more address space than that on its own. */
+	cr_assert_eq(setrlimit(RLIMIT_AS, &as), 0);
+#else
+	(void)as;
+#endif
+	cr_assert_eq(verify_shard(vc, sh, tmp_fd, &o, &st, &d), 0, "%s", d.msg);
+	cr_expect_eq(st.bad, 1);
+	cr_expect_eq(v.err[0], LOADER_EDECODE, "not -ENOMEM: %d (%s)", v.err[0],
+		     v.msg[0]);
+	cr_expect(strstr(v.msg[0], "field text"), "%s", v.msg[0]);
+	verify_ctx_free(vc);
+	shard_close(sh);
 }
