@@ -39,6 +39,7 @@ void codec_ctx_free(struct codec_ctx *ctx)
 		return;
 	ZSTD_freeDCtx(ctx->zd);
 	ZSTD_freeDCtx(ctx->zs);
+	free(ctx->zwin);
 	jroi_free(ctx->jd);
 	if (ctx->tjc)
 		tjDestroy(ctx->tjc);

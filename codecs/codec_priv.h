@@ -11,9 +11,13 @@
 
 struct jroi_dec;
 
+/* The bytes check() decodes into at a time. */
+#define CODEC_CHECK_WINDOW 65536
+
 struct codec_ctx {
 	ZSTD_DCtx *zd;	     /* created on first zstd use */
 	ZSTD_DCtx *zs;	     /* streaming, for check(); created on first */
+	unsigned char *zwin; /* check()'s output window */
 	struct jroi_dec *jd; /* created on first jpeg decode */
 	tjhandle tjc;	     /* created on first jpeg encode */
 	uint64_t max_pixels;

@@ -182,7 +182,6 @@ static int zstd_decode(struct codec_ctx *ctx, const struct codec_src *src,
 static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
 		      struct codec_info *info, struct diag *d)
 {
-	unsigned char buf[65536];
 	ZSTD_inBuffer in = { src->data, src->len, 0 };
 	size_t total = 0, r;
 	int err;
@@ -195,6 +194,11 @@ static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
 		if (!ctx->zs)
 			return -ENOMEM;
 	}
+	if (!ctx->zwin) {
+		ctx->zwin = malloc(CODEC_CHECK_WINDOW);
+		if (!ctx->zwin)
+			return -ENOMEM;
+	}
 	ZSTD_DCtx_reset(ctx->zs, ZSTD_reset_session_and_parameters);
 	if (src->ddict) {
 		r = ZSTD_DCtx_refDDict(ctx->zs, src->ddict->dd);
@@ -203,7 +207,7 @@ static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
 					ZSTD_getErrorName(r));
 	}
 	do {
-		ZSTD_outBuffer out = { buf, sizeof(buf), 0 };
+		ZSTD_outBuffer out = { ctx->zwin, CODEC_CHECK_WINDOW, 0 };
 
 		r = ZSTD_decompressStream(ctx->zs, &out, &in);
 		if (ZSTD_isError(r))
@@ -215,7 +219,7 @@ static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
 				d, LOADER_EDECODE,
 				"zstd frame decodes to more than the %zu bytes its header says",
 				info->size);
-		if (r && in.pos == in.size && out.pos < sizeof(buf))
+		if (r && in.pos == in.size && out.pos < CODEC_CHECK_WINDOW)
 			return diag_set(d, LOADER_EDECODE,
 					"zstd frame cut short after %zu bytes",
 					total);
