@@ -1339,7 +1339,8 @@ static int loader_skip_copies(struct loader *l, uint32_t saved,
 		futex_wake_shared(&l->cons->cons);
 	}
 	l->next = l->released + l->old.left;
-	return 0;
+	/* The copies of the held ones come first: wait for them all. */
+	return l->old.left ? loader_wait_for(l, l->next - 1) : 0;
 }
 
 /*

@@ -42,6 +42,7 @@ struct loaderd_opts {
 	uint64_t max_uid_streams;
 	uint64_t max_uid_files;
 	uint64_t max_sessions, max_uid_sessions;
+	uint64_t max_uid_memory;
 	uint64_t max_pixels;
 	bool direct;
 	double stop_timeout;
@@ -111,8 +112,11 @@ static const struct opt loaderd_table[] = {
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
 	  0, 0, OPT_F_RELOAD },
+	{ "max-uid-memory", 0, OPT_SIZE, O(max_uid_memory), "0", "BYTES",
+	  "rings, prefetch and decode scratch all streams of one user may hold (0: half the machine's memory)",
+	  0, 0, OPT_F_RELOAD },
 	{ "memory-budget", 0, OPT_SIZE, O(memory_budget), "0", "BYTES",
-	  "all streams' rings and prefetch budgets together (0: no limit); a stream that would pass it is refused",
+	  "all streams' rings, prefetch and decode scratch together (0: no limit); a stream that would pass it is refused",
 	  0, 0, OPT_F_RELOAD },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
@@ -196,6 +200,14 @@ static int check_options(const struct loaderd_opts *o, struct diag *d)
 	return 0;
 }
 
+/* The machine's memory in bytes (0 if unknown). */
+static uint64_t phys_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
 static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 {
 	const struct loaderd_opts *o = &ld->o;
@@ -212,6 +224,8 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
 		.memory_budget = o->memory_budget,
+		.max_uid_memory = o->max_uid_memory ? o->max_uid_memory :
+						      phys_memory() / 2,
 		.stream_expiry_ms = o->stream_expiry * 3600 * 1000,
 	};
 }

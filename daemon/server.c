@@ -96,7 +96,7 @@ struct charge {
 	uint32_t streams;
 	uint64_t bytes; /* ring bytes (reserved while the OPEN runs) */
 	uint64_t files; /* dataset descriptors */
-	uint64_t mem;	/* ring and prefetch bytes, against memory_budget */
+	uint64_t mem; /* ring, prefetch and scratch bytes, against the memory limits */
 };
 
 /* Per-uid usage, for the limits. Few uids use one node: a list will do. */
@@ -106,6 +106,7 @@ struct uid_use {
 	uint32_t streams;
 	uint64_t bytes;
 	uint64_t files; /* descriptors held for this uid's sessions */
+	uint64_t mem;	/* rings, prefetch and scratch of its streams */
 	struct uid_use *next;
 };
 
@@ -148,6 +149,9 @@ struct open_job {
 	int *fds; /* the session's files, taken */
 	uint32_t nfds;
 	uint64_t budget; /* ring bytes the uid may still take */
+	/* Memory the stream may take (ring included), and whose limit. */
+	uint64_t mem_left;
+	char mem_why[160];
 	/*
 	 * The limits the stream is made under, copied on the loop: a
 	 * reload (server_set_limits()) may change srv->lim meanwhile.
@@ -373,6 +377,7 @@ static void charge_release(struct server *srv, uid_t uid, struct charge *c)
 		u->streams -= c->streams;
 		u->bytes -= c->bytes;
 		u->files -= c->files;
+		u->mem -= c->mem;
 	}
 	srv->mem_used -= c->mem;
 	memset(c, 0, sizeof(*c));
@@ -1060,6 +1065,8 @@ static void open_work(uv_work_t *req)
 	}
 	c.label = j->ss->label;
 	c.max_pixels = j->max_pixels;
+	c.max_mem = j->mem_left ? j->mem_left : 1;
+	c.max_mem_why = j->mem_why;
 	c.direct = c.direct || j->direct;
 	if (j->open.name[0]) {
 		j->err = named_resolve(j, &c);
@@ -1076,6 +1083,9 @@ static void open_work(uv_work_t *req)
 	stream_begins(j->stream, &j->start_epoch, &j->start_batch, &pp.epochs);
 	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
+	/* The ring takes what the stream's other memory leaves. */
+	if (pp.max_bytes > j->mem_left - pp.lay->mem_bytes)
+		pp.max_bytes = j->mem_left - pp.lay->mem_bytes;
 	/* Releases wait for the saver (named_begin() keeps the name then). */
 	pp.named = j->open.name[0] && pp.lay->batches_per_epoch;
 	j->err = producer_new(&j->prod, &pp, &j->d);
@@ -1114,31 +1124,46 @@ out:
 }
 
 /*
- * Would a ring of bytes pass uid u's ring limit or the daemon's memory
- * budget, with what the streams hold now? Says by how much in why.
+ * Would a stream whose ring takes ring bytes and whose prefetch and
+ * scratch take mem pass uid u's limits or the daemon's memory budget,
+ * with what the streams hold now? Says by how much in why.
  */
-static bool ring_over(const struct server *srv, const struct uid_use *u,
-		      uint64_t bytes, char *why, size_t n)
+static bool stream_over(const struct server *srv, const struct uid_use *u,
+			uint64_t ring, uint64_t mem, char *why, size_t n)
 {
-	uint64_t held = u ? u->bytes : 0;
+	uint64_t rings = u ? u->bytes : 0, held = u ? u->mem : 0;
+	unsigned uid = u ? (unsigned)u->uid : 0;
 
-	if (held + bytes > srv->lim.max_uid_bytes) {
+	if (rings + ring > srv->lim.max_uid_bytes) {
 		snprintf(why, n,
 			 "ring of %" PRIu64
 			 " bytes: uid %u's streams hold %" PRIu64
 			 " ring bytes of its %" PRIu64
 			 " (max-uid-ring; its other streams opened meanwhile)",
-			 bytes, u ? (unsigned)u->uid : 0, held,
-			 srv->lim.max_uid_bytes);
+			 ring, uid, rings, srv->lim.max_uid_bytes);
+		return true;
+	}
+	if (held + ring + mem > srv->lim.max_uid_memory) {
+		snprintf(
+			why, n,
+			"stream of %" PRIu64 " bytes (ring %" PRIu64
+			", prefetch and scratch %" PRIu64
+			"): uid %u's streams hold %" PRIu64 " of its %" PRIu64
+			" (max-uid-memory; its other streams opened meanwhile)",
+			ring + mem, ring, mem, uid, held,
+			srv->lim.max_uid_memory);
 		return true;
 	}
 	if (srv->lim.memory_budget &&
-	    srv->mem_used + bytes > srv->lim.memory_budget) {
+	    srv->mem_used + ring + mem > srv->lim.memory_budget) {
 		snprintf(why, n,
-			 "ring of %" PRIu64 " bytes: the streams hold %" PRIu64
+			 "stream of %" PRIu64 " bytes (ring %" PRIu64
+			 ", prefetch and scratch %" PRIu64
+			 "): the streams hold %" PRIu64
 			 " of the memory budget of %" PRIu64
 			 " bytes (other streams opened meanwhile)",
-			 bytes, srv->mem_used, srv->lim.memory_budget);
+			 ring + mem, ring, mem, srv->mem_used,
+			 srv->lim.memory_budget);
 		return true;
 	}
 	return false;
@@ -1153,6 +1178,7 @@ static void open_done(uv_work_t *req, int status)
 	struct proto_open_ok ok = { 0 };
 	struct uid_use *u;
 	char why[PROTO_REASON_MAX];
+	uint64_t mem;
 	int fds[2], err;
 
 	ss->opening = NULL;
@@ -1183,17 +1209,21 @@ static void open_done(uv_work_t *req, int status)
 	 * pass a limit; the one that would is refused.
 	 */
 	u = uid_find(srv, ss->cred.uid);
-	if (!ss->ended && ring_over(srv, u, ok.ring_bytes, why, sizeof(why))) {
+	mem = stream_layout(j->stream)->mem_bytes;
+	if (!ss->ended &&
+	    stream_over(srv, u, ok.ring_bytes, mem, why, sizeof(why))) {
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
 			 NULL, j->saver, ss->label);
 		reply_error(ss, j->seq, LOADER_ETOOBIG, why);
 		goto out;
 	}
-	if (u)
+	if (u) {
 		u->bytes += ok.ring_bytes;
-	srv->mem_used += ok.ring_bytes;
+		u->mem += ok.ring_bytes + mem;
+	}
+	srv->mem_used += ok.ring_bytes + mem;
 	j->charge.bytes = ok.ring_bytes;
-	j->charge.mem += ok.ring_bytes;
+	j->charge.mem = ok.ring_bytes + mem;
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
@@ -1307,6 +1337,38 @@ static struct teardown *named_teardown(const struct server *srv, uint32_t uid,
  * OPENs in flight together cannot pass its limits; open_done() keeps
  * what the ring really takes.
  */
+/*
+ * The memory a new stream of uid u may take, ring, prefetch and scratch
+ * together, with what the streams hold now, and which limit sets it.
+ */
+static void mem_allowance(const struct server *srv, const struct uid_use *u,
+			  uint64_t *left, char *why, size_t n)
+{
+	uint64_t uid_left = srv->lim.max_uid_memory > u->mem ?
+				    srv->lim.max_uid_memory - u->mem :
+				    0;
+
+	*left = uid_left;
+	snprintf(why, n,
+		 "bytes uid %u may still hold (its streams hold %" PRIu64
+		 " of max-uid-memory %" PRIu64 ")",
+		 (unsigned)u->uid, u->mem, srv->lim.max_uid_memory);
+	if (srv->lim.memory_budget) {
+		uint64_t all = srv->lim.memory_budget > srv->mem_used ?
+				       srv->lim.memory_budget - srv->mem_used :
+				       0;
+
+		if (all < uid_left) {
+			*left = all;
+			snprintf(
+				why, n,
+				"bytes left of loaderd's memory budget (the streams hold %" PRIu64
+				" of %" PRIu64 ")",
+				srv->mem_used, srv->lim.memory_budget);
+		}
+	}
+}
+
 static void on_open(struct session *ss, const struct proto_hdr *h,
 		    const struct proto_open *m)
 {
@@ -1314,7 +1376,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	struct open_job *j;
 	struct teardown *down;
 	struct uid_use *u;
-	uint64_t budget, prefetch;
+	uint64_t budget;
 	int err;
 
 	if (!ss->hello || ss->stream || ss->opening) {
@@ -1357,33 +1419,6 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		budget = srv->lim.max_uid_bytes - u->bytes;
 	if (budget > srv->lim.max_ring_bytes)
 		budget = srv->lim.max_ring_bytes;
-	/*
-	 * The daemon's memory budget: the stream's prefetch budget must fit
-	 * beside everything the other streams hold, and its ring may take
-	 * only what is left (producer_new() says by how much it misses).
-	 */
-	prefetch =
-		m->prefetch_bytes ? m->prefetch_bytes : STREAM_DEFAULT_PREFETCH;
-	if (srv->lim.memory_budget) {
-		uint64_t left = srv->lim.memory_budget > srv->mem_used ?
-					srv->lim.memory_budget - srv->mem_used :
-					0;
-
-		if (prefetch >= left) {
-			char why[200];
-
-			snprintf(
-				why, sizeof(why),
-				"memory budget: %" PRIu64 " of %" PRIu64
-				" bytes are held by other streams; this one's prefetch alone needs %" PRIu64,
-				srv->mem_used, srv->lim.memory_budget,
-				prefetch);
-			reply_error(ss, h->seq, LOADER_ETOOBIG, why);
-			return;
-		}
-		if (budget > left - prefetch)
-			budget = left - prefetch;
-	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		reply_error(ss, h->seq, -ENOMEM, "out of memory");
@@ -1397,6 +1432,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->budget = budget;
+	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
 	j->direct = srv->lim.direct;
 	/*
@@ -1404,7 +1440,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	 * largest it may get here would refuse the ranks of one job opening
 	 * together long before their rings reach the limits.
 	 */
-	j->charge = (struct charge){ 1, 0, ss->files_charged, prefetch };
+	j->charge = (struct charge){ 1, 0, ss->files_charged, 0 };
 	j->state = srv->state;
 	j->named.uid = ss->cred.uid;
 	j->fresh = m->flags & PROTO_OPEN_FRESH;
@@ -1427,7 +1463,6 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	u->streams++;
-	srv->mem_used += prefetch;
 	ss->files_charged = 0;
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;

@@ -35,6 +35,8 @@ struct server_limits {
 	 * what the daemon's memory is bounded by, beside fixed scratch.
 	 */
 	uint64_t memory_budget;
+	/* One uid's streams' rings, prefetch and scratch together. */
+	uint64_t max_uid_memory;
 	/* Drop named streams not checkpointed for this long (0: never). */
 	uint64_t stream_expiry_ms;
 };

@@ -100,6 +100,11 @@ const struct ispec *imgpipe_spec(const struct imgpipe *ip)
 	return &ip->sp;
 }
 
+size_t imgpipe_ws_bytes(const struct imgpipe *ip)
+{
+	return ip->ws_bytes;
+}
+
 int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 		   struct imgpipe_ws **out)
 {

@@ -79,6 +79,9 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 /* Free a worker state. NULL is a no-op. */
 void imgpipe_ws_free(struct imgpipe_ws *ws);
 
+/* The bytes one worker state of ip holds (what imgpipe_ws_new() takes). */
+size_t imgpipe_ws_bytes(const struct imgpipe *ip);
+
 /* The stage times ws has summed so far (zeros without timing). */
 void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t);
 

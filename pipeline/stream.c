@@ -208,14 +208,47 @@ static int setup_outputs(struct stream *s, struct diag *d)
 	return 0;
 }
 
+/*
+ * What the stream will hold beside its ring, before it allocates: the
+ * prefetch arena, no larger than the dataset's shards (a larger one
+ * would only cycle through memory the dataset never needs, and make it
+ * all resident), and each worker's scratch. Refused above max_mem.
+ */
+static int plan_memory(struct stream *s, struct diag *d)
+{
+	uint64_t data = 0, per_worker, workers = pool_workers(s->pool) + 1;
+
+	for (uint32_t i = 0; i < s->ds->nshards; i++)
+		data += shard_file_size(s->sh[i]);
+	s->arena_size = s->c.prefetch_bytes ? s->c.prefetch_bytes :
+					      STREAM_DEFAULT_PREFETCH;
+	/* Room for the alignment of every read in flight, above the data. */
+	data += (uint64_t)STREAM_READ_AHEAD * s->lay.batch_size * 2 *
+		STREAM_DIRECT_ALIGN;
+	if (s->arena_size > data)
+		s->arena_size = data;
+	/* Page-aligned: O_DIRECT reads land in it. */
+	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
+	per_worker = (s->max_field ? s->max_field : 1) +
+		     (s->pipe ? imgpipe_ws_bytes(s->pipe) : 0);
+	s->lay.mem_bytes = s->arena_size + workers * per_worker;
+	if (s->c.max_mem && s->lay.mem_bytes > s->c.max_mem)
+		return diag_set(d, LOADER_ETOOBIG,
+				"the stream would hold %" PRIu64
+				" bytes beside its ring (prefetch %" PRIu64
+				", decode scratch %" PRIu64 " x %" PRIu64
+				" workers), more than the %" PRIu64 " %s",
+				s->lay.mem_bytes, s->arena_size, per_worker,
+				workers, s->c.max_mem,
+				s->c.max_mem_why ? s->c.max_mem_why :
+						   "allowed");
+	return 0;
+}
+
 static int setup_prefetch(struct stream *s, struct diag *d)
 {
 	uint32_t b = s->lay.batch_size;
 
-	s->arena_size = s->c.prefetch_bytes ? s->c.prefetch_bytes :
-					      STREAM_DEFAULT_PREFETCH;
-	/* Page-aligned: O_DIRECT reads land in it. */
-	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
 	if (posix_memalign((void **)&s->arena, STREAM_DIRECT_ALIGN,
 			   s->arena_size))
 		s->arena = NULL;
@@ -526,11 +559,14 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!err)
 		err = setup_outputs(s, d);
 	if (!err)
+		err = plan_memory(s, d);
+	if (!err)
 		err = setup_prefetch(s, d);
 	if (!err)
 		err = setup_workers(s);
 	s->c.from_epoch = NULL;
 	s->c.from_batch = NULL;
+	s->c.max_mem_why = NULL;
 	if (err) {
 		if (err == -ENOMEM && !d->msg[0])
 			diag_set(d, err, "out of memory");

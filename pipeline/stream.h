@@ -80,6 +80,13 @@ struct stream_config {
 	bool drop_last;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
+	/*
+	 * The most memory the stream may hold beside its ring: prefetch
+	 * arena and decode scratch (0: no limit). Above it stream_new()
+	 * fails with LOADER_ETOOBIG before allocating, the parts named.
+	 */
+	uint64_t max_mem;
+	const char *max_mem_why; /* what sets max_mem, for the reason */
 	uint32_t threads;	 /* decode threads of the pool; 0: all */
 	enum stream_bad on_bad;
 	/* 0: every field as stored; else the outputs, in order. */
@@ -111,6 +118,7 @@ struct stream_layout {
 	uint64_t batches_per_epoch;
 	uint64_t samples;	  /* of this rank, per epoch */
 	struct order_sched sched; /* where each epoch starts (order.h) */
+	uint64_t mem_bytes;	  /* prefetch arena and decode scratch */
 	uint32_t noutputs;
 	struct stream_tensor out[STREAM_MAX_OUTPUTS];
 };

@@ -11,7 +11,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 12
+plan 17
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
@@ -108,3 +108,28 @@ bad=0
 for p in $pids; do wait "$p" || bad=$((bad + 1)); done
 is "$bad" 0 "8 ranks opening at once are all served"
 grep -h '^error' "$T"/rank.* | head -3 | sed 's/^/# /'
+
+# --- 5. memory a stream holds beside its ring ---------------------------------
+# A 1.5 GiB prefetch budget on a 8 MB dataset: the arena is no larger
+# than the dataset, so the daemon's peak stays small over two epochs.
+start_daemon "$T/m.sock"
+"$LDCLIENT" --batch 100 --epochs 2 --prefetch 1610612736 "$T/m.sock" "$D" >"$T/m.out" 2>&1
+is "$?" 0 "a stream with a 1.5 GiB prefetch budget on 8 MB runs"
+hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status")
+ok "the daemon's peak memory stays small (${hwm} kB < 200 MB)" test "${hwm:-999999}" -lt 204800
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+# Decode scratch is sized by the pipeline: a crop of 8192 takes ~1.9 GB
+# a thread. Over the user's memory limit it is refused before it is
+# allocated, with the parts named.
+mkdir -p "$T/img/c"
+for i in 1 2 3; do "$TOOLS/mkjpeg" "$T/img/c/$i.jpg" 320 240 $i; done
+"$LOADERCTL" pack "$T/img" "$T/jp" >/dev/null
+start_daemon "$T/s.sock" --max-uid-memory 1G
+out=$("$LDCLIENT" --batch 2 --pipeline 'decode | rrc 8192 | u8' "$T/s.sock" "$T/jp" 2>&1)
+like "$out" 'the stream would hold [0-9]+ bytes beside its ring \(prefetch [0-9]+, decode scratch [0-9]+ x [0-9]+ workers\), more than the 1073741824 bytes uid [0-9]+ may still hold' \
+	"a pipeline whose scratch passes max-uid-memory is refused, with the numbers"
+hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status")
+ok "and nothing of it was allocated (peak ${hwm} kB)" test "${hwm:-999999}" -lt 204800
+out=$("$LDCLIENT" --batch 2 --pipeline 'decode | rrc 64 | u8' "$T/s.sock" "$T/jp" 2>&1)
+like "$out" '^total batches 2 ' "a small crop under the same limit runs"
