@@ -2003,19 +2003,28 @@ static int server_bind(struct server *srv, const struct server_listen *l,
 			 0);
 	if (srv->fd < 0)
 		return diag_set(d, -errno, "socket: %s", strerror(errno));
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	unlink(path); /* a stale socket from a dead daemon */
+	/*
+	 * Bound under a temporary name and renamed once it listens: a
+	 * client that finds the path never finds a socket that refuses it
+	 * (between bind() and listen()). A path too long for the extra
+	 * letters is bound in place.
+	 */
+	if (snprintf(a.sun_path, sizeof(a.sun_path), "%s.new", path) >=
+	    (int)sizeof(a.sun_path))
+		memcpy(a.sun_path, path, strlen(path) + 1);
+	unlink(a.sun_path);
 	/*
 	 * Who may connect is the socket file's mode and group: set both
 	 * before listen(), so that no client gets in under others.
 	 */
 	if (bind(srv->fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    (l->gid >= 0 && chown(path, (uid_t)-1, (gid_t)l->gid)) ||
-	    chmod(path, l->mode) || listen(srv->fd, 64)) {
+	    (l->gid >= 0 && chown(a.sun_path, (uid_t)-1, (gid_t)l->gid)) ||
+	    chmod(a.sun_path, l->mode) || listen(srv->fd, 64) ||
+	    (strcmp(a.sun_path, path) && rename(a.sun_path, path))) {
 		int err = diag_set(d, -errno, "%s: %s", path, strerror(errno));
 
 		close(srv->fd);
-		unlink(path);
+		unlink(a.sun_path);
 		return err;
 	}
 	return 0;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # loaderd under valgrind (memcheck), stopped with SIGTERM: idle; with a
-# live stream; after a stream that ended, a stream whose client was
+# live stream; with a JPEG stream through the image pipeline; after a
+# stream that ended, a stream whose client was
 # killed, and an OPEN refused for a hostile shard; with OPENs in flight
 # on the thread pool; and with named streams (their saver threads and
 # LMDB state): resumed, resumed with another world, listed, forgotten,
@@ -32,7 +33,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 23
+plan 26
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -86,6 +87,15 @@ wait_log() {
 	grep -q -- "$2" "$T/$1.log"
 }
 
+# A JPEG stream through the image pipeline: decode, crop, flip, resize
+# on the pool's threads, then the stop while it runs.
+mkdir -p "$T/img/a" "$T/img/b"
+for i in 1 2 3 4 5 6; do
+	"$TOOLS/mkjpeg" "$T/img/a/$i.jpg" 160 120 $i
+	"$TOOLS/mkjpeg" "$T/img/b/$i.jpg" 96 128 $((i + 10)) --progressive
+done
+"$LOADERCTL" pack "$T/img" "$T/jp" >/dev/null
+
 # 1. Start and stop.
 ok "idle: daemon starts under valgrind" vg_start idle
 vg_stop idle "idle"
@@ -98,6 +108,17 @@ cpid=$!
 wait_log live 'stream open'
 sleep 1
 vg_stop live "live stream"
+
+# 2b. A JPEG stream through the image pipeline, stopped while it runs.
+ok "jpeg stream: daemon starts under valgrind" vg_start jpeg
+"$LDCLIENT" --epochs 0 --batch 4 --order random --seed 1 \
+	--pipeline 'decode | rrc 48 | flip 0.5 | normalize imagenet | nchw' \
+	--timeout-ms 60000 "$T/jpeg.sock" "$T/jp" >"$T/jpeg.out" 2>&1 &
+cpid=$!
+wait_log jpeg 'stream open'
+sleep 2
+vg_stop jpeg "jpeg stream"
+wait "$cpid" 2>/dev/null
 wait $cpid
 is "$?" 3 "live stream: the client gets an error, not a hang"
 

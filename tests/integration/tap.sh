@@ -77,11 +77,13 @@ start_daemon() {
 	case " $* " in *" --cache-dir "*) ;; *)
 		[ -n "${CACHE_DIRECTORY-}" ] || set -- --cache-dir "$sock.cache" "$@" ;;
 	esac
-	"$LOADERD" -f --socket "$sock" "$@" 2>>"$sock.log" &
+	# LOADERD_WRAP: a command to run the daemon under, e.g.
+	# "valgrind -q --error-exitcode=99" (it keeps the daemon's pid).
+	${LOADERD_WRAP:-} "$LOADERD" -f --socket "$sock" "$@" 2>>"$sock.log" &
 	DAEMON_PID=$!
 	DAEMONS="$DAEMONS $DAEMON_PID"
 	i=0
-	while [ ! -S "$sock" ] && [ $i -lt 200 ]; do
+	while [ ! -S "$sock" ] && [ $i -lt ${LOADERD_WRAP:+1}200 ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
