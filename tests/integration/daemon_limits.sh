@@ -11,7 +11,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 17
+plan 19
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
@@ -133,3 +133,17 @@ hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status
 ok "and nothing of it was allocated (peak ${hwm} kB)" test "${hwm:-999999}" -lt 204800
 out=$("$LDCLIENT" --batch 2 --pipeline 'decode | rrc 64 | u8' "$T/s.sock" "$T/jp" 2>&1)
 like "$out" '^total batches 2 ' "a small crop under the same limit runs"
+
+# --- 6. descriptors charged by failed OPENs are given back ------------------
+# 10 files an OPEN (a manifest and 9 shards) against a quota of 40: six
+# OPENs refused after their files came, then one that must still fit.
+start_daemon "$T/f.sock" --max-uid-files 40
+ls "$D" | grep -c '^shard-' >"$T/nshards"
+refused=0
+for i in 1 2 3 4 5 6; do
+	"$LDCLIENT" --batch 100 --outputs nosuch "$T/f.sock" "$D" 2>&1 |
+		grep -q 'no such field' && refused=$((refused + 1))
+done
+is "$refused" 6 "six OPENs refused after their $(($(cat "$T/nshards") + 1)) files each came"
+out=$("$LDCLIENT" --batch 100 "$T/f.sock" "$D" 2>&1)
+like "$out" '^total batches 100 ' "the user's descriptor quota is whole again: the next OPEN is served"
