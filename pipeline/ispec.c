@@ -17,6 +17,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ISPEC_X86 1
 #endif
@@ -876,6 +877,25 @@ static void emit_f32(const struct affine *af, const uint8_t *restrict px,
 	}
 }
 
+#ifdef ISPEC_X86
+/*
+ * F16C (CPUID leaf 1, ECX bit 29), asked of the CPU directly: not every
+ * compiler's __builtin_cpu_supports() knows the name (clang 14 does not).
+ */
+static bool has_f16c(void)
+{
+	static int known = -1; /* any thread may find it out first */
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	unsigned a, b, c, d;
+
+	if (k < 0) {
+		k = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+#endif
+
 static void emit_f16(const struct affine *af, const uint8_t *restrict px,
 		     size_t np, bool chw, uint16_t *restrict out)
 {
@@ -883,8 +903,7 @@ static void emit_f16(const struct affine *af, const uint8_t *restrict px,
 	size_t step = chw ? 1 : 3, plane = chw ? np : 1, i = 0;
 
 #ifdef ISPEC_X86
-	if (chw && ispec_simd && __builtin_cpu_supports("avx2") &&
-	    __builtin_cpu_supports("f16c"))
+	if (chw && ispec_simd && __builtin_cpu_supports("avx2") && has_f16c())
 		i = chw_f16_avx2(af, px, np, out);
 #endif
 	if (np - i < EMIT_TABLE_MIN) {

@@ -11,6 +11,8 @@
 #                            torch, torchvision, PIL and NumPy (the peer and
 #                            bench/mkcorpus.py) and three wallpaper packages
 #                            of real photographs (the corpus's sources)
+#   scripts/deps.sh --fuzz   the --test set plus clang, whose libFuzzer
+#                            make fuzz builds the fuzz targets with
 #
 # Idempotent: with everything present it changes nothing and needs no root.
 set -eu
@@ -23,12 +25,14 @@ test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
+fuzz_pkgs="clang"
 
 case "${1:-}" in
 --test) pkgs="$pkgs $test_pkgs" ;;
 --bench) pkgs="$pkgs $bench_pkgs" ;;
+--fuzz) pkgs="$pkgs $test_pkgs $fuzz_pkgs" ;;
 "") ;;
-*) echo "usage: $0 [--test|--bench]" >&2; exit 2 ;;
+*) echo "usage: $0 [--test|--bench|--fuzz]" >&2; exit 2 ;;
 esac
 
 missing=
