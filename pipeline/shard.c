@@ -1021,10 +1021,30 @@ int shard_field_size(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
 	return 0;
 }
 
+/*
+ * What decoding (or checking) field i came to: err with the shard and
+ * field named, or the size, which a tensor's shape must match.
+ */
+static int field_outcome(const struct shard *sh, unsigned i, int err,
+			 const struct codec_info *info, size_t *size,
+			 struct diag *d)
+{
+	const struct field *fd = &sh->schema.f[i];
+
+	if (err)
+		return diag_wrap(d, err, "%s: field %s", sh->name, fd->name);
+	if (fd->kind == FIELD_TENSOR && info->size != field_fixed_size(fd))
+		return diag_set(
+			d, LOADER_EDECODE,
+			"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
+			sh->name, fd->name, info->size, field_fixed_size(fd));
+	*size = info->size;
+	return 0;
+}
+
 int shard_check_field(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
 		      const struct shard_field *f, size_t *size, struct diag *d)
 {
-	const struct field *fd = &sh->schema.f[i];
 	const struct codec_ops *ops;
 	struct codec_src src;
 	struct codec_info info;
@@ -1033,22 +1053,13 @@ int shard_check_field(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
 	field_src(sh, i, f, &src, &ops);
 	err = ops->check ? ops->check(ctx, &src, &info, d) :
 			   ops->probe(ctx, &src, &info, d);
-	if (err)
-		return diag_wrap(d, err, "%s: field %s", sh->name, fd->name);
-	if (fd->kind == FIELD_TENSOR && info.size != field_fixed_size(fd))
-		return diag_set(
-			d, LOADER_EDECODE,
-			"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
-			sh->name, fd->name, info.size, field_fixed_size(fd));
-	*size = info.size;
-	return 0;
+	return field_outcome(sh, i, err, &info, size, d);
 }
 
 int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 		       unsigned i, const struct shard_field *f, void *dst,
 		       size_t cap, size_t *out_len, struct diag *d)
 {
-	const struct field *fd = &sh->schema.f[i];
 	const struct codec_ops *ops;
 	struct codec_src src;
 	struct codec_info info;
@@ -1056,13 +1067,5 @@ int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 
 	field_src(sh, i, f, &src, &ops);
 	err = ops->decode(ctx, &src, dst, cap, &info, d);
-	if (err)
-		return diag_wrap(d, err, "%s: field %s", sh->name, fd->name);
-	if (fd->kind == FIELD_TENSOR && info.size != field_fixed_size(fd))
-		return diag_set(
-			d, LOADER_EDECODE,
-			"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
-			sh->name, fd->name, info.size, field_fixed_size(fd));
-	*out_len = info.size;
-	return 0;
+	return field_outcome(sh, i, err, &info, out_len, d);
 }
