@@ -794,6 +794,15 @@ static uint64_t opts_id(const struct stream_config *c)
 	return XXH3_64bits(&k, sizeof(k));
 }
 
+/* A name whose every epoch up to end was released: say so. */
+static int named_finished(struct open_job *j, uint32_t end)
+{
+	return diag_set(&j->d, LOADER_EEND,
+			"stream \"%s\" has released every batch of its %" PRIu32
+			" epochs; ask for more epochs, or a fresh start",
+			j->named.name, end);
+}
+
 /*
  * A job saved with another world goes on with this one: every rank of
  * the old world must have a position here (ranks on other nodes have
@@ -836,11 +845,7 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 			n->name, old->world, nmiss, missing,
 			nmiss > 8 ? ", ..." : "", old->world);
 	if (end && lo >= end)
-		return diag_set(
-			&j->d, LOADER_EEND,
-			"stream \"%s\" has released every batch of its %" PRIu32
-			" epochs; ask for more epochs, or a fresh start",
-			n->name, end);
+		return named_finished(j, end);
 	c->from_world = old->world;
 	c->from_epoch = j->from_epoch;
 	c->from_batch = j->from_batch;
@@ -962,11 +967,7 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 			     old->start_batch != c->start_batch;
 	}
 	if (end && p.epoch >= end)
-		return diag_set(
-			&j->d, LOADER_EEND,
-			"stream \"%s\" has released every batch of its %" PRIu32
-			" epochs; ask for more epochs, or a fresh start",
-			n->name, end);
+		return named_finished(j, end);
 	c->start_epoch = p.epoch;
 	c->start_batch = p.batch;
 	c->epochs = end ? end - p.epoch : 0;
@@ -1005,7 +1006,7 @@ static int named_begin(struct open_job *j, const struct stream_layout *lay)
 		state_job_clear(job);
 		job->plan = (uint64_t *)plan; /* not freed: the stream's */
 		job->plan_words = words;
-		if (j->open.name[0] && j->from_epoch) {
+		if (j->from_epoch) {
 			job->start_epoch = j->start_epoch;
 			job->start_batch = j->start_batch;
 		}
