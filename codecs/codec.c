@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codec_priv.h"
+#include "fault.h"
 #include "jroi.h"
 #include "loader_error.h"
 
@@ -24,7 +25,7 @@ const struct codec_ops *codec_get(enum codec_id id)
 
 int codec_ctx_new(struct codec_ctx **out, uint64_t max_pixels)
 {
-	struct codec_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct codec_ctx *ctx = mem_calloc(1, sizeof(*ctx));
 
 	if (!ctx)
 		return -ENOMEM;

@@ -8,6 +8,7 @@
 
 #include <jpeglib.h>
 
+#include "fault.h"
 #include "jerr.h"
 #include "jroi.h"
 #include "jrst.h"
@@ -52,7 +53,7 @@ struct jroi_dec {
 
 int jroi_new(struct jroi_dec **out, uint64_t max_pixels)
 {
-	struct jroi_dec *dec = calloc(1, sizeof(*dec));
+	struct jroi_dec *dec = mem_calloc(1, sizeof(*dec));
 
 	*out = NULL;
 	if (!dec)
@@ -257,7 +258,7 @@ static int jroi_row_room(struct jroi_dec *dec, size_t n)
 
 	if (n <= dec->row_cap)
 		return 0;
-	p = realloc(dec->row, n);
+	p = mem_realloc(dec->row, n);
 	if (!p)
 		return -ENOMEM;
 	dec->row = p;
@@ -410,7 +411,7 @@ static int jroi_sub_room(struct jroi_dec *dec, size_t n)
 
 	if (n <= dec->sub_cap)
 		return 0;
-	p = realloc(dec->sub, n);
+	p = mem_realloc(dec->sub, n);
 	if (!p)
 		return -ENOMEM;
 	dec->sub = p;

@@ -18,6 +18,7 @@
 
 #include <jpeglib.h>
 
+#include "fault.h"
 #include "jerr.h"
 #include "jroi.h"
 #include "jrst.h"
@@ -546,7 +547,7 @@ struct jrst_enc {
 
 int jrst_enc_new(struct jrst_enc **out, uint64_t max_pixels)
 {
-	struct jrst_enc *e = calloc(1, sizeof(*e));
+	struct jrst_enc *e = mem_calloc(1, sizeof(*e));
 
 	*out = NULL;
 	if (!e)
@@ -602,7 +603,7 @@ static int out_room(struct jrst_enc *e, size_t len)
 
 	if (want <= e->cap)
 		return 0;
-	p = malloc(want);
+	p = mem_alloc(want);
 	if (!p)
 		return -ENOMEM;
 	free(e->buf);

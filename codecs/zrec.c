@@ -10,6 +10,7 @@
 #include <zstd_errors.h>
 
 #include "codec_priv.h"
+#include "fault.h"
 #include "loader_error.h"
 #include "zrec.h"
 
@@ -32,7 +33,7 @@ int zrec_enc_new(struct zrec_enc **out, int level, const void *dict,
 		return diag_set(d, LOADER_EUSAGE,
 				"zstd level %d out of range 1..%d", level,
 				ZSTD_maxCLevel());
-	enc = calloc(1, sizeof(*enc));
+	enc = mem_calloc(1, sizeof(*enc));
 	if (!enc)
 		return -ENOMEM;
 	enc->level = level;
@@ -93,7 +94,7 @@ int zrec_ddict_new(struct zrec_ddict **out, const void *dict, size_t len,
 
 	if (!len)
 		return diag_set(d, LOADER_EFORMAT, "empty zstd dictionary");
-	dd = calloc(1, sizeof(*dd));
+	dd = mem_calloc(1, sizeof(*dd));
 	if (!dd)
 		return -ENOMEM;
 	dd->dd = ZSTD_createDDict(dict, len);
@@ -195,7 +196,7 @@ static int zstd_check(struct codec_ctx *ctx, const struct codec_src *src,
 			return -ENOMEM;
 	}
 	if (!ctx->zwin) {
-		ctx->zwin = malloc(CODEC_CHECK_WINDOW);
+		ctx->zwin = mem_alloc(CODEC_CHECK_WINDOW);
 		if (!ctx->zwin)
 			return -ENOMEM;
 	}

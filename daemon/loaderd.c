@@ -18,9 +18,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <jansson.h>
 #include <systemd/sd-daemon.h>
 #include <uv.h>
 
+#include "fault.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "plog.h"
@@ -652,6 +654,18 @@ int main(int argc, char **argv)
 	ld.argc = argc;
 	ld.argv = argv;
 	plog_set_level(plog_parse_level(ld.o.log_level));
+	/* Faults for the tests (fault.h): never set in a real deployment. */
+	err = fault_setup(getenv("LOADERD_FAULT"), &d);
+	if (err) {
+		fprintf(stderr, "loaderd: LOADERD_FAULT: %s\n", d.msg);
+		return 2;
+	}
+	if (fault_armed) {
+		plog(PLOG_WARN, "faults injected on purpose: LOADERD_FAULT=%s",
+		     getenv("LOADERD_FAULT"));
+		/* The manifest's JSON is allocated at open too. */
+		json_set_alloc_funcs(mem_alloc, free);
+	}
 	fd = activated_socket(path, sizeof(path), &d);
 	if (fd < -1) {
 		fprintf(stderr, "loaderd: %s\n", d.msg);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "futex.h"
 #include "loader_error.h"
 #include "plog.h"
@@ -81,7 +82,9 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
 		      struct diag *d)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = fault_alloc() ?
+			 (errno = ENOMEM, -1) :
+			 memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return diag_set(d, -errno, "memfd_create: %s", strerror(errno));
@@ -92,7 +95,9 @@ static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
 		return diag_set(d, err, "ring of %zu bytes: %s", size,
 				strerror(-err));
 	}
-	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	*map = fault_alloc() ? (errno = ENOMEM, MAP_FAILED) :
+			       mmap(NULL, size, PROT_READ | PROT_WRITE,
+				    MAP_SHARED, fd, 0);
 	if (*map == MAP_FAILED) {
 		int err = -errno;
 
@@ -284,7 +289,7 @@ int producer_new(struct producer **out, const struct producer_params *p,
 				"ring slots %" PRIu32
 				" must be a power of two in 2..%d",
 				slots, PRODUCER_MAX_SLOTS);
-	pr = calloc(1, sizeof(*pr));
+	pr = mem_calloc(1, sizeof(*pr));
 	if (!pr)
 		return diag_set(d, -ENOMEM, "out of memory");
 	pr->ring_fd = pr->cons_fd = -1;

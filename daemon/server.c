@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "loader_error.h"
 #include "msg.h"
 #include "openreq.h"
@@ -316,7 +317,7 @@ static struct saver *saver_start(struct server *srv, struct state *st,
 				 struct producer *prod, const struct named *n,
 				 const char *label)
 {
-	struct saver *sv = calloc(1, sizeof(*sv));
+	struct saver *sv = mem_calloc(1, sizeof(*sv));
 
 	if (!sv)
 		return NULL;
@@ -325,7 +326,8 @@ static struct saver *saver_start(struct server *srv, struct state *st,
 	sv->prod = prod;
 	sv->named = *n;
 	snprintf(sv->label, sizeof(sv->label), "%s", label);
-	if (pthread_create(&sv->thread, NULL, saver_main, sv)) {
+	if (fault_alloc() ||
+	    pthread_create(&sv->thread, NULL, saver_main, sv)) {
 		free(sv);
 		return NULL;
 	}
@@ -360,7 +362,7 @@ static struct uid_use *uid_use(struct server *srv, uid_t uid)
 
 	if (u)
 		return u;
-	u = calloc(1, sizeof(*u));
+	u = mem_calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
 	u->uid = uid;
@@ -465,6 +467,31 @@ static void reply_error(struct session *ss, uint32_t seq, int code,
 	send_error(ss->fd, seq, code, reason);
 }
 
+/* The end of an OPEN's allocation window (fault.h): the tests read this. */
+static void fault_open_note(const struct session *ss)
+{
+	switch (fault_open_end()) {
+	case FAULT_OPEN_UNARMED: break;
+	case FAULT_OPEN_PASSED:
+		plog(PLOG_WARN, "%s: fault: no allocation of this OPEN failed",
+		     ss->label);
+		break;
+	case FAULT_OPEN_FAILED:
+		plog(PLOG_WARN,
+		     "%s: fault: an allocation of this OPEN failed on purpose",
+		     ss->label);
+		break;
+	}
+}
+
+/* An OPEN refused before its job was queued: its window ends too. */
+static void open_refused(struct session *ss, uint32_t seq, int code,
+			 const char *reason)
+{
+	fault_open_note(ss);
+	reply_error(ss, seq, code, reason);
+}
+
 static void close_files(struct session *ss)
 {
 	for (uint32_t i = 0; i < ss->files_got; i++)
@@ -559,7 +586,7 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		     uid_t uid, struct charge *c, const struct named *n,
 		     struct saver *sv, const char *label)
 {
-	struct teardown *t = calloc(1, sizeof(*t));
+	struct teardown *t = mem_calloc(1, sizeof(*t));
 	int err = t ? 0 : -ENOMEM;
 
 	if (t) {
@@ -709,7 +736,7 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 		goto bad;
 	}
 	if (!ss->files) {
-		ss->files = calloc(m->total, sizeof(int));
+		ss->files = mem_calloc(m->total, sizeof(int));
 		if (!ss->files) {
 			snprintf(why, sizeof(why), "out of memory");
 			goto bad;
@@ -728,11 +755,26 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	for (unsigned i = 0; i < nfds; i++) {
 		struct stat st;
 
+		int fl;
+
 		/* Only regular files: a pipe or socket could stall us. */
 		if (fstat(fds[i], &st) || !S_ISREG(st.st_mode)) {
 			snprintf(why, sizeof(why),
 				 "file %" PRIu32 " is not a regular file",
 				 m->first + i);
+			goto bad;
+		}
+		/*
+		 * Opened for reading: a write-only or O_PATH descriptor
+		 * would fail every read, after the OPEN seemed to work.
+		 */
+		fl = fcntl(fds[i], F_GETFL);
+		if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY) {
+			snprintf(
+				why, sizeof(why),
+				"file %" PRIu32
+				" is not open for reading (write-only or O_PATH)",
+				m->first + i);
 			goto bad;
 		}
 	}
@@ -818,8 +860,8 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 	uint32_t lo = UINT32_MAX, nmiss = 0;
 	size_t at = 0;
 
-	j->from_epoch = calloc(old->world, sizeof(*j->from_epoch));
-	j->from_batch = calloc(old->world, sizeof(*j->from_batch));
+	j->from_epoch = mem_calloc(old->world, sizeof(*j->from_epoch));
+	j->from_batch = mem_calloc(old->world, sizeof(*j->from_batch));
 	if (!j->from_epoch || !j->from_batch)
 		return diag_set(&j->d, -ENOMEM, "out of memory");
 	for (uint32_t r = 0; r < old->world; r++) {
@@ -1182,6 +1224,7 @@ static void open_done(uv_work_t *req, int status)
 	uint64_t mem;
 	int fds[2], err;
 
+	fault_open_note(ss);
 	ss->opening = NULL;
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
@@ -1401,9 +1444,11 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			return;
 		}
 	}
+	/* From here until open_done(), allocations count (fault.h). */
+	fault_open_begin();
 	u = uid_use(srv, ss->cred.uid);
 	if (!u) {
-		reply_error(ss, h->seq, -ENOMEM, "out of memory");
+		open_refused(ss, h->seq, -ENOMEM, "out of memory");
 		return;
 	}
 	if (u->streams >= srv->lim.max_uid_streams) {
@@ -1412,7 +1457,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		snprintf(why, sizeof(why),
 			 "uid %u has %" PRIu32 " streams, the limit",
 			 (unsigned)ss->cred.uid, u->streams);
-		reply_error(ss, h->seq, -EUSERS, why);
+		open_refused(ss, h->seq, -EUSERS, why);
 		return;
 	}
 	budget = 0;
@@ -1420,9 +1465,9 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		budget = srv->lim.max_uid_bytes - u->bytes;
 	if (budget > srv->lim.max_ring_bytes)
 		budget = srv->lim.max_ring_bytes;
-	j = calloc(1, sizeof(*j));
+	j = mem_calloc(1, sizeof(*j));
 	if (!j) {
-		reply_error(ss, h->seq, -ENOMEM, "out of memory");
+		open_refused(ss, h->seq, -ENOMEM, "out of memory");
 		return;
 	}
 	j->req.data = j;
@@ -1460,7 +1505,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	}
 	if (err) {
 		free(j);
-		reply_error(ss, h->seq, err, "cannot queue the open");
+		open_refused(ss, h->seq, err, "cannot queue the open");
 		return;
 	}
 	u->streams++;
@@ -1686,7 +1731,7 @@ static void on_saved(struct session *ss, const struct proto_hdr *h,
 			    "this loaderd has no state: no saved streams");
 		return;
 	}
-	j = calloc(1, sizeof(*j));
+	j = mem_calloc(1, sizeof(*j));
 	if (!j) {
 		reply_error(ss, h->seq, -ENOMEM, "out of memory");
 		return;
@@ -1926,7 +1971,7 @@ static void on_accept(uv_poll_t *poll, int status, int events)
 		}
 		return;
 	}
-	ss = calloc(1, sizeof(*ss));
+	ss = mem_calloc(1, sizeof(*ss));
 	if (!ss) {
 		close(fd);
 		return;
@@ -2072,7 +2117,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 	const char *path = l->path;
 	int err;
 
-	srv = calloc(1, sizeof(*srv));
+	srv = mem_calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
 	srv->loop = loop;
@@ -2153,7 +2198,7 @@ static void on_expiry(uv_timer_t *timer)
 
 	if (!srv->lim.stream_expiry_ms)
 		return;
-	c = calloc(1, sizeof(*c));
+	c = mem_calloc(1, sizeof(*c));
 	if (!c)
 		return;
 	c->req.data = c;

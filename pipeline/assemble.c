@@ -156,6 +156,16 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	int err;
 
 	j->b->ids[i] = pb->gidx[i];
+	if (pb->rerr[i]) {
+		struct shard_rec r;
+
+		shard_rec(sh, pb->ridx[i], &r);
+		err = diag_set(
+			&d, pb->rerr[i],
+			"reading %" PRIu32 " bytes at offset %" PRIu64 ": %s",
+			r.length, r.offset, loader_strerror(pb->rerr[i]));
+		goto fail;
+	}
 	err = shard_parse_record(sh, pb->ridx[i], pb->rec[i], pb->len[i], f,
 				 &d);
 	if (err)

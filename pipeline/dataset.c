@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "dataset.h"
+#include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
 #include "shard.h"
@@ -56,7 +57,7 @@ static int get_u64(json_t *o, const char *key, uint64_t *v)
 
 static char *dup_str(json_t *j)
 {
-	return json_is_string(j) ? strdup(json_string_value(j)) : NULL;
+	return json_is_string(j) ? mem_strdup(json_string_value(j)) : NULL;
 }
 
 /* Check and take in a parsed manifest; path names it in messages. */
@@ -117,7 +118,7 @@ static int parse_manifest(struct dataset *ds, json_t *root, const char *path,
 		goto fail;
 	}
 	if (json_array_size(j)) {
-		ds->classes = calloc(json_array_size(j), sizeof(char *));
+		ds->classes = mem_calloc(json_array_size(j), sizeof(char *));
 		if (!ds->classes) {
 			err = -ENOMEM;
 			goto fail;
@@ -139,7 +140,7 @@ static int parse_manifest(struct dataset *ds, json_t *root, const char *path,
 			       "%s: \"shards\" is not an array", path);
 		goto fail;
 	}
-	ds->shards = calloc(json_array_size(j) + 1, sizeof(*ds->shards));
+	ds->shards = mem_calloc(json_array_size(j) + 1, sizeof(*ds->shards));
 	if (!ds->shards) {
 		err = -ENOMEM;
 		goto fail;
@@ -209,8 +210,8 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 	json_t *root;
 	int err;
 
-	ds = calloc(1, sizeof(*ds));
-	if (!ds || !(ds->dir = strdup(dir))) {
+	ds = mem_calloc(1, sizeof(*ds));
+	if (!ds || !(ds->dir = mem_strdup(dir))) {
 		free(ds);
 		return -ENOMEM;
 	}
@@ -260,7 +261,7 @@ int dataset_load_fd(struct dataset **out, int fd, const char *name,
 				name, DATASET_MANIFEST_MAX);
 	if (err)
 		return diag_set(d, err, "%s: %s", name, strerror(-err));
-	buf = malloc((size_t)size + 1);
+	buf = mem_alloc((size_t)size + 1);
 	if (!buf)
 		return -ENOMEM;
 	err = fdio_pread_all(fd, buf, (size_t)size, 0);
@@ -269,7 +270,7 @@ int dataset_load_fd(struct dataset **out, int fd, const char *name,
 		return diag_set(d, err, "%s: read: %s", name,
 				loader_strerror(err));
 	}
-	ds = calloc(1, sizeof(*ds));
+	ds = mem_calloc(1, sizeof(*ds));
 	if (!ds) {
 		free(buf);
 		return -ENOMEM;

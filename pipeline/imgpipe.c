@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "augp.h"
+#include "fault.h"
 #include "imgpipe.h"
 #include "jroi.h"
 #include "loader_error.h"
@@ -59,7 +60,7 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 	if (sp->size == 0 || sp->size > ISPEC_SIZE_MAX)
 		return diag_set(d, LOADER_EUSAGE, "image size %u out of range",
 				sp->size);
-	ip = calloc(1, sizeof(*ip));
+	ip = mem_calloc(1, sizeof(*ip));
 	if (!ip)
 		return -ENOMEM;
 	ip->sp = *sp;
@@ -113,13 +114,12 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 	unsigned char *p;
 
 	*out = NULL;
-	ws = calloc(1, sizeof(*ws));
+	ws = mem_calloc(1, sizeof(*ws));
 	if (!ws)
 		return -ENOMEM;
 	ws->timing = timing;
 	if (jroi_new(&ws->dec, ip->max_pixels) ||
-	    posix_memalign((void **)&ws->mem, 64, ip->ws_bytes)) {
-		ws->mem = NULL;
+	    !(ws->mem = mem_aligned(64, ip->ws_bytes))) {
 		imgpipe_ws_free(ws);
 		return -ENOMEM;
 	}

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "loader_error.h"
 #include "order.h"
 #include "rng.h"
@@ -245,7 +246,7 @@ static int stage_build(const struct order *o, struct plan_stage *st,
 	for (uint64_t j = lo * w; j < end; j++)
 		if (j / w >= done[j % w])
 			n++;
-	st->mid = n ? malloc(n * sizeof(uint64_t)) : NULL;
+	st->mid = n ? mem_alloc(n * sizeof(uint64_t)) : NULL;
 	if (n && !st->mid)
 		return -ENOMEM;
 	st->listed = 0;
@@ -275,7 +276,7 @@ static int plan_build(struct order *o, const struct order_params *p,
 
 	if (!p->plan || !p->plan_words)
 		return 0;
-	o->plan = malloc(p->plan_words * sizeof(uint64_t));
+	o->plan = mem_alloc(p->plan_words * sizeof(uint64_t));
 	if (!o->plan)
 		return -ENOMEM;
 	memcpy(o->plan, p->plan, p->plan_words * sizeof(uint64_t));
@@ -306,7 +307,7 @@ static int plan_build(struct order *o, const struct order_params *p,
 			pe->epoch = epoch;
 			pe->len = o->n;
 		}
-		st = realloc(pe->st, (pe->nstages + 1) * sizeof(*st));
+		st = mem_realloc(pe->st, (pe->nstages + 1) * sizeof(*st));
 		if (!st)
 			return -ENOMEM;
 		pe->st = st;
@@ -400,7 +401,7 @@ int order_new(struct order **out, const struct order_params *p, struct diag *d)
 	if (err)
 		goto out;
 	err = -ENOMEM;
-	o = calloc(1, sizeof(*o));
+	o = mem_calloc(1, sizeof(*o));
 	if (!o)
 		goto out;
 	o->kind = p->kind;
@@ -412,15 +413,15 @@ int order_new(struct order **out, const struct order_params *p, struct diag *d)
 	o->window = p->window ? p->window : ORDER_QUASI_WINDOW;
 	o->nshards = p->nshards;
 	o->n = n;
-	o->shard_start = calloc((size_t)p->nshards + 1, sizeof(uint64_t));
+	o->shard_start = mem_calloc((size_t)p->nshards + 1, sizeof(uint64_t));
 	if (!o->shard_start)
 		goto out;
 	for (uint32_t i = 0; i < p->nshards; i++)
 		o->shard_start[i + 1] = o->shard_start[i] + p->shard_records[i];
 	if (o->kind == ORDER_QUASI) {
-		o->block_shard = calloc(p->nshards, sizeof(uint32_t));
+		o->block_shard = mem_calloc(p->nshards, sizeof(uint32_t));
 		o->block_start =
-			calloc((size_t)p->nshards + 1, sizeof(uint64_t));
+			mem_calloc((size_t)p->nshards + 1, sizeof(uint64_t));
 		if (!o->block_shard || !o->block_start)
 			goto out;
 	}
@@ -678,7 +679,7 @@ int order_replan(const struct order *o, const uint32_t *epoch,
 				n += 1 + (*w >> 32);
 	}
 	n += (size_t)(hi - lo + 1) * (1 + o->world);
-	out = malloc(n * sizeof(uint64_t));
+	out = mem_alloc(n * sizeof(uint64_t));
 	if (!out)
 		return -ENOMEM;
 	at = out + 1;

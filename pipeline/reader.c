@@ -26,6 +26,7 @@
 #endif
 
 #include "dataset.h"
+#include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
 #include "order.h"
@@ -46,7 +47,12 @@ static int cmp_ref(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Read [off, off+len) of fd into buf: io_uring if we have one, else pread. */
+/*
+ * Reads go through io_uring when we have one, else pread. Each extent's
+ * read carries the extent's index: a read that comes back short is sent
+ * again for the rest (the kernel may cut a read at any point), one that
+ * fails marks its extent, and the batch goes on with the others.
+ */
 struct reader_io {
 	struct io_uring ring;
 	bool have_ring;
@@ -54,29 +60,6 @@ struct reader_io {
 	bool fixed;	 /* the shards are registered files */
 	unsigned inflight;
 };
-
-static int io_drain(struct reader_io *io, struct stream *s)
-{
-	int err = 0;
-
-	while (io->inflight) {
-		struct io_uring_cqe *cqe;
-		int r = io_uring_wait_cqe(&io->ring, &cqe);
-
-		if (r == -EINTR)
-			continue;
-		if (r < 0)
-			return r;
-		if (cqe->res < 0 && !err)
-			err = cqe->res;
-		else if (!err &&
-			 (uint64_t)cqe->res != io_uring_cqe_get_data64(cqe))
-			err = LOADER_ETRUNC;
-		io_uring_cqe_seen(&io->ring, cqe);
-		io->inflight--;
-	}
-	return err;
-}
 
 /*
  * Submit the reads queued. What the kernel does not take (io_uring_submit
@@ -94,63 +77,175 @@ static int io_submit(struct reader_io *io)
 	return r < 0 ? r : -EAGAIN;
 }
 
-static int io_read(struct reader_io *io, struct stream *s, uint32_t shard,
-		   void *buf, uint64_t len, uint64_t want, uint64_t off)
+/* Read extent x with pread, to its end or the first error. */
+static void io_pread(struct stream *s, struct stream_ext *e)
 {
-	int fd = s->fds[shard + 1];
-	struct io_uring_sqe *sqe;
-	int err;
+	int fd = s->fds[e->shard + 1];
 
-	if (!io->have_ring) {
+	while (e->done < e->want) {
+		uint64_t len = e->end - e->off - e->done;
+		int64_t f = fault_read(fd, e->off + e->done, len);
 		ssize_t r;
 
-		if (!s->c.direct)
-			return fdio_pread_all(fd, buf, len, off);
-		/* O_DIRECT: one aligned read; the file's end may cut it. */
-		r = pread(fd, buf, len, (off_t)off);
-		if (r < 0)
-			return -errno;
-		return (uint64_t)r == want ? 0 : LOADER_ETRUNC;
+		if (f < 0) {
+			e->err = (int)f;
+			return;
+		}
+		if (f > 0)
+			len = (uint64_t)f;
+		r = pread(fd, e->buf + e->done, len, (off_t)(e->off + e->done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			e->err = r < 0 ? -errno : LOADER_ETRUNC;
+			return;
+		}
+		e->done += (uint64_t)r;
 	}
-	if (len > (1u << 30))
-		return LOADER_ETOOBIG;
+}
+
+/*
+ * Queue the read of what extent x still lacks. Returns 0, or the error
+ * of a ring that no longer takes reads (which fails the batch).
+ */
+static int io_queue(struct reader_io *io, struct stream *s, uint32_t x)
+{
+	struct stream_ext *e = &s->ext[x];
+	int fd = s->fds[e->shard + 1];
+	uint64_t len = e->end - e->off - e->done;
+	struct io_uring_sqe *sqe;
+	int64_t f;
+
+	if (!io->have_ring) {
+		io_pread(s, e);
+		return 0;
+	}
+	if (len > (1u << 30)) {
+		e->err = LOADER_ETOOBIG;
+		return 0;
+	}
+	f = fault_read(fd, e->off + e->done, len);
+	if (f < 0) {
+		e->err = (int)f;
+		return 0;
+	}
+	if (f > 0)
+		len = (uint64_t)f;
 	sqe = io_uring_get_sqe(&io->ring);
 	if (!sqe) {
-		err = io_submit(io);
-		if (!err)
-			err = io_drain(io, s);
+		int err = io_submit(io);
+
 		if (err)
 			return err;
 		sqe = io_uring_get_sqe(&io->ring);
-		if (!sqe) /* not after a whole queue completed */
+		if (!sqe) /* not with the queue just submitted */
 			return -EAGAIN;
 	}
 	/* Registered files spare the kernel a file lookup per read. */
 	if (io->fixed)
-		fd = (int)shard;
+		fd = (int)e->shard;
 	if (io->registered)
-		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, 0);
+		io_uring_prep_read_fixed(sqe, fd, e->buf + e->done,
+					 (unsigned)len, e->off + e->done, 0);
 	else
-		io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+		io_uring_prep_read(sqe, fd, e->buf + e->done, (unsigned)len,
+				   e->off + e->done);
 	if (io->fixed)
 		sqe->flags |= IOSQE_FIXED_FILE;
-	/* The expected length rides along to catch short reads. */
-	io_uring_sqe_set_data64(sqe, want);
+	io_uring_sqe_set_data64(sqe, x);
 	io->inflight++;
-	VALGRIND_MAKE_MEM_DEFINED(buf, want); /* the kernel fills it */
+	/* The kernel fills it. */
+	VALGRIND_MAKE_MEM_DEFINED(e->buf + e->done, len);
 	return 0;
+}
+
+/* Wait for every read queued, sending again what came back short. */
+static int io_drain(struct reader_io *io, struct stream *s)
+{
+	int err = 0;
+
+	while (io->inflight) {
+		struct io_uring_cqe *cqe;
+		struct stream_ext *e;
+		uint32_t x;
+		int r, res;
+
+		if (io_uring_sq_ready(&io->ring)) {
+			r = io_submit(io);
+			if (r && !err)
+				err = r;
+			if (!io->inflight)
+				break;
+		}
+		r = io_uring_wait_cqe(&io->ring, &cqe);
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return r;
+		x = (uint32_t)io_uring_cqe_get_data64(cqe);
+		res = cqe->res;
+		io_uring_cqe_seen(&io->ring, cqe);
+		io->inflight--;
+		e = &s->ext[x];
+		if (res == -EINTR || res == -EAGAIN) {
+			res = 0; /* nothing read: ask again */
+		} else if (res < 0) {
+			e->err = res;
+			continue;
+		} else if (res == 0) {
+			e->err = LOADER_ETRUNC; /* the file ends early */
+			continue;
+		}
+		e->done += (uint64_t)res;
+		/*
+		 * O_DIRECT reads go on only from a block boundary; a cut
+		 * anywhere else is the file's end.
+		 */
+		if (e->done < e->want) {
+			if (s->c.direct && e->done % STREAM_DIRECT_ALIGN)
+				e->err = LOADER_ETRUNC;
+			else if (!err)
+				err = io_queue(io, s, x);
+		}
+	}
+	return err;
+}
+
+/*
+ * A merged extent that failed loses only the records that fail alone:
+ * read each record of it again by itself (a bad block takes the records
+ * on it, not its neighbours). With O_DIRECT the records are not aligned
+ * and the whole extent stays failed.
+ */
+static void retry_records(struct stream *s, struct stream_pb *pb,
+			  const struct stream_ext *e)
+{
+	int fd = s->fds[e->shard + 1];
+
+	for (uint32_t m = e->first; m < e->last; m++) {
+		const struct stream_ref *r = &s->refs[m];
+		unsigned char *buf = e->buf + (r->off - e->off);
+		int64_t f = fault_read(fd, r->off, r->len);
+		int err = f < 0 ? (int)f :
+				  fdio_pread_all(fd, buf, r->len, r->off);
+
+		pb->rerr[r->k] = err;
+	}
 }
 
 /*
  * Plan batch b of the current epoch into pb: locate every record, sort
  * by position, merge neighbours into extents, take arena space and read.
+ * A read that fails marks its records in pb->rerr (the assembler applies
+ * the bad-sample policy); only a failure of the reader itself fails the
+ * batch.
  */
 static int read_batch(struct stream *s, struct reader_io *io,
 		      struct stream_pb *pb, uint64_t b, struct diag *d)
 {
 	uint32_t n = order_batch_count(s->order, b), next = 0;
 	uint64_t need = 0, start, pos;
-	int err;
+	int err = 0;
 
 	pb->batch = b;
 	pb->epoch = order_epoch(s->order);
@@ -163,6 +258,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		order_locate(s->order, g, &pb->shard[k], &pb->ridx[k]);
 		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
 		pb->len[k] = r.length;
+		pb->rerr[k] = 0;
 		s->refs[k] = (struct stream_ref){ pb->shard[k], k, r.offset,
 						  r.length };
 	}
@@ -220,34 +316,51 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	if (stream_stopping(s))
 		return -ECANCELED;
 	pos = start;
-	for (uint32_t x = 0; x < next; x++) {
-		const struct stream_ext *e = &s->ext[x];
-		uint64_t len = e->end - e->off, want = len;
-		unsigned char *base;
+	for (uint32_t x = 0; x < next && !err; x++) {
+		struct stream_ext *e = &s->ext[x];
+		uint64_t len = e->end - e->off;
 
+		e->want = len;
 		if (s->c.direct) {
 			uint64_t size = shard_file_size(s->sh[e->shard]);
 
 			pos = align_up(pos, STREAM_DIRECT_ALIGN);
 			/* The last block of a file comes back short. */
 			if (e->end > size)
-				want = size - e->off;
+				e->want = size - e->off;
 		}
-		base = s->arena + pos % s->arena_size;
+		e->buf = s->arena + pos % s->arena_size;
+		e->done = 0;
+		e->err = 0;
 		for (uint32_t m = e->first; m < e->last; m++)
 			pb->rec[s->refs[m].k] =
-				base + (s->refs[m].off - e->off);
-		err = io_read(io, s, e->shard, base, len, want, e->off);
-		if (err)
-			goto fail;
+				e->buf + (s->refs[m].off - e->off);
+		err = io_queue(io, s, x);
 		pos += len;
 	}
 	if (io->have_ring) {
-		err = io_submit(io);
+		int r = err ? 0 : io_submit(io);
+
+		if (r)
+			err = r;
+		r = io_drain(io, s);
 		if (!err)
-			err = io_drain(io, s);
-		if (err)
-			goto fail;
+			err = r;
+	}
+	if (err)
+		return diag_set(d, err, "batch %" PRIu64 ": read: %s", b,
+				loader_strerror(err));
+	for (uint32_t x = 0; x < next; x++) {
+		const struct stream_ext *e = &s->ext[x];
+
+		if (!e->err)
+			continue;
+		if (e->err == -EIO && !s->c.direct && e->last - e->first > 1) {
+			retry_records(s, pb, e);
+			continue;
+		}
+		for (uint32_t m = e->first; m < e->last; m++)
+			pb->rerr[s->refs[m].k] = e->err;
 	}
 	__atomic_fetch_add(&s->n.bytes_read, pos - start, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->n.reads, next, __ATOMIC_RELAXED);
@@ -256,11 +369,6 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	pb->arena_end = pos;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
-fail:
-	if (io->have_ring)
-		io_drain(io, s);
-	return diag_set(d, err, "batch %" PRIu64 ": read: %s", b,
-			loader_strerror(err));
 }
 
 static struct stream_pb *next_free_pb(struct stream *s)

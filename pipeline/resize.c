@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "resize.h"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
@@ -730,7 +731,7 @@ int rsz_plan_new(uint32_t in_w, uint32_t in_h, uint32_t out_w, uint32_t out_h,
 	*out = NULL;
 	if (!n)
 		return -EINVAL;
-	mem = malloc(n);
+	mem = mem_alloc(n);
 	if (!mem)
 		return -ENOMEM;
 	err = rsz_plan_box(mem, n, in_w, in_h, NULL, out_w, out_h, 0, out);

@@ -17,6 +17,7 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
 #include "shard.h"
@@ -138,14 +139,14 @@ int shard_writer_new(struct shard_writer **out, int fd, const char *name,
 	err = schema_check(s, d);
 	if (err)
 		return diag_wrap(d, err, "%s", name);
-	w = calloc(1, sizeof(*w));
+	w = mem_calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->fd = fd;
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	w->schema = *s;
 	w->xx = XXH3_createState();
-	w->buf = malloc(WBUF_SIZE);
+	w->buf = mem_alloc(WBUF_SIZE);
 	if (!w->xx || !w->buf) {
 		err = -ENOMEM;
 		goto fail;
@@ -170,7 +171,7 @@ int shard_writer_new(struct shard_writer **out, int fd, const char *name,
 				SHARD_MAX_DICT_BYTES);
 			goto fail;
 		}
-		w->dict[i] = malloc(dicts[i].len);
+		w->dict[i] = mem_alloc(dicts[i].len);
 		if (!w->dict[i]) {
 			err = -ENOMEM;
 			goto fail;
@@ -232,7 +233,7 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 				w->name, SHARD_MAX_RECORDS);
 	if (w->count == w->index_cap) {
 		uint64_t cap = w->index_cap ? w->index_cap * 2 : 1024;
-		void *p = realloc(w->index, cap * SHARD_INDEX_ENTRY);
+		void *p = mem_realloc(w->index, cap * SHARD_INDEX_ENTRY);
 
 		if (!p)
 			return -ENOMEM;
@@ -290,7 +291,7 @@ int shard_writer_finish(struct shard_writer *w, struct diag *d)
 	if (w->failed)
 		return diag_set(d, -EIO, "%s: an earlier write failed",
 				w->name);
-	ft = calloc(1, pre);
+	ft = mem_calloc(1, pre);
 	if (!ft)
 		return -ENOMEM;
 	put32(ft, s->nfields);
@@ -734,7 +735,7 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	struct stat st;
 	int err;
 
-	sh = calloc(1, sizeof(*sh));
+	sh = mem_calloc(1, sizeof(*sh));
 	if (!sh)
 		return -ENOMEM;
 	sh->fd = fd;
@@ -787,7 +788,7 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 	if (err)
 		goto fail;
 	sh->footer_size = fsize;
-	sh->footer = malloc(fsize);
+	sh->footer = mem_alloc(fsize);
 	if (!sh->footer) {
 		err = diag_set(d, -ENOMEM, "%s: footer of %" PRIu64 " bytes",
 			       name, fsize);

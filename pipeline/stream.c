@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "dataset.h"
+#include "fault.h"
 #include "imgpipe.h"
 #include "ispec.h"
 #include "loader_error.h"
@@ -249,30 +250,30 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 {
 	uint32_t b = s->lay.batch_size;
 
-	if (posix_memalign((void **)&s->arena, STREAM_DIRECT_ALIGN,
-			   s->arena_size))
-		s->arena = NULL;
+	s->arena = mem_aligned(STREAM_DIRECT_ALIGN, s->arena_size);
 	/*
 	 * How many batches the reader may run ahead, within the byte budget.
 	 * Deep enough to keep storage busy, shallow enough that batches read
 	 * from the page cache are still in the CPU cache when decoded.
 	 */
 	s->npb = STREAM_READ_AHEAD;
-	s->pb = calloc(s->npb, sizeof(*s->pb));
-	s->refs = calloc(b, sizeof(*s->refs));
-	s->ext = calloc(b, sizeof(*s->ext));
+	s->pb = mem_calloc(s->npb, sizeof(*s->pb));
+	s->refs = mem_calloc(b, sizeof(*s->refs));
+	s->ext = mem_calloc(b, sizeof(*s->ext));
 	if (!s->arena || !s->pb || !s->refs || !s->ext)
 		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
 				s->arena_size);
 	for (uint32_t i = 0; i < s->npb; i++) {
 		struct stream_pb *p = &s->pb[i];
 
-		p->rec = calloc(b, sizeof(*p->rec));
-		p->len = calloc(b, sizeof(*p->len));
-		p->gidx = calloc(b, sizeof(*p->gidx));
-		p->shard = calloc(b, sizeof(*p->shard));
-		p->ridx = calloc(b, sizeof(*p->ridx));
-		if (!p->rec || !p->len || !p->gidx || !p->shard || !p->ridx)
+		p->rec = mem_calloc(b, sizeof(*p->rec));
+		p->len = mem_calloc(b, sizeof(*p->len));
+		p->gidx = mem_calloc(b, sizeof(*p->gidx));
+		p->shard = mem_calloc(b, sizeof(*p->shard));
+		p->ridx = mem_calloc(b, sizeof(*p->ridx));
+		p->rerr = mem_calloc(b, sizeof(*p->rerr));
+		if (!p->rec || !p->len || !p->gidx || !p->shard || !p->ridx ||
+		    !p->rerr)
 			return -ENOMEM;
 	}
 	return 0;
@@ -281,14 +282,14 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 static int setup_workers(struct stream *s)
 {
 	s->nworkers = pool_workers(s->pool) + 1;
-	s->codec = calloc(s->nworkers, sizeof(*s->codec));
-	s->scratch = calloc(s->nworkers, sizeof(*s->scratch));
-	s->ws = calloc(s->nworkers, sizeof(*s->ws));
-	s->bad = calloc(s->lay.batch_size, 1);
+	s->codec = mem_calloc(s->nworkers, sizeof(*s->codec));
+	s->scratch = mem_calloc(s->nworkers, sizeof(*s->scratch));
+	s->ws = mem_calloc(s->nworkers, sizeof(*s->ws));
+	s->bad = mem_calloc(s->lay.batch_size, 1);
 	if (!s->codec || !s->scratch || !s->ws || !s->bad)
 		return -ENOMEM;
 	if (s->c.timing) {
-		s->wt = aligned_alloc(64, s->nworkers * sizeof(*s->wt));
+		s->wt = mem_aligned(64, s->nworkers * sizeof(*s->wt));
 		if (!s->wt)
 			return -ENOMEM;
 		memset(s->wt, 0, s->nworkers * sizeof(*s->wt));
@@ -296,7 +297,7 @@ static int setup_workers(struct stream *s)
 	for (uint32_t i = 0; i < s->nworkers; i++) {
 		if (codec_ctx_new(&s->codec[i], 0))
 			return -ENOMEM;
-		s->scratch[i] = malloc(s->max_field ? s->max_field : 1);
+		s->scratch[i] = mem_alloc(s->max_field ? s->max_field : 1);
 		if (!s->scratch[i])
 			return -ENOMEM;
 		if (s->pipe && imgpipe_ws_new(s->pipe, s->c.timing, &s->ws[i]))
@@ -326,8 +327,8 @@ static int open_dataset(struct stream *s, struct diag *d)
 				"manifest lists %" PRIu32
 				" shards, client sent %" PRIu32,
 				s->ds->nshards, s->nfds - 1);
-	s->sh = calloc(s->ds->nshards, sizeof(*s->sh));
-	counts = calloc(s->ds->nshards, sizeof(*counts));
+	s->sh = mem_calloc(s->ds->nshards, sizeof(*s->sh));
+	counts = mem_calloc(s->ds->nshards, sizeof(*counts));
 	if (!s->sh || !counts) {
 		free(counts);
 		return -ENOMEM;
@@ -493,6 +494,7 @@ void stream_free(struct stream *s)
 		free(s->pb[i].gidx);
 		free(s->pb[i].shard);
 		free(s->pb[i].ridx);
+		free(s->pb[i].rerr);
 	}
 	free(s->pb);
 	free(s->refs);
@@ -513,7 +515,7 @@ void stream_free(struct stream *s)
 int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	       uint32_t nfds, struct pool *pool, struct diag *d)
 {
-	struct stream *s = calloc(1, sizeof(*s));
+	struct stream *s = mem_calloc(1, sizeof(*s));
 	int err;
 
 	if (!s) {
@@ -524,7 +526,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->bad_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	s->fds = malloc((nfds ? nfds : 1) * sizeof(int));
+	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
 	if (!s->fds) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -539,7 +541,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	s->c.label = NULL;
 	s->c.plan = NULL;
 	if (c->plan && c->plan_words) {
-		s->plan = malloc(c->plan_words * sizeof(uint64_t));
+		s->plan = mem_alloc(c->plan_words * sizeof(uint64_t));
 		if (!s->plan) {
 			stream_free(s);
 			return diag_set(d, -ENOMEM, "out of memory");
@@ -645,10 +647,13 @@ int stream_start(struct stream *s, const struct stream_sink *sink,
 	int err;
 
 	s->sink = *sink;
-	err = -pthread_create(&s->reader, NULL, reader_main, s);
+	err = fault_alloc() ? -EAGAIN :
+			      -pthread_create(&s->reader, NULL, reader_main, s);
 	if (err)
 		return diag_set(d, err, "reader thread: %s", strerror(-err));
-	err = -pthread_create(&s->assembler, NULL, assembler_main, s);
+	err = fault_alloc() ?
+		      -EAGAIN :
+		      -pthread_create(&s->assembler, NULL, assembler_main, s);
 	if (err) {
 		pthread_mutex_lock(&s->lock);
 		s->stop = true;

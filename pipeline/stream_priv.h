@@ -52,6 +52,10 @@ struct stream_ext {
 	uint32_t shard;
 	uint32_t first, last;
 	uint64_t off, end;
+	unsigned char *buf; /* its place in the arena */
+	uint64_t want;	    /* bytes the file has of [off, end) */
+	uint64_t done;	    /* bytes read so far */
+	int err;	    /* the read failed: 0 or -errno */
 };
 
 /* One batch read ahead: where each sample's record sits in the arena. */
@@ -65,6 +69,7 @@ struct stream_pb {
 	uint64_t *gidx;
 	uint32_t *shard;
 	uint64_t *ridx;
+	int *rerr; /* 0, or why the record could not be read */
 	bool last; /* no batch follows */
 	int err;
 	char msg[DIAG_MAX];

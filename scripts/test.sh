@@ -69,6 +69,14 @@ done
 echo "== make distcheck (log: build/distcheck.log)"
 if ! make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1; then
 	tail -50 build/distcheck.log
+	# The tail rarely names the test: show the failed ones' logs, which
+	# distcheck leaves in its build tree when it fails.
+	for t in $(grep -El '^:test-result: (FAIL|XPASS|ERROR)' \
+		$(find build/loaderd-*/_build -name '*.trs' 2>/dev/null) \
+		/dev/null 2>/dev/null); do
+		echo "-- distcheck failure in ${t%.trs}.log (last 60 lines):"
+		tail -60 "${t%.trs}.log"
+	done
 	echo "FAILED: make distcheck"
 	status=1
 fi

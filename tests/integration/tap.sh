@@ -79,7 +79,10 @@ start_daemon() {
 	esac
 	# LOADERD_WRAP: a command to run the daemon under, e.g.
 	# "valgrind -q --error-exitcode=99" (it keeps the daemon's pid).
-	${LOADERD_WRAP:-} "$LOADERD" -f --socket "$sock" "$@" 2>>"$sock.log" &
+	# Its output goes to the log, not to the TAP driver's pipe, which a
+	# daemon left behind would hold open.
+	${LOADERD_WRAP:-} "$LOADERD" -f --socket "$sock" "$@" \
+		</dev/null >>"$sock.log" 2>&1 &
 	DAEMON_PID=$!
 	DAEMONS="$DAEMONS $DAEMON_PID"
 	i=0
@@ -102,3 +105,31 @@ wait_for() {
 }
 
 LDCLIENT=$top_builddir/tests/tools/ldclient
+
+# stop_daemon PID LOG: check that LOG has no sanitizer report or crash,
+# that SIGTERM stops PID within 5 s and that it exits with status 0 (3
+# checks).
+stop_daemon() {
+	if grep -Eq 'AddressSanitizer|UndefinedBehaviorSanitizer|runtime error|LeakSanitizer|Segmentation|Aborted|stack-overflow' "$2"; then
+		echo "not ok $((tap_n = tap_n + 1)) - daemon log has no sanitizer report or crash"
+		grep -E 'Sanitizer|runtime error|Segmentation|Aborted' "$2" |
+			head -20 | sed 's/^/#   /'
+	else
+		echo "ok $((tap_n = tap_n + 1)) - daemon log has no sanitizer report or crash"
+	fi
+	kill -TERM "$1" 2>/dev/null
+	_i=0
+	while kill -0 "$1" 2>/dev/null && [ $_i -lt ${LOADERD_WRAP:+4}50 ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "not ok $((tap_n = tap_n + 1)) - loaderd exits soon after SIGTERM"
+		_code=timeout
+	else
+		echo "ok $((tap_n = tap_n + 1)) - loaderd exits soon after SIGTERM"
+		wait "$1"
+		_code=$?
+	fi
+	is "$_code" 0 "loaderd exits with status 0"
+}

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1142,6 +1143,131 @@ static const struct files_abuse files_before_hello = { .first = 0,
  * total, must hit the per-uid limit (the test runs the daemon with
  * --max-uid-files 1000) instead of exhausting the daemon's descriptors.
  */
+/*
+ * Descriptors of things other than readable regular files, sent as the
+ * dataset's first shard: each is refused at FILES, with the reason, and
+ * the session still answers. None of them may make the daemon block,
+ * read what the sender could not, or write anything.
+ */
+enum odd_fd {
+	ODD_DIR,
+	ODD_FIFO,
+	ODD_SOCKET,
+	ODD_DEV_ZERO,
+	ODD_DEV_NULL,
+	ODD_WRITE_ONLY,
+	ODD_O_PATH,
+	ODD_EVENTFD,
+	ODD_MEMFD_WRITE_ONLY,
+};
+
+static int odd_open(struct ctx *c, enum odd_fd k, int *aux)
+{
+	char path[PATH_MAX];
+	int fd = -1, sv[2];
+
+	switch (k) {
+	case ODD_DIR: fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); break;
+	case ODD_FIFO:
+		/* Our own FIFO: opened read-write it never blocks us. */
+		snprintf(path, sizeof(path), "%s/protoabuse.%d.fifo",
+			 getenv("TMPDIR") && *getenv("TMPDIR") ?
+				 getenv("TMPDIR") :
+				 "/tmp",
+			 (int)getpid());
+		unlink(path);
+		if (!mkfifo(path, 0600))
+			fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		unlink(path);
+		break;
+	case ODD_SOCKET:
+		if (!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+			fd = sv[0];
+			*aux = sv[1];
+		}
+		break;
+	case ODD_DEV_ZERO: fd = open("/dev/zero", O_RDONLY | O_CLOEXEC); break;
+	case ODD_DEV_NULL: fd = open("/dev/null", O_RDONLY | O_CLOEXEC); break;
+	case ODD_WRITE_ONLY:
+		/* Our copy of the shard, opened for writing only. */
+		fd = open(c->shard[0], O_WRONLY | O_CLOEXEC);
+		break;
+	case ODD_O_PATH: fd = open(c->shard[0], O_PATH | O_CLOEXEC); break;
+	case ODD_EVENTFD: fd = eventfd(0, EFD_CLOEXEC); break;
+	case ODD_MEMFD_WRITE_ONLY: {
+		int m = memfd_create("odd", MFD_CLOEXEC);
+
+		/* A memfd reopened write-only through /proc. */
+		if (m >= 0 && !ftruncate(m, 1 << 20)) {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", m);
+			fd = open(path, O_WRONLY | O_CLOEXEC);
+		}
+		if (m >= 0)
+			close(m);
+		break;
+	}
+	}
+	if (fd < 0)
+		fail(c, "making the descriptor: %s", strerror(errno));
+	return fd;
+}
+
+struct odd_case {
+	enum odd_fd kind;
+	const char *want;
+};
+
+static int case_odd_fd(struct ctx *c, const void *arg)
+{
+	const struct odd_case *k = arg;
+	int fds[PA_MAX_SHARDS + 1], aux = -1, odd;
+	uint32_t seq;
+	int fd = dial(c), r;
+
+	if (fd < 0)
+		return PA_FAIL;
+	r = hello(c, fd);
+	if (!r)
+		r = open_dataset(c, fds);
+	if (r) {
+		close(fd);
+		return r;
+	}
+	odd = odd_open(c, k->kind, &aux);
+	if (odd < 0) {
+		r = PA_FAIL;
+		goto out;
+	}
+	close(fds[1]);
+	fds[1] = odd;
+	seq = ++c->seq;
+	r = files_msg(c, fd, seq, 0, c->nshards + 1, c->nshards + 1, fds,
+		      c->nshards + 1);
+	if (!r)
+		r = expect_error(c, fd, seq, k->want);
+	if (!r)
+		r = still_usable(c, fd);
+out:
+	close_all(fds, c->nshards + 1);
+	if (aux >= 0)
+		close(aux);
+	close(fd);
+	return r;
+}
+
+static const struct odd_case odd_dir = { ODD_DIR, "not a regular file" };
+static const struct odd_case odd_fifo = { ODD_FIFO, "not a regular file" };
+static const struct odd_case odd_socket = { ODD_SOCKET, "not a regular file" };
+static const struct odd_case odd_zero = { ODD_DEV_ZERO, "not a regular file" };
+static const struct odd_case odd_null = { ODD_DEV_NULL, "not a regular file" };
+static const struct odd_case odd_wronly = { ODD_WRITE_ONLY,
+					    "not open for reading" };
+static const struct odd_case odd_opath = { ODD_O_PATH, "not open for reading" };
+static const struct odd_case odd_eventfd = { ODD_EVENTFD,
+					     "not a regular file" };
+static const struct odd_case odd_memfd_wronly = { ODD_MEMFD_WRITE_ONLY,
+						  "not open for reading" };
+
 static int case_files_hoard(struct ctx *c, const void *arg)
 {
 	int fd = dial(c), one, r;
@@ -1454,7 +1580,6 @@ enum files_kind {
 	FK_NO_SHARDS,	      /* the manifest alone */
 	FK_EXTRA_SHARD,	      /* one shard more than the manifest lists */
 	FK_MANIFEST_AS_SHARD, /* the manifest in place of every shard */
-	FK_O_PATH,	      /* the shards as O_PATH descriptors */
 	FK_EMPTY_MANIFEST,    /* an empty regular file */
 };
 
@@ -1501,12 +1626,6 @@ static int case_bad_files(struct ctx *c, const void *arg)
 			fds[i] = dup(fds[0]);
 		}
 		break;
-	case FK_O_PATH:
-		for (uint32_t i = 1; i < n; i++) {
-			close(fds[i]);
-			fds[i] = open(c->shard[i - 1], O_PATH | O_CLOEXEC);
-		}
-		break;
 	}
 	if (t >= 0) {
 		close(fds[0]);
@@ -1536,7 +1655,6 @@ static const enum files_kind fk_swapped = FK_SWAPPED;
 static const enum files_kind fk_no_shards = FK_NO_SHARDS;
 static const enum files_kind fk_extra_shard = FK_EXTRA_SHARD;
 static const enum files_kind fk_manifest_as_shard = FK_MANIFEST_AS_SHARD;
-static const enum files_kind fk_o_path = FK_O_PATH;
 
 /* ---- the ring ------------------------------------------------------------ */
 
@@ -1931,6 +2049,15 @@ static const struct abuse_case cases[] = {
 	  &files_total_huge },
 	{ "FILES whose total changes", case_files, &files_total_changes },
 	{ "FILES with a pipe", case_files, &files_pipe },
+	{ "FILES with a directory", case_odd_fd, &odd_dir },
+	{ "FILES with a FIFO", case_odd_fd, &odd_fifo },
+	{ "FILES with a socket", case_odd_fd, &odd_socket },
+	{ "FILES with /dev/zero", case_odd_fd, &odd_zero },
+	{ "FILES with /dev/null", case_odd_fd, &odd_null },
+	{ "FILES with a shard opened write-only", case_odd_fd, &odd_wronly },
+	{ "FILES with an O_PATH descriptor", case_odd_fd, &odd_opath },
+	{ "FILES with an eventfd", case_odd_fd, &odd_eventfd },
+	{ "FILES with a write-only memfd", case_odd_fd, &odd_memfd_wronly },
 	{ "FILES with 253 descriptors", case_files_too_many, NULL },
 	{ "FILES parking descriptors past the per-uid limit", case_files_hoard,
 	  NULL },
@@ -1972,7 +2099,6 @@ static const struct abuse_case cases[] = {
 	  &fk_extra_shard },
 	{ "the manifest in place of a shard", case_bad_files,
 	  &fk_manifest_as_shard },
-	{ "shards as O_PATH descriptors", case_bad_files, &fk_o_path },
 	{ "second OPEN and FILES after OPEN", case_after_open, NULL },
 	{ "STATS before OPEN: STATS_OK with zeros", case_stats_first, NULL },
 	{ "a client scribbling over its ring harms only itself",

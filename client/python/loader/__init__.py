@@ -155,7 +155,7 @@ class _Ring:
     """
 
     __slots__ = ("h", "held", "busy", "owner", "closing", "rel", "prel",
-                 "arrays")
+                 "arrays", "interrupted")
 
     def __init__(self, h):
         self.h = h
@@ -167,6 +167,9 @@ class _Ring:
         self.prel = ctypes.byref(self.rel)
         # (address, shape) -> an ndarray of the ring there, for DLPack.
         self.arrays = {}
+        # A Ctrl-C that came while a _Slot was finalised: Python drops
+        # exceptions raised in __del__, so the next call raises it.
+        self.interrupted = False
 
     def sweep(self):
         """Give done slots back to the daemon, oldest first."""
@@ -218,11 +221,14 @@ class _Slot:
         self.ring = ring
 
     def __del__(self):
-        self.rec[1] = True
         r = self.ring
         try:
+            self.rec[1] = True
             if r.owner == _get_ident() and not r.busy:
                 r.sweep()
+        except KeyboardInterrupt:
+            # Raised here it would be lost: Stream.next() raises it.
+            r.interrupted = True
         except Exception:
             # At interpreter exit, or a failed release: the flag is set,
             # and the next call on the stream will see to it.
@@ -527,6 +533,9 @@ class Stream:
             ring.sweep()
             if len(held) >= self.slots - 1:
                 raise Error(-_errno.EBUSY, self._full_reason())
+        if ring.interrupted:
+            ring.interrupted = False
+            raise KeyboardInterrupt
         wait = self._wait_ms if timeout is None else int(timeout * 1000)
         left = wait
         lib, h, pv = _lib.lib, ring.h, self._pview

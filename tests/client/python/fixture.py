@@ -140,8 +140,25 @@ def tool(name):
     return os.path.join(TOP, "tests", "tools", name)
 
 
+_daemons = []
+
+
+def kill_daemons():
+    """Kill every Daemon still running, stopped ones included."""
+    for d in _daemons:
+        try:
+            d.kill(signal.SIGKILL)
+        except Exception:
+            pass
+
+
 class Daemon:
-    """A private loaderd in the foreground, killed at exit."""
+    """A private loaderd in the foreground, killed at exit.
+
+    Its output goes to its log, never to the test's: the TAP driver reads
+    until every holder of its pipe is gone, and a daemon left stopped by
+    a failed test would hold it for ever.
+    """
 
     def __init__(self, dirname, name="d", *args):
         self.sock = os.path.join(dirname, name + ".sock")
@@ -150,7 +167,9 @@ class Daemon:
             [os.path.join(TOP, "loaderd"), "-f", "--socket", self.sock,
              "--state-dir", self.sock + ".state",
              "--cache-dir", self.sock + ".cache"]
-            + list(args), stderr=self.log, env=child_env())
+            + list(args), stdin=subprocess.DEVNULL, stdout=self.log,
+            stderr=self.log, env=child_env())
+        _daemons.append(self)
         atexit.register(self.kill)
         for _ in range(200):
             if os.path.exists(self.sock):
