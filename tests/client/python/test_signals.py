@@ -34,6 +34,10 @@ def watchdog(signum, frame):
 
 signal.signal(signal.SIGALRM, watchdog)
 signal.alarm(120)
+# Started in the background by a shell without job control (as CI may
+# run the suite), Python inherits SIGINT ignored and installs no
+# KeyboardInterrupt handler: put it in place, as in a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 d = fx.Daemon(T, "d", "--threads", "1")
 KW = dict(socket=d.sock, batch_size=100, outputs="image:unit,label",

@@ -1,0 +1,129 @@
+#!/bin/sh
+# Many streams at once against one real loaderd: 8 streams (two raw
+# datasets and a JPEG one; world sizes 1 and 2; raw, cast and image
+# pipelines; a slow consumer) for 3 epochs each, together. Every stream
+# (every job, for the two ranks of one) delivers each sample exactly once
+# per epoch; the four equal JPEG streams share the decode pool fairly
+# (slowest/fastest >= 0.8); the daemon's RSS, sampled throughout, stays
+# within its --memory-budget; no descriptor is left behind.
+. "$top_srcdir/tests/integration/tap.sh"
+
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+plan 20
+
+"$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
+"$LOADERCTL" pack --split test --shard-size 3M "$src" "$T/b" >/dev/null
+NJ=384
+mkdir -p "$T/img/c"
+i=0
+while [ $i -lt $NJ ]; do
+	"$TOOLS/mkjpeg" "$T/img/c/$i.jpg" 512 384 $i
+	i=$((i + 1))
+done
+"$LOADERCTL" pack "$T/img" "$T/jp" >/dev/null
+BUDGET=$((192 << 20))
+start_daemon "$T/d.sock" --threads 2 --memory-budget $BUDGET
+P=$DAEMON_PID
+fds0=$(ls "/proc/$P/fd" | wc -l)
+
+# Sample the daemon's RSS every 50 ms until told to stop.
+(
+	while [ ! -e "$T/stop" ]; do
+		sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$P/status"
+		sleep 0.05
+	done
+) >"$T/rss" &
+sampler=$!
+
+run() { # NAME DATASET ARGS...: a stream in the background, into NAME.out
+	n=$1 ds=$2
+	shift 2
+	"$LDCLIENT" --ids --prefetch 4194304 "$@" "$T/d.sock" "$ds" >"$T/$n.out" 2>&1 &
+	pids="$pids $!"
+}
+pids=
+J='decode | rrc 128 | flip 0.5 | u8'
+for k in 1 2 3 4; do
+	run j$k "$T/jp" --batch 16 --epochs 3 --order random --seed $k --pipeline "$J"
+done
+run r0 "$T/a/test" --batch 100 --epochs 3 --order random --seed 7 --rank 0 --world 2
+run r1 "$T/a/test" --batch 100 --epochs 3 --order random --seed 7 --rank 1 --world 2
+run slow "$T/b/test" --batch 64 --epochs 3 --sleep-ms 1
+run cast "$T/b/test" --batch 50 --epochs 3 --order quasi --seed 3 --outputs image:unit,label
+failed=0
+for p in $pids; do wait "$p" || failed=$((failed + 1)); done
+touch "$T/stop"
+wait "$sampler"
+is "$failed" 0 "8 streams x 3 epochs ran together, none failed"
+
+# once FILE... N: every epoch of the streams in FILEs holds each of the N
+# samples exactly once.
+once() {
+	n=$(($# - 1))
+	eval "N=\${$#}"
+	files=
+	i=0
+	for f in "$@"; do
+		i=$((i + 1))
+		[ $i -le $n ] && files="$files $f"
+	done
+	# shellcheck disable=SC2086
+	awk -v N="$N" '$1 == "id" { c[$2 " " $4]++; e[$2] = 1 }
+	END {
+		ne = 0
+		for (x in e) ne++
+		if (ne != 3) { print "epochs: " ne; exit 1 }
+		for (x in e) for (i = 0; i < N; i++)
+			if (c[x " " i] != 1) { print "epoch " x " sample " i ": " c[x " " i] + 0; exit 1 }
+	}' $files
+}
+for k in 1 2 3 4; do
+	out=$(once "$T/j$k.out" $NJ)
+	is "$out" "" "JPEG stream $k: every sample once in each of 3 epochs"
+done
+is "$(once "$T/r0.out" "$T/r1.out" 10000)" "" "ranks 0 and 1 of world 2: every sample once per epoch between them"
+is "$(once "$T/slow.out" 10000)" "" "the slow consumer's stream: every sample once per epoch"
+is "$(once "$T/cast.out" 10000)" "" "the quasi-ordered cast stream: every sample once per epoch"
+
+rates=$(for k in 1 2 3 4; do sed -n 's/.* samples_per_s \([0-9]*\) .*/\1/p' "$T/j$k.out"; done)
+fair=$(printf '%s\n' $rates | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 }
+	END { if (hi > 0) printf "%.2f", lo / hi; else print 0 }')
+ok "equal JPEG streams share the pool fairly: slowest/fastest $fair ($(echo $rates))" \
+	awk -v f="$fair" 'BEGIN { exit !(f >= 0.8) }'
+
+n=$(wc -l <"$T/rss")
+peak=$(sort -n "$T/rss" | tail -1)
+hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$P/status")
+ok "RSS sampled $n times while they ran" test "$n" -ge 5
+# The budget covers rings, prefetch and decode scratch; the daemon's
+# own code, libraries and threads come on top (64 MB allowed).
+ok "the daemon's RSS stayed within its budget: peak $peak kB sampled, $hwm kB high-water, budget $((BUDGET >> 10)) kB + 64 MB" \
+	test "${hwm:-999999999}" -le $(((BUDGET >> 10) + 65536))
+like "$(cat "$T/d.sock.log")" 'stream open' "the daemon logged the streams"
+grep -c 'stream freed' "$T/d.sock.log" >"$T/freed"
+ok "all 8 streams were freed ($(cat "$T/freed"))" test "$(cat "$T/freed")" -eq 8
+sleep 0.3
+fds=$(ls "/proc/$P/fd" | wc -l)
+is "$fds" "$fds0" "no descriptor left behind ($fds0 before, $fds after)"
+
+# The same 8 again, to see nothing grows from one round to the next.
+pids=
+for k in 1 2 3 4; do
+	run j$k "$T/jp" --batch 16 --epochs 1 --order random --seed $k --pipeline "$J"
+done
+run r0 "$T/a/test" --batch 100 --epochs 1 --rank 0 --world 2
+run r1 "$T/a/test" --batch 100 --epochs 1 --rank 1 --world 2
+run slow "$T/b/test" --batch 64 --epochs 1
+run cast "$T/b/test" --batch 50 --epochs 1 --outputs image:unit,label
+failed=0
+for p in $pids; do wait "$p" || failed=$((failed + 1)); done
+is "$failed" 0 "a second round of 8 streams ran"
+sleep 0.3
+is "$(ls "/proc/$P/fd" | wc -l)" "$fds0" "and the descriptors are back where they were"
+hwm2=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$P/status")
+ok "the second round raised the high-water mark little ($hwm kB, then $hwm2 kB)" \
+	test "$hwm2" -le $((hwm + 16384))
+stop_daemon "$P" "$T/d.sock.log"
