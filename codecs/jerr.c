@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+#include <string.h>
 
 #include <jpeglib.h>
 #include <jerror.h>
@@ -89,4 +90,48 @@ int jerr_diag(j_common_ptr cinfo, const char *what, struct diag *d)
 	if (code == JERR_OUT_OF_MEMORY)
 		return diag_set(d, -ENOMEM, "jpeg %s: %s", what, msg);
 	return diag_set(d, LOADER_EDECODE, "jpeg %s: %s", what, msg);
+}
+
+/*
+ * A Huffman table that libjpeg refuses to use: more codes than there
+ * are symbols (jpeg_make_d_derived_tbl() fails on it). A DHT marker
+ * overwrites it, bits[0] included.
+ */
+static void forget_huff(j_decompress_ptr ci, JHUFF_TBL **t)
+{
+	if (!*t)
+		*t = jpeg_alloc_huff_table((j_common_ptr)ci);
+	memset((*t)->bits, 0, sizeof((*t)->bits));
+	(*t)->bits[16] = 255;
+	(*t)->bits[15] = 255;
+}
+
+void jerr_forget_tables(j_decompress_ptr ci)
+{
+	for (int i = 0; i < NUM_QUANT_TBLS; i++) {
+		if (!ci->quant_tbl_ptrs[i])
+			ci->quant_tbl_ptrs[i] =
+				jpeg_alloc_quant_table((j_common_ptr)ci);
+		/* 0 is no quantizer's value: a DQT marker overwrites it. */
+		memset(ci->quant_tbl_ptrs[i]->quantval, 0,
+		       sizeof(ci->quant_tbl_ptrs[i]->quantval));
+	}
+	for (int i = 0; i < NUM_HUFF_TBLS; i++) {
+		forget_huff(ci, &ci->dc_huff_tbl_ptrs[i]);
+		forget_huff(ci, &ci->ac_huff_tbl_ptrs[i]);
+	}
+}
+
+int jerr_check_tables(j_decompress_ptr ci, struct diag *d)
+{
+	for (int i = 0; i < ci->num_components; i++) {
+		const JQUANT_TBL *q = ci->comp_info[i].quant_table;
+
+		if (!q || q->quantval[0] == 0)
+			return diag_set(
+				d, LOADER_EDECODE,
+				"jpeg: component %d has no quantization table of its own",
+				i);
+	}
+	return 0;
 }

@@ -40,6 +40,23 @@ struct jpeg_error_mgr *jerr_init(struct jerr *e);
 void jerr_limit_scans(j_decompress_ptr ci, struct jerr *e);
 
 /*
+ * A decompressor keeps the quantization and Huffman tables of the files
+ * it read before, and uses them for a file that defines none of its own
+ * (an "abbreviated" JPEG): the pixels would depend on which file the
+ * decoder read last, which depends on threads and timing. Call
+ * jerr_forget_tables() before each jpeg_read_header() (under setjmp: the
+ * first call allocates) to put tables no file can use in every slot: a
+ * scan whose Huffman table the file does not define then fails as
+ * damaged data, even on a fresh decoder (libjpeg's stand-in tables
+ * would differ from a used one). After jpeg_start_decompress() or
+ * jpeg_read_coefficients(), jerr_check_tables() says whether every
+ * component has a quantization table of this file: 0, or LOADER_EDECODE
+ * naming the component in d.
+ */
+void jerr_forget_tables(j_decompress_ptr ci);
+int jerr_check_tables(j_decompress_ptr ci, struct diag *d);
+
+/*
  * After a longjmp: the message libjpeg left, as a diag ("jpeg WHAT:
  * MESSAGE"). Returns -ENOMEM when libjpeg ran out of memory, otherwise
  * LOADER_EDECODE. The caller then aborts or destroys the object.

@@ -134,6 +134,7 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 		return diag_set(d, LOADER_ETOOBIG, "JPEG payload of %zu bytes",
 				len);
 	jpeg_mem_src(ci, (const unsigned char *)src, (unsigned long)len);
+	jerr_forget_tables(ci); /* the last file's are not this one's */
 	/* require_image: a tables-only stream is an error, not a return */
 	jpeg_read_header(ci, TRUE);
 	info->width = ci->image_width;
@@ -336,6 +337,9 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	cw -= xoff;
 
 	jpeg_start_decompress(ci);
+	err = jerr_check_tables(ci, d);
+	if (err)
+		return err;
 	if (cw < ci->output_width)
 		jpeg_crop_scanline(ci, &xoff, &cw);
 	lead = out->x0 - xoff;

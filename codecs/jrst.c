@@ -612,6 +612,57 @@ static int out_room(struct jrst_enc *e, size_t len)
 	return 0;
 }
 
+/*
+ * Are all of the image's coefficients codable as baseline 8-bit? A
+ * damaged or hostile Huffman table can decode to AC values of up to 15
+ * bits, which libjpeg reads without complaint but whose baseline
+ * encoding (10 bits at most) libjpeg-turbo does not check: it would
+ * write other pixels. DC values stay within what 8-bit samples give
+ * (-1024..1023), so that every difference fits 11 bits.
+ */
+static bool coefs_in_range(struct jpeg_decompress_struct *di,
+			   jvirt_barray_ptr *coefs)
+{
+	for (int ci = 0; ci < di->num_components; ci++) {
+		const jpeg_component_info *c = &di->comp_info[ci];
+
+		for (JDIMENSION row = 0; row < c->height_in_blocks; row++) {
+			JBLOCKARRAY b = (*di->mem->access_virt_barray)(
+				(j_common_ptr)di, coefs[ci], row, 1, FALSE);
+			const JCOEF *q = b[0][0];
+			int bad = 0;
+
+			for (JDIMENSION k = 0; k < c->width_in_blocks;
+			     k++, q += DCTSIZE2) {
+				bad |= q[0] < -1024 || q[0] > 1023;
+				for (int i = 1; i < DCTSIZE2; i++)
+					bad |= q[i] < -1023 || q[i] > 1023;
+			}
+			if (bad)
+				return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * Did a progressive file send every bit of every coefficient? One that
+ * stops early is valid, and libjpeg decodes it with its missing AC
+ * coefficients guessed from the neighbours (block smoothing); the same
+ * coefficients written as baseline decode without the guess, to other
+ * pixels. Such a file is stored as it is.
+ */
+static bool coefs_complete(const struct jpeg_decompress_struct *di)
+{
+	if (!di->progressive_mode)
+		return true;
+	for (int ci = 0; ci < di->num_components; ci++)
+		for (int k = 0; k < DCTSIZE2; k++)
+			if (di->coef_bits[ci][k] != 0)
+				return false;
+	return true;
+}
+
 /* The body of jrst_transcode(), under its setjmp. */
 static int transcode(struct jrst_enc *e, const void *src, size_t len,
 		     const struct jrst_params *p, struct diag *d)
@@ -637,6 +688,7 @@ static int transcode(struct jrst_enc *e, const void *src, size_t len,
 		e->optimized = false;
 	}
 	jpeg_mem_src(di, src, (unsigned long)len);
+	jerr_forget_tables(di); /* the last file's are not this one's */
 	jpeg_read_header(di, TRUE);
 	if (di->arith_code)
 		return diag_set(d, -ENOTSUP, "arithmetic-coded jpeg");
@@ -647,6 +699,15 @@ static int transcode(struct jrst_enc *e, const void *src, size_t len,
 			di->image_width, di->image_height,
 			(unsigned long long)e->max_pixels);
 	coefs = jpeg_read_coefficients(di);
+	if (jerr_check_tables(di, d))
+		return LOADER_EDECODE;
+	if (!coefs_complete(di))
+		return diag_set(
+			d, -ENOTSUP,
+			"progressive jpeg without every coefficient bit");
+	if (!coefs_in_range(di, coefs))
+		return diag_set(d, -ENOTSUP,
+				"jpeg coefficients out of the baseline range");
 	jpeg_copy_critical_parameters(di, co);
 	/* No segment may straddle two rows: take a divisor of a row. */
 	mcu_w = di->num_components == 1 ? 8 :
