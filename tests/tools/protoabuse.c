@@ -1811,7 +1811,8 @@ static int case_shard_truncated(struct ctx *c, const void *arg)
 	memset(&x, 0, sizeof(x));
 	x.fd = x.ring_fd = x.cons_fd = -1;
 	in = open(c->shard[0], O_RDONLY | O_CLOEXEC);
-	out = temp_fd(c);
+	/* A copy in a file of ours, or in a memfd (arg non-NULL). */
+	out = arg ? memfd_create("shrinks", MFD_CLOEXEC) : temp_fd(c);
 	if (in < 0 || out < 0 || fstat(in, &st)) {
 		r = fail(c, "copying %s: %s", c->shard[0], strerror(errno));
 		goto done;
@@ -2109,6 +2110,8 @@ static const struct abuse_case cases[] = {
 	{ "consumer index 2^31 ahead", case_cons, &ca_far },
 	{ "shard truncated under a running stream", case_shard_truncated,
 	  NULL },
+	{ "memfd shard shrunk under a running stream", case_shard_truncated,
+	  "memfd" },
 	{ "a session opened before the abuse still answers", case_bystander,
 	  NULL },
 	{ "libloader still streams an epoch", case_libloader, NULL },
