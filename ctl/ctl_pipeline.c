@@ -36,6 +36,7 @@
 #include "jpgset.h"
 #include "jrst.h"
 #include "loader_error.h"
+#include "npy.h"
 #include "opts.h"
 #include "progress.h"
 #include "rng.h"
@@ -207,10 +208,7 @@ static int restart_copy(struct jrst_enc *e, uint32_t restart,
 
 /* --- SPEC IN.jpg OUT.npy ------------------------------------------------ */
 
-/*
- * The NumPy type of a pipeline output: the machine's byte order (ispec
- * emits native floats), '|' for single bytes.
- */
+/* The NumPy kind of a pipeline output's dtype (ispec emits native floats). */
 static const struct {
 	uint8_t dtype;
 	char kind;
@@ -220,47 +218,21 @@ static const struct {
 	{ DT_F32, 'f' },
 };
 
-#define NPY_MAGIC_LEN 10 /* "\x93NUMPY", version 1.0, header length */
-#define NPY_ALIGN     64
-#define NPY_HDR_MAX   256
+#define NPY_HDR_MAX 256
 
 /*
- * Write a .npy version 1.0 header for po into hdr; returns its length, a
- * multiple of NPY_ALIGN, or 0 for a dtype .npy cannot name here.
+ * Write a .npy header for po into hdr; returns its length, or 0 for a
+ * dtype .npy cannot name here.
  */
 static size_t npy_header(const struct pipe_out *po, unsigned char *hdr)
 {
-	char dict[NPY_HDR_MAX], descr[8] = "";
-	size_t size = dtype_size(po->sp.dtype), n, total;
-	int len;
-
 	for (size_t i = 0; i < sizeof(npy_kinds) / sizeof(npy_kinds[0]); i++)
 		if (npy_kinds[i].dtype == po->sp.dtype)
-			snprintf(descr, sizeof(descr), "%c%c%zu",
-				 size == 1 ? '|' :
-				 __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ?
-					     '<' :
-					     '>',
-				 npy_kinds[i].kind, size);
-	if (!descr[0])
-		return 0;
-	len = snprintf(dict, sizeof(dict),
-		       "{'descr': '%s', 'fortran_order': False, 'shape': (",
-		       descr);
-	for (unsigned i = 0; i < po->ndim; i++)
-		len += snprintf(dict + len, sizeof(dict) - (size_t)len,
-				"%s%" PRIu32, i ? ", " : "", po->dims[i]);
-	len += snprintf(dict + len, sizeof(dict) - (size_t)len, "), }");
-	n = (size_t)len;
-	/* Spaces, then a newline, up to the alignment numpy writes. */
-	total = (NPY_MAGIC_LEN + n + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
-	memcpy(hdr, "\x93NUMPY\x01\x00", 8);
-	hdr[8] = (unsigned char)((total - NPY_MAGIC_LEN) & 0xff);
-	hdr[9] = (unsigned char)((total - NPY_MAGIC_LEN) >> 8);
-	memcpy(hdr + NPY_MAGIC_LEN, dict, n);
-	memset(hdr + NPY_MAGIC_LEN + n, ' ', total - NPY_MAGIC_LEN - n - 1);
-	hdr[total - 1] = '\n';
-	return total;
+			return npy_write_header(
+				npy_kinds[i].kind,
+				(uint32_t)dtype_size(po->sp.dtype), po->dims,
+				po->ndim, hdr, NPY_HDR_MAX + 64);
+	return 0;
 }
 
 /* Write header and data to path; on failure name it and leave no file. */
@@ -290,7 +262,7 @@ fail:
 static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 		    const char *in, const char *out)
 {
-	unsigned char hdr[NPY_HDR_MAX + NPY_ALIGN], *jpeg = NULL;
+	unsigned char hdr[NPY_HDR_MAX + 64], *jpeg = NULL;
 	struct imgpipe *ip = NULL;
 	struct imgpipe_ws *ws = NULL;
 	void *sample = NULL;

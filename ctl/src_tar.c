@@ -16,6 +16,12 @@
  * "._x.jpg" from macOS) and base names without an extension. Also as
  * WebDataset does, extensions are compared in lower case, so "x.JPG" and
  * "y.jpg" are the same field "jpg".
+ *
+ * Members named .npy become tensor fields: the first sample's header
+ * gives dtype and shape, every other sample's must say the same, and
+ * the field holds the array's bytes (little-endian, C order) without
+ * the header. Labels (.cls and the like) become int64 fields; anything
+ * else stays bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 
 #include "fdio.h"
 #include "loader_error.h"
+#include "npy.h"
 #include "source.h"
 #include "tar.h"
 
@@ -68,8 +75,12 @@ struct tar_source {
 	unsigned char *buf;	/* the payloads of the last get() */
 	size_t buf_cap;
 	unsigned char ints[SCHEMA_MAX_FIELDS][8];
+	uint8_t conv[SCHEMA_MAX_FIELDS]; /* enum conv: what get() does */
 	uint64_t bytes_in;
 };
+
+/* What a field's members become. */
+enum conv { CONV_AS_IS, CONV_INT_TEXT, CONV_NPY };
 
 /* State of the one scan in open(). */
 struct scan {
@@ -199,6 +210,103 @@ static int cmp_members(const void *a, const void *b)
 		      ((const struct scan_member *)b)->ext);
 }
 
+/* The schema's dtype of a .npy array's elements; DT_NONE if none fits. */
+static uint8_t npy_dtype(const struct npy_info *n)
+{
+	static const struct {
+		char kind;
+		uint32_t size;
+		uint8_t dt;
+	} map[] = {
+		{ 'b', 1, DT_U8 },  { 'u', 1, DT_U8 },	{ 'i', 1, DT_I8 },
+		{ 'u', 2, DT_U16 }, { 'i', 2, DT_I16 }, { 'u', 4, DT_U32 },
+		{ 'i', 4, DT_I32 }, { 'u', 8, DT_U64 }, { 'i', 8, DT_I64 },
+		{ 'f', 2, DT_F16 }, { 'f', 4, DT_F32 }, { 'f', 8, DT_F64 },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].kind == n->kind && map[i].size == n->itemsize)
+			return map[i].dt;
+	return DT_NONE;
+}
+
+/* "(3, 4)": a shape for messages. */
+static void shape_text(const uint64_t *dims, uint32_t ndim, char *out, size_t n)
+{
+	size_t k = (size_t)snprintf(out, n, "(");
+
+	for (uint32_t i = 0; i < ndim && k < n; i++)
+		k += (size_t)snprintf(out + k, n - k, "%s%llu", i ? ", " : "",
+				      (unsigned long long)dims[i]);
+	if (k < n)
+		snprintf(out + k, n - k, ")");
+}
+
+/*
+ * Read and parse the .npy header of the member at off (len bytes) into
+ * info, checking that len is exactly header and array. where names the
+ * member for d.
+ */
+static int read_npy_header(int fd, uint64_t off, uint32_t len,
+			   struct npy_info *info, const char *where,
+			   struct diag *d)
+{
+	unsigned char hdr[NPY_HEADER_MAX + 16];
+	size_t n = len < sizeof(hdr) ? len : sizeof(hdr);
+	int err = fdio_pread_all(fd, hdr, n, off);
+
+	if (!err)
+		err = npy_parse(hdr, n, info, d);
+	if (err == LOADER_ETRUNC)
+		return diag_set(d, err, "%s: read: the tar file shrank", where);
+	if (err)
+		return diag_wrap(d, err, "%s", where);
+	if (info->data_off + info->count * info->itemsize != len)
+		return diag_set(
+			d, LOADER_EFORMAT,
+			"%s: %u bytes, but its header says %zu + %llu", where,
+			len, info->data_off,
+			(unsigned long long)(info->count * info->itemsize));
+	return 0;
+}
+
+/* A tensor field from the first sample's .npy member. */
+static int npy_field(struct tar_source *s, const struct scan_member *m,
+		     struct field *f, struct diag *d)
+{
+	struct npy_info n;
+	char where[256], shape[128];
+	int err;
+
+	snprintf(where, sizeof(where), "%s: member %s.%s at offset %" PRIu64,
+		 s->path, key_of(s, 0), s->spell[m->spell], m->off);
+	err = read_npy_header(s->fd, m->off, m->len, &n, where, d);
+	if (err)
+		return err;
+	shape_text(n.dims, n.ndim, shape, sizeof(shape));
+	if (n.fortran)
+		return diag_set(
+			d, -ENOTSUP,
+			"%s: a Fortran-order array (save it with np.ascontiguousarray)",
+			where);
+	f->kind = FIELD_TENSOR;
+	f->dtype = npy_dtype(&n);
+	if (n.ndim > SCHEMA_MAX_DIMS)
+		return diag_set(d, -ENOTSUP,
+				"%s: shape %s has more than %d dimensions",
+				where, shape, SCHEMA_MAX_DIMS);
+	f->ndim = (uint8_t)n.ndim;
+	for (uint32_t i = 0; i < n.ndim; i++) {
+		if (n.dims[i] == 0 || n.dims[i] > UINT32_MAX)
+			return diag_set(
+				d, -ENOTSUP,
+				"%s: shape %s: a dimension of 0 or above 2^32",
+				where, shape);
+		f->dims[i] = (uint32_t)n.dims[i];
+	}
+	return 0;
+}
+
 /* The schema, from the first sample's extensions (sorted already). */
 static int make_schema(struct tar_source *s, struct scan *sc, struct diag *d)
 {
@@ -221,11 +329,19 @@ static int make_schema(struct tar_source *s, struct scan *sc, struct diag *d)
 
 			f->name[i] = ok ? c : '_';
 		}
+		s->conv[k] = CONV_AS_IS;
 		if (in_list(jpeg_exts, ext)) {
 			f->kind = FIELD_JPEG;
 		} else if (in_list(int_exts, ext)) {
 			f->kind = FIELD_TENSOR;
 			f->dtype = DT_I64;
+			s->conv[k] = CONV_INT_TEXT;
+		} else if (!strcmp(ext, "npy") || ends_with(ext, ".npy")) {
+			int err = npy_field(s, &sc->m[k], f, d);
+
+			if (err)
+				return err;
+			s->conv[k] = CONV_NPY;
 		} else {
 			f->kind = FIELD_BYTES;
 		}
@@ -558,6 +674,60 @@ static void name_member(const struct tar_source *s, uint64_t i,
 		 key_of(s, i), s->spell[it->spell], it->off);
 }
 
+/*
+ * A sample's .npy member (data, len bytes, read whole): check that its
+ * header says what the first sample's did, and give the array's bytes,
+ * little-endian (a big-endian array is swapped in place).
+ */
+static int npy_payload(const struct tar_source *s, const struct field *fl,
+		       unsigned char *data, uint32_t len, struct shard_field *f,
+		       struct diag *d)
+{
+	struct npy_info n;
+	uint64_t want[SCHEMA_MAX_DIMS];
+	char got[128], first[128];
+	bool same;
+	int err = npy_parse(data, len, &n, d);
+
+	if (err)
+		return err;
+	same = !n.fortran && npy_dtype(&n) == fl->dtype && n.ndim == fl->ndim;
+	for (uint32_t i = 0; i < fl->ndim; i++) {
+		want[i] = fl->dims[i];
+		same = same && n.dims[i] == want[i];
+	}
+	if (!same) {
+		shape_text(n.dims, n.ndim, got, sizeof(got));
+		shape_text(want, fl->ndim, first, sizeof(first));
+		return diag_set(
+			d, LOADER_ESCHEMA,
+			"array %c%c%u%s %s differs from the first sample's %s %s (every sample's .npy must have one dtype and shape)",
+			n.order, n.kind, n.itemsize,
+			n.fortran ? " in Fortran order" : "", got,
+			dtype_name(fl->dtype), first);
+	}
+	if (n.data_off + n.count * n.itemsize != len)
+		return diag_set(d, LOADER_EFORMAT,
+				"%u bytes, but its header says %zu + %llu", len,
+				n.data_off,
+				(unsigned long long)(n.count * n.itemsize));
+	f->data = data + n.data_off;
+	f->len = (uint32_t)(len - n.data_off);
+	if (n.order == '>') {
+		unsigned char *p = data + n.data_off;
+
+		for (uint64_t e = 0; e < n.count; e++, p += n.itemsize)
+			for (uint32_t a = 0, b = n.itemsize - 1; a < b;
+			     a++, b--) {
+				unsigned char t = p[a];
+
+				p[a] = p[b];
+				p[b] = t;
+			}
+	}
+	return 0;
+}
+
 static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		   struct shard_field *f, char *where, size_t wn,
 		   struct diag *d)
@@ -608,7 +778,12 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		    (len < 2 || data[0] != 0xff || data[1] != 0xd8))
 			return diag_set(d, LOADER_EDECODE,
 					"not a JPEG (no FF D8 at the start)");
-		if (sch->f[k].kind == FIELD_TENSOR) {
+		if (s->conv[k] == CONV_NPY) {
+			err = npy_payload(s, &sch->f[k], data, len, &f[k], d);
+			if (err)
+				return err;
+		}
+		if (s->conv[k] == CONV_INT_TEXT) {
 			int64_t v = 0;
 
 			err = parse_int(data, len, &v, d);
