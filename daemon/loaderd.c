@@ -47,6 +47,7 @@ struct loaderd_opts {
 	uint64_t max_uid_memory;
 	uint64_t max_pixels;
 	bool direct;
+	uint64_t io_depth;
 	double stop_timeout;
 	uint64_t memory_budget;
 	const char *state_dir;
@@ -126,6 +127,9 @@ static const struct opt loaderd_table[] = {
 	{ "direct", 0, OPT_FLAG, O(direct), NULL, NULL,
 	  "read every stream's shards with O_DIRECT, whatever the client asks (datasets larger than memory)",
 	  0, 0, OPT_F_RELOAD },
+	{ "io-depth", 0, OPT_U64, O(io_depth), "64", "N",
+	  "reads each stream keeps in flight (1 for a disk that seeks: one read at a time)",
+	  1, 64, OPT_F_RELOAD },
 	OPT_END,
 };
 #undef O
@@ -225,6 +229,7 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.max_uid_sessions = (uint32_t)o->max_uid_sessions,
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
+		.io_depth = (uint32_t)o->io_depth,
 		.memory_budget = o->memory_budget,
 		.max_uid_memory = o->max_uid_memory ? o->max_uid_memory :
 						      phys_memory() / 2,

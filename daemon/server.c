@@ -159,6 +159,7 @@ struct open_job {
 	 */
 	uint64_t max_pixels;
 	bool direct;
+	uint32_t io_depth;
 	char dataset[PROTO_INFO_TEXT];
 	uint32_t seq;
 	struct state *state; /* NULL: no names */
@@ -1111,6 +1112,7 @@ static void open_work(uv_work_t *req)
 	c.max_mem = j->mem_left ? j->mem_left : 1;
 	c.max_mem_why = j->mem_why;
 	c.direct = c.direct || j->direct;
+	c.io_depth = j->io_depth;
 	if (j->open.name[0]) {
 		j->err = named_resolve(j, &c);
 		if (j->err) {
@@ -1481,6 +1483,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
 	j->direct = srv->lim.direct;
+	j->io_depth = srv->lim.io_depth;
 	/*
 	 * The ring is charged when it is made (open_done()): reserving the
 	 * largest it may get here would refuse the ranks of one job opening

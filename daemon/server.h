@@ -30,6 +30,7 @@ struct server_limits {
 	uint32_t max_uid_sessions; /* connections of one uid at once */
 	uint64_t max_pixels;	   /* largest image a pipeline decodes */
 	bool direct;		   /* every stream reads with O_DIRECT */
+	uint32_t io_depth;	   /* reads in flight per stream (1..64) */
 	/*
 	 * All streams' rings and prefetch budgets together (0: no limit):
 	 * what the daemon's memory is bounded by, beside fixed scratch.

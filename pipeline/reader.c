@@ -59,6 +59,7 @@ struct reader_io {
 	bool registered; /* the arena is a registered buffer */
 	bool fixed;	 /* the shards are registered files */
 	unsigned inflight;
+	unsigned depth; /* the most reads in flight (stream_config.io_depth) */
 };
 
 /*
@@ -104,9 +105,12 @@ static void io_pread(struct stream *s, struct stream_ext *e)
 	}
 }
 
+static int io_reap(struct reader_io *io, struct stream *s);
+
 /*
- * Queue the read of what extent x still lacks. Returns 0, or the error
- * of a ring that no longer takes reads (which fails the batch).
+ * Queue the read of what extent x still lacks, once fewer than depth
+ * reads are in flight. Returns 0, or the error of a ring that no longer
+ * takes reads (which fails the batch).
  */
 static int io_queue(struct reader_io *io, struct stream *s, uint32_t x)
 {
@@ -131,6 +135,12 @@ static int io_queue(struct reader_io *io, struct stream *s, uint32_t x)
 	}
 	if (f > 0)
 		len = (uint64_t)f;
+	while (io->inflight >= io->depth) {
+		int err = io_reap(io, s);
+
+		if (err)
+			return err;
+	}
 	sqe = io_uring_get_sqe(&io->ring);
 	if (!sqe) {
 		int err = io_submit(io);
@@ -159,56 +169,68 @@ static int io_queue(struct reader_io *io, struct stream *s, uint32_t x)
 	return 0;
 }
 
-/* Wait for every read queued, sending again what came back short. */
+/*
+ * Wait for one read (submitting what is queued first) and take it: a
+ * read that came back short is sent again for the rest, one that failed
+ * marks its extent. Returns 0, or the error of the ring itself.
+ */
+static int io_reap(struct reader_io *io, struct stream *s)
+{
+	struct io_uring_cqe *cqe;
+	struct stream_ext *e;
+	uint32_t x;
+	int r, res;
+
+	if (io_uring_sq_ready(&io->ring)) {
+		r = io_submit(io);
+		if (r)
+			return r;
+		if (!io->inflight)
+			return 0;
+	}
+	do
+		r = io_uring_wait_cqe(&io->ring, &cqe);
+	while (r == -EINTR);
+	if (r < 0)
+		return r;
+	x = (uint32_t)io_uring_cqe_get_data64(cqe);
+	res = cqe->res;
+	io_uring_cqe_seen(&io->ring, cqe);
+	io->inflight--;
+	e = &s->ext[x];
+	if (res == -EINTR || res == -EAGAIN) {
+		res = 0; /* nothing read: ask again */
+	} else if (res < 0) {
+		e->err = res;
+		return 0;
+	} else if (res == 0) {
+		e->err = LOADER_ETRUNC; /* the file ends early */
+		return 0;
+	}
+	e->done += (uint64_t)res;
+	if (e->done >= e->want)
+		return 0;
+	/*
+	 * O_DIRECT reads go on only from a block boundary; a cut anywhere
+	 * else is the file's end.
+	 */
+	if (s->c.direct && e->done % STREAM_DIRECT_ALIGN) {
+		e->err = LOADER_ETRUNC;
+		return 0;
+	}
+	return io_queue(io, s, x);
+}
+
+/* Wait for every read queued. */
 static int io_drain(struct reader_io *io, struct stream *s)
 {
-	int err = 0;
+	while (io->inflight || io_uring_sq_ready(&io->ring)) {
+		int err = io_reap(io, s);
 
-	while (io->inflight) {
-		struct io_uring_cqe *cqe;
-		struct stream_ext *e;
-		uint32_t x;
-		int r, res;
-
-		if (io_uring_sq_ready(&io->ring)) {
-			r = io_submit(io);
-			if (r && !err)
-				err = r;
-			if (!io->inflight)
-				break;
-		}
-		r = io_uring_wait_cqe(&io->ring, &cqe);
-		if (r == -EINTR)
-			continue;
-		if (r < 0)
-			return r;
-		x = (uint32_t)io_uring_cqe_get_data64(cqe);
-		res = cqe->res;
-		io_uring_cqe_seen(&io->ring, cqe);
-		io->inflight--;
-		e = &s->ext[x];
-		if (res == -EINTR || res == -EAGAIN) {
-			res = 0; /* nothing read: ask again */
-		} else if (res < 0) {
-			e->err = res;
-			continue;
-		} else if (res == 0) {
-			e->err = LOADER_ETRUNC; /* the file ends early */
-			continue;
-		}
-		e->done += (uint64_t)res;
-		/*
-		 * O_DIRECT reads go on only from a block boundary; a cut
-		 * anywhere else is the file's end.
-		 */
-		if (e->done < e->want) {
-			if (s->c.direct && e->done % STREAM_DIRECT_ALIGN)
-				e->err = LOADER_ETRUNC;
-			else if (!err)
-				err = io_queue(io, s, x);
-		}
+		if (err)
+			return err;
 	}
-	return err;
+	return 0;
 }
 
 /*
@@ -400,6 +422,8 @@ void *reader_main(void *arg)
 	struct stream_pb *pb;
 	int r;
 
+	io.depth = s->c.io_depth && s->c.io_depth < STREAM_QD ? s->c.io_depth :
+								STREAM_QD;
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);
 	io.have_ring = r == 0;
 	if (io.have_ring)

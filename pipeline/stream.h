@@ -79,6 +79,7 @@ struct stream_config {
 	const uint64_t *from_batch;
 	bool drop_last;
 	bool direct;		 /* read the shards with O_DIRECT */
+	uint32_t io_depth;	 /* reads in flight, 1..64; 0: 64 */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
 	/*
 	 * The most memory the stream may hold beside its ring: prefetch
