@@ -468,6 +468,24 @@ static int hello(struct ctx *c, int fd)
 	return 0;
 }
 
+/*
+ * A session that said HELLO, and the dataset's files opened into fds:
+ * the session's descriptor, or -1 (the reason in c->diag, nothing left
+ * open).
+ */
+static int greet(struct ctx *c, int *fds)
+{
+	int fd = dial(c);
+
+	if (fd < 0)
+		return -1;
+	if (hello(c, fd) || open_dataset(c, fds)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* After a refused message: is the session still good for a HELLO? */
 static int still_usable(struct ctx *c, int fd)
 {
@@ -1222,17 +1240,10 @@ static int case_odd_fd(struct ctx *c, const void *arg)
 	const struct odd_case *k = arg;
 	int fds[PA_MAX_SHARDS + 1], aux = -1, odd;
 	uint32_t seq;
-	int fd = dial(c), r;
+	int fd = greet(c, fds), r;
 
 	if (fd < 0)
 		return PA_FAIL;
-	r = hello(c, fd);
-	if (!r)
-		r = open_dataset(c, fds);
-	if (r) {
-		close(fd);
-		return r;
-	}
 	odd = odd_open(c, k->kind, &aux);
 	if (odd < 0) {
 		r = PA_FAIL;
@@ -1589,17 +1600,10 @@ static int case_bad_files(struct ctx *c, const void *arg)
 	int fds[PA_MAX_SHARDS + 2], t = -1;
 	uint32_t n = c->nshards + 1, seq;
 	struct proto_open o;
-	int fd = dial(c), r;
+	int fd = greet(c, fds), r = 0;
 
 	if (fd < 0)
 		return PA_FAIL;
-	r = hello(c, fd);
-	if (!r)
-		r = open_dataset(c, fds);
-	if (r) {
-		close(fd);
-		return r;
-	}
 	switch (*k) {
 	case FK_NOT_DATASET:
 		t = temp_file(
