@@ -493,6 +493,35 @@ Test(stream, order_is_a_function_of_the_config)
 		tsink_fini(&t[i]);
 }
 
+/*
+ * The quasi order read one read at a time (io_depth 1), when records far
+ * apart are read as one extent, gives the batches it gives otherwise.
+ */
+Test(stream, quasi_one_read_at_a_time)
+{
+	struct stream_config c;
+	struct tsink t[2];
+	bool same = true;
+
+	base_config(&c);
+	c.epochs = 2;
+	c.order = ORDER_QUASI;
+	run_stream(&c, &t[0]);
+	c.io_depth = 1;
+	run_stream(&c, &t[1]);
+	for (unsigned i = 0; i < 2; i++) {
+		cr_expect_eq(t[i].err, 0, "%s", t[i].reason);
+		cr_expect_str_eq(t[i].bad, "");
+	}
+	cr_assert_eq(t[0].nrec, t[1].nrec);
+	for (uint32_t b = 0; b < t[0].nrec; b++)
+		for (uint32_t k = 0; k < t[0].recs[b].count; k++)
+			same &= t[0].recs[b].ids[k] == t[1].recs[b].ids[k];
+	cr_expect(same, "the same batches, read 64 or 1 at a time");
+	for (unsigned i = 0; i < 2; i++)
+		tsink_fini(&t[i]);
+}
+
 /* Two ranks of a world of 2: disjoint halves that cover the epoch. */
 Test(stream, ranks_share_an_epoch)
 {
