@@ -39,7 +39,7 @@ struct pack_opts {
 #define O(f) offsetof(struct pack_opts, f)
 static const struct opt pack_table[] = {
 	{ "format", 'F', OPT_STR, O(format), "auto", "FMT",
-	  "source format: idx, imagefolder, tar or auto", 0, 0, 0 },
+	  "source format: idx, imagefolder, tar, lmdb or auto", 0, 0, 0 },
 	{ "shard-size", 's', OPT_SIZE, O(shard_size), "256M", "BYTES",
 	  "target shard size; a record is never split", 0, 0, 0 },
 	{ "compress", 'c', OPT_STR, O(compress), "none", "none|zstd",
@@ -275,11 +275,11 @@ int ctl_pack(int argc, char **argv)
 	if (!p.format) {
 		if (strcmp(o.format, "auto"))
 			fprintf(stderr,
-				"loaderctl pack: --format: unknown format \"%s\" (idx, imagefolder, tar)\n",
+				"loaderctl pack: --format: unknown format \"%s\" (idx, imagefolder, tar, lmdb)\n",
 				o.format);
 		else
 			fprintf(stderr,
-				"loaderctl pack: %s: not an IDX directory, ImageFolder tree or tar file (or unreadable); --format names one\n",
+				"loaderctl pack: %s: not an IDX directory, ImageFolder tree, tar file or LMDB database (or unreadable); --format names one\n",
 				argv[0]);
 		return CTL_FAIL;
 	}

@@ -39,6 +39,7 @@
 static const struct source_ops *const pack_sources[] = {
 	&source_idx_ops,
 	&source_tar_ops,
+	&source_lmdb_ops,
 	&source_folder_ops,
 	NULL,
 };

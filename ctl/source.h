@@ -64,6 +64,7 @@ struct source_ops {
 extern const struct source_ops source_idx_ops;
 extern const struct source_ops source_folder_ops;
 extern const struct source_ops source_tar_ops;
+extern const struct source_ops source_lmdb_ops;
 
 /* Free a class list of n names. */
 void source_free_classes(char **classes, uint32_t n);
