@@ -269,6 +269,17 @@ syntax:
 		".npy header is not a dict of descr, fortran_order and shape");
 }
 
+int npy_check_size(const struct npy_info *info, size_t len, struct diag *d)
+{
+	uint64_t bytes = info->count * info->itemsize;
+
+	if (len < info->data_off || len - info->data_off != bytes)
+		return diag_set(d, LOADER_EFORMAT,
+				"%zu bytes, but its header says %zu + %llu",
+				len, info->data_off, (unsigned long long)bytes);
+	return 0;
+}
+
 size_t npy_write_header(char kind, uint32_t itemsize, const uint32_t *dims,
 			uint32_t ndim, unsigned char *hdr, size_t cap)
 {

@@ -43,6 +43,13 @@ int npy_parse(const void *buf, size_t len, struct npy_info *info,
 	      struct diag *d);
 
 /*
+ * Check that a .npy file of len bytes, whose header parsed to info, holds
+ * its array and nothing more. Returns 0 or LOADER_EFORMAT, with both
+ * sizes in d.
+ */
+int npy_check_size(const struct npy_info *info, size_t len, struct diag *d);
+
+/*
  * Write a version 1.0 header for an array of kind/itemsize elements in
  * the machine's byte order, C order, of shape dims[0..ndim), into hdr
  * (cap bytes), padded as numpy pads it (to a multiple of 64). Returns its

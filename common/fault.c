@@ -164,39 +164,40 @@ bool fault_alloc_slow(void)
 	return true;
 }
 
+/* An allocation failed on purpose: errno as malloc would leave it. */
+static bool refused(void)
+{
+	if (!fault_alloc())
+		return false;
+	errno = ENOMEM;
+	return true;
+}
+
 void *mem_alloc(size_t n)
 {
-	if (fault_alloc()) {
-		errno = ENOMEM;
+	if (refused())
 		return NULL;
-	}
 	return malloc(n);
 }
 
 void *mem_calloc(size_t n, size_t size)
 {
-	if (fault_alloc()) {
-		errno = ENOMEM;
+	if (refused())
 		return NULL;
-	}
 	return calloc(n, size);
 }
 
 void *mem_realloc(void *p, size_t n)
 {
-	if (fault_alloc()) {
-		errno = ENOMEM;
+	if (refused())
 		return NULL;
-	}
 	return realloc(p, n);
 }
 
 char *mem_strdup(const char *s)
 {
-	if (fault_alloc()) {
-		errno = ENOMEM;
+	if (refused())
 		return NULL;
-	}
 	return strdup(s);
 }
 
@@ -204,10 +205,8 @@ void *mem_aligned(size_t align, size_t n)
 {
 	void *p;
 
-	if (fault_alloc()) {
-		errno = ENOMEM;
+	if (refused())
 		return NULL;
-	}
 	if (posix_memalign(&p, align, n))
 		return NULL;
 	return p;

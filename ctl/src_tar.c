@@ -259,14 +259,10 @@ static int read_npy_header(int fd, uint64_t off, uint32_t len,
 		err = npy_parse(hdr, n, info, d);
 	if (err == LOADER_ETRUNC)
 		return diag_set(d, err, "%s: read: the tar file shrank", where);
+	if (!err)
+		err = npy_check_size(info, len, d);
 	if (err)
 		return diag_wrap(d, err, "%s", where);
-	if (info->data_off + info->count * info->itemsize != len)
-		return diag_set(
-			d, LOADER_EFORMAT,
-			"%s: %u bytes, but its header says %zu + %llu", where,
-			len, info->data_off,
-			(unsigned long long)(info->count * info->itemsize));
 	return 0;
 }
 
@@ -706,11 +702,9 @@ static int npy_payload(const struct tar_source *s, const struct field *fl,
 			n.fortran ? " in Fortran order" : "", got,
 			dtype_name(fl->dtype), first);
 	}
-	if (n.data_off + n.count * n.itemsize != len)
-		return diag_set(d, LOADER_EFORMAT,
-				"%u bytes, but its header says %zu + %llu", len,
-				n.data_off,
-				(unsigned long long)(n.count * n.itemsize));
+	err = npy_check_size(&n, len, d);
+	if (err)
+		return err;
 	f->data = data + n.data_off;
 	f->len = (uint32_t)(len - n.data_off);
 	if (n.order == '>') {
