@@ -97,6 +97,9 @@ struct loader_output {
 	uint64_t shape[RING_MAX_DIMS];
 	uint64_t offset; /* in a slot */
 	uint64_t sample_bytes;
+	/* A ragged output: its offsets in a slot, and the room for values. */
+	bool ragged;
+	uint64_t index, room;
 };
 
 struct loader {
@@ -285,6 +288,14 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
 	po->threads = o->threads;
 	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
+	/*
+	 * A caller that knows 1.2's options knows ragged outputs (its
+	 * loader_opts reaches ragged_bytes; loader_opts_in() kept the size).
+	 */
+	if (o->size >= offsetof(struct loader_opts, ragged_bytes) +
+			       sizeof(o->ragged_bytes))
+		po->flags |= PROTO_OPEN_RAGGED;
+	po->ragged_bytes = o->ragged_bytes;
 	po->on_bad = o->on_bad;
 	po->start_batch = o->start_batch;
 	if (o->name) {
@@ -821,6 +832,47 @@ static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/*
+ * A ragged output (ring.h): u8 values, shape [batch, RING_RAGGED], the
+ * offsets and the room for values inside a slot and apart.
+ */
+static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
+			       const struct ring_hdr *h,
+			       struct loader_output *o)
+{
+	uint64_t ib = ((uint64_t)h->batch_size + 1) * sizeof(uint64_t);
+
+	if (ro->dtype != RING_DTYPE_U8 || ro->ndim != 2 ||
+	    ro->shape[0] != h->batch_size || ro->shape[1] != RING_RAGGED)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: ragged, but dtype %u, ndim %u",
+			ro->name, ro->dtype, ro->ndim);
+	if (ro->offset % RING_ALIGN || ro->index % RING_ALIGN ||
+	    ro->offset < sizeof(struct ring_slot) ||
+	    ro->index < sizeof(struct ring_slot) ||
+	    !loader_inside(ro->offset, ro->bytes, h->slot_size) ||
+	    !loader_inside(ro->index, ib, h->slot_size) ||
+	    (ro->index < ro->offset + ro->bytes && ro->offset < ro->index + ib))
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: values at %llu (%llu bytes) and offsets at %llu, outside a %llu-byte slot, misaligned or overlapping",
+			ro->name, (unsigned long long)ro->offset,
+			(unsigned long long)ro->bytes,
+			(unsigned long long)ro->index,
+			(unsigned long long)h->slot_size);
+	memcpy(o->name, ro->name, sizeof(o->name));
+	o->dtype = ro->dtype;
+	o->ndim = 2;
+	memcpy(o->shape, ro->shape, sizeof(o->shape));
+	o->offset = ro->offset;
+	o->sample_bytes = 0;
+	o->ragged = true;
+	o->index = ro->index;
+	o->room = ro->bytes;
+	return 0;
+}
+
 /* Check one output of the ring header and keep it in *o. */
 static int loader_check_output(struct loader *l, unsigned i,
 			       const struct ring_output *ro,
@@ -836,6 +888,12 @@ static int loader_check_output(struct loader *l, unsigned i,
 		return loader_fail(l, LOADER_EPROTO,
 				   "ring output %s: unknown dtype %u", ro->name,
 				   ro->dtype);
+	if (ro->flags & ~RING_OUT_RAGGED)
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring output %s: unknown flags %#x",
+				   ro->name, ro->flags);
+	if (ro->flags & RING_OUT_RAGGED)
+		return loader_check_ragged(l, ro, h, o);
 	if (ro->ndim < 1 || ro->ndim > RING_MAX_DIMS ||
 	    ro->shape[0] != h->batch_size)
 		return loader_fail(
@@ -1429,6 +1487,69 @@ static int loader_reconnect(struct loader *l)
 	}
 }
 
+/*
+ * A ragged output's offsets in a slot just published: rising from 0 and
+ * within the room. Read once each, from memory the caller could write
+ * (the slot is theirs), so a check and a use see the same value; the
+ * total is the output's bytes.
+ */
+static int loader_check_offsets(struct loader *l, const unsigned char *slot,
+				const struct loader_output *o, uint32_t count,
+				size_t *bytes)
+{
+	const uint64_t *off = (const uint64_t *)(const void *)(slot + o->index);
+	uint64_t prev = __atomic_load_n(&off[0], __ATOMIC_RELAXED);
+
+	if (prev)
+		return loader_fail(l, LOADER_EPROTO,
+				   "ring output %s: first offset %llu, not 0",
+				   o->name, (unsigned long long)prev);
+	for (uint32_t i = 1; i <= count; i++) {
+		uint64_t v = __atomic_load_n(&off[i], __ATOMIC_RELAXED);
+
+		if (v < prev || v > o->room)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"ring output %s: offset %u is %llu, after %llu, in %llu bytes of room",
+				o->name, i, (unsigned long long)v,
+				(unsigned long long)prev,
+				(unsigned long long)o->room);
+		prev = v;
+	}
+	*bytes = (size_t)prev;
+	return 0;
+}
+
+/* Is p the start of one of slots' count slots of size bytes? */
+static bool loader_is_slot(const unsigned char *p, const unsigned char *slots,
+			   uint64_t size, uint32_t count)
+{
+	uintptr_t a = (uintptr_t)p, b = (uintptr_t)slots;
+
+	return slots && a >= b && (a - b) % size == 0 && (a - b) / size < count;
+}
+
+LOADER_API const uint64_t *
+loader_offsets(const struct loader *l, const struct loader_batch *b, uint32_t k)
+{
+	const struct loader_output *o;
+	const unsigned char *slot;
+
+	if (!l || !b || k >= l->noutputs || k >= b->noutputs)
+		return NULL;
+	o = &l->out[k];
+	if (!o->ragged || !b->out[k].data)
+		return NULL;
+	/* The batch's slot, in this ring or the one before a reconnect. */
+	slot = (const unsigned char *)b->out[k].data - o->offset;
+	if (!loader_is_slot(slot, l->slots, l->slot_size, l->slot_count) &&
+	    !(l->old.left &&
+	      loader_is_slot(slot, l->old.slots, l->old.slot_size,
+			     l->old.slot_count)))
+		return NULL;
+	return (const uint64_t *)(const void *)(slot + o->index);
+}
+
 LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 			   int timeout_ms)
 {
@@ -1501,6 +1622,12 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 		memcpy(t->shape, o->shape, sizeof(t->shape));
 		t->shape[0] = rs.count;
 		t->bytes = (size_t)(rs.count * o->sample_bytes);
+		if (o->ragged) {
+			err = loader_check_offsets(l, slot, o, rs.count,
+						   &t->bytes);
+			if (err)
+				return l->final = err;
+		}
 		bytes += t->bytes;
 	}
 	l->next++;

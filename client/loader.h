@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 1
+#define LOADER_VERSION_MINOR 2
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (DESIGN.md, "Sample order"). */
@@ -161,6 +161,18 @@ struct loader_opts {
 	 * before the first are still held returns -EPIPE.
 	 */
 	int reconnect_ms;
+	/* ---- 1.2 ---- */
+	/*
+	 * Room in each batch for a ragged output's values (bytes fields:
+	 * struct loader_tensor, loader_offsets()), in bytes; 0: the
+	 * daemon's default, batch_size times the larger of the dataset's
+	 * largest record and twice the field's mean size, at most 64 MiB.
+	 * A batch whose values do not fit fails the stream, naming the
+	 * sample (with on_bad = skip, one value larger than all the room is
+	 * a bad sample). At most 1 GiB. A program built against 1.1 does
+	 * not know ragged outputs: it is refused bytes fields, as before.
+	 */
+	uint64_t ragged_bytes;
 };
 
 /* clang-format off */
@@ -173,7 +185,14 @@ struct loader_opts {
  * stream's alone and mapped writable, so a consumer may modify a batch
  * in place while it holds it (the daemon never reads slot data back);
  * a write after loader_release() corrupts only batches of this stream.
+ *
+ * A ragged output (a bytes field: captions, tokens, JSON, audio) has
+ * dtype LOADER_DTYPE_U8, ndim 2 and shape {count, LOADER_RAGGED}: its
+ * samples' values lie back to back at data, `bytes` of them in all, and
+ * loader_offsets() gives where each begins.
  */
+#define LOADER_RAGGED UINT64_MAX
+
 struct loader_tensor {
 	const char *name;
 	const void *data;
@@ -241,6 +260,18 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
  * be the oldest batch held: -EINVAL otherwise.
  */
 LOADER_API int loader_release(struct loader *l, const struct loader_batch *b);
+
+/*
+ * The count + 1 byte offsets of ragged output k of batch b (held):
+ * sample i's value is out[k].data + [off[i], off[i + 1]), off[0] is 0 and
+ * off[count] is out[k].bytes. NULL if output k is not ragged or b is not
+ * a batch held. They are in the ring, beside the values, and were
+ * checked by loader_next() (rising, within the batch's room); like the
+ * values, they are the caller's to spoil. Since 1.2.
+ */
+LOADER_API const uint64_t *loader_offsets(const struct loader *l,
+					  const struct loader_batch *b,
+					  uint32_t k);
 
 /*
  * Counters, including the daemon's (one round trip). st->size must be

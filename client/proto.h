@@ -37,10 +37,10 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	5 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	6 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
-				FORGET */
+				FORGET; 6: ragged outputs */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -127,6 +127,11 @@ struct proto_output {
 #define PROTO_OPEN_DIRECT 1u
 /* A named stream: drop its saved position and start where asked. */
 #define PROTO_OPEN_FRESH 2u
+/*
+ * The client takes ragged outputs (ring.h): bytes fields. Without it
+ * they are refused, as a program built for libloader 1.1 expects.
+ */
+#define PROTO_OPEN_RAGGED 4u
 
 /* What a sample that cannot be decoded does to its stream. */
 enum proto_bad {
@@ -166,6 +171,11 @@ struct proto_open {
 	 * again (start_epoch and start_batch are then the saved ones).
 	 */
 	char name[PROTO_STREAM_NAME];
+	/*
+	 * Room in a batch for each ragged output's values, in bytes; 0: the
+	 * daemon's default (loaderd(8), RAGGED OUTPUTS).
+	 */
+	uint64_t ragged_bytes;
 };
 
 struct proto_open_ok {
@@ -321,7 +331,7 @@ static inline uint32_t proto_payload_size(uint16_t type)
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
 _Static_assert(sizeof(struct proto_open) == 64 + 40 * PROTO_MAX_OUTPUTS + 8 +
 						    PROTO_PIPELINE_MAX + 8 +
-						    PROTO_STREAM_NAME,
+						    PROTO_STREAM_NAME + 8,
 	       "proto_open layout");
 
 #endif /* LOADER_PROTO_H */

@@ -42,11 +42,14 @@
 
 #include "proto.h"
 
-#define RING_MAGIC    0x47524c4cu /* "LLRG" in memory */
-#define RING_VERSION  3 /* 2: slots writable by the client; 3: saved */
+#define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
+#define RING_VERSION                                                           \
+	4 /* 2: slots writable by the client; 3: saved; 4: ragged outputs */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
+/* shape[1] of a ragged output: each sample has its own length there. */
+#define RING_RAGGED UINT64_MAX
 
 enum ring_state {
 	RING_RUNNING = 0,
@@ -72,15 +75,30 @@ enum ring_dtype {
 	RING_DTYPE_F64 = 11,
 };
 
-/* One output of every batch, as the ring header describes it. */
+/*
+ * One output of every batch, as the ring header describes it.
+ *
+ * A ragged output (RING_OUT_RAGGED: a bytes field, one value of its own
+ * length per sample) has shape [batch size, RING_RAGGED]; its samples lie
+ * back to back in `bytes` bytes at `offset`, and at `index` the slot
+ * holds count + 1 u64 byte offsets into them: sample i is
+ * [index[i], index[i + 1]). The daemon writes them before it publishes;
+ * the client checks them (rising, within `bytes`) before it hands the
+ * batch out.
+ */
 struct ring_output {
 	char name[PROTO_NAME_MAX];
 	uint32_t dtype;		       /* enum ring_dtype */
 	uint32_t ndim;		       /* including the batch dimension */
 	uint64_t shape[RING_MAX_DIMS]; /* shape[0] = batch size */
-	uint64_t bytes;		       /* of a full batch */
-	uint64_t offset;	       /* from the start of a slot */
+	uint64_t bytes;	 /* of a full batch; ragged: room for its values */
+	uint64_t offset; /* from the start of a slot */
+	uint64_t index;	 /* ragged: the offsets, from the start of a slot */
+	uint32_t flags;	 /* RING_OUT_* */
+	uint32_t reserved;
 };
+
+#define RING_OUT_RAGGED 1u
 
 struct ring_hdr {
 	uint32_t magic;

@@ -24,7 +24,8 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH))
+	if (m->flags &
+	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -56,6 +57,14 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	if ((m->flags & PROTO_OPEN_FRESH) && !m->name[0])
 		return diag_set(d, LOADER_EUSAGE,
 				"a fresh start needs a stream name");
+	if (m->ragged_bytes && !(m->flags & PROTO_OPEN_RAGGED))
+		return diag_set(d, LOADER_EUSAGE,
+				"ragged_bytes given without ragged outputs");
+	if (m->ragged_bytes > STREAM_MAX_RAGGED)
+		return diag_set(d, LOADER_EUSAGE,
+				"ragged_bytes %" PRIu64 ": at most %llu",
+				m->ragged_bytes,
+				(unsigned long long)STREAM_MAX_RAGGED);
 	if (m->noutputs > PROTO_MAX_OUTPUTS)
 		return diag_set(d, LOADER_EUSAGE,
 				"%" PRIu32 " outputs, at most %d", m->noutputs,
@@ -87,5 +96,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	c->threads = m->threads;
 	c->on_bad = (enum stream_bad)m->on_bad;
 	c->pipeline = m->pipeline;
+	c->ragged = m->flags & PROTO_OPEN_RAGGED;
+	c->ragged_bytes = m->ragged_bytes;
 	return 0;
 }

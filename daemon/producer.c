@@ -65,6 +65,7 @@ struct producer {
 	uint32_t slots, noutputs;
 	uint64_t ids_offset;
 	uint64_t offsets[STREAM_MAX_OUTPUTS];
+	uint64_t index[STREAM_MAX_OUTPUTS]; /* ragged outputs' offsets */
 	uint32_t prod, last_cons;
 	/* producer_released()'s view of the consumer index */
 	uint32_t released;
@@ -118,17 +119,32 @@ static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
 	return fd;
 }
 
-/* Where each output of a slot goes, after the slot head and the ids. */
+/*
+ * Where each output of a slot goes, after the slot head and the ids; a
+ * ragged one's offsets (index) come before its values.
+ */
 static uint64_t lay_out_slot(const struct stream_layout *lay, uint64_t *ids,
-			     uint64_t *offsets)
+			     uint64_t *offsets, uint64_t *index)
 {
 	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
 
 	*ids = pos;
 	pos = align_up(pos + (uint64_t)lay->batch_size * 8, RING_ALIGN);
 	for (uint32_t i = 0; i < lay->noutputs; i++) {
+		const struct stream_tensor *t = &lay->out[i];
+
+		index[i] = 0;
+		if (t->ragged) {
+			index[i] = pos;
+			pos = align_up(pos + ((uint64_t)lay->batch_size + 1) *
+						       8,
+				       RING_ALIGN);
+			offsets[i] = pos;
+			pos = align_up(pos + t->capacity, RING_ALIGN);
+			continue;
+		}
 		offsets[i] = pos;
-		pos = align_up(pos + lay->out[i].sample_bytes * lay->batch_size,
+		pos = align_up(pos + t->sample_bytes * lay->batch_size,
 			       RING_ALIGN);
 	}
 	return align_up(pos, RING_PAGE);
@@ -165,6 +181,12 @@ static void write_header(struct producer *pr, const struct producer_params *p,
 			ro->shape[k + 1] = t->shape[k];
 		ro->bytes = t->sample_bytes * lay->batch_size;
 		ro->offset = offsets[i];
+		if (t->ragged) {
+			ro->shape[1] = RING_RAGGED;
+			ro->bytes = t->capacity;
+			ro->index = pr->index[i];
+			ro->flags = RING_OUT_RAGGED;
+		}
 	}
 }
 
@@ -228,8 +250,12 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 	}
 	slot = slot_at(pr, pr->prod);
 	b->ids = (uint64_t *)(slot + pr->ids_offset);
-	for (uint32_t i = 0; i < pr->noutputs; i++)
+	for (uint32_t i = 0; i < pr->noutputs; i++) {
 		b->out[i] = slot + pr->offsets[i];
+		b->off[i] = pr->index[i] ?
+				    (uint64_t *)(void *)(slot + pr->index[i]) :
+				    NULL;
+	}
 	return 0;
 }
 
@@ -295,7 +321,7 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	pr->ring_fd = pr->cons_fd = -1;
 	pr->sink = (struct stream_sink){ &producer_ops, pr };
 	snprintf(pr->label, sizeof(pr->label), "%s", p->label ? p->label : "");
-	pr->slot_size = lay_out_slot(p->lay, &ids, offsets);
+	pr->slot_size = lay_out_slot(p->lay, &ids, offsets, pr->index);
 	/*
 	 * No slot count asked for: PRODUCER_DEFAULT_SLOTS, or fewer (down
 	 * to 2) when large batches (images) would not fit the limit so.

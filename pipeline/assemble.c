@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "codec.h"
+#include "dataset.h"
 #include "imgpipe.h"
 #include "loader_error.h"
 #include "order.h"
@@ -143,6 +144,141 @@ static void stage(uint64_t *c, uint64_t *t)
 	*t = now;
 }
 
+/* -------------------------------------------------------- ragged outputs */
+
+/* The private offsets of ragged output k: batch_size + 1 of them. */
+static uint64_t *roff(const struct stream *s, uint32_t k)
+{
+	return s->roff + (uint64_t)k * (s->lay.batch_size + 1);
+}
+
+/*
+ * Sample i's value of ragged output k into its place among the batch's
+ * values (base): planned by place_ragged(), from the stream's own
+ * offsets, never from the slot's (which the client may write).
+ */
+static int emit_ragged(struct stream *s, const struct shard *sh,
+		       uint32_t worker, uint32_t k, uint32_t i,
+		       const struct shard_field *f, unsigned char *base,
+		       struct diag *d)
+{
+	const uint64_t *off = roff(s, k);
+	uint64_t at = off[i], want = off[i + 1] - at;
+	const struct stream_out *o = &s->out[k];
+	size_t len;
+	int err;
+
+	if (s->rbig[i] == k + 1)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"field %s: a value of %" PRIu64
+			" bytes, more than the %" PRIu64
+			" bytes of room for a batch's values (raise ragged_bytes)",
+			s->ds->schema.f[o->field].name, s->rbig_size[i],
+			s->lay.out[k].capacity);
+	if (o->comp == COMP_NONE) {
+		if (f->len != want)
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"field %s: %" PRIu32 " bytes, planned %" PRIu64,
+				s->ds->schema.f[o->field].name, f->len, want);
+		memcpy(base + at, f->data, want);
+		return 0;
+	}
+	err = shard_unpack_field(sh, s->codec[worker], o->field, f, base + at,
+				 want, &len, d);
+	if (!err && len != want)
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"field %s: unpacked to %zu bytes, its header said %" PRIu64,
+			s->ds->schema.f[o->field].name, len, want);
+	return err;
+}
+
+/* The batch's values of ragged output k do not fit: sample i crosses. */
+static int ragged_full(struct stream *s, struct decode_job *j, uint32_t k,
+		       uint32_t i, uint64_t total)
+{
+	const struct stream_pb *pb = j->pb;
+
+	snprintf(j->msg, sizeof(j->msg),
+		 "batch %" PRIu64 " of epoch %" PRIu32
+		 ": output %s: the values up to sample %" PRIu64
+		 " (shard %s, record %" PRIu64 ") take %" PRIu64
+		 " bytes, more than the %" PRIu64
+		 " bytes of room for a batch (raise ragged_bytes)",
+		 pb->batch, pb->epoch, s->lay.out[k].name, pb->gidx[i],
+		 shard_name(s->sh[pb->shard[i]]), pb->ridx[i], total,
+		 s->lay.out[k].capacity);
+	return LOADER_ETOOBIG;
+}
+
+/*
+ * Before the workers start: each ragged value's size, from its record
+ * (split without the checksum, which the worker checks; a zstd value's
+ * frame header gives its size), and from the sizes the offsets of the
+ * batch. A record that cannot be split plans 0 bytes: its worker finds
+ * it bad. A value larger than all the room is marked (rbig) for its
+ * worker to report. Returns 0, or LOADER_ETOOBIG with the reason in j
+ * when the batch's values do not fit.
+ */
+static int place_ragged(struct stream *s, struct decode_job *j)
+{
+	struct stream_pb *pb = j->pb;
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct diag d;
+
+	memset(s->rbig, 0, pb->count);
+	for (uint32_t i = 0; i < pb->count; i++) {
+		const struct shard *sh = s->sh[pb->shard[i]];
+		bool split = !pb->rerr[i] &&
+			     !shard_split_record(sh, pb->ridx[i], pb->rec[i],
+						 pb->len[i], f, &d);
+
+		for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+			const struct stream_out *o = &s->out[k];
+			size_t size = 0;
+
+			if (!o->ragged)
+				continue;
+			if (split && o->comp == COMP_NONE)
+				size = f[o->field].len;
+			else if (split &&
+				 shard_field_size(sh, s->codec[0], o->field,
+						  &f[o->field], &size, &d))
+				size = 0;
+			if (size > s->lay.out[k].capacity) {
+				s->rbig[i] = (uint8_t)(k + 1);
+				s->rbig_size[i] = size;
+				size = 0;
+			}
+			roff(s, k)[i + 1] = size;
+		}
+	}
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		uint64_t *off = roff(s, k);
+
+		if (!s->out[k].ragged)
+			continue;
+		off[0] = 0;
+		for (uint32_t i = 0; i < pb->count; i++) {
+			off[i + 1] += off[i];
+			if (off[i + 1] > s->lay.out[k].capacity)
+				return ragged_full(s, j, k, i, off[i + 1]);
+		}
+	}
+	return 0;
+}
+
+/* Copy the private offsets of every ragged output into the slot. */
+static void publish_offsets(struct stream *s, struct stream_batch *b)
+{
+	for (uint32_t k = 0; k < s->lay.noutputs; k++)
+		if (s->out[k].ragged)
+			memcpy(b->off[k], roff(s, k),
+			       (b->count + 1) * sizeof(uint64_t));
+}
+
 static void decode_one(void *arg, uint32_t i, uint32_t worker)
 {
 	struct decode_job *j = arg;
@@ -179,6 +315,15 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		const unsigned char *src = f[o->field].data;
 		size_t len;
 
+		if (o->ragged) {
+			err = emit_ragged(s, sh, worker, k, i, &f[o->field],
+					  j->b->out[k], &d);
+			if (wt)
+				stage(&wt->emit_ns, &t);
+			if (err)
+				goto fail;
+			continue;
+		}
 		if (o->image) {
 			err = imgpipe_run(
 				s->pipe, s->ws[worker], src, f[o->field].len,
@@ -237,6 +382,50 @@ fail:
  * sees the same batches. Returns 0, or LOADER_EDECODE (with a reason in
  * job) when no sample of the batch is good.
  */
+/*
+ * Skip policy, ragged output k: a bad sample i takes the value of the
+ * good sample rep[i], so sizes change and values move. Good values keep
+ * their order and move by the sum of the changes before them. A value's
+ * new place overlaps old places only of values that move its way, on
+ * the side it moves to: so those moving right go first, last to first,
+ * then those moving left, first to last, and none is overwritten before
+ * it has moved. Then each bad sample copies its replacement's value from
+ * its new place. Returns 0, or LOADER_ETOOBIG (reason in j) when the
+ * values no longer fit.
+ */
+static int refill_ragged(struct stream *s, struct decode_job *j, uint32_t k)
+{
+	uint32_t n = j->pb->count;
+	uint64_t *off = roff(s, k), *noff = s->roff2;
+	unsigned char *base = j->b->out[k];
+
+	noff[0] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = s->rep[i];
+
+		noff[i + 1] = noff[i] + (off[g + 1] - off[g]);
+		if (noff[i + 1] > s->lay.out[k].capacity)
+			return ragged_full(s, j, k, i, noff[i + 1]);
+	}
+	for (uint32_t i = n; i-- > 0;)
+		if (s->rep[i] == i && noff[i] > off[i])
+			memmove(base + noff[i], base + off[i],
+				off[i + 1] - off[i]);
+	for (uint32_t i = 0; i < n; i++)
+		if (s->rep[i] == i && noff[i] < off[i])
+			memmove(base + noff[i], base + off[i],
+				off[i + 1] - off[i]);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = s->rep[i];
+
+		if (g != i)
+			memcpy(base + noff[i], base + noff[g],
+			       noff[i + 1] - noff[i]);
+	}
+	memcpy(off, noff, (n + 1) * sizeof(uint64_t));
+	return 0;
+}
+
 static int fill_bad(struct stream *s, struct decode_job *j)
 {
 	uint32_t n = j->pb->count;
@@ -254,19 +443,31 @@ static int fill_bad(struct stream *s, struct decode_job *j)
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t g = i;
 
-		if (!s->bad[i])
+		if (s->bad[i]) {
+			do
+				g = g + 1 == n ? 0 : g + 1;
+			while (s->bad[g]);
+		}
+		s->rep[i] = g;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = s->rep[i];
+
+		if (g == i)
 			continue;
-		do
-			g = g + 1 == n ? 0 : g + 1;
-		while (s->bad[g]);
 		ids[i] = ids[g];
 		for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 			uint64_t bytes = s->lay.out[k].sample_bytes;
 			unsigned char *base = j->b->out[k];
 
-			memcpy(base + i * bytes, base + g * bytes, bytes);
+			if (!s->out[k].ragged)
+				memcpy(base + i * bytes, base + g * bytes,
+				       bytes);
 		}
 	}
+	for (uint32_t k = 0; k < s->lay.noutputs && !err; k++)
+		if (s->out[k].ragged)
+			err = refill_ragged(s, j, k);
 out:
 	memset(s->bad, 0, n);
 	return err;
@@ -331,12 +532,17 @@ void *assembler_main(void *arg)
 		b.epoch = pb->epoch;
 		b.count = pb->count;
 		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
-		pool_run(s->pool, decode_one, &job, pb->count, threads);
+		if (s->nragged)
+			job.err = place_ragged(s, &job);
+		if (!job.err)
+			pool_run(s->pool, decode_one, &job, pb->count, threads);
 		account(&s->n.decode_ns, &t);
 		if (!job.err && job.nbad)
 			job.err = fill_bad(s, &job);
 		if (job.err)
 			return finish(s, job.err, job.msg);
+		if (s->nragged)
+			publish_offsets(s, &b);
 		s->sink.ops->publish(s->sink.ctx, &b);
 		if (s->c.timing)
 			stream_note_cpu(&s->assembler_cpu_ns);

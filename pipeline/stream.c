@@ -69,6 +69,68 @@ static int check_config(const struct stream_config *c, struct diag *d)
 	return 0;
 }
 
+/*
+ * The default room for a ragged field's values in a batch: batch_size
+ * times the larger of the largest record (which bounds an uncompressed
+ * value) and twice the field's mean unpacked size (for compressed ones),
+ * from the shards' indexes and footers, capped.
+ */
+static uint64_t default_ragged(const struct stream *s, uint32_t field)
+{
+	uint64_t largest = 0, raw = 0, records = 0, room;
+
+	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		const struct shard *sh = s->sh[i];
+		uint64_t n = shard_count(sh);
+
+		for (uint64_t r = 0; r < n; r++) {
+			struct shard_rec rec;
+
+			if (!shard_rec(sh, r, &rec) && rec.length > largest)
+				largest = rec.length;
+		}
+		raw += shard_stats(sh, field).raw_bytes;
+		records += n;
+	}
+	if (records && 2 * (raw / records) > largest)
+		largest = 2 * (raw / records);
+	if (largest > STREAM_DEFAULT_RAGGED_MAX / s->lay.batch_size)
+		return STREAM_DEFAULT_RAGGED_MAX;
+	room = align_up(largest * s->lay.batch_size, 64);
+	return room ? room : 64;
+}
+
+/* A bytes field: a ragged output of u8 values (stream.h). */
+static int add_ragged(struct stream *s, uint32_t k, enum stream_cast cast,
+		      struct diag *d)
+{
+	const struct field *f = &s->ds->schema.f[k];
+	struct stream_out *o = &s->out[s->lay.noutputs];
+	struct stream_tensor *t = &s->lay.out[s->lay.noutputs];
+
+	if (!s->c.ragged)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: a bytes field is delivered as a ragged output, which this client does not take (libloader 1.2 or later does)",
+			f->name);
+	if (cast != STREAM_CAST_NONE)
+		return diag_set(d, LOADER_EUSAGE,
+				"output %s: a bytes field takes no cast",
+				f->name);
+	o->ragged = true;
+	o->comp = f->comp;
+	t->dtype = DT_U8;
+	t->ndim = 1;
+	t->shape[0] = 0;
+	t->sample_bytes = 0;
+	t->ragged = true;
+	t->capacity = s->c.ragged_bytes ? align_up(s->c.ragged_bytes, 64) :
+					  default_ragged(s, k);
+	s->lay.noutputs++;
+	s->nragged++;
+	return 0;
+}
+
 static int add_output(struct stream *s, const char *name, enum stream_cast cast,
 		      struct diag *d)
 {
@@ -115,11 +177,8 @@ static int add_output(struct stream *s, const char *name, enum stream_cast cast,
 		s->lay.noutputs++;
 		return 0;
 	}
-	if (f->kind != FIELD_TENSOR)
-		return diag_set(
-			d, LOADER_EUSAGE,
-			"output %s: bytes fields have no decoder; only tensor and jpeg fields are delivered",
-			name);
+	if (f->kind == FIELD_BYTES)
+		return add_ragged(s, (uint32_t)k, cast, d);
 	n = field_fixed_size(f) / dtype_size(f->dtype);
 	o->cast = cast;
 	switch (cast) {
@@ -286,8 +345,19 @@ static int setup_workers(struct stream *s)
 	s->scratch = mem_calloc(s->nworkers, sizeof(*s->scratch));
 	s->ws = mem_calloc(s->nworkers, sizeof(*s->ws));
 	s->bad = mem_calloc(s->lay.batch_size, 1);
-	if (!s->codec || !s->scratch || !s->ws || !s->bad)
+	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
+	if (!s->codec || !s->scratch || !s->ws || !s->bad || !s->rep)
 		return -ENOMEM;
+	if (s->nragged) {
+		uint64_t n = (uint64_t)s->lay.batch_size + 1;
+
+		s->roff = mem_calloc(n * s->lay.noutputs, sizeof(uint64_t));
+		s->roff2 = mem_calloc(n, sizeof(uint64_t));
+		s->rbig = mem_calloc(n, 1);
+		s->rbig_size = mem_calloc(n, sizeof(uint64_t));
+		if (!s->roff || !s->roff2 || !s->rbig || !s->rbig_size)
+			return -ENOMEM;
+	}
 	if (s->c.timing) {
 		s->wt = mem_aligned(64, s->nworkers * sizeof(*s->wt));
 		if (!s->wt)
@@ -487,6 +557,11 @@ void stream_free(struct stream *s)
 	free(s->ws);
 	free(s->wt);
 	free(s->bad);
+	free(s->rep);
+	free(s->roff);
+	free(s->roff2);
+	free(s->rbig);
+	free(s->rbig_size);
 	imgpipe_free(s->pipe);
 	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
 		free(s->pb[i].rec);

@@ -28,6 +28,10 @@
 #define STREAM_MAX_DIMS	   4  /* of one sample of an output */
 #define STREAM_MAX_BATCH   65536
 #define STREAM_MAX_WORLD   65536
+/* Room for one ragged output's values in a batch, at most. */
+#define STREAM_MAX_RAGGED (1ull << 30)
+/* ... and by default at most (stream_config.ragged_bytes). */
+#define STREAM_DEFAULT_RAGGED_MAX (64ull << 20)
 
 /* How a tensor field becomes an output. */
 enum stream_cast {
@@ -93,6 +97,18 @@ struct stream_config {
 	/* 0: every field as stored; else the outputs, in order. */
 	uint32_t noutputs;
 	struct stream_output out[STREAM_MAX_OUTPUTS];
+	/*
+	 * The sink takes ragged outputs (bytes fields): without it they are
+	 * refused. ragged_bytes: room for each one's values in a batch
+	 * (<= STREAM_MAX_RAGGED); 0: batch_size times the larger of the
+	 * dataset's largest record and twice the field's mean size, rounded
+	 * up to 64 and at most STREAM_DEFAULT_RAGGED_MAX. A batch whose
+	 * values do not fit fails the stream, naming the sample and the
+	 * option; with the skip policy, one sample larger than the whole
+	 * room is a bad sample.
+	 */
+	bool ragged;
+	uint64_t ragged_bytes;
 	/* The image pipeline (ispec.h) of jpeg outputs; NULL or "": none. */
 	const char *pipeline;
 	uint64_t max_pixels; /* of a JPEG; 0: JROI_DEFAULT_MAX_PIXELS */
@@ -104,13 +120,19 @@ struct stream_config {
 	const char *label; /* for logs, e.g. "session 3 (pid 42 ...)" */
 };
 
-/* One output of every batch, as stream_new() laid it out. */
+/*
+ * One output of every batch, as stream_new() laid it out. A ragged one
+ * (a bytes field: u8, one dimension, each sample its own length) has
+ * sample_bytes 0 and room for `capacity` bytes of values a batch.
+ */
 struct stream_tensor {
 	char name[STREAM_NAME_MAX];
 	uint32_t dtype; /* enum dtype (schema.h) */
 	uint32_t ndim;	/* of one sample */
 	uint64_t shape[STREAM_MAX_DIMS];
 	uint64_t sample_bytes;
+	bool ragged;
+	uint64_t capacity;
 };
 
 /* What every batch of a stream holds, and how many there are. */
@@ -128,11 +150,15 @@ struct stream_layout {
  * The place of one batch, given by the sink. The sink sets ids (one u64
  * per sample: its global index) and out[] (each output's first sample;
  * sample i of output k is at out[k] + i * sample_bytes); the stream
- * fills them and sets epoch, batch and count before publish().
+ * fills them and sets epoch, batch and count before publish(). A ragged
+ * output k has room for capacity bytes at out[k] and batch_size + 1 u64
+ * at off[k]: the stream writes count + 1 offsets there, sample i being
+ * out[k] + [off[k][i], off[k][i + 1]).
  */
 struct stream_batch {
 	uint64_t *ids;
 	unsigned char *out[STREAM_MAX_OUTPUTS];
+	uint64_t *off[STREAM_MAX_OUTPUTS];
 	uint32_t epoch;
 	uint64_t batch; /* index within its epoch */
 	uint32_t count; /* samples, <= batch_size */

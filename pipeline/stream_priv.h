@@ -27,6 +27,7 @@ struct stream_out {
 	uint32_t src_dtype;    /* the field's */
 	uint32_t comp;	       /* the field's compression */
 	bool image;	       /* a jpeg field through the image pipeline */
+	bool ragged;	       /* a bytes field: values back to back */
 };
 
 /*
@@ -90,6 +91,18 @@ struct stream {
 	struct stream_layout lay;
 	struct stream_out out[STREAM_MAX_OUTPUTS];
 	uint64_t max_field; /* largest unpacked field: scratch size */
+	/*
+	 * Ragged outputs (assemble.c): their count, each one's offsets of
+	 * the batch being made ([noutputs][batch_size + 1], kept here: the
+	 * slot's copy is the client's to write), scratch offsets and the
+	 * replacement of each sample (skip policy), and the samples whose
+	 * value is larger than all the room, with their sizes.
+	 */
+	uint32_t nragged;
+	uint64_t *roff, *roff2;
+	uint32_t *rep;
+	uint8_t *rbig;
+	uint64_t *rbig_size;
 	struct stream_sink sink;
 
 	struct codec_ctx **codec; /* per worker */

@@ -39,6 +39,7 @@ int main(void)
 	FIELD(loader_opts, name);
 	FIELD(loader_opts, fresh);
 	FIELD(loader_opts, reconnect_ms);
+	FIELD(loader_opts, ragged_bytes);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

@@ -87,6 +87,17 @@ static void kill_now(struct loader *l, int held, int timeout)
 	raise(SIGKILL);
 }
 
+/* Output k of b into h: its bytes, and a ragged one's offsets after. */
+static void hash_output(const struct loader *l, const struct loader_batch *b,
+			uint32_t k, XXH3_state_t *h)
+{
+	const uint64_t *off = loader_offsets(l, b, k);
+
+	XXH3_64bits_update(h, b->out[k].data, b->out[k].bytes);
+	if (off)
+		XXH3_64bits_update(h, off, (b->count + 1) * sizeof(*off));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
@@ -273,8 +284,7 @@ int main(int argc, char **argv)
 			XXH3_64bits_reset(bx);
 			XXH3_64bits_update(bx, b.ids, b.count * sizeof(*b.ids));
 			for (uint32_t k = 0; k < b.noutputs; k++)
-				XXH3_64bits_update(bx, b.out[k].data,
-						   b.out[k].bytes);
+				hash_output(l, &b, k, bx);
 			fprintf(out,
 				"batch %" PRIu32 " %" PRIu64 " %" PRIu32
 				" xxh3 %016" PRIx64 "\n",
@@ -284,8 +294,7 @@ int main(int argc, char **argv)
 		if (hash) {
 			XXH3_64bits_update(xx, b.ids, b.count * sizeof(*b.ids));
 			for (uint32_t k = 0; k < b.noutputs; k++)
-				XXH3_64bits_update(xx, b.out[k].data,
-						   b.out[k].bytes);
+				hash_output(l, &b, k, xx);
 		}
 		if (nb == 0)
 			for (uint32_t k = 0; k < b.noutputs; k++)

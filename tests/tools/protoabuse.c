@@ -1474,9 +1474,21 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag4(const struct ctx *c, struct proto_open *o)
+static void o_flag8(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 4;
+	o->flags |= 8;
+}
+
+static void o_ragged_noflag(const struct ctx *c, struct proto_open *o)
+{
+	o->flags &= ~PROTO_OPEN_RAGGED;
+	o->ragged_bytes = 4096;
+}
+
+static void o_ragged_huge(const struct ctx *c, struct proto_open *o)
+{
+	o->flags |= PROTO_OPEN_RAGGED;
+	o->ragged_bytes = (1ull << 30) + 1;
 }
 
 static void o_missing(const struct ctx *c, struct proto_open *o)
@@ -1527,7 +1539,12 @@ static const struct open_abuse open_name_unterminated = { o_name_unterminated,
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag4 = { o_flag4, "unknown flags" };
+static const struct open_abuse open_flag8 = { o_flag8, "unknown flags" };
+static const struct open_abuse open_ragged_noflag = {
+	o_ragged_noflag, "ragged_bytes given without ragged outputs"
+};
+static const struct open_abuse open_ragged_huge = { o_ragged_huge,
+						    "ragged_bytes" };
 static const struct open_abuse open_twice = { o_twice, "image" };
 static const struct open_abuse open_cast9 = { o_cast9, "cast" };
 static const struct open_abuse open_unit_label = { o_unit_label, "unit" };
@@ -2081,7 +2098,10 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag4 },
+	{ "OPEN with an unknown flag", case_open, &open_flag8 },
+	{ "OPEN with ragged_bytes but no ragged flag", case_open,
+	  &open_ragged_noflag },
+	{ "OPEN with ragged_bytes above 1 GiB", case_open, &open_ragged_huge },
 	{ "SAVED before HELLO", case_saved, &sv_before_hello },
 	{ "SAVED of 4 bytes", case_saved, &sv_short },
 	{ "FORGET with a name without NUL", case_saved, &sv_unterminated },

@@ -45,8 +45,8 @@ import threading
 
 from . import _lib
 
-__all__ = ["Stream", "Batch", "Output", "Error", "library_version",
-           "default_rank_world"]
+__all__ = ["Stream", "Batch", "Output", "Ragged", "Error",
+           "library_version", "default_rank_world"]
 
 __version__ = "%d.%d" % (_lib.NEED_MAJOR, _lib.NEED_MINOR)
 
@@ -297,6 +297,70 @@ class Output:
             self.name, self.dtype, list(self.shape), self.data_ptr)
 
 
+class Ragged:
+    """A ragged output: a bytes field, one value of its own length per
+    sample, the values back to back in shared memory (no copy).
+
+    len(r) is the batch's sample count; r[i] is sample i's value as a
+    memoryview (bytes(r[i]) or r[i].tobytes() copies it, np.frombuffer
+    views it, r[i].decode() is not there: bytes(r[i]).decode() is);
+    iterating gives the same views. r.data is every value, a uint8
+    memoryview of r.nbytes bytes; r.offsets the count + 1 byte offsets
+    into it (a uint64 memoryview: sample i is data[offsets[i]:
+    offsets[i + 1]]); r.tolist() the values as bytes objects (copies);
+    data_ptr and offsets_ptr their addresses.
+    Like an Output, a Ragged and every view made from it keep the
+    batch's slot until the last of them is gone. The memory is the
+    stream's alone and writable; writing the offsets spoils only what
+    this object shows (views are cut within data, never outside it).
+    """
+
+    __slots__ = ("_slot", "name", "count", "nbytes", "data", "offsets",
+                 "data_ptr", "offsets_ptr", "__weakref__")
+
+    def __init__(self, slot, name, ptr, optr, count, nbytes):
+        self._slot = slot
+        self.name = name
+        self.count = count
+        self.nbytes = nbytes
+        self.data_ptr, self.offsets_ptr = ptr, optr
+        # ctypes arrays that hold this object: a memoryview of them (and
+        # every slice of it) keeps the slot taken.
+        mem = (ctypes.c_char * nbytes).from_address(ptr)
+        mem.owner = self
+        self.data = memoryview(mem).cast("B")
+        idx = (ctypes.c_char * (8 * (count + 1))).from_address(optr)
+        idx.owner = self
+        self.offsets = memoryview(idx).cast("B").cast("Q")
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, i):
+        if not isinstance(i, int):
+            raise TypeError("loader.Ragged: index with an int")
+        n = self.count
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("sample %d of %d" % (i, n))
+        o = self.offsets
+        return self.data[o[i]:o[i + 1]]
+
+    def __iter__(self):
+        o, d = self.offsets, self.data
+        for i in range(self.count):
+            yield d[o[i]:o[i + 1]]
+
+    def tolist(self):
+        """The values as bytes objects (copies)."""
+        return [bytes(v) for v in self]
+
+    def __repr__(self):
+        return "<loader.Ragged %s: %d values, %d bytes>" % (
+            self.name, self.count, self.nbytes)
+
+
 _np = None
 _Held = None
 
@@ -327,10 +391,11 @@ class Batch(collections.abc.Mapping):
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
-    __slots__ = ("_slot", "_ptrs", "_by_name", "_names", "seq", "index",
-                 "epoch", "count")
+    __slots__ = ("_slot", "_ptrs", "_rbytes", "_by_name", "_names", "seq",
+                 "index", "epoch", "count")
 
-    def __init__(self, stream, slot, seq, index, epoch, count, ptrs):
+    def __init__(self, stream, slot, seq, index, epoch, count, ptrs,
+                 rbytes=None):
         # The stream's layout, not the stream: the stream holds its
         # current batch, and a cycle would keep both until a GC pass.
         self._by_name = stream._by_name
@@ -341,6 +406,7 @@ class Batch(collections.abc.Mapping):
         self.epoch = epoch
         self.count = count
         self._ptrs = ptrs  # the outputs', then the ids'
+        self._rbytes = rbytes  # {output: bytes} of ragged outputs
 
     def _check(self):
         if self._slot is None:
@@ -353,6 +419,10 @@ class Batch(collections.abc.Mapping):
     def __getitem__(self, name):
         slot = self._check()
         k, dtype, sample_shape, sample_bytes = self._by_name[name]
+        if sample_shape is None:
+            ptr, optr = self._ptrs[k]
+            return Ragged(slot, name, ptr, optr, self.count,
+                          self._rbytes[k])
         return Output(slot, name, self._ptrs[k], dtype,
                       (self.count,) + sample_shape, self.count * sample_bytes)
 
@@ -395,7 +465,7 @@ class Stream:
            start_batch=0, rank=None, world=None, drop_last=False,
            ring_slots=0, prefetch_bytes=0, threads=0, direct=False,
            on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None,
-           name=None, fresh=False, reconnect_ms=0)
+           name=None, fresh=False, reconnect_ms=0, ragged_bytes=0)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), 0 or None meaning the library's default, except:
@@ -421,6 +491,12 @@ class Stream:
     saved position. reconnect_ms lets
     the library connect again to a daemon that went away (crashed,
     restarted) and go on at the first batch not released.
+
+    A bytes field (captions, tokens, JSON) is a ragged output: b["text"]
+    is a Ragged (its values as memoryviews, plus .data and .offsets), and
+    ragged_bytes is the room for its values in a batch (0: the daemon's
+    default; a batch that does not fit fails the stream, naming the
+    sample and this option).
     """
 
     def __init__(self, dataset, *, batch_size=0, outputs=None,
@@ -428,7 +504,8 @@ class Stream:
                  start_epoch=0, start_batch=0, rank=None, world=None,
                  drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
-                 wait_timeout=None, name=None, fresh=False, reconnect_ms=0):
+                 wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
+                 ragged_bytes=0):
         self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
@@ -458,6 +535,7 @@ class Stream:
         o.threads = threads or 0
         o.direct = bool(direct)
         o.timeout_ms = timeout_ms or 0
+        o.ragged_bytes = ragged_bytes or 0
         self.options = {f: getattr(o, f) for f, _ in o._fields_
                         if f not in ("size", "socket_path")}
         self.dataset = os.fspath(dataset)
@@ -485,6 +563,7 @@ class Stream:
         self._cur = None   # the batch handed out last
         self._final = None  # the code that ended the stream
         self._layout = None
+        self._ragged = ()
         self._names = ()
         self._by_name = {}
 
@@ -570,23 +649,31 @@ class Stream:
                 self._ptrs.clear()
                 ring.arrays.clear()
             ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
+            for i in self._ragged:
+                ptrs[i] = (ptrs[i], lib.loader_offsets(h, pv, i))
             self._ptrs[seq & self._mask] = ptrs
+        rbytes = {i: v.out[i].bytes for i in self._ragged} \
+            if self._ragged else None
         rec = [seq, False, v.epoch, v.index]
         held.append(rec)
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
-                  ptrs)
+                  ptrs, rbytes)
         self._cur = b
         return b
 
     def _learn_layout(self, v):
         """The outputs' names, types and sample shapes: the same in every
         batch, so read once."""
-        lay = []
+        lay, ragged = [], []
         for i in range(v.noutputs):
             t = v.out[i]
             shape = tuple(int(t.shape[d]) for d in range(1, t.ndim))
             sb = t.bytes // v.count if v.count else 0
+            if t.ndim == 2 and t.shape[1] == _lib.RAGGED:
+                shape, sb = None, 0  # a Ragged
+                ragged.append(i)
             lay.append((t.name.decode(), (i, t.dtype, shape, sb)))
+        self._ragged = tuple(ragged)
         self._layout = lay
         self._names = tuple(n for n, _ in lay)
         self._by_name = dict(lay)

@@ -11,11 +11,12 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 1
+NEED_MINOR = 2
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
 MAX_DIMS = 5
+RAGGED = (1 << 64) - 1  # LOADER_RAGGED: shape[1] of a ragged output
 
 # LOADER_E* (common/loader_error.h): the range no errno reaches.
 CODES = {
@@ -43,7 +44,7 @@ ON_BAD = {"fail": 0, "skip": 1}
 
 
 class Opts(ctypes.Structure):
-    """struct loader_opts, LOADER_VERSION 1.1."""
+    """struct loader_opts, LOADER_VERSION 1.2."""
     _fields_ = [
         ("size", ctypes.c_uint32),
         ("socket_path", ctypes.c_char_p),
@@ -68,6 +69,8 @@ class Opts(ctypes.Structure):
         ("name", ctypes.c_char_p),
         ("fresh", ctypes.c_uint32),
         ("reconnect_ms", ctypes.c_int),
+        # 1.2
+        ("ragged_bytes", ctypes.c_uint64),
     ]
 
 
@@ -186,6 +189,8 @@ lib.loader_samples.restype = ctypes.c_uint64
 lib.loader_samples.argtypes = [_P]
 lib.loader_slots.restype = ctypes.c_uint32
 lib.loader_slots.argtypes = [_P]
+lib.loader_offsets.restype = ctypes.c_void_p
+lib.loader_offsets.argtypes = [_P, ctypes.POINTER(BatchView), ctypes.c_uint32]
 lib.loader_strerror.restype = ctypes.c_char_p
 lib.loader_strerror.argtypes = [ctypes.c_int]
 

@@ -10,7 +10,8 @@
     for x, y in tds: ...                     # one epoch per iteration
 
 Batches come as NumPy arrays that view the daemon's shared memory (no
-copy); TensorFlow copies them into its own tensors as it takes them, and
+copy), and bytes fields (captions, JSON) as lists of bytes objects
+(copies; a string tensor in tf.data); TensorFlow copies them into its own tensors as it takes them, and
 each array keeps its batch's slot of the ring until it is freed.
 TensorFlow, Keras and JAX are not packaged in Debian 12: this module was
 tested against stand-in classes with their interfaces (keras.utils.
@@ -19,6 +20,7 @@ not against the frameworks themselves. JAX takes the outputs directly:
 jax.dlpack.from_dlpack(batch["image"]).
 """
 
+from . import Ragged
 from ._epochs import Epochs
 
 __all__ = ["PyDataset", "tf_dataset"]
@@ -28,7 +30,13 @@ def _arrays(keys, copy):
     def convert(b):
         out = []
         for k in keys:
-            a = b.ids.numpy() if k == "ids" else b[k].numpy()
+            v = b.ids if k == "ids" else b[k]
+            if isinstance(v, Ragged):
+                # A bytes field: its values as bytes objects (copies),
+                # which tf.data takes as a string tensor.
+                out.append(v.tolist())
+                continue
+            a = v.numpy()
             out.append(a.copy() if copy else a)
         return tuple(out)
     return convert
@@ -135,7 +143,10 @@ def tf_dataset(dataset, *, keys=("image", "label"), copy=False, tf=None,
     except StopIteration:
         raise ValueError("loader.keras.tf_dataset: %s has no batch"
                          % dataset)
-    spec = tuple(tf.TensorSpec(shape=(None,) + a.shape[1:],
+    # A bytes field (a list of bytes objects) is a string tensor.
+    spec = tuple(tf.TensorSpec(shape=(None,), dtype=tf.string)
+                 if isinstance(a, list) else
+                 tf.TensorSpec(shape=(None,) + a.shape[1:],
                                dtype=tf.as_dtype(a.dtype))
                  for a in head)
     pending = [head, first]

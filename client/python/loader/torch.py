@@ -10,7 +10,8 @@
     torch.save(dl.state_dict(), "loader.pt") # (seed, epoch, next batch)
 
 The tensors view the daemon's shared memory (torch.from_dlpack, no
-copy); each keeps its batch's slot of the ring until it is freed, so a
+copy), except bytes fields, which stay loader.Ragged objects; each
+keeps its batch's slot of the ring until it is freed, so a
 loop may hold a few batches (up to ring_slots - 1) but must copy what it
 keeps for longer (x.clone()). In-place operations on them are allowed.
 Options are those of loader.Stream; order defaults to "random" and
@@ -19,9 +20,17 @@ epochs to 0 (endless; set_epoch() moves on).
 
 import torch as _torch
 
+from . import Ragged
 from ._epochs import Epochs
 
 __all__ = ["DataLoader"]
+
+
+def _tensor(o, from_dlpack):
+    """An Output as a tensor; a Ragged (a bytes field) stays one: torch
+    has no ragged tensor to view it as (torch.frombuffer(r[i],
+    dtype=torch.uint8) views one value)."""
+    return o if isinstance(o, Ragged) else from_dlpack(o)
 
 
 class DataLoader:
@@ -44,14 +53,14 @@ class DataLoader:
     def _convert(self, b):
         from_dlpack = _torch.from_dlpack
         names = self.keys if self.keys is not None else tuple(b)
-        t = [from_dlpack(b[n]) for n in names]
+        t = [_tensor(b[n], from_dlpack) for n in names]
         if self.with_ids:
             names = names + ("ids",)
             # torch has no uint64 (DLPack import refuses it): the ids,
             # all below 2^63, as int64 through a NumPy view.
             t.append(from_dlpack(b.ids.numpy().view("int64")))
         if self.pin_memory:
-            t = [x.pin_memory() for x in t]
+            t = [x if isinstance(x, Ragged) else x.pin_memory() for x in t]
         if self.keys is not None:
             return tuple(t)
         return dict(zip(names, t))

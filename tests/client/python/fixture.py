@@ -266,7 +266,11 @@ def batch_hash(b):
     """The digest ldclient --batch-hash prints for the same batch: the ids,
     then every output, read where they lie in the ring."""
     spans = [(b.ids.data_ptr, b.ids.nbytes)]
-    spans += [(b[k].data_ptr, b[k].nbytes) for k in b]
+    for k in b:
+        o = b[k]
+        spans.append((o.data_ptr, o.nbytes))
+        if hasattr(o, "offsets_ptr"):  # a Ragged: its offsets after
+            spans.append((o.offsets_ptr, 8 * (o.count + 1)))
     return digest(spans)
 
 
