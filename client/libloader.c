@@ -1784,6 +1784,8 @@ LOADER_API int loader_stats(struct loader *l, struct loader_stats *st)
 	all.daemon_bytes_read = r.stats.bytes_read;
 	all.daemon_bad_samples = r.stats.bad_samples;
 	all.daemon_rss = r.stats.rss_bytes;
+	all.daemon_cache_hits = r.stats.cache_hits;
+	all.daemon_cache_misses = r.stats.cache_misses;
 	all.size = size;
 	memcpy(st, &all, size < sizeof(all) ? size : sizeof(all));
 	return 0;

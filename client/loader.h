@@ -231,6 +231,11 @@ struct loader_stats {
 	uint64_t daemon_bytes_read;
 	uint64_t daemon_bad_samples;
 	uint64_t daemon_rss;
+	/* ---- 1.2 ---- */
+	/* Records of this stream the daemon's node cache served, and
+	 * those it looked up there and read from storage. */
+	uint64_t daemon_cache_hits;
+	uint64_t daemon_cache_misses;
 };
 
 struct loader;

@@ -194,8 +194,10 @@ struct proto_stats_ok {
 	uint64_t samples;
 	uint64_t bytes_read; /* from storage */
 	uint64_t bad_samples;
-	uint64_t stall_ns;  /* time the producer waited for a free slot */
-	uint64_t rss_bytes; /* the daemon's resident set */
+	uint64_t stall_ns;     /* time the producer waited for a free slot */
+	uint64_t rss_bytes;    /* the daemon's resident set */
+	uint64_t cache_hits;   /* records served by the node cache */
+	uint64_t cache_misses; /* records looked up there and read */
 };
 
 /*

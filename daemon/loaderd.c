@@ -50,6 +50,7 @@ struct loaderd_opts {
 	uint64_t io_depth;
 	double stop_timeout;
 	uint64_t memory_budget;
+	uint64_t cache_memory;
 	const char *state_dir;
 	const char *cache_dir;
 	uint64_t stream_expiry;
@@ -121,6 +122,9 @@ static const struct opt loaderd_table[] = {
 	{ "memory-budget", 0, OPT_SIZE, O(memory_budget), "0", "BYTES",
 	  "all streams' rings, prefetch and decode scratch together (0: no limit); a stream that would pass it is refused",
 	  0, 0, OPT_F_RELOAD },
+	{ "cache-memory", 0, OPT_SIZE, O(cache_memory), "0", "BYTES",
+	  "the node cache: stored records shared by every stream on the same dataset files, kept as first read (0: none)",
+	  0, 0, 0 },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
 	  0.1, 3600, 0 },
@@ -231,6 +235,7 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.direct = o->direct,
 		.io_depth = (uint32_t)o->io_depth,
 		.memory_budget = o->memory_budget,
+		.cache_memory = o->cache_memory,
 		.max_uid_memory = o->max_uid_memory ? o->max_uid_memory :
 						      phys_memory() / 2,
 		.stream_expiry_ms = o->stream_expiry * 3600 * 1000,

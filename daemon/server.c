@@ -33,6 +33,7 @@
 #include "fault.h"
 #include "loader_error.h"
 #include "msg.h"
+#include "ncache.h"
 #include "openreq.h"
 #include "plog.h"
 #include "pool.h"
@@ -213,6 +214,7 @@ struct server {
 	int fd;
 	char path[108];
 	struct pool *pool;
+	struct ncache *cache; /* the node cache; NULL: off */
 	struct server_limits lim;
 	struct session *sessions;
 	struct uid_use *uids;
@@ -396,6 +398,8 @@ static void server_put(struct server *srv)
 		srv->uids = u->next;
 		free(u);
 	}
+	/* Every stream has been freed: no set of the cache is attached. */
+	ncache_free(srv->cache);
 	free(srv);
 }
 
@@ -1113,6 +1117,7 @@ static void open_work(uv_work_t *req)
 	c.max_mem_why = j->mem_why;
 	c.direct = c.direct || j->direct;
 	c.io_depth = j->io_depth;
+	c.cache = srv->cache;
 	if (j->open.name[0]) {
 		j->err = named_resolve(j, &c);
 		if (j->err) {
@@ -1623,6 +1628,8 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 		st.bytes_read = n.bytes_read;
 		st.bad_samples = n.bad_samples;
 		st.stall_ns = producer_stall_ns(ss->prod);
+		st.cache_hits = n.cache_hits;
+		st.cache_misses = n.cache_misses;
 	}
 	st.rss_bytes = rss_bytes();
 	/* A lost reply is the peer's alone (see reply_error()). */
@@ -2128,8 +2135,13 @@ int server_new(struct server **out, uv_loop_t *loop,
 	srv->started_ms = now_ms();
 	srv->lim = *lim;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
+	if (ncache_new(&srv->cache, lim->cache_memory)) {
+		free(srv);
+		return diag_set(d, -ENOMEM, "node cache: out of memory");
+	}
 	err = l->fd >= 0 ? server_inherit(srv, l, d) : server_bind(srv, l, d);
 	if (err) {
+		ncache_free(srv->cache);
 		free(srv);
 		return err;
 	}
@@ -2140,6 +2152,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 			close(srv->fd);
 			unlink(path);
 		}
+		ncache_free(srv->cache);
 		free(srv);
 		return err;
 	}

@@ -36,6 +36,11 @@ struct server_limits {
 	 * what the daemon's memory is bounded by, beside fixed scratch.
 	 */
 	uint64_t memory_budget;
+	/*
+	 * The node cache's budget (pipeline/ncache.h): records shared by
+	 * every stream on the same files; 0: no cache.
+	 */
+	uint64_t cache_memory;
 	/* One uid's streams' rings, prefetch and scratch together. */
 	uint64_t max_uid_memory;
 	/* Drop named streams not checkpointed for this long (0: never). */

@@ -302,8 +302,11 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 			r.length, r.offset, loader_strerror(pb->rerr[i]));
 		goto fail;
 	}
-	err = shard_parse_record(sh, pb->ridx[i], pb->rec[i], pb->len[i], f,
-				 &d);
+	/* A record from the node cache was checked when it went in. */
+	err = pb->cached[i] ? shard_split_record(sh, pb->ridx[i], pb->rec[i],
+						 pb->len[i], f, &d) :
+			      shard_parse_record(sh, pb->ridx[i], pb->rec[i],
+						 pb->len[i], f, &d);
 	if (err)
 		goto fail;
 	if (wt) /* parsing is part of decoding; images time their stages */

@@ -29,6 +29,7 @@
 #include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
+#include "ncache.h"
 #include "order.h"
 #include "plog.h"
 #include "shard.h"
@@ -275,7 +276,7 @@ static void retry_records(struct stream *s, struct stream_pb *pb,
 static int read_batch(struct stream *s, struct reader_io *io,
 		      struct stream_pb *pb, uint64_t b, struct diag *d)
 {
-	uint32_t n = order_batch_count(s->order, b), next = 0;
+	uint32_t n = order_batch_count(s->order, b), next = 0, nr = 0;
 	uint64_t gap = io->depth == 1 && s->c.order == ORDER_QUASI ?
 			       STREAM_SEEK_GAP :
 			       STREAM_MERGE_GAP;
@@ -291,12 +292,24 @@ static int read_batch(struct stream *s, struct reader_io *io,
 
 		pb->gidx[k] = g;
 		order_locate(s->order, g, &pb->shard[k], &pb->ridx[k]);
+		pb->rerr[k] = 0;
+		/* Cached (and checked): served where it lies, nothing read. */
+		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],
+					&pb->len[k]);
+		pb->cached[k] = pb->rec[k] != NULL;
+		if (pb->cached[k])
+			continue;
 		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
 		pb->len[k] = r.length;
-		pb->rerr[k] = 0;
-		s->refs[k] = (struct stream_ref){ pb->shard[k], k, r.offset,
-						  r.length };
+		s->refs[nr++] = (struct stream_ref){ pb->shard[k], k, r.offset,
+						     r.length };
 	}
+	if (s->cset) {
+		ncache_count(s->cset, n - nr, nr);
+		__atomic_fetch_add(&s->n.cache_hits, n - nr, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->n.cache_misses, nr, __ATOMIC_RELAXED);
+	}
+	n = nr;
 	/* Sequential orders come sorted already: skip the sort then. */
 	for (uint32_t k = 1; k < n; k++)
 		if (cmp_ref(&s->refs[k - 1], &s->refs[k]) > 0) {
@@ -403,6 +416,23 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		}
 		for (uint32_t m = e->first; m < e->last; m++)
 			pb->rerr[s->refs[m].k] = e->err;
+	}
+	/*
+	 * What was read whole and matches its checksum goes into the node
+	 * cache while it has room, and is not checked again there.
+	 */
+	for (uint32_t m = 0; s->cset && m < n; m++) {
+		uint32_t k = s->refs[m].k;
+		struct diag cd;
+
+		if (pb->rerr[k] ||
+		    shard_check_sum(s->sh[pb->shard[k]], pb->ridx[k],
+				    pb->rec[k], pb->len[k], &cd))
+			continue;
+		if (!ncache_put(s->cset, pb->shard[k], pb->ridx[k], pb->rec[k],
+				pb->len[k]))
+			break;
+		pb->cached[k] = true;
 	}
 	__atomic_fetch_add(&s->n.bytes_read, pos - start, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->n.reads, next, __ATOMIC_RELAXED);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codec.h"
@@ -19,6 +20,7 @@
 #include "imgpipe.h"
 #include "ispec.h"
 #include "loader_error.h"
+#include "ncache.h"
 #include "order.h"
 #include "plog.h"
 #include "pool.h"
@@ -331,8 +333,9 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 		p->shard = mem_calloc(b, sizeof(*p->shard));
 		p->ridx = mem_calloc(b, sizeof(*p->ridx));
 		p->rerr = mem_calloc(b, sizeof(*p->rerr));
+		p->cached = mem_calloc(b, sizeof(*p->cached));
 		if (!p->rec || !p->len || !p->gidx || !p->shard || !p->ridx ||
-		    !p->rerr)
+		    !p->rerr || !p->cached)
 			return -ENOMEM;
 	}
 	return 0;
@@ -374,6 +377,42 @@ static int setup_workers(struct stream *s)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+/*
+ * The node cache's set of this dataset's files, as the client's
+ * descriptors show them (ncache.h): none if one cannot be told.
+ */
+static void attach_cache(struct stream *s)
+{
+	struct ncache_file *f;
+	uint32_t n = s->ds->nshards;
+
+	if (!s->c.cache)
+		return;
+	f = mem_calloc(n, sizeof(*f));
+	if (!f)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		struct stat st;
+
+		if (fstat(s->fds[i + 1], &st)) {
+			free(f);
+			return;
+		}
+		f[i] = (struct ncache_file){
+			.dev = st.st_dev,
+			.ino = st.st_ino,
+			.size = (uint64_t)st.st_size,
+			.mtime_ns = st.st_mtim.tv_sec * 1000000000ll +
+				    st.st_mtim.tv_nsec,
+			.ctime_ns = st.st_ctim.tv_sec * 1000000000ll +
+				    st.st_ctim.tv_nsec,
+			.records = shard_count(s->sh[i]),
+		};
+	}
+	s->cset = ncache_attach(s->c.cache, f, n);
+	free(f);
 }
 
 static int replan(struct stream *s, struct order_params *op, struct diag *d);
@@ -428,6 +467,7 @@ static int open_dataset(struct stream *s, struct diag *d)
 			}
 		}
 	}
+	attach_cache(s);
 	op = (struct order_params){
 		.kind = s->c.order,
 		.seed = s->c.seed,
@@ -570,11 +610,14 @@ void stream_free(struct stream *s)
 		free(s->pb[i].shard);
 		free(s->pb[i].ridx);
 		free(s->pb[i].rerr);
+		free(s->pb[i].cached);
 	}
 	free(s->pb);
 	free(s->refs);
 	free(s->ext);
 	free(s->arena);
+	/* The threads are gone: nothing points into the set any more. */
+	ncache_detach(s->cset);
 	order_free(s->order);
 	free(s->plan);
 	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
@@ -679,6 +722,9 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->samples = __atomic_load_n(&s->n.samples, __ATOMIC_RELAXED);
 	st->bytes_read = __atomic_load_n(&s->n.bytes_read, __ATOMIC_RELAXED);
 	st->reads = __atomic_load_n(&s->n.reads, __ATOMIC_RELAXED);
+	st->cache_hits = __atomic_load_n(&s->n.cache_hits, __ATOMIC_RELAXED);
+	st->cache_misses =
+		__atomic_load_n(&s->n.cache_misses, __ATOMIC_RELAXED);
 	st->bad_samples = __atomic_load_n(&s->n.bad_samples, __ATOMIC_RELAXED);
 	st->read_wait_ns =
 		__atomic_load_n(&s->n.read_wait_ns, __ATOMIC_RELAXED);

@@ -23,6 +23,8 @@
 #include "diag.h"
 #include "order.h"
 
+struct ncache;
+
 #define STREAM_MAX_OUTPUTS 8
 #define STREAM_NAME_MAX	   32 /* of an output's field name, NUL included */
 #define STREAM_MAX_DIMS	   4  /* of one sample of an output */
@@ -82,6 +84,11 @@ struct stream_config {
 	const uint32_t *from_epoch;
 	const uint64_t *from_batch;
 	bool drop_last;
+	/*
+	 * The node cache (ncache.h), or NULL: records found there are not
+	 * read, records read are added while it has room.
+	 */
+	struct ncache *cache;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint32_t io_depth;	 /* reads in flight, 1..64; 0: 64 */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
@@ -199,8 +206,10 @@ struct stream;
 struct stream_stats {
 	uint64_t batches; /* handed to the sink */
 	uint64_t samples;
-	uint64_t bytes_read; /* from storage */
-	uint64_t reads;	     /* read requests: merged neighbours count once */
+	uint64_t bytes_read;   /* from storage */
+	uint64_t reads;	       /* read requests: merged neighbours count once */
+	uint64_t cache_hits;   /* records served by the node cache */
+	uint64_t cache_misses; /* records looked up there and read */
 	uint64_t bad_samples;
 	/*
 	 * Where the assembler's time goes, batch after batch: waiting for

@@ -70,8 +70,9 @@ struct stream_pb {
 	uint64_t *gidx;
 	uint32_t *shard;
 	uint64_t *ridx;
-	int *rerr; /* 0, or why the record could not be read */
-	bool last; /* no batch follows */
+	int *rerr;    /* 0, or why the record could not be read */
+	bool *cached; /* checked against its checksum already (node cache) */
+	bool last;    /* no batch follows */
 	int err;
 	char msg[DIAG_MAX];
 };
@@ -83,6 +84,7 @@ struct stream {
 	int *fds;
 	uint32_t nfds;
 	struct shard **sh;
+	struct ncache_set *cset; /* the node cache's set of these files */
 	struct order *order;
 	uint64_t *plan; /* the order's plan (order.h), or NULL */
 	size_t plan_words;

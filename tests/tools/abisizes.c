@@ -67,6 +67,8 @@ int main(void)
 	FIELD(loader_stats, daemon_bytes_read);
 	FIELD(loader_stats, daemon_bad_samples);
 	FIELD(loader_stats, daemon_rss);
+	FIELD(loader_stats, daemon_cache_hits);
+	FIELD(loader_stats, daemon_cache_misses);
 	printf("LOADER_VERSION %d\n", LOADER_VERSION);
 	return 0;
 }

@@ -408,9 +408,12 @@ int main(int argc, char **argv)
 			printf("error: stats: %s\n", loader_strerror(e));
 		else
 			printf("stats bad_samples %" PRIu64
-			       " bytes_read %" PRIu64 " rss %" PRIu64 "\n",
+			       " bytes_read %" PRIu64 " rss %" PRIu64
+			       " cache_hits %" PRIu64 " cache_misses %" PRIu64
+			       "\n",
 			       st.daemon_bad_samples, st.daemon_bytes_read,
-			       st.daemon_rss);
+			       st.daemon_rss, st.daemon_cache_hits,
+			       st.daemon_cache_misses);
 	}
 	if (ref && bytes && batch_bytes) {
 		/*

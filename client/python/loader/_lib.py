@@ -100,7 +100,7 @@ class BatchView(ctypes.Structure):
 
 
 class Stats(ctypes.Structure):
-    """struct loader_stats, LOADER_VERSION 1.0."""
+    """struct loader_stats, LOADER_VERSION 1.2."""
     _fields_ = [
         ("size", ctypes.c_uint32),
         ("reserved", ctypes.c_uint32),
@@ -113,6 +113,9 @@ class Stats(ctypes.Structure):
         ("daemon_bytes_read", ctypes.c_uint64),
         ("daemon_bad_samples", ctypes.c_uint64),
         ("daemon_rss", ctypes.c_uint64),
+        # 1.2
+        ("daemon_cache_hits", ctypes.c_uint64),
+        ("daemon_cache_misses", ctypes.c_uint64),
     ]
 
 
