@@ -303,8 +303,8 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		goto fail;
 	}
 	/* A record from the node cache was checked when it went in. */
-	err = pb->cached[i] ? shard_split_record(sh, pb->ridx[i], pb->rec[i],
-						 pb->len[i], f, &d) :
+	err = pb->cached[i] ? shard_split_known(sh, pb->ridx[i], pb->rec[i],
+						pb->len[i], f, &d) :
 			      shard_parse_record(sh, pb->ridx[i], pb->rec[i],
 						 pb->len[i], f, &d);
 	if (err)

@@ -22,15 +22,21 @@ struct nc_chunk {
 	unsigned char data[];
 };
 
+/* One record's place: its bytes (NULL: not cached) and length. */
+struct nc_ent {
+	const unsigned char *p;
+	uint64_t len;
+};
+
 struct ncache_set {
 	struct ncache *c;
 	struct ncache_set *prev, *next; /* in c's list, the newest use first */
 	uint32_t n;
 	struct ncache_file *files;
-	uint64_t *base; /* shard i's records start at flat[base[i]] */
-	const unsigned char **flat; /* one pointer per record, NULL: not cached */
-	uint32_t users;		    /* under c->lock */
-	uint64_t charged;	    /* bytes of the budget, under c->lock */
+	uint64_t *base;	     /* shard i's records start at flat[base[i]] */
+	struct nc_ent *flat; /* one per record */
+	uint32_t users;	     /* under c->lock */
+	uint64_t charged;    /* bytes of the budget, under c->lock */
 	pthread_mutex_t lock;
 	struct nc_chunk *chunks; /* under lock; the first has the room */
 	uint64_t records;	 /* cached; an atomic, written under lock */
@@ -220,21 +226,26 @@ void ncache_detach(struct ncache_set *s)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* A record is kept after an 8-byte head: its length, then padding. */
-#define NC_HEAD 8
-
 const unsigned char *ncache_get(const struct ncache_set *s, uint32_t i,
 				uint64_t rec, uint32_t *len)
 {
+	const struct nc_ent *e;
 	const unsigned char *p;
 
 	if (!s || i >= s->n || rec >= s->files[i].records)
 		return NULL;
-	p = __atomic_load_n(&s->flat[s->base[i] + rec], __ATOMIC_ACQUIRE);
-	if (!p)
-		return NULL;
-	memcpy(len, p - NC_HEAD, sizeof(*len));
+	e = &s->flat[s->base[i] + rec];
+	/* len is stored before p is published (release): read it after. */
+	p = __atomic_load_n(&e->p, __ATOMIC_ACQUIRE);
+	if (p)
+		*len = (uint32_t)e->len;
 	return p;
+}
+
+void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec)
+{
+	if (s && i < s->n && rec < s->files[i].records)
+		__builtin_prefetch(&s->flat[s->base[i] + rec]);
 }
 
 /* Is there a set but s that no stream uses? Under c->lock. */
@@ -291,26 +302,24 @@ static unsigned char *room(struct ncache_set *s, uint32_t len)
 bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 		uint32_t len)
 {
-	const unsigned char **slot;
+	struct nc_ent *e;
 	unsigned char *to;
 	bool ok = true;
 
 	if (!s || i >= s->n || rec >= s->files[i].records ||
-	    len > UINT32_MAX - 2 * NC_HEAD ||
-	    __atomic_load_n(&s->full, __ATOMIC_RELAXED))
+	    len > UINT32_MAX - 8 || __atomic_load_n(&s->full, __ATOMIC_RELAXED))
 		return false;
-	slot = &s->flat[s->base[i] + rec];
+	e = &s->flat[s->base[i] + rec];
 	pthread_mutex_lock(&s->lock);
-	if (!*slot) {
-		/* Heads 8-aligned, so the records are too. */
-		to = room(s, (uint32_t)(NC_HEAD + ((uint64_t)len + 7) / 8 * 8));
+	if (!e->p) {
+		/* 8-aligned, so the records' fields are as aligned as in a file. */
+		to = room(s, (uint32_t)(((uint64_t)len + 7) / 8 * 8 + !len));
 		if (to) {
-			memcpy(to, &len, sizeof(len));
-			to += NC_HEAD;
 			memcpy(to, p, len);
+			e->len = len;
 			__atomic_store_n(&s->records, s->records + 1,
 					 __ATOMIC_RELAXED);
-			__atomic_store_n(slot, to, __ATOMIC_RELEASE);
+			__atomic_store_n(&e->p, to, __ATOMIC_RELEASE);
 		} else {
 			__atomic_store_n(&s->full, true, __ATOMIC_RELAXED);
 			ok = false;

@@ -74,6 +74,9 @@ void ncache_detach(struct ncache_set *s);
 const unsigned char *ncache_get(const struct ncache_set *s, uint32_t i,
 				uint64_t rec, uint32_t *len);
 
+/* Start bringing record rec's entry into the CPU cache (a batch's first pass). */
+void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec);
+
 /*
  * Keep a copy of record rec of shard i (len bytes at p, checked against
  * its checksum), if it is not cached yet and the budget has room.

@@ -286,12 +286,24 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	pb->batch = b;
 	pb->epoch = order_epoch(s->order);
 	pb->count = n;
+	/*
+	 * A first pass locates every record and asks for its cache entry,
+	 * so that the misses of a random batch overlap instead of coming one
+	 * after another.
+	 */
+	for (uint32_t k = 0; s->cset && k < n; k++) {
+		pb->gidx[k] = order_sample(s->order, b, k);
+		order_locate(s->order, pb->gidx[k], &pb->shard[k],
+			     &pb->ridx[k]);
+		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
+	}
 	for (uint32_t k = 0; k < n; k++) {
 		struct shard_rec r;
-		uint64_t g = order_sample(s->order, b, k);
-
-		pb->gidx[k] = g;
-		order_locate(s->order, g, &pb->shard[k], &pb->ridx[k]);
+		if (!s->cset) {
+			pb->gidx[k] = order_sample(s->order, b, k);
+			order_locate(s->order, pb->gidx[k], &pb->shard[k],
+				     &pb->ridx[k]);
+		}
 		pb->rerr[k] = 0;
 		/* Cached (and checked): served where it lies, nothing read. */
 		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],

@@ -918,18 +918,29 @@ int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
 	return 0;
 }
 
-int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
-		       size_t len, struct shard_field *out, struct diag *d)
+/*
+ * Split record i into its fields; with check, against its index entry
+ * first (without, the caller did: the entry is not read, and messages
+ * give no offset).
+ */
+static int split(const struct shard *sh, uint64_t i, const void *buf,
+		 size_t len, struct shard_field *out, bool check,
+		 struct diag *d)
 {
 	const unsigned char *p = buf;
 	uint32_t nf = sh->schema.nfields;
-	struct shard_rec r;
+	struct shard_rec r = { .offset = 0 };
 	uint64_t sum = (uint64_t)4 * nf;
 
-	if (shard_rec(sh, i, &r) || len != r.length)
+	if (check && (shard_rec(sh, i, &r) || len != r.length))
 		return diag_set(d, LOADER_ERANGE,
 				"%s: record %" PRIu64
 				" of %zu bytes does not match the index",
+				sh->name, i, len);
+	if (len < sum)
+		return diag_set(d, LOADER_EFORMAT,
+				"%s: record %" PRIu64
+				" of %zu bytes, shorter than its field lengths",
 				sh->name, i, len);
 	for (uint32_t k = 0; k < nf; k++) {
 		out[k].len = get32(p + 4 * k);
@@ -959,6 +970,18 @@ int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
 		p += out[k].len;
 	}
 	return 0;
+}
+
+int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
+		       size_t len, struct shard_field *out, struct diag *d)
+{
+	return split(sh, i, buf, len, out, true, d);
+}
+
+int shard_split_known(const struct shard *sh, uint64_t i, const void *buf,
+		      size_t len, struct shard_field *out, struct diag *d)
+{
+	return split(sh, i, buf, len, out, false, d);
 }
 
 int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,

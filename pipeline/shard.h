@@ -175,6 +175,13 @@ int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
 		    size_t len, struct diag *d);
 int shard_split_record(const struct shard *sh, uint64_t i, const void *buf,
 		       size_t len, struct shard_field *out, struct diag *d);
+/*
+ * The same for a record whose length and checksum were checked against
+ * its index entry before (the node cache's): the entry is not read
+ * again, so messages name no offset.
+ */
+int shard_split_known(const struct shard *sh, uint64_t i, const void *buf,
+		      size_t len, struct shard_field *out, struct diag *d);
 
 /*
  * Read record i with pread into buf (cap bytes) and parse it as above.
