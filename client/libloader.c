@@ -99,7 +99,7 @@ struct loader_output {
 	uint64_t sample_bytes;
 	/* A ragged output: its offsets in a slot, and the room for values. */
 	bool ragged;
-	uint64_t index, room;
+	uint64_t index, room, row;
 };
 
 struct loader {
@@ -833,21 +833,37 @@ static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
 }
 
 /*
- * A ragged output (ring.h): u8 values, shape [batch, RING_RAGGED], the
- * offsets and the room for values inside a slot and apart.
+ * A ragged output (ring.h): shape [batch, RING_RAGGED, D2...] of a known
+ * dtype, rows of `row` bytes, the offsets and the room for values inside
+ * a slot and apart.
  */
 static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
 			       const struct ring_hdr *h,
 			       struct loader_output *o)
 {
 	uint64_t ib = ((uint64_t)h->batch_size + 1) * sizeof(uint64_t);
+	uint64_t row = loader_dtype_size(ro->dtype);
 
-	if (ro->dtype != RING_DTYPE_U8 || ro->ndim != 2 ||
+	if (!row || ro->ndim < 2 || ro->ndim > RING_MAX_DIMS ||
 	    ro->shape[0] != h->batch_size || ro->shape[1] != RING_RAGGED)
 		return loader_fail(
 			l, LOADER_EPROTO,
 			"ring output %s: ragged, but dtype %u, ndim %u",
 			ro->name, ro->dtype, ro->ndim);
+	for (uint32_t d = 2; d < ro->ndim; d++) {
+		if (!ro->shape[d] || ro->shape[d] > h->slot_size / row)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"ring output %s: dimension %u is %llu",
+				ro->name, d, (unsigned long long)ro->shape[d]);
+		row *= ro->shape[d];
+	}
+	if (row != ro->row)
+		return loader_fail(
+			l, LOADER_EPROTO,
+			"ring output %s: rows of %llu bytes, not %llu",
+			ro->name, (unsigned long long)ro->row,
+			(unsigned long long)row);
 	if (ro->offset % RING_ALIGN || ro->index % RING_ALIGN ||
 	    ro->offset < sizeof(struct ring_slot) ||
 	    ro->index < sizeof(struct ring_slot) ||
@@ -863,13 +879,14 @@ static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
 			(unsigned long long)h->slot_size);
 	memcpy(o->name, ro->name, sizeof(o->name));
 	o->dtype = ro->dtype;
-	o->ndim = 2;
+	o->ndim = ro->ndim;
 	memcpy(o->shape, ro->shape, sizeof(o->shape));
 	o->offset = ro->offset;
 	o->sample_bytes = 0;
 	o->ragged = true;
 	o->index = ro->index;
 	o->room = ro->bytes;
+	o->row = row;
 	return 0;
 }
 
@@ -1507,13 +1524,14 @@ static int loader_check_offsets(struct loader *l, const unsigned char *slot,
 	for (uint32_t i = 1; i <= count; i++) {
 		uint64_t v = __atomic_load_n(&off[i], __ATOMIC_RELAXED);
 
-		if (v < prev || v > o->room)
+		if (v < prev || v > o->room || v % o->row)
 			return loader_fail(
 				l, LOADER_EPROTO,
-				"ring output %s: offset %u is %llu, after %llu, in %llu bytes of room",
+				"ring output %s: offset %u is %llu, after %llu, in %llu bytes of room (rows of %llu)",
 				o->name, i, (unsigned long long)v,
 				(unsigned long long)prev,
-				(unsigned long long)o->room);
+				(unsigned long long)o->room,
+				(unsigned long long)o->row);
 		prev = v;
 	}
 	*bytes = (size_t)prev;

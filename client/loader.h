@@ -186,10 +186,12 @@ struct loader_opts {
  * in place while it holds it (the daemon never reads slot data back);
  * a write after loader_release() corrupts only batches of this stream.
  *
- * A ragged output (a bytes field: captions, tokens, JSON, audio) has
- * dtype LOADER_DTYPE_U8, ndim 2 and shape {count, LOADER_RAGGED}: its
- * samples' values lie back to back at data, `bytes` of them in all, and
- * loader_offsets() gives where each begins.
+ * A ragged output (a bytes field: captions, JSON, encoded audio; or a
+ * ragged tensor "tensor DTYPE [*,D2,...]": tokens, boxes) has shape
+ * {count, LOADER_RAGGED, D2, ...}: dtype LOADER_DTYPE_U8 and ndim 2 for
+ * a bytes field. Its samples' values lie back to back at data, `bytes`
+ * of them in all, each a whole number of rows (D2 x ... elements), and
+ * loader_offsets() gives where each begins, in bytes.
  */
 #define LOADER_RAGGED UINT64_MAX
 

@@ -78,13 +78,15 @@ enum ring_dtype {
 /*
  * One output of every batch, as the ring header describes it.
  *
- * A ragged output (RING_OUT_RAGGED: a bytes field, one value of its own
- * length per sample) has shape [batch size, RING_RAGGED]; its samples lie
+ * A ragged output (RING_OUT_RAGGED: a bytes field or a ragged tensor, one
+ * value of its own length per sample) has shape [batch size, RING_RAGGED,
+ * D2, ...], its values `row` bytes a row (the dtype's size times D2...:
+ * 1 for a bytes field's u8); its samples lie
  * back to back in `bytes` bytes at `offset`, and at `index` the slot
  * holds count + 1 u64 byte offsets into them: sample i is
  * [index[i], index[i + 1]). The daemon writes them before it publishes;
- * the client checks them (rising, within `bytes`) before it hands the
- * batch out.
+ * the client checks them (rising, within `bytes`, whole rows) before it
+ * hands the batch out.
  */
 struct ring_output {
 	char name[PROTO_NAME_MAX];
@@ -96,6 +98,7 @@ struct ring_output {
 	uint64_t index;	 /* ragged: the offsets, from the start of a slot */
 	uint32_t flags;	 /* RING_OUT_* */
 	uint32_t reserved;
+	uint64_t row; /* ragged: every offset is a multiple of it */
 };
 
 #define RING_OUT_RAGGED 1u

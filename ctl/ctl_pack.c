@@ -30,6 +30,7 @@ struct pack_opts {
 	uint64_t quality;
 	const char *jpeg_restart;
 	const char *classes;
+	const char *ragged;
 	const char *split;
 	bool skip_bad;
 	bool force;
@@ -65,6 +66,9 @@ static const struct opt pack_table[] = {
 	  0, 0, 0 },
 	{ "classes", 0, OPT_STR, O(classes), NULL, "A,B,...",
 	  "class names, in label order (IDX files carry none)", 0, 0, 0 },
+	{ "ragged", 0, OPT_STR, O(ragged), NULL, "F,G,...",
+	  "tar: .npy fields whose first dimension varies (tokens, boxes): stored as ragged tensors [*,...], their other dimensions and dtype still the same in every sample",
+	  0, 0, 0 },
 	{ "split", 0, OPT_STR, O(split), NULL, "NAME",
 	  "pack only this split of a source that has several (IDX: train, test)",
 	  0, 0, 0 },
@@ -257,6 +261,7 @@ int ctl_pack(int argc, char **argv)
 		.outdir = argv[1],
 		.split = o.split,
 		.classes = o.classes,
+		.ragged = o.ragged,
 		.shard_size = o.shard_size,
 		.compress = strcmp(o.compress, "zstd") ? PACK_COMPRESS_NONE :
 							 PACK_COMPRESS_ZSTD,

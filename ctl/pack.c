@@ -104,7 +104,7 @@ static int report(struct pack_job *j, enum pack_event ev, uint64_t done,
 
 static bool compressible(const struct field *f)
 {
-	if (f->kind == FIELD_BYTES)
+	if (f->kind == FIELD_BYTES || field_ragged(f))
 		return true;
 	return f->kind == FIELD_TENSOR &&
 	       field_fixed_size(f) >= PACK_MIN_COMPRESS;
@@ -499,6 +499,7 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 	struct source_opts so = {
 		.split = split,
 		.classes = p->classes,
+		.ragged = p->ragged,
 		.max_side = p->max_side,
 		.quality = p->quality,
 	};

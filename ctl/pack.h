@@ -104,6 +104,7 @@ struct pack_params {
 	const char *outdir;
 	const char *split;   /* pack only this split; NULL: every split */
 	const char *classes; /* "A,B,..." class names in label order, or NULL */
+	const char *ragged;  /* "A,B": ragged .npy fields of a tar, or NULL */
 	uint64_t shard_size; /* target shard bytes; a record is never split */
 	enum pack_compress compress;
 	int level;	    /* zstd level */

@@ -24,6 +24,11 @@ struct source_opts {
 	const char *classes; /* comma-separated class names, or NULL */
 	uint64_t max_side; /* ImageFolder: re-encode larger JPEGs; 0 = as-is */
 	uint64_t quality;  /* JPEG quality when re-encoding */
+	/*
+	 * tar: comma-separated .npy fields whose first dimension varies
+	 * from sample to sample (ragged tensors, "[*,D1,...]"), or NULL.
+	 */
+	const char *ragged;
 };
 
 struct source {

@@ -77,6 +77,7 @@ struct tar_source {
 	unsigned char ints[SCHEMA_MAX_FIELDS][8];
 	uint8_t conv[SCHEMA_MAX_FIELDS]; /* enum conv: what get() does */
 	uint64_t bytes_in;
+	char *ragged; /* source_opts.ragged, or NULL */
 };
 
 /* What a field's members become. */
@@ -303,6 +304,47 @@ static int npy_field(struct tar_source *s, const struct scan_member *m,
 	return 0;
 }
 
+/* Is name one of the comma-separated names of list (NULL: none)? */
+static bool in_csv(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+
+		if (l == n && !memcmp(p, name, n))
+			return true;
+		p = e ? e + 1 : p + l;
+	}
+	return false;
+}
+
+/* Every name of --ragged must be a ragged tensor of the schema now. */
+static int check_ragged(const struct tar_source *s, struct diag *d)
+{
+	const struct schema *sch = &s->base.schema;
+
+	for (const char *p = s->ragged; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		int k = -1;
+
+		for (unsigned i = 0; i < sch->nfields && k < 0; i++)
+			if (strlen(sch->f[i].name) == l &&
+			    !memcmp(sch->f[i].name, p, l))
+				k = (int)i;
+		if (k < 0 || !field_ragged(&sch->f[k]))
+			return diag_set(
+				d, LOADER_EUSAGE, "--ragged %.*s: %s", (int)l,
+				p,
+				k < 0 ? "no such field in the tar (its fields are its member extensions)" :
+					"not a .npy field (bytes fields are ragged already)");
+		p = e ? e + 1 : p + l;
+	}
+	return 0;
+}
+
 /* The schema, from the first sample's extensions (sorted already). */
 static int make_schema(struct tar_source *s, struct scan *sc, struct diag *d)
 {
@@ -338,6 +380,14 @@ static int make_schema(struct tar_source *s, struct scan *sc, struct diag *d)
 			if (err)
 				return err;
 			s->conv[k] = CONV_NPY;
+			if (in_csv(s->ragged, f->name)) {
+				if (!f->ndim)
+					return diag_set(
+						d, LOADER_EUSAGE,
+						"--ragged %s: the first sample's array is a scalar: nothing to vary",
+						f->name);
+				f->dims[0] = 0; /* "*" */
+			}
 		} else {
 			f->kind = FIELD_BYTES;
 		}
@@ -372,6 +422,8 @@ static int finish_sample(struct scan *sc, struct diag *d)
 	qsort(sc->m, sc->nm, sizeof(sc->m[0]), cmp_members);
 	if (n == 0) {
 		err = make_schema(s, sc, d);
+		if (!err)
+			err = check_ragged(s, d);
 		if (err)
 			return err;
 	}
@@ -559,6 +611,7 @@ static void tar_close_source(struct source *base)
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->path);
+	free(s->ragged);
 	free(s->spell);
 	free(s->keys);
 	free(s->key_off);
@@ -582,7 +635,8 @@ static int tar_open_source(struct source **out, const char *path,
 	s->base.ops = &source_tar_ops;
 	s->fd = -1;
 	s->path = strdup(path);
-	if (!s->path) {
+	s->ragged = o && o->ragged ? strdup(o->ragged) : NULL;
+	if (!s->path || (o && o->ragged && !s->ragged)) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -689,7 +743,8 @@ static int npy_payload(const struct tar_source *s, const struct field *fl,
 		return err;
 	same = !n.fortran && npy_dtype(&n) == fl->dtype && n.ndim == fl->ndim;
 	for (uint32_t i = 0; i < fl->ndim; i++) {
-		want[i] = fl->dims[i];
+		/* A ragged field's first dimension is each sample's own. */
+		want[i] = i == 0 && field_ragged(fl) ? n.dims[0] : fl->dims[i];
 		same = same && n.dims[i] == want[i];
 	}
 	if (!same) {
@@ -697,7 +752,7 @@ static int npy_payload(const struct tar_source *s, const struct field *fl,
 		shape_text(want, fl->ndim, first, sizeof(first));
 		return diag_set(
 			d, LOADER_ESCHEMA,
-			"array %c%c%u%s %s differs from the first sample's %s %s (every sample's .npy must have one dtype and shape)",
+			"array %c%c%u%s %s differs from the first sample's %s %s (every sample's .npy must have one dtype and shape; one whose first dimension varies is packed with --ragged FIELD)",
 			n.order, n.kind, n.itemsize,
 			n.fortran ? " in Fortran order" : "", got,
 			dtype_name(fl->dtype), first);

@@ -183,6 +183,7 @@ static void write_header(struct producer *pr, const struct producer_params *p,
 		ro->offset = offsets[i];
 		if (t->ragged) {
 			ro->shape[1] = RING_RAGGED;
+			ro->row = t->row_bytes;
 			ro->bytes = t->capacity;
 			ro->index = pr->index[i];
 			ro->flags = RING_OUT_RAGGED;

@@ -146,6 +146,13 @@ static void stage(uint64_t *c, uint64_t *t)
 
 /* -------------------------------------------------------- ragged outputs */
 
+/*
+ * rbig[i]: output k + 1 whose value sample i cannot have: larger than all
+ * the room, or with this bit, not whole rows (which would misalign the
+ * values after it).
+ */
+#define RAGGED_ROWS 0x80u
+
 /* The private offsets of ragged output k: batch_size + 1 of them. */
 static uint64_t *roff(const struct stream *s, uint32_t k)
 {
@@ -168,6 +175,12 @@ static int emit_ragged(struct stream *s, const struct shard *sh,
 	size_t len;
 	int err;
 
+	if (s->rbig[i] == ((k + 1) | RAGGED_ROWS))
+		return diag_set(d, LOADER_EFORMAT,
+				"field %s: a value of %" PRIu64
+				" bytes, not whole rows of %" PRIu64,
+				s->ds->schema.f[o->field].name, s->rbig_size[i],
+				s->lay.out[k].row_bytes);
 	if (s->rbig[i] == k + 1)
 		return diag_set(
 			d, LOADER_ETOOBIG,
@@ -247,8 +260,11 @@ static int place_ragged(struct stream *s, struct decode_job *j)
 				 shard_field_size(sh, s->codec[0], o->field,
 						  &f[o->field], &size, &d))
 				size = 0;
-			if (size > s->lay.out[k].capacity) {
+			if (size > s->lay.out[k].capacity ||
+			    size % s->lay.out[k].row_bytes) {
 				s->rbig[i] = (uint8_t)(k + 1);
+				if (size <= s->lay.out[k].capacity)
+					s->rbig[i] |= RAGGED_ROWS;
 				s->rbig_size[i] = size;
 				size = 0;
 			}

@@ -46,11 +46,28 @@ static bool name_char(int c)
 	return isalnum(c) || c == '_' || c == '-' || c == '.';
 }
 
-uint64_t field_fixed_size(const struct field *f)
+bool field_ragged(const struct field *f)
+{
+	return f->kind == FIELD_TENSOR && f->ndim > 0 && f->dims[0] == 0;
+}
+
+uint64_t field_row_size(const struct field *f)
 {
 	uint64_t n;
 
 	if (f->kind != FIELD_TENSOR)
+		return 1;
+	n = dtype_size(f->dtype);
+	for (unsigned i = 1; i < f->ndim && i < SCHEMA_MAX_DIMS; i++)
+		n *= f->dims[i];
+	return n;
+}
+
+uint64_t field_fixed_size(const struct field *f)
+{
+	uint64_t n;
+
+	if (f->kind != FIELD_TENSOR || field_ragged(f))
 		return 0;
 	n = dtype_size(f->dtype);
 	for (unsigned i = 0; i < f->ndim && i < SCHEMA_MAX_DIMS; i++)
@@ -96,6 +113,9 @@ int field_check(const struct field *f, struct diag *d)
 					f->name, f->ndim, SCHEMA_MAX_DIMS);
 		n = dtype_size(f->dtype);
 		for (unsigned i = 0; i < f->ndim; i++) {
+			/* A first dimension of 0 is "*": each sample its own. */
+			if (f->dims[i] == 0 && i == 0)
+				continue;
 			if (f->dims[i] == 0)
 				return diag_set(d, LOADER_ESCHEMA,
 						"field %s: dimension %u is 0",
@@ -201,6 +221,20 @@ static int parse_shape(struct field *f, const char *tok, struct diag *d)
 			return diag_set(d, LOADER_ESCHEMA,
 					"field %s: more than %d dimensions",
 					f->name, SCHEMA_MAX_DIMS);
+		if (*p == '*' && f->ndim == 0) {
+			/* Ragged: each sample has its own first dimension. */
+			f->dims[f->ndim++] = 0;
+			p++;
+			while (*p == ' ')
+				p++;
+			if (*p == ',' && p[1] != ']')
+				p++;
+			else if (*p != ']')
+				return diag_set(d, LOADER_ESCHEMA,
+						"field %s: bad shape \"%s\"",
+						f->name, tok);
+			continue;
+		}
 		errno = 0;
 		v = strtoul(p, &end, 10);
 		if (end == p || errno || v == 0 || v > UINT32_MAX)
@@ -328,8 +362,14 @@ int field_format(const struct field *f, char *buf, size_t n)
 			       dtype_name(f->dtype) ? dtype_name(f->dtype) :
 						      "?");
 		for (unsigned i = 0; i < f->ndim && i < SCHEMA_MAX_DIMS; i++)
-			len += snprintf(type + len, sizeof(type) - (size_t)len,
-					"%s%" PRIu32, i ? "," : "", f->dims[i]);
+			len += !i && !f->dims[0] ?
+				       snprintf(type + len,
+						sizeof(type) - (size_t)len,
+						"*") :
+				       snprintf(type + len,
+						sizeof(type) - (size_t)len,
+						"%s%" PRIu32, i ? "," : "",
+						f->dims[i]);
 		snprintf(type + len, sizeof(type) - (size_t)len, "]");
 	}
 	if (f->comp == COMP_NONE)

@@ -7,6 +7,9 @@
  *
  *	NAME: bytes|jpeg|int64|tensor DTYPE [D0,D1,...] [zstd [LEVEL] [dict]]
  *
+ * where D0 may be "*": a ragged tensor, each sample its own number of
+ * rows (field_ragged()).
+ *
  * e.g. "image: tensor u8 [28,28] zstd 3 dict" or "label: int64".
  * "int64" is shorthand for "tensor i64 []", a scalar.
  */
@@ -97,9 +100,18 @@ int field_check(const struct field *f, struct diag *d);
 
 /*
  * The decoded size of a tensor field (product of dims times the element
- * size), or 0 for a variable-size field (bytes, jpeg).
+ * size), or 0 for a variable-size field (bytes, jpeg, a ragged tensor).
  */
 uint64_t field_fixed_size(const struct field *f);
+
+/*
+ * A ragged tensor: "tensor DTYPE [*,D1,...]", dims[0] 0, each sample a
+ * whole number of rows of shape [D1,...] (tokens, boxes, audio frames).
+ */
+bool field_ragged(const struct field *f);
+
+/* Bytes of one row of a tensor (its dtype times dims[1..]); 1 otherwise. */
+uint64_t field_row_size(const struct field *f);
 
 /* Check every field and that names are unique. Returns 0 or LOADER_ESCHEMA. */
 int schema_check(const struct schema *s, struct diag *d);

@@ -26,6 +26,13 @@
 
 #define WBUF_SIZE (4u << 20)
 
+/* Does a tensor of len bytes fit field f: its size, or whole rows? */
+static bool tensor_fits(const struct field *f, uint64_t len)
+{
+	return field_ragged(f) ? len % field_row_size(f) == 0 :
+				 len == field_fixed_size(f);
+}
+
 static inline uint32_t get32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -210,14 +217,24 @@ int shard_writer_add(struct shard_writer *w, const struct shard_field *f,
 	for (uint32_t i = 0; i < nf; i++) {
 		const struct field *fd = &w->schema.f[i];
 
-		if (fd->comp == COMP_NONE && fd->kind == FIELD_TENSOR &&
-		    f[i].len != field_fixed_size(fd))
+		if (fd->kind == FIELD_TENSOR && fd->comp == COMP_NONE &&
+		    !tensor_fits(fd, f[i].len))
+			return diag_set(
+				d, LOADER_ESCHEMA,
+				"%s: record %" PRIu64 ": field %s has %" PRIu32
+				" bytes, its shape needs %s%" PRIu64,
+				w->name, w->count, fd->name, f[i].len,
+				field_ragged(fd) ? "a multiple of " : "",
+				field_ragged(fd) ? field_row_size(fd) :
+						   field_fixed_size(fd));
+		if (fd->kind == FIELD_TENSOR && fd->comp != COMP_NONE &&
+		    field_ragged(fd) && f[i].raw_len % field_row_size(fd))
 			return diag_set(d, LOADER_ESCHEMA,
 					"%s: record %" PRIu64
-					": field %s has %" PRIu32
-					" bytes, its shape needs %" PRIu64,
-					w->name, w->count, fd->name, f[i].len,
-					field_fixed_size(fd));
+					": field %s unpacks to %" PRIu64
+					" bytes, not whole rows of %" PRIu64,
+					w->name, w->count, fd->name,
+					f[i].raw_len, field_row_size(fd));
 		put32(lens + 4 * i, f[i].len);
 		total += f[i].len;
 	}
@@ -624,7 +641,16 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 				"%s: offset %" PRIu64
 				": field %s is uncompressed but raw and stored totals differ",
 				sh->name, at + 72, f->name);
-		if (f->kind == FIELD_TENSOR &&
+		if (field_ragged(f) &&
+		    sh->stats[i].raw_bytes % field_row_size(f))
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"%s: offset %" PRIu64
+				": ragged field %s totals %" PRIu64
+				" raw bytes, not whole rows of %" PRIu64,
+				sh->name, at + 72, f->name,
+				sh->stats[i].raw_bytes, field_row_size(f));
+		if (f->kind == FIELD_TENSOR && !field_ragged(f) &&
 		    sh->stats[i].raw_bytes != field_fixed_size(f) * sh->count)
 			return diag_set(d, LOADER_EFORMAT,
 					"%s: offset %" PRIu64
@@ -634,7 +660,8 @@ static int parse_fields(struct shard *sh, uint64_t foff, struct diag *d)
 					sh->name, at + 72, f->name,
 					sh->stats[i].raw_bytes, sh->count,
 					field_fixed_size(f) * sh->count);
-		if (f->kind == FIELD_TENSOR && f->comp == COMP_NONE &&
+		if (f->kind == FIELD_TENSOR && !field_ragged(f) &&
+		    f->comp == COMP_NONE &&
 		    sh->stats[i].stored_bytes !=
 			    field_fixed_size(f) * sh->count)
 			return diag_set(d, LOADER_EFORMAT,
@@ -958,14 +985,16 @@ static int split(const struct shard *sh, uint64_t i, const void *buf,
 		const struct field *f = &sh->schema.f[k];
 
 		if (f->kind == FIELD_TENSOR && f->comp == COMP_NONE &&
-		    out[k].len != field_fixed_size(f))
-			return diag_set(d, LOADER_EFORMAT,
-					"%s: record %" PRIu64
-					" at offset %" PRIu64
-					": field %s has %" PRIu32
-					" bytes, its shape needs %" PRIu64,
-					sh->name, i, r.offset, f->name,
-					out[k].len, field_fixed_size(f));
+		    !tensor_fits(f, out[k].len))
+			return diag_set(
+				d, LOADER_EFORMAT,
+				"%s: record %" PRIu64 " at offset %" PRIu64
+				": field %s has %" PRIu32
+				" bytes, its shape needs %s%" PRIu64,
+				sh->name, i, r.offset, f->name, out[k].len,
+				field_ragged(f) ? "a multiple of " : "",
+				field_ragged(f) ? field_row_size(f) :
+						  field_fixed_size(f));
 		out[k].data = p;
 		p += out[k].len;
 	}
@@ -1057,11 +1086,14 @@ static int field_outcome(const struct shard *sh, unsigned i, int err,
 
 	if (err)
 		return diag_wrap(d, err, "%s: field %s", sh->name, fd->name);
-	if (fd->kind == FIELD_TENSOR && info->size != field_fixed_size(fd))
+	if (fd->kind == FIELD_TENSOR && !tensor_fits(fd, info->size))
 		return diag_set(
 			d, LOADER_EDECODE,
-			"%s: field %s unpacks to %zu bytes, its shape needs %" PRIu64,
-			sh->name, fd->name, info->size, field_fixed_size(fd));
+			"%s: field %s unpacks to %zu bytes, its shape needs %s%" PRIu64,
+			sh->name, fd->name, info->size,
+			field_ragged(fd) ? "a multiple of " : "",
+			field_ragged(fd) ? field_row_size(fd) :
+					   field_fixed_size(fd));
 	*size = info->size;
 	return 0;
 }

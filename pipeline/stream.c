@@ -102,7 +102,7 @@ static uint64_t default_ragged(const struct stream *s, uint32_t field)
 	return room ? room : 64;
 }
 
-/* A bytes field: a ragged output of u8 values (stream.h). */
+/* A bytes field or ragged tensor: a ragged output (stream.h). */
 static int add_ragged(struct stream *s, uint32_t k, enum stream_cast cast,
 		      struct diag *d)
 {
@@ -113,17 +113,20 @@ static int add_ragged(struct stream *s, uint32_t k, enum stream_cast cast,
 	if (!s->c.ragged)
 		return diag_set(
 			d, LOADER_EUSAGE,
-			"output %s: a bytes field is delivered as a ragged output, which this client does not take (libloader 1.2 or later does)",
+			"output %s: a bytes field or ragged tensor is delivered as a ragged output, which this client does not take (libloader 1.2 or later does)",
 			f->name);
 	if (cast != STREAM_CAST_NONE)
 		return diag_set(d, LOADER_EUSAGE,
-				"output %s: a bytes field takes no cast",
+				"output %s: a ragged field takes no cast",
 				f->name);
 	o->ragged = true;
 	o->comp = f->comp;
-	t->dtype = DT_U8;
-	t->ndim = 1;
+	t->dtype = f->kind == FIELD_BYTES ? DT_U8 : f->dtype;
+	t->ndim = f->kind == FIELD_BYTES ? 1 : f->ndim;
 	t->shape[0] = 0;
+	for (uint32_t i = 1; i < t->ndim; i++)
+		t->shape[i] = f->dims[i];
+	t->row_bytes = field_row_size(f);
 	t->sample_bytes = 0;
 	t->ragged = true;
 	t->capacity = s->c.ragged_bytes ? align_up(s->c.ragged_bytes, 64) :
@@ -179,7 +182,7 @@ static int add_output(struct stream *s, const char *name, enum stream_cast cast,
 		s->lay.noutputs++;
 		return 0;
 	}
-	if (f->kind == FIELD_BYTES)
+	if (f->kind == FIELD_BYTES || field_ragged(f))
 		return add_ragged(s, (uint32_t)k, cast, d);
 	n = field_fixed_size(f) / dtype_size(f->dtype);
 	o->cast = cast;

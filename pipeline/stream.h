@@ -129,7 +129,8 @@ struct stream_config {
 
 /*
  * One output of every batch, as stream_new() laid it out. A ragged one
- * (a bytes field: u8, one dimension, each sample its own length) has
+ * (a bytes field: u8, one dimension; a ragged tensor [*,D1,...]: each
+ * sample its own number of rows of row_bytes) has shape[0] 0,
  * sample_bytes 0 and room for `capacity` bytes of values a batch.
  */
 struct stream_tensor {
@@ -140,6 +141,7 @@ struct stream_tensor {
 	uint64_t sample_bytes;
 	bool ragged;
 	uint64_t capacity;
+	uint64_t row_bytes; /* ragged: a value is a whole number of these */
 };
 
 /* What every batch of a stream holds, and how many there are. */

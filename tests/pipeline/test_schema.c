@@ -95,7 +95,43 @@ static const struct want good[] = {
 	  0,
 	  { 1, 1, 1, 1 },
 	  4 },
+	/* Ragged: each sample its own first dimension, no fixed size. */
+	{ "tok: tensor i32 [*]", FIELD_TENSOR, DT_I32, 1, COMP_NONE, 0, { 0 }, 0 },
+	{ "box: tensor f32 [*,4] zstd 3",
+	  FIELD_TENSOR,
+	  DT_F32,
+	  2,
+	  COMP_ZSTD,
+	  3,
+	  { 0, 4 },
+	  0 },
 };
+
+/* A ragged tensor's rows, and that only the first dimension may vary. */
+Test(schema, ragged)
+{
+	static const char *bad[] = { "x: tensor u8 [4,*]", "x: tensor u8 [*,*]",
+				     "x: tensor u8 [**]", "x: tensor u8 [*4]" };
+	struct field f;
+	struct diag d = { "" };
+
+	cr_assert_eq(field_parse(&f, "b: tensor f16 [*,3,2]", &d), 0, "%s",
+		     d.msg);
+	cr_expect(field_ragged(&f));
+	cr_expect_eq(field_row_size(&f), 12);
+	cr_expect_eq(field_fixed_size(&f), 0);
+	cr_assert_eq(field_parse(&f, "b: tensor f16 [3,2]", &d), 0);
+	cr_expect(!field_ragged(&f));
+	cr_expect_eq(field_row_size(&f), 4);
+	cr_assert_eq(field_parse(&f, "b: bytes", &d), 0);
+	cr_expect(!field_ragged(&f));
+	for (size_t i = 0; i < NELEM(bad); i++)
+		cr_expect_neq(field_parse(&f, bad[i], &d), 0, "%s", bad[i]);
+	/* In binary form (a footer), only dims[0] may be 0. */
+	cr_assert_eq(field_parse(&f, "b: tensor u8 [*,2]", &d), 0);
+	f.dims[1] = 0;
+	cr_expect_eq(field_check(&f, &d), LOADER_ESCHEMA);
+}
 
 static void expect_field(const struct field *f, const struct want *w)
 {
@@ -468,7 +504,7 @@ Test(schema, schema_check)
 
 	/* A bad field anywhere makes the schema bad. */
 	make_schema(&s, 5);
-	s.f[4].dims[0] = 0;
+	s.f[4].dtype = DT_COUNT; /* unknown (a first dimension of 0 is "*") */
 	cr_expect_eq(schema_check(&s, NULL), LOADER_ESCHEMA);
 }
 

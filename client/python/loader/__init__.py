@@ -301,10 +301,11 @@ class Ragged:
     """A ragged output: a bytes field, one value of its own length per
     sample, the values back to back in shared memory (no copy).
 
-    len(r) is the batch's sample count; r[i] is sample i's value as a
-    memoryview (bytes(r[i]) or r[i].tobytes() copies it, np.frombuffer
-    views it, r[i].decode() is not there: bytes(r[i]).decode() is);
-    iterating gives the same views. r.data is every value, a uint8
+    len(r) is the batch's sample count; r[i] is sample i's value: for a
+    bytes field a memoryview (bytes(r[i]) copies it, np.frombuffer views
+    it, bytes(r[i]).decode() decodes it), for a ragged tensor a NumPy
+    view of shape (rows,) + r.row_shape and dtype r.dtype; iterating
+    gives the same views. r.data is every value, a uint8
     memoryview of r.nbytes bytes; r.offsets the count + 1 byte offsets
     into it (a uint64 memoryview: sample i is data[offsets[i]:
     offsets[i + 1]]); r.tolist() the values as bytes objects (copies);
@@ -316,11 +317,19 @@ class Ragged:
     """
 
     __slots__ = ("_slot", "name", "count", "nbytes", "data", "offsets",
-                 "data_ptr", "offsets_ptr", "__weakref__")
+                 "data_ptr", "offsets_ptr", "dtype", "row_shape", "_typestr",
+                 "__weakref__")
 
-    def __init__(self, slot, name, ptr, optr, count, nbytes):
+    def __init__(self, slot, name, ptr, optr, count, nbytes, dtype=1,
+                 row_shape=()):
         self._slot = slot
         self.name = name
+        self.dtype = _lib.DTYPE_NAME[dtype]
+        self._typestr = _lib.TYPESTR[dtype]
+        self.row_shape = row_shape
+        # A bytes field's values stay memoryviews; a tensor's are arrays.
+        if dtype == 1 and not row_shape:
+            self._typestr = None
         self.count = count
         self.nbytes = nbytes
         self.data_ptr, self.offsets_ptr = ptr, optr
@@ -345,20 +354,32 @@ class Ragged:
         if not 0 <= i < n:
             raise IndexError("sample %d of %d" % (i, n))
         o = self.offsets
-        return self.data[o[i]:o[i + 1]]
+        return self._value(self.data[o[i]:o[i + 1]])
+
+    def _value(self, raw):
+        if self._typestr is None:
+            return raw
+        np = _np or _numpy()
+        return np.frombuffer(raw, self._typestr).reshape(
+            (-1,) + self.row_shape)
 
     def __iter__(self):
         o, d = self.offsets, self.data
         for i in range(self.count):
-            yield d[o[i]:o[i + 1]]
+            yield self._value(d[o[i]:o[i + 1]])
 
     def tolist(self):
-        """The values as bytes objects (copies)."""
-        return [bytes(v) for v in self]
+        """The values as bytes objects (a bytes field) or lists (a ragged
+        tensor): copies."""
+        if self._typestr is None:
+            return [bytes(v) for v in self]
+        return [v.tolist() for v in self]
 
     def __repr__(self):
-        return "<loader.Ragged %s: %d values, %d bytes>" % (
-            self.name, self.count, self.nbytes)
+        return "<loader.Ragged %s %s[*%s]: %d values, %d bytes>" % (
+            self.name, self.dtype,
+            "".join(",%d" % d for d in self.row_shape), self.count,
+            self.nbytes)
 
 
 _np = None
@@ -419,10 +440,10 @@ class Batch(collections.abc.Mapping):
     def __getitem__(self, name):
         slot = self._check()
         k, dtype, sample_shape, sample_bytes = self._by_name[name]
-        if sample_shape is None:
+        if sample_bytes is None:  # ragged: sample_shape is a row's
             ptr, optr = self._ptrs[k]
             return Ragged(slot, name, ptr, optr, self.count,
-                          self._rbytes[k])
+                          self._rbytes[k], dtype, sample_shape)
         return Output(slot, name, self._ptrs[k], dtype,
                       (self.count,) + sample_shape, self.count * sample_bytes)
 
@@ -669,8 +690,8 @@ class Stream:
             t = v.out[i]
             shape = tuple(int(t.shape[d]) for d in range(1, t.ndim))
             sb = t.bytes // v.count if v.count else 0
-            if t.ndim == 2 and t.shape[1] == _lib.RAGGED:
-                shape, sb = None, 0  # a Ragged
+            if t.ndim >= 2 and t.shape[1] == _lib.RAGGED:
+                shape, sb = shape[1:], None  # a Ragged, and its row
                 ragged.append(i)
             lay.append((t.name.decode(), (i, t.dtype, shape, sb)))
         self._ragged = tuple(ragged)

@@ -1,4 +1,5 @@
-"""Ragged outputs (bytes fields) against a real loaderd: every value
+"""Ragged outputs (bytes fields, ragged tensors) against a real loaderd:
+every value
 equals its sample's (by id) in random order, stored and zstd-compressed,
 exactly once per epoch for world 1 and 3; the same batches twice and as
 the C client sees them; the room's limits (a batch that does not fit
@@ -268,6 +269,71 @@ t.eq([(x.shape, x.dtype) for x in tds.spec], [((None,), "string"),
      "tf_dataset: txt's spec is a string tensor")
 vals = [v for x, _ in tds for v in x]
 t.eq(vals, TEXT, "tf_dataset: the values as bytes, in order")
+
+# Ragged tensors: .npy members whose first dimension varies, packed with
+# --ragged, stored and zstd-compressed; every sample's arrays exact.
+def npy(a):
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+r2 = random.Random(3)
+TOK, BOX = [], []
+with tarfile.open(os.path.join(T, "n.tar"), "w") as tf:
+    for i in range(400):
+        TOK.append(np.arange(r2.choice([0, 1, 3, 17, 300]), dtype=np.int32)
+                   + i * 1000)
+        BOX.append(np.full((r2.choice([0, 2, 5]), 4), i, dtype=np.float32))
+        for ext, data in (("box.npy", npy(BOX[i])), ("cls", b"%d" % (i % 7)),
+                          ("tok.npy", npy(TOK[i]))):
+            ti = tarfile.TarInfo("s%05d.%s" % (i, ext))
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+e = t.raises(RuntimeError, lambda: fx.run(CTL, "pack", os.path.join(T, "n.tar"),
+                                          os.path.join(T, "n0")),
+             "without --ragged, .npy arrays of other shapes are refused")
+t.ok(e is not None and "--ragged" in str(e), "the message names --ragged",
+     str(e))
+NR = {}
+for name, extra in (("stored", []), ("zstd", ["--compress", "zstd"])):
+    NR[name] = os.path.join(T, "n-" + name)
+    fx.run(CTL, "pack", "--ragged", "tok.npy,box.npy", *extra,
+           os.path.join(T, "n.tar"), NR[name])
+info = fx.run(CTL, "inspect", NR["zstd"])
+t.ok("tok.npy: tensor i32 [*]" in info and "box.npy: tensor f32 [*,4]" in info,
+     "inspect shows the ragged shapes", info)
+fx.run(CTL, "verify", NR["zstd"])
+for name, ds in NR.items():
+    bad, seen = [], []
+    with loader.Stream(ds, socket=S, batch_size=24, order="random", seed=6,
+                       epochs=2) as s:
+        for b in s:
+            tok, box = b["tok.npy"], b["box.npy"]
+            for k, i in enumerate(int(x) for x in np.asarray(b.ids)):
+                seen.append((b.epoch, i))
+                if not (np.array_equal(tok[k], TOK[i]) and
+                        tok[k].dtype == np.int32 and
+                        np.array_equal(box[k], BOX[i]) and
+                        box[k].shape[1:] == (4,)):
+                    bad.append(i)
+    t.eq(bad[:3], [], "%s ragged tensors: every array is its sample's" % name)
+    t.eq(sorted(seen), [(e, i) for e in range(2) for i in range(400)],
+         "%s ragged tensors: every sample once an epoch" % name)
+with loader.Stream(NR["zstd"], socket=S, batch_size=24, order="random",
+                   seed=2, epochs=1) as s:
+    py = [(b.epoch, b.index, b.count, fx.batch_hash(b)) for b in s]
+c = fx.c_batch_hashes(S, NR["zstd"], "--batch", "24", "--order", "random",
+                      "--seed", "2", "--epochs", "1")
+t.eq(py, c, "ragged tensors: batches equal the C client's")
+with loader.Stream(NR["stored"], socket=S, batch_size=8, epochs=1) as s:
+    b = s.next()
+    r = b["box.npy"]
+    t.eq((r.dtype, r.row_shape), ("float32", (4,)), "a Ragged's dtype and row")
+    t.eq(r.tolist()[1], BOX[1].tolist(), "tolist() of a ragged tensor")
+    t.ok(all(int(o) % 16 == 0 for o in r.offsets),
+         "offsets are whole rows (16 bytes)")
+    del r, b
 
 # A program that knows only 1.1's options is refused bytes fields.
 o = _lib.Opts()
