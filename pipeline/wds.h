@@ -1,0 +1,138 @@
+/*
+ * wds.h - a WebDataset-style tar: its samples, found by one scan of the
+ * member headers, and the index that a stream reads it in place with.
+ *
+ * WebDataset stores a sample as consecutive tar members that share a
+ * key: "dir/0001.jpg", "dir/0001.cls" and "dir/0001.txt" are the fields
+ * jpg, cls and txt of sample "dir/0001". The key is the member path up
+ * to the first dot of its base name, the extension is everything after
+ * that dot ("a.seg.png" is field "seg.png" of key "a"). As WebDataset
+ * does, members that cannot be fields are skipped (anything but regular
+ * files, base names that start with a dot or have no extension) and
+ * extensions are compared in lower case.
+ *
+ * The first sample's extensions make the schema: jpg/jpeg members jpeg
+ * fields, cls/cls2/label/index/idx members (decimal text) int64 fields,
+ * .npy members tensor fields (dtype and shape from the first sample's
+ * NumPy header; ragged, "[*,...]", for the names given), the rest bytes
+ * fields. Every sample must have the same extensions, and a key met
+ * again after other samples is refused, naming it: a tar made without
+ * --sort=name is never split into two samples silently.
+ *
+ * Two users: loaderctl pack (ctl/src_tar.c) reads members through
+ * wds_item() and converts them itself; a stream reads a tar in place
+ * through wds_index_build(), which reads each label's text and each
+ * .npy header once and makes an index a shard is opened on
+ * (shard_open_wds()): a sample is the byte range from its first
+ * member's data to its last one's end, read as one record, its fields
+ * found by the index. The index serializes (wds_index_save/load) for the
+ * daemon to keep it in its state, keyed by the file's identity.
+ */
+#ifndef LD_WDS_H
+#define LD_WDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "npy.h"
+#include "schema.h"
+
+#define WDS_EXT_MAX SCHEMA_NAME_MAX
+
+/* What a field's members become. */
+enum wds_conv {
+	WDS_AS_IS = 0,	  /* jpeg and bytes fields: the member's bytes */
+	WDS_INT_TEXT = 1, /* a decimal integer, as int64 */
+	WDS_NPY = 2,	  /* a .npy array's data, after its header */
+};
+
+/* Where one member of a sample lies. */
+struct wds_item {
+	uint64_t off; /* data offset in the tar */
+	uint32_t len;
+	uint16_t spell; /* the extension as written: wds_spell() */
+};
+
+struct wds;
+
+/*
+ * Scan the tar on fd (name for messages; ragged: comma-separated .npy
+ * fields whose first dimension varies, or NULL). Reads headers only,
+ * and the first sample's .npy headers. Errors name the tar and the
+ * offset of the member at fault.
+ */
+int wds_scan(struct wds **out, int fd, const char *name, const char *ragged,
+	     struct diag *d);
+void wds_free(struct wds *w);
+
+const struct schema *wds_schema(const struct wds *w);
+uint64_t wds_count(const struct wds *w);
+enum wds_conv wds_conv(const struct wds *w, unsigned field);
+/* Sample i's key; member k of it (schema order); an extension's spelling. */
+const char *wds_key(const struct wds *w, uint64_t i);
+const struct wds_item *wds_item(const struct wds *w, uint64_t i, unsigned k);
+const char *wds_spell(const struct wds *w, unsigned spell);
+
+/* "tar: member KEY.EXT at offset N" of sample i's member k, for messages. */
+void wds_where(const struct wds *w, uint64_t i, unsigned k, char *buf,
+	       size_t n);
+
+/* A decimal integer member's value (spaces around it allowed). */
+int wds_parse_int(const unsigned char *text, size_t len, int64_t *v,
+		  struct diag *d);
+
+/*
+ * Check a .npy member's header (hdr: its first len bytes, len >= the
+ * header) against field f: the same dtype and shape (a ragged field:
+ * any first dimension), C order, and that member_len is exactly header
+ * and array. *n gets the header.
+ */
+int wds_check_npy(const struct field *f, const unsigned char *hdr, size_t len,
+		  uint64_t member_len, struct npy_info *n, struct diag *d);
+
+/* ---- read in place ------------------------------------------------ */
+
+/*
+ * The index of one tar as a stream reads it: per sample its byte range
+ * (as a shard index entry: offset, length, no checksum) and per field
+ * its place in that range, or an int64 field's value. Tar members carry
+ * no checksum: the headers' own are checked when scanned.
+ */
+struct wds_index {
+	struct schema schema;
+	uint64_t count;
+	unsigned char *index; /* count shard index entries (shard.h) */
+	/*
+	 * count * nfields: the field's offset in its record (low 32 bits)
+	 * and length (high 32), or an int64 field's value.
+	 */
+	uint64_t *ent;
+	uint64_t raw_bytes[SCHEMA_MAX_FIELDS]; /* per field, all samples */
+	uint8_t conv[SCHEMA_MAX_FIELDS];       /* enum wds_conv */
+	uint64_t file_size;
+};
+
+/*
+ * Make the index of the tar scanned into w (fd: the same file): reads
+ * each sample's label texts and .npy headers with pread. A big-endian
+ * .npy array cannot be read in place (it is refused: pack it, which
+ * swaps it).
+ */
+int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
+		    const char *name, struct diag *d);
+void wds_index_free(struct wds_index *ix);
+
+/* Serialize an index into a new buffer (*blob, *len; the caller frees). */
+int wds_index_save(const struct wds_index *ix, void **blob, size_t *len);
+
+/*
+ * An index from what wds_index_save() made, every offset checked against
+ * file_size (the tar's size now) as a shard footer's are. A blob that
+ * does not hold together is LOADER_EFORMAT (the caller scans again).
+ */
+int wds_index_load(struct wds_index **out, const void *blob, size_t len,
+		   uint64_t file_size, struct diag *d);
+
+#endif /* LD_WDS_H */
