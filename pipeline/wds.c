@@ -745,7 +745,7 @@ static struct wds_index *index_alloc(uint64_t count, uint32_t nf)
 		return NULL;
 	ix->count = count;
 	ix->index = mem_calloc(count ? count : 1, SHARD_INDEX_ENTRY);
-	ix->ent = mem_calloc(count * nf ? count * nf : 1, sizeof(*ix->ent));
+	ix->ent = mem_calloc(count * nf > 0 ? count * nf : 1, sizeof(*ix->ent));
 	if (!ix->index || !ix->ent) {
 		wds_index_free(ix);
 		return NULL;
