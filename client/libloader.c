@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -751,34 +752,189 @@ fail:
 	return err;
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /*
- * Send manifest.json (index 0) and the shards (1..n, manifest order) in
- * FILES messages of at most l->max_fds descriptors. Each batch is opened,
- * sent and closed before the next, so a dataset of any size needs only
- * max_fds descriptors at a time here. Returns the seq of the first FILES
- * message in *first_seq.
+ * A WebDataset dataset, read in place (loaderd(8), TAR DATASETS): the
+ * .tar files of directory dfd, sorted by name, into *names (*n; the
+ * caller frees them and the array).
+ */
+static int loader_list_tars(struct loader *l, int dfd, const char *dataset,
+			    char ***names, size_t *n)
+{
+	DIR *dir;
+	struct dirent *e;
+	size_t cap = 0;
+	int fd = dup(dfd), err = 0;
+
+	*names = NULL;
+	*n = 0;
+	dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return loader_fail(l, err, "%s: %s", dataset, strerror(-err));
+	}
+	while ((e = readdir(dir))) {
+		size_t len = strlen(e->d_name);
+
+		if (len < 5 || strcmp(e->d_name + len - 4, ".tar") ||
+		    e->d_name[0] == '.')
+			continue;
+		if (*n == cap) {
+			char **p = realloc(*names, (cap ? cap * 2 : 64) *
+							   sizeof(**names));
+
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			*names = p;
+			cap = cap ? cap * 2 : 64;
+		}
+		if (*n + 1 >= PROTO_MAX_FILES ||
+		    !((*names)[*n] = strdup(e->d_name))) {
+			err = *n + 1 >= PROTO_MAX_FILES ? -E2BIG : -ENOMEM;
+			break;
+		}
+		(*n)++;
+	}
+	closedir(dir);
+	if (!err && !*n)
+		err = loader_fail(
+			l, LOADER_EFORMAT,
+			"%s: no %s and no .tar files: not a dataset (loaderctl pack makes one; a directory of WebDataset .tar shards is read as it is)",
+			dataset, LOADER_MANIFEST);
+	else if (err)
+		err = loader_fail(l, err, "%s: listing .tar files: %s", dataset,
+				  strerror(-err));
+	else
+		qsort(*names, *n, sizeof(**names), cmp_names);
+	return err;
+}
+
+/*
+ * For a tar dataset, file 0 is not a manifest but the tars' names, one
+ * a line after a first line "loaderd-tars 1", in a sealed memfd: labels
+ * for the daemon's messages, never paths it opens.
+ */
+static int loader_tar_names(struct loader *l, char **names, size_t n, int *out)
+{
+	int fd = memfd_create("loader-tars", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	FILE *f;
+	int err = 0;
+
+	if (fd < 0)
+		return loader_fail(l, -errno, "memfd_create: %s",
+				   strerror(errno));
+	f = fdopen(dup(fd), "w");
+	if (!f) {
+		err = -errno;
+		close(fd);
+		return loader_fail(l, err, "fdopen: %s", strerror(-err));
+	}
+	fprintf(f, "loaderd-tars 1\n");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s\n", names[i]);
+	if (fclose(f))
+		err = -EIO;
+	if (!err &&
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
+		err = -errno;
+	if (err) {
+		close(fd);
+		return loader_fail(l, err, "the tars' names: %s",
+				   strerror(-err));
+	}
+	*out = fd;
+	return 0;
+}
+
+/*
+ * Send file 0 (manifest.json, or for tars their names) and the shards
+ * (1..n, manifest order, or the tars by name) in FILES messages of at
+ * most l->max_fds descriptors. Each batch is opened, sent and closed
+ * before the next, so a dataset of any size needs only max_fds
+ * descriptors at a time here. dataset is a directory made by loaderctl
+ * pack, a directory of .tar files, or one .tar file (*flags gets
+ * PROTO_OPEN_TAR for those). Returns the seq of the first FILES message
+ * in *first_seq.
  */
 static int loader_send_files(struct loader *l, const char *dataset,
-			     uint32_t *first_seq)
+			     uint32_t *first_seq, uint32_t *flags)
 {
 	int fds[PROTO_MAX_FDS];
 	struct proto_files pf;
 	json_t *root = NULL, *shards = NULL;
+	char **names = NULL, *copy = NULL;
+	const char *where = dataset;
 	unsigned count = 0;
-	size_t total, idx = 0;
+	size_t total, idx = 0, nnames = 0;
+	struct stat st;
 	int dfd, mfd = -1, err;
+	bool tar = false;
 
-	dfd = open(dataset, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return loader_fail(l, -errno, "%s: %s", dataset,
-				   strerror(errno));
-	err = loader_open_file(l, dfd, dataset, LOADER_MANIFEST, &mfd);
-	if (err)
-		goto out;
-	err = loader_manifest(l, mfd, dataset, &root, &shards);
-	if (err)
-		goto out;
-	total = json_array_size(shards) + 1;
+	*flags = 0;
+	if (!stat(dataset, &st) && S_ISREG(st.st_mode)) {
+		/* One .tar file: its directory, and it alone. */
+		char *slash;
+
+		copy = strdup(dataset);
+		names = malloc(sizeof(*names));
+		if (!copy || !names || !(names[0] = strdup(dataset))) {
+			free(copy);
+			free(names);
+			return loader_fail(l, -ENOMEM, "out of memory");
+		}
+		slash = strrchr(copy, '/');
+		memmove(names[0], slash ? slash + 1 : copy,
+			strlen(slash ? slash + 1 : copy) + 1);
+		if (slash)
+			*(slash == copy ? slash + 1 : slash) = '\0';
+		where = slash ? copy : ".";
+		nnames = 1;
+		tar = true;
+	}
+	dfd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		err = loader_fail(l, -errno, "%s: %s", where, strerror(errno));
+		goto out_names;
+	}
+	if (!tar) {
+		mfd = openat(dfd, LOADER_MANIFEST, O_RDONLY | O_CLOEXEC);
+		if (mfd < 0 && errno == ENOENT) {
+			err = loader_list_tars(l, dfd, dataset, &names,
+					       &nnames);
+			if (err)
+				goto out;
+			tar = true;
+		} else {
+			if (mfd >= 0)
+				close(mfd);
+			mfd = -1;
+			err = loader_open_file(l, dfd, dataset, LOADER_MANIFEST,
+					       &mfd);
+			if (!err)
+				err = loader_manifest(l, mfd, dataset, &root,
+						      &shards);
+			if (err)
+				goto out;
+		}
+	}
+	if (tar) {
+		err = loader_tar_names(l, names, nnames, &mfd);
+		if (err)
+			goto out;
+		*flags = PROTO_OPEN_TAR;
+		total = nnames + 1;
+	} else {
+		total = json_array_size(shards) + 1;
+	}
 	*first_seq = l->seq + 1;
 	while (idx < total) {
 		count = 0;
@@ -787,11 +943,14 @@ static int loader_send_files(struct loader *l, const char *dataset,
 				fds[count++] = mfd;
 				mfd = -1;
 			} else {
-				json_t *s = json_array_get(shards, idx - 1);
-				const char *name = json_string_value(
-					json_object_get(s, "file"));
+				const char *name =
+					tar ? names[idx - 1] :
+					      json_string_value(json_object_get(
+						      json_array_get(shards,
+								     idx - 1),
+						      "file"));
 
-				err = loader_open_file(l, dfd, dataset, name,
+				err = loader_open_file(l, dfd, where, name,
 						       &fds[count]);
 				if (err)
 					goto out;
@@ -821,6 +980,11 @@ out:
 		close(mfd);
 	json_decref(root);
 	close(dfd);
+out_names:
+	for (size_t i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	free(copy);
 	return err;
 }
 
@@ -1152,7 +1316,7 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	struct proto_open po;
 	struct proto_open_ok ok;
 	struct loader *l;
-	uint32_t first_seq = 0;
+	uint32_t first_seq = 0, tflags = 0;
 	int err;
 
 	if (errlen)
@@ -1183,9 +1347,10 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_hello(l);
 	if (err)
 		goto fail;
-	err = loader_send_files(l, dataset, &first_seq);
+	err = loader_send_files(l, dataset, &first_seq, &tflags);
 	if (err)
 		goto fail;
+	po.flags |= tflags;
 	err = loader_stream(l, &po, first_seq, &ok);
 	if (err)
 		goto fail;
@@ -1477,7 +1642,7 @@ static int loader_reconnect(struct loader *l)
 	l->hdr = NULL;
 	l->cons = NULL;
 	for (;;) {
-		uint32_t first_seq = 0;
+		uint32_t first_seq = 0, tflags = 0;
 
 		if (l->sock >= 0)
 			close(l->sock);
@@ -1486,7 +1651,8 @@ static int loader_reconnect(struct loader *l)
 		if (!err)
 			err = loader_hello(l);
 		if (!err)
-			err = loader_send_files(l, l->dataset, &first_seq);
+			err = loader_send_files(l, l->dataset, &first_seq,
+						&tflags);
 		if (!err)
 			err = loader_stream(l, &po, first_seq, NULL);
 		if (!err)

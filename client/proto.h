@@ -132,6 +132,12 @@ struct proto_output {
  * they are refused, as a program built for libloader 1.1 expects.
  */
 #define PROTO_OPEN_RAGGED 4u
+/*
+ * The dataset is WebDataset .tar files read in place: file 0 holds
+ * their names (labels for messages, a line each after "loaderd-tars 1"),
+ * files 1..n the tars.
+ */
+#define PROTO_OPEN_TAR 8u
 
 /* What a sample that cannot be decoded does to its stream. */
 enum proto_bad {

@@ -22,6 +22,7 @@
 #include "opts.h"
 #include "progress.h"
 #include "shard.h"
+#include "wds.h"
 
 struct inspect_cli {
 	bool json;
@@ -157,6 +158,119 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 	shard_close(sh);
 	close(fd);
 	return CTL_OK;
+}
+
+/*
+ * WebDataset tars, read in place as a stream reads them: one .tar file
+ * (dir false: path is it), or every .tar of a directory without a
+ * manifest. Each is scanned here (the daemon keeps its index; this tool
+ * keeps nothing).
+ */
+static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
+{
+	struct inspect_sum s = { 0 };
+	struct wds_index **ix = NULL;
+	struct shard **sh = NULL;
+	char **names = NULL, a[32];
+	size_t n = 0;
+	struct diag d = { "" };
+	int ret = CTL_FAIL, err;
+
+	if (dir) {
+		err = wds_list(path, &names, &n, &d);
+	} else {
+		names = malloc(sizeof(*names));
+		err = names && (names[0] = strdup(path)) ? 0 : -ENOMEM;
+		n = err ? 0 : 1;
+		if (err)
+			diag_set(&d, err, "out of memory");
+	}
+	if (err) {
+		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		free(names);
+		return CTL_FAIL;
+	}
+	ix = calloc(n, sizeof(*ix));
+	sh = calloc(n, sizeof(*sh));
+	if (!ix || !sh)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		char file[4200];
+		int fd;
+
+		snprintf(file, sizeof(file), "%s%s%s", dir ? path : "",
+			 dir ? "/" : "", names[i]);
+		fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			fprintf(stderr, "loaderctl inspect: %s: %s\n", file,
+				strerror(errno));
+			goto out;
+		}
+		err = wds_index_scan(&ix[i], fd, file, &d);
+		if (!err)
+			err = shard_open_wds(&sh[i], fd, file, ix[i], &d);
+		close(fd); /* the index and counts are all inspect needs */
+		if (err) {
+			fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+			goto out;
+		}
+		if (i &&
+		    !schema_equal(shard_schema(sh[0]), shard_schema(sh[i]))) {
+			fprintf(stderr,
+				"loaderctl inspect: %s: its fields differ from %s's\n",
+				file, names[0]);
+			goto out;
+		}
+		add_shard(&s, sh[i]);
+	}
+	if (o->json) {
+		json_t *files = json_array();
+		json_t *j;
+
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(
+				files,
+				json_pack("{s:s, s:I, s:I}", "file", names[i],
+					  "samples",
+					  (json_int_t)shard_count(sh[i]),
+					  "bytes",
+					  (json_int_t)shard_file_size(sh[i])));
+		j = json_pack("{s:s, s:s, s:I, s:I, s:o, s:o}", "dataset", path,
+			      "format", "webdataset-tar", "samples",
+			      (json_int_t)s.records, "bytes",
+			      (json_int_t)s.bytes, "fields", fields_json(&s),
+			      "tars", files);
+		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("\n");
+		json_decref(j);
+	} else {
+		printf("dataset:  %s\n", path);
+		printf("format:   WebDataset tar, read in place (%zu file%s)\n",
+		       n, n == 1 ? "" : "s");
+		printf("samples:  %" PRIu64 "\n", s.records);
+		printf("size:     %s (%" PRIu64 " bytes)\n",
+		       progress_bytes((double)s.bytes, a, sizeof(a)), s.bytes);
+		print_fields(&s);
+		if (o->shards)
+			for (size_t i = 0; i < n; i++)
+				printf("  %-30s %10" PRIu64
+				       " samples %12" PRIu64 " bytes\n",
+				       names[i], shard_count(sh[i]),
+				       shard_file_size(sh[i]));
+	}
+	ret = CTL_OK;
+out:
+	for (size_t i = 0; i < n; i++) {
+		if (sh)
+			shard_close(sh[i]);
+		if (ix)
+			wds_index_free(ix[i]);
+		free(names[i]);
+	}
+	free(sh);
+	free(ix);
+	free(names);
+	return ret;
 }
 
 /* How much the restart transcode changed the JPEG payloads, in per cent. */
@@ -312,7 +426,8 @@ out:
 
 int ctl_inspect(int argc, char **argv)
 {
-	static const char usage[] = "loaderctl inspect [OPTIONS] DATASET|SHARD";
+	static const char usage[] =
+		"loaderctl inspect [OPTIONS] DATASET|SHARD|TAR";
 	struct inspect_cli o = { 0 };
 	struct diag d = { { 0 } };
 	struct stat st;
@@ -324,8 +439,11 @@ int ctl_inspect(int argc, char **argv)
 			opts_help(
 				stdout, usage,
 				"Show the schema, record count, sizes, compression ratio per\n"
-				"field and class names of a dataset directory or one shard file.\n"
-				"Reads only the manifest and the shards' headers and footers.",
+				"field and class names of a dataset directory or one shard file;\n"
+				"or of WebDataset tars read in place (a .tar file, or a directory\n"
+				"of them without a manifest). Reads only the manifest and the\n"
+				"shards' headers and footers; a tar's member headers, labels and\n"
+				".npy headers.",
 				inspect_table);
 			return CTL_OK;
 		}
@@ -341,6 +459,22 @@ int ctl_inspect(int argc, char **argv)
 			strerror(errno));
 		return CTL_FAIL;
 	}
-	return S_ISDIR(st.st_mode) ? inspect_dataset(&o, argv[0]) :
-				     inspect_shard(&o, argv[0]);
+	if (S_ISDIR(st.st_mode)) {
+		char m[4200];
+
+		snprintf(m, sizeof(m), "%s/%s", argv[0], DATASET_MANIFEST);
+		if (access(m, F_OK) && errno == ENOENT)
+			return inspect_tars(&o, argv[0], true);
+		return inspect_dataset(&o, argv[0]);
+	}
+	{
+		int fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+		bool tar = fd >= 0 && wds_is_tar(fd, argv[0]);
+
+		if (fd >= 0)
+			close(fd);
+		if (tar)
+			return inspect_tars(&o, argv[0], false);
+	}
+	return inspect_shard(&o, argv[0]);
 }

@@ -24,8 +24,8 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags &
-	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED))
+	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH |
+			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -97,6 +97,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	c->on_bad = (enum stream_bad)m->on_bad;
 	c->pipeline = m->pipeline;
 	c->ragged = m->flags & PROTO_OPEN_RAGGED;
+	c->tar = m->flags & PROTO_OPEN_TAR;
 	c->ragged_bytes = m->ragged_bytes;
 	return 0;
 }

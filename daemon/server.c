@@ -1077,8 +1077,32 @@ static int named_begin(struct open_job *j, const struct stream_layout *lay)
  * On the thread pool: check the request, open and check the dataset,
  * make the ring, start. The stream takes the files, whatever happens.
  */
+/*
+ * Tars read in place keep their indexes in the state (pipeline/wds.h):
+ * on the thread pool, like every LMDB access. A failure costs the next
+ * stream a scan, nothing else.
+ */
+static void *tar_index_get(void *ctx, const char *id, size_t *len)
+{
+	struct diag d = { "" };
+	void *val;
+
+	return state_get_blob(ctx, "tarix", id, &val, len, &d) ? NULL : val;
+}
+
+static void tar_index_put(void *ctx, const char *id, const void *val,
+			  size_t len)
+{
+	struct diag d = { "" };
+
+	if (state_put_blob(ctx, "tarix", id, val, len, &d))
+		plog(PLOG_WARN, "tar index %s not kept: %s", id, d.msg);
+}
+
 static void open_work(uv_work_t *req)
 {
+	struct stream_index_ops tar_index = { tar_index_get, tar_index_put,
+					      NULL };
 	struct open_job *j = req->data;
 	struct server *srv = j->ss->srv;
 	struct stream_config c;
@@ -1098,7 +1122,11 @@ static void open_work(uv_work_t *req)
 		char link[64], *slash;
 		ssize_t n;
 
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", j->fds[0]);
+		/* A tar dataset's file 0 is the tars' names (a memfd). */
+		snprintf(link, sizeof(link), "/proc/self/fd/%d",
+			 (j->open.flags & PROTO_OPEN_TAR) && j->nfds > 1 ?
+				 j->fds[1] :
+				 j->fds[0]);
 		n = readlink(link, j->dataset, sizeof(j->dataset) - 1);
 		j->dataset[n > 0 ? n : 0] = '\0';
 		slash = strrchr(j->dataset, '/');
@@ -1118,6 +1146,10 @@ static void open_work(uv_work_t *req)
 	c.direct = c.direct || j->direct;
 	c.io_depth = j->io_depth;
 	c.cache = srv->cache;
+	if (j->state) {
+		tar_index.ctx = j->state;
+		c.index = &tar_index;
+	}
 	if (j->open.name[0]) {
 		j->err = named_resolve(j, &c);
 		if (j->err) {

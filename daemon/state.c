@@ -16,7 +16,7 @@
 #include "state.h"
 
 /* Room for every checkpoint there will ever be: records are ~100 bytes. */
-#define STATE_MAP_SIZE (64ull << 20)
+#define STATE_MAP_SIZE (4ull << 30) /* virtual: the file grows as used */
 #define STATE_FILE     "loaderd.mdb"
 
 /*
@@ -745,6 +745,75 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		mdb_txn_abort(txn);
 		*dropped = 0;
 		return lmdb_err(rc, "expire", st, d);
+	}
+	rc = mdb_txn_commit(txn);
+	return rc ? lmdb_err(rc, "commit", st, d) : 0;
+}
+
+/* "\0KIND/ID": no stream's key starts with a NUL (they start with a uid). */
+static int blob_key(const char *kind, const char *id, char *buf, size_t n,
+		    MDB_val *k)
+{
+	int len = snprintf(buf + 1, n - 1, "%s/%s", kind, id);
+
+	if (len < 0 || (size_t)len >= n - 1)
+		return -ENAMETOOLONG;
+	buf[0] = '\0';
+	k->mv_data = buf;
+	k->mv_size = (size_t)len + 1;
+	return 0;
+}
+
+int state_get_blob(struct state *st, const char *kind, const char *id,
+		   void **val, size_t *len, struct diag *d)
+{
+	char buf[256];
+	MDB_val k, v;
+	MDB_txn *txn;
+	int rc, err = blob_key(kind, id, buf, sizeof(buf), &k);
+
+	*val = NULL;
+	*len = 0;
+	if (err)
+		return diag_set(d, err, "%s: key %s/%s too long", st->path,
+				kind, id);
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_err(rc, "read", st, d);
+	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (!rc) {
+		*val = malloc(v.mv_size ? v.mv_size : 1);
+		if (*val) {
+			memcpy(*val, v.mv_data, v.mv_size);
+			*len = v.mv_size;
+		}
+	}
+	mdb_txn_abort(txn);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc)
+		return lmdb_err(rc, "read", st, d);
+	return *val ? 0 : diag_set(d, -ENOMEM, "%s: out of memory", st->path);
+}
+
+int state_put_blob(struct state *st, const char *kind, const char *id,
+		   const void *val, size_t len, struct diag *d)
+{
+	char buf[256];
+	MDB_val k, v = { .mv_size = len, .mv_data = (void *)val };
+	MDB_txn *txn;
+	int rc, err = blob_key(kind, id, buf, sizeof(buf), &k);
+
+	if (err)
+		return diag_set(d, err, "%s: key %s/%s too long", st->path,
+				kind, id);
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc, "write", st, d);
+	rc = mdb_put(txn, st->dbi, &k, &v, 0);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc, "write", st, d);
 	}
 	rc = mdb_txn_commit(txn);
 	return rc ? lmdb_err(rc, "commit", st, d) : 0;

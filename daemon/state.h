@@ -158,6 +158,17 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 /* Flush what was committed to the disk (fdatasync of the file). */
 int state_sync(struct state *st);
 
+/*
+ * Opaque records of the pipeline's (a tar's index, wds.h), under keys
+ * of kind/ID: stored apart from named streams (a key no name can have),
+ * never listed or expired with them. state_get_blob() gives a copy the
+ * caller frees, or -ENOENT; state_put_blob() replaces what was there.
+ */
+int state_get_blob(struct state *st, const char *kind, const char *id,
+		   void **val, size_t *len, struct diag *d);
+int state_put_blob(struct state *st, const char *kind, const char *id,
+		   const void *val, size_t len, struct diag *d);
+
 /* The path of the environment's file (for logs). */
 const char *state_path(const struct state *st);
 

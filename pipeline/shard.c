@@ -21,6 +21,7 @@
 #include "fdio.h"
 #include "loader_error.h"
 #include "shard.h"
+#include "wds.h"
 #include "codec.h"
 #include "zrec.h"
 
@@ -380,6 +381,8 @@ struct shard {
 	uint64_t dict_off[SCHEMA_MAX_FIELDS], dict_len[SCHEMA_MAX_FIELDS];
 	struct zrec_ddict *ddict[SCHEMA_MAX_FIELDS];
 	struct shard_field_stats stats[SCHEMA_MAX_FIELDS];
+	/* A tar read in place (shard_open_wds()): its index, else NULL. */
+	const struct wds_index *wds;
 };
 
 void shard_close(struct shard *sh)
@@ -753,6 +756,29 @@ static int check_index(struct shard *sh, uint64_t foff, struct diag *d)
 	return 0;
 }
 
+int shard_open_wds(struct shard **out, int fd, const char *name,
+		   const struct wds_index *ix, struct diag *d)
+{
+	struct shard *sh = mem_calloc(1, sizeof(*sh));
+
+	*out = NULL;
+	if (!sh)
+		return diag_set(d, -ENOMEM, "%s: out of memory", name);
+	sh->fd = fd;
+	snprintf(sh->name, sizeof(sh->name), "%s", name);
+	sh->file_size = ix->file_size;
+	sh->data_end = ix->file_size;
+	sh->count = ix->count;
+	sh->schema = ix->schema;
+	sh->index = ix->index;
+	sh->wds = ix;
+	for (uint32_t k = 0; k < ix->schema.nfields; k++)
+		sh->stats[k] = (struct shard_field_stats){ ix->raw_bytes[k],
+							   ix->raw_bytes[k] };
+	*out = sh;
+	return 0;
+}
+
 int shard_open(struct shard **out, int fd, const char *name, struct diag *d)
 {
 	unsigned char hdr[SHARD_HEADER_SIZE], tr[SHARD_TRAILER_SIZE];
@@ -882,7 +908,7 @@ uint64_t shard_file_size(const struct shard *sh)
 
 void shard_data_range(const struct shard *sh, uint64_t *begin, uint64_t *end)
 {
-	*begin = SHARD_HEADER_SIZE;
+	*begin = sh->wds ? 0 : SHARD_HEADER_SIZE;
 	*end = sh->data_end;
 }
 
@@ -922,6 +948,18 @@ const void *shard_dict(const struct shard *sh, unsigned i, size_t *len)
 int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
 		    size_t len, struct diag *d)
 {
+	if (sh->wds) {
+		struct shard_rec r;
+
+		/* Tar members carry no checksum; their length is checked. */
+		if (shard_rec(sh, i, &r) || len != r.length)
+			return diag_set(
+				d, LOADER_ERANGE,
+				"%s: sample %" PRIu64
+				" of %zu bytes does not match the index",
+				sh->name, i, len);
+		return 0;
+	}
 	struct shard_rec r;
 	uint64_t h;
 
@@ -946,6 +984,51 @@ int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
 }
 
 /*
+ * A tar sample's fields, as its index places them (checked when it was
+ * made or loaded); an int64 label is its value, kept in the index.
+ */
+static int split_wds(const struct shard *sh, uint64_t i, const void *buf,
+		     size_t len, struct shard_field *out, struct diag *d)
+{
+	const struct wds_index *ix = sh->wds;
+	uint32_t nf = sh->schema.nfields;
+	const uint64_t *e = ix->ent + i * nf;
+
+	if (i >= sh->count)
+		return diag_set(d, LOADER_ERANGE,
+				"%s: sample %" PRIu64 " out of range", sh->name,
+				i);
+	for (uint32_t k = 0; k < nf; k++) {
+		const struct field *f = &sh->schema.f[k];
+		uint32_t off = (uint32_t)e[k], l = (uint32_t)(e[k] >> 32);
+
+		out[k].raw_len = 0;
+		if (ix->conv[k] == WDS_INT_TEXT) {
+			out[k].data = &e[k];
+			out[k].len = 8;
+			continue;
+		}
+		if (off > len || l > len - off)
+			return diag_set(d, LOADER_ERANGE,
+					"%s: sample %" PRIu64
+					": field %s outside its %zu bytes",
+					sh->name, i, f->name, len);
+		if (f->kind == FIELD_TENSOR && !tensor_fits(f, l))
+			return diag_set(d, LOADER_EFORMAT,
+					"%s: sample %" PRIu64
+					": field %s has %" PRIu32
+					" bytes, its shape needs %s%" PRIu64,
+					sh->name, i, f->name, l,
+					field_ragged(f) ? "a multiple of " : "",
+					field_ragged(f) ? field_row_size(f) :
+							  field_fixed_size(f));
+		out[k].data = (const unsigned char *)buf + off;
+		out[k].len = l;
+	}
+	return 0;
+}
+
+/*
  * Split record i into its fields; with check, against its index entry
  * first (without, the caller did: the entry is not read, and messages
  * give no offset).
@@ -964,6 +1047,8 @@ static int split(const struct shard *sh, uint64_t i, const void *buf,
 				"%s: record %" PRIu64
 				" of %zu bytes does not match the index",
 				sh->name, i, len);
+	if (sh->wds)
+		return split_wds(sh, i, buf, len, out, d);
 	if (len < sum)
 		return diag_set(d, LOADER_EFORMAT,
 				"%s: record %" PRIu64

@@ -123,6 +123,15 @@ struct shard;
  */
 int shard_open(struct shard **out, int fd, const char *name, struct diag *d);
 
+/*
+ * A shard over a WebDataset tar read in place (wds.h): its records are
+ * the samples' byte ranges, their fields found by ix (which must outlive
+ * the shard), with no checksum to check. fd as for shard_open().
+ */
+struct wds_index;
+int shard_open_wds(struct shard **out, int fd, const char *name,
+		   const struct wds_index *ix, struct diag *d);
+
 /* Close a shard (not its fd). NULL is a no-op. */
 void shard_close(struct shard *sh);
 

@@ -57,6 +57,18 @@ struct stream_output {
 #define STREAM_DEFAULT_PREFETCH (64ull << 20)
 #define STREAM_DEFAULT_BATCH	256 /* samples, when batch_size is 0 */
 
+/*
+ * Where the indexes of tars read in place are kept between streams (the
+ * daemon's state): opaque records under an id. get() returns a copy
+ * the caller frees, or NULL; put() may fail silently (the next stream
+ * scans again).
+ */
+struct stream_index_ops {
+	void *(*get)(void *ctx, const char *id, size_t *len);
+	void (*put)(void *ctx, const char *id, const void *val, size_t len);
+	void *ctx;
+};
+
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {
 	uint32_t batch_size; /* 1..STREAM_MAX_BATCH; 0: default (256) */
@@ -84,6 +96,15 @@ struct stream_config {
 	const uint32_t *from_epoch;
 	const uint64_t *from_batch;
 	bool drop_last;
+	/*
+	 * The dataset is WebDataset tars read in place (wds.h): every fd is
+	 * a tar, one shard each, in the client's order (no manifest). Their
+	 * indexes are made by one scan each and kept through index (NULL:
+	 * scanned for every stream), keyed by each file's device and inode,
+	 * and made again when its size or modification time changed.
+	 */
+	bool tar;
+	const struct stream_index_ops *index;
 	/*
 	 * The node cache (ncache.h), or NULL: records found there are not
 	 * read, records read are added while it has room.

@@ -5,11 +5,13 @@
  * The scan keeps, per sample, its key and where each member lies; a
  * table of the keys seen finds a key met again after other samples.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fault.h"
 #include "fdio.h"
@@ -212,6 +214,14 @@ static int read_npy_header(int fd, uint64_t off, uint32_t len,
 	return 0;
 }
 
+static bool in_csv(const char *list, const char *name);
+
+/* ragged "*": any .npy field may turn out ragged (a tar read in place). */
+static bool ragged_auto(const struct wds *s)
+{
+	return s->ragged && !strcmp(s->ragged, "*");
+}
+
 /* A tensor field from the first sample's .npy member. */
 static int npy_field(struct wds *s, const struct scan_member *m,
 		     struct field *f, struct diag *d)
@@ -239,11 +249,20 @@ static int npy_field(struct wds *s, const struct scan_member *m,
 				where, shape, SCHEMA_MAX_DIMS);
 	f->ndim = (uint8_t)n.ndim;
 	for (uint32_t i = 0; i < n.ndim; i++) {
+		/* An empty first array: only a ragged field can have it. */
+		if (i == 0 && n.dims[0] == 0 &&
+		    (in_csv(s->ragged, f->name) || ragged_auto(s))) {
+			f->dims[0] = 0;
+			continue;
+		}
 		if (n.dims[i] == 0 || n.dims[i] > UINT32_MAX)
 			return diag_set(
 				d, -ENOTSUP,
-				"%s: shape %s: a dimension of 0 or above 2^32",
-				where, shape);
+				"%s: shape %s: a dimension of 0 or above 2^32%s",
+				where, shape,
+				i == 0 && n.dims[0] == 0 ?
+					" (an array whose first dimension varies is packed with --ragged FIELD)" :
+					"");
 		f->dims[i] = (uint32_t)n.dims[i];
 	}
 	return 0;
@@ -270,6 +289,8 @@ static int check_ragged(const struct wds *s, struct diag *d)
 {
 	const struct schema *sch = &s->schema;
 
+	if (ragged_auto(s))
+		return 0;
 	for (const char *p = s->ragged; p && *p;) {
 		const char *e = strchr(p, ',');
 		size_t l = e ? (size_t)(e - p) : strlen(p);
@@ -762,10 +783,10 @@ static void put_entry(unsigned char *e, uint64_t off, uint32_t len)
 
 /* Sample i's field k into ent, its record starting at start. */
 static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
-		   uint64_t start, uint64_t *ent, struct diag *d)
+		   uint64_t start, struct field *f, bool auto_ragged,
+		   uint64_t *ent, struct diag *d)
 {
 	const struct wds_item *it = wds_item(w, i, k);
-	const struct field *f = &w->schema.f[k];
 	unsigned char buf[NPY_HEADER_MAX + 16];
 	char where[300];
 	struct npy_info n;
@@ -795,6 +816,17 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 		err = fdio_pread_all(fd, buf, got, it->off);
 		if (!err)
 			err = wds_check_npy(f, buf, got, it->len, &n, d);
+		if (err == LOADER_ESCHEMA && auto_ragged && !field_ragged(f) &&
+		    f->ndim) {
+			struct field r = *f;
+
+			/* Only the first dimension differs: make it "*". */
+			r.dims[0] = 0;
+			if (!wds_check_npy(&r, buf, got, it->len, &n, d)) {
+				*f = r;
+				err = 0;
+			}
+		}
 		if (!err && n.order == '>' && n.itemsize > 1)
 			err = diag_set(
 				d, -ENOTSUP,
@@ -815,7 +847,7 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 }
 
 int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
-		    const char *name, struct diag *d)
+		    const char *name, bool auto_ragged, struct diag *d)
 {
 	uint32_t nf = w->schema.nfields;
 	struct wds_index *ix = index_alloc(w->count, nf);
@@ -854,7 +886,8 @@ int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
 		for (unsigned k = 0; k < nf && !err; k++) {
 			uint64_t *e = &ix->ent[i * nf + k];
 
-			err = resolve(w, fd, i, k, start, e, d);
+			err = resolve(w, fd, i, k, start, &ix->schema.f[k],
+				      auto_ragged, e, d);
 			if (!err)
 				ix->raw_bytes[k] += w->conv[k] == WDS_INT_TEXT ?
 							    8 :
@@ -992,4 +1025,90 @@ bad_conv:
 bad:
 	wds_index_free(ix);
 	return LOADER_EFORMAT;
+}
+
+int wds_index_scan(struct wds_index **out, int fd, const char *name,
+		   struct diag *d)
+{
+	struct wds *w = NULL;
+	struct stat st;
+	int err;
+
+	*out = NULL;
+	if (fstat(fd, &st))
+		return diag_set(d, -errno, "%s: %s", name, strerror(errno));
+	err = wds_scan(&w, fd, name, "*", d);
+	if (!err)
+		err = wds_index_build(out, w, fd, name, true, d);
+	wds_free(w);
+	if (!err)
+		(*out)->file_size = (uint64_t)st.st_size;
+	return err;
+}
+
+bool wds_is_tar(int fd, const char *name)
+{
+	unsigned char blk[TAR_BLOCK];
+	size_t n = strlen(name);
+
+	if (n > 4 && !strcmp(name + n - 4, ".tar"))
+		return true;
+	return !fdio_pread_all(fd, blk, sizeof(blk), 0) && tar_is_header(blk);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int wds_list(const char *dir, char ***names, size_t *n, struct diag *d)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *e;
+	size_t cap = 0;
+	int err = 0;
+
+	*names = NULL;
+	*n = 0;
+	if (!dp)
+		return diag_set(d, -errno, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(dp)) && !err) {
+		size_t len = strlen(e->d_name);
+		char **p;
+
+		if (len < 5 || strcmp(e->d_name + len - 4, ".tar") ||
+		    e->d_name[0] == '.')
+			continue;
+		if (*n == cap) {
+			p = mem_realloc(*names,
+					(cap ? cap * 2 : 64) * sizeof(*p));
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			*names = p;
+			cap = cap ? cap * 2 : 64;
+		}
+		(*names)[*n] = mem_strdup(e->d_name);
+		if (!(*names)[*n])
+			err = -ENOMEM;
+		else
+			(*n)++;
+	}
+	closedir(dp);
+	if (!err && !*n)
+		err = diag_set(d, LOADER_EFORMAT,
+			       "%s: no manifest.json and no .tar files", dir);
+	else if (err)
+		diag_set(d, err, "%s: out of memory", dir);
+	if (err) {
+		for (size_t i = 0; i < *n; i++)
+			free((*names)[i]);
+		free(*names);
+		*names = NULL;
+		*n = 0;
+		return err;
+	}
+	qsort(*names, *n, sizeof(**names), cmp_name);
+	return 0;
 }

@@ -59,7 +59,8 @@ struct wds;
 
 /*
  * Scan the tar on fd (name for messages; ragged: comma-separated .npy
- * fields whose first dimension varies, or NULL). Reads headers only,
+ * fields whose first dimension varies, "*" for any that turns out so,
+ * or NULL). Reads headers only,
  * and the first sample's .npy headers. Errors name the tar and the
  * offset of the member at fault.
  */
@@ -118,11 +119,31 @@ struct wds_index {
  * Make the index of the tar scanned into w (fd: the same file): reads
  * each sample's label texts and .npy headers with pread. A big-endian
  * .npy array cannot be read in place (it is refused: pack it, which
- * swaps it).
+ * swaps it). With auto_ragged, a .npy field whose first dimension varies
+ * becomes ragged ("[*,...]") instead of refused: a tar read in place has
+ * no --ragged to say so.
  */
 int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
-		    const char *name, struct diag *d);
+		    const char *name, bool auto_ragged, struct diag *d);
 void wds_index_free(struct wds_index *ix);
+
+/*
+ * Scan the tar on fd and make its index (auto_ragged), in one call:
+ * what a reader of one tar does (loaderctl inspect and verify, a stream
+ * without a kept index).
+ */
+int wds_index_scan(struct wds_index **out, int fd, const char *name,
+		   struct diag *d);
+
+/*
+ * The .tar files of directory dir (no manifest: a WebDataset dataset),
+ * sorted by name, into *names (*n; free each and the array). Returns 0,
+ * LOADER_EFORMAT when there is none, or -errno, described in d.
+ */
+int wds_list(const char *dir, char ***names, size_t *n, struct diag *d);
+
+/* Is the file on fd a tar (its name ends in .tar, or its first block is a header)? */
+bool wds_is_tar(int fd, const char *name);
 
 /* Serialize an index into a new buffer (*blob, *len; the caller frees). */
 int wds_index_save(const struct wds_index *ix, void **blob, size_t *len);
