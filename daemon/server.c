@@ -938,6 +938,19 @@ static int named_resolve(struct open_job *j, struct stream_config *c)
 	err = dataset_id(j->fds[0], &dsid, &j->d);
 	if (err)
 		return err;
+	/*
+	 * Tars read in place have no manifest: file 0 is their names, and
+	 * their sizes stand for the record counts a manifest would give.
+	 */
+	for (uint32_t i = 1; c->tar && i < j->nfds; i++) {
+		struct stat st;
+
+		if (fstat(j->fds[i], &st))
+			return diag_set(&j->d, -errno, "tar %" PRIu32 ": %s",
+					i - 1, strerror(errno));
+		dsid = XXH3_64bits_withSeed(&st.st_size, sizeof(st.st_size),
+					    dsid);
+	}
 	oid = opts_id(c);
 	/* The last epoch, counted from 0 (the request counts from its start). */
 	end = c->epochs ? c->start_epoch + c->epochs : 0;
