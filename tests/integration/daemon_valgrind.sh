@@ -3,9 +3,11 @@
 # live stream; with a JPEG stream through the image pipeline; after a
 # stream that ended, a stream whose client was
 # killed, and an OPEN refused for a hostile shard; with OPENs in flight
-# on the thread pool; and with named streams (their saver threads and
+# on the thread pool; with named streams (their saver threads and
 # LMDB state): resumed, resumed with another world, listed, forgotten,
-# one live at the stop. Every error valgrind
+# one live at the stop; and with the node cache, a WebDataset tar read
+# in place (its index scanned, kept, used) and ragged outputs (values
+# moved under the skip policy). Every error valgrind
 # reports fails the test, definite and indirect leaks included (possible
 # leaks are listed in the log, not counted: they are guesses about
 # interior pointers). tests/valgrind.supp holds the suppressions, each
@@ -33,7 +35,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 26
+plan 32
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -43,7 +45,7 @@ printf 'x' >"$T/one"
 "$LOADERCTL" pack --split test --shard-size 65536 "$src" "$T/many" >/dev/null
 
 # vg_start NAME: loaderd under valgrind on $T/NAME.sock, its valgrind
-# report in $T/NAME.vg. Fails if the socket does not appear.
+# report in $T/NAME.vg, with $VG_ARGS. Fails if the socket does not appear.
 vg_start() {
 	rm -f "$T/$1.sock"
 	valgrind -q --error-exitcode=99 --leak-check=full \
@@ -53,7 +55,7 @@ vg_start() {
 		--log-file="$T/$1.vg" \
 		"$top_builddir/loaderd" -f --socket "$T/$1.sock" --threads 2 \
 		--state-dir "$T/$1.state" --cache-dir "$T/$1.cache" \
-		2>>"$T/$1.log" &
+		$VG_ARGS 2>>"$T/$1.log" &
 	VG=$!
 	DAEMONS="$DAEMONS $VG"
 	i=0
@@ -191,3 +193,45 @@ wait_log named 'stream "live" starts'
 sleep 1
 vg_stop named "named streams"
 wait $cpid 2>/dev/null || :
+
+# 6. The node cache, tars in place and ragged outputs.
+/usr/bin/python3 - "$T/w.tar" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tf:
+    for i in range(300):
+        for ext, data in (("cls", b"%d" % (i % 3)),
+                          ("txt", b"id=%06d;" % i + b"x" * (i * 37 % 900))):
+            ti = tarfile.TarInfo("s%05d.%s" % (i, ext))
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+EOF
+"$LOADERCTL" pack "$T/w.tar" "$T/wp" >/dev/null
+/usr/bin/python3 - "$T/wp" <<'EOF'
+import glob, sys
+p = sorted(glob.glob(sys.argv[1] + "/shard-*.lds"))[0]
+with open(p, "r+b") as f:
+    data = bytearray(f.read())
+    for i in (3, 50, 51, 52, 200):
+        at = data.find(b"id=%06d;" % i)
+        data[at + 4] ^= 0x20
+    f.seek(0)
+    f.write(data)
+EOF
+VG_ARGS="--cache-memory 64M"
+ok "sources: daemon starts under valgrind" vg_start src
+VG_ARGS=
+out=$(for k in 1 2; do
+	"$LDCLIENT" --hash --order random --seed 3 --batch 16 --epochs 2 \
+		--timeout-ms 60000 "$T/src.sock" "$T/w.tar" 2>&1 | grep '^epoch 1'
+	"$LDCLIENT" --stats --order random --seed $k --epochs 2 \
+		--timeout-ms 60000 "$T/src.sock" "$D" 2>&1 | grep '^stats'
+done)
+like "$out" 'cache_hits 20000 cache_misses 0' \
+	"sources: the second packed stream is served by the cache"
+like "$(echo "$out" | grep '^epoch' | uniq | wc -l)" '^1$' \
+	"sources: the tar, read in place twice, gives the same batches"
+out=$("$LDCLIENT" --stats --on-bad skip --order random --seed 5 --batch 16 \
+	--epochs 2 --timeout-ms 60000 "$T/src.sock" "$T/wp" 2>&1 | grep '^stats')
+like "$out" '^stats bad_samples 10 ' \
+	"sources: ragged values of bad samples replaced and moved (5 an epoch)"
+vg_stop src "sources"
