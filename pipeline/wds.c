@@ -758,7 +758,7 @@ void wds_index_free(struct wds_index *ix)
 	free(ix);
 }
 
-static struct wds_index *index_alloc(uint64_t count, uint32_t nf)
+struct wds_index *wds_index_new(uint64_t count, uint32_t nf)
 {
 	struct wds_index *ix = mem_calloc(1, sizeof(*ix));
 
@@ -774,8 +774,10 @@ static struct wds_index *index_alloc(uint64_t count, uint32_t nf)
 	return ix;
 }
 
-static void put_entry(unsigned char *e, uint64_t off, uint32_t len)
+void wds_index_set(struct wds_index *ix, uint64_t i, uint64_t off, uint32_t len)
 {
+	unsigned char *e = ix->index + i * SHARD_INDEX_ENTRY;
+
 	memset(e, 0, SHARD_INDEX_ENTRY);
 	memcpy(e, &off, 8); /* little-endian hosts (proto.h) */
 	memcpy(e + 8, &len, 4);
@@ -850,7 +852,7 @@ int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
 		    const char *name, bool auto_ragged, struct diag *d)
 {
 	uint32_t nf = w->schema.nfields;
-	struct wds_index *ix = index_alloc(w->count, nf);
+	struct wds_index *ix = wds_index_new(w->count, nf);
 	int err = 0;
 
 	*out = NULL;
@@ -881,8 +883,7 @@ int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
 				where, end - start, (unsigned)SHARD_MAX_RECORD);
 			break;
 		}
-		put_entry(ix->index + i * SHARD_INDEX_ENTRY, start,
-			  (uint32_t)(end - start));
+		wds_index_set(ix, i, start, (uint32_t)(end - start));
 		for (unsigned k = 0; k < nf && !err; k++) {
 			uint64_t *e = &ix->ent[i * nf + k];
 
@@ -969,7 +970,7 @@ int wds_index_load(struct wds_index **out, const void *blob, size_t len,
 		return diag_set(d, LOADER_EFORMAT,
 				"tar index: %zu bytes, its head says %zu", len,
 				need);
-	ix = index_alloc(h.count, h.nfields);
+	ix = wds_index_new(h.count, h.nfields);
 	if (!ix)
 		return diag_set(d, -ENOMEM, "tar index: out of memory");
 	p += sizeof(h);

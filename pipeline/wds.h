@@ -128,6 +128,16 @@ int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
 void wds_index_free(struct wds_index *ix);
 
 /*
+ * For other sources read in place (lmdbds.h): an empty index of count
+ * samples and nfields fields, and sample i's record placed at off, len
+ * bytes. In an index, WDS_INT_TEXT marks a field whose int64 value is
+ * kept in the index itself.
+ */
+struct wds_index *wds_index_new(uint64_t count, uint32_t nfields);
+void wds_index_set(struct wds_index *ix, uint64_t i, uint64_t off,
+		   uint32_t len);
+
+/*
  * Scan the tar on fd and make its index (auto_ragged), in one call:
  * what a reader of one tar does (loaderctl inspect and verify, a stream
  * without a kept index).
