@@ -752,6 +752,22 @@ fail:
 	return err;
 }
 
+/* An LMDB data file: its meta page's magic (0xBEEFC0DE at byte 16). */
+static bool loader_is_lmdb_file(const char *path)
+{
+	unsigned char m[20];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) &&
+	     (m[16] | m[17] << 8 | m[18] << 16 | (uint32_t)m[19] << 24) ==
+		     0xBEEFC0DEu;
+	close(fd);
+	return ok;
+}
+
 static int cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -877,11 +893,11 @@ static int loader_send_files(struct loader *l, const char *dataset,
 	size_t total, idx = 0, nnames = 0;
 	struct stat st;
 	int dfd, mfd = -1, err;
-	bool tar = false;
+	bool tar = false, lmdb = false;
 
 	*flags = 0;
 	if (!stat(dataset, &st) && S_ISREG(st.st_mode)) {
-		/* One .tar file: its directory, and it alone. */
+		/* One .tar file (or LMDB data file): its directory, and it. */
 		char *slash;
 
 		copy = strdup(dataset);
@@ -899,6 +915,7 @@ static int loader_send_files(struct loader *l, const char *dataset,
 		where = slash ? copy : ".";
 		nnames = 1;
 		tar = true;
+		lmdb = loader_is_lmdb_file(dataset);
 	}
 	dfd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
@@ -907,7 +924,19 @@ static int loader_send_files(struct loader *l, const char *dataset,
 	}
 	if (!tar) {
 		mfd = openat(dfd, LOADER_MANIFEST, O_RDONLY | O_CLOEXEC);
-		if (mfd < 0 && errno == ENOENT) {
+		if (mfd < 0 && errno == ENOENT &&
+		    !faccessat(dfd, "data.mdb", F_OK, 0)) {
+			/* An LMDB environment: its data file, read in place. */
+			names = malloc(sizeof(*names));
+			if (!names || !(names[0] = strdup("data.mdb"))) {
+				free(names);
+				names = NULL;
+				err = loader_fail(l, -ENOMEM, "out of memory");
+				goto out;
+			}
+			nnames = 1;
+			tar = lmdb = true;
+		} else if (mfd < 0 && errno == ENOENT) {
 			err = loader_list_tars(l, dfd, dataset, &names,
 					       &nnames);
 			if (err)
@@ -930,7 +959,7 @@ static int loader_send_files(struct loader *l, const char *dataset,
 		err = loader_tar_names(l, names, nnames, &mfd);
 		if (err)
 			goto out;
-		*flags = PROTO_OPEN_TAR;
+		*flags = lmdb ? PROTO_OPEN_LMDB : PROTO_OPEN_TAR;
 		total = nnames + 1;
 	} else {
 		total = json_array_size(shards) + 1;

@@ -138,6 +138,8 @@ struct proto_output {
  * files 1..n the tars.
  */
 #define PROTO_OPEN_TAR 8u
+/* The dataset is an LMDB database read in place: file 1 its data file. */
+#define PROTO_OPEN_LMDB 16u
 
 /* What a sample that cannot be decoded does to its stream. */
 enum proto_bad {

@@ -18,6 +18,7 @@
 
 #include "ctl.h"
 #include "dataset.h"
+#include "lmdbds.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
@@ -175,8 +176,16 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 	size_t n = 0;
 	struct diag d = { "" };
 	int ret = CTL_FAIL, err;
+	bool lmdb = false;
 
-	if (dir) {
+	if (lmdbds_detect(path)) {
+		names = malloc(sizeof(*names));
+		err = names && (names[0] = strdup(path)) ? 0 : -ENOMEM;
+		n = err ? 0 : 1;
+		if (err)
+			diag_set(&d, err, "out of memory");
+		lmdb = true;
+	} else if (dir) {
 		err = wds_list(path, &names, &n, &d);
 	} else {
 		names = malloc(sizeof(*names));
@@ -198,15 +207,24 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 		char file[4200];
 		int fd;
 
-		snprintf(file, sizeof(file), "%s%s%s", dir ? path : "",
-			 dir ? "/" : "", names[i]);
-		fd = open(file, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			fprintf(stderr, "loaderctl inspect: %s: %s\n", file,
-				strerror(errno));
-			goto out;
+		snprintf(file, sizeof(file), "%s%s%s", dir && !lmdb ? path : "",
+			 dir && !lmdb ? "/" : "", names[i]);
+		if (lmdb) {
+			err = lmdbds_index_path(file, &fd, &ix[i], &d);
+			if (err) {
+				fprintf(stderr, "loaderctl inspect: %s\n",
+					d.msg);
+				goto out;
+			}
+		} else {
+			fd = open(file, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				fprintf(stderr, "loaderctl inspect: %s: %s\n",
+					file, strerror(errno));
+				goto out;
+			}
+			err = wds_index_scan(&ix[i], fd, file, &d);
 		}
-		err = wds_index_scan(&ix[i], fd, file, &d);
 		if (!err)
 			err = shard_open_wds(&sh[i], fd, file, ix[i], &d);
 		close(fd); /* the index and counts are all inspect needs */
@@ -245,8 +263,11 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 		json_decref(j);
 	} else {
 		printf("dataset:  %s\n", path);
-		printf("format:   WebDataset tar, read in place (%zu file%s)\n",
-		       n, n == 1 ? "" : "s");
+		if (lmdb)
+			printf("format:   LMDB database, read in place\n");
+		else
+			printf("format:   WebDataset tar, read in place (%zu file%s)\n",
+			       n, n == 1 ? "" : "s");
 		printf("samples:  %" PRIu64 "\n", s.records);
 		printf("size:     %s (%" PRIu64 " bytes)\n",
 		       progress_bytes((double)s.bytes, a, sizeof(a)), s.bytes);
@@ -473,7 +494,7 @@ int ctl_inspect(int argc, char **argv)
 
 		if (fd >= 0)
 			close(fd);
-		if (tar)
+		if (tar || lmdbds_detect(argv[0]))
 			return inspect_tars(&o, argv[0], false);
 	}
 	return inspect_shard(&o, argv[0]);

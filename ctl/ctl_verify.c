@@ -15,6 +15,7 @@
 
 #include "ctl.h"
 #include "dataset.h"
+#include "lmdbds.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
@@ -121,7 +122,18 @@ static int open_file(struct verify_run *r, const char *path, int *fd,
 		err = -errno;
 		goto bad;
 	}
-	if (wds_is_tar(*fd, path)) {
+	if (lmdbds_detect(path)) {
+		close(*fd);
+		err = lmdbds_index_path(path, fd, ix, &d);
+		if (!err)
+			err = shard_open_wds(sh, *fd, path, *ix, &d);
+		if (err) {
+			wds_index_free(*ix);
+			*ix = NULL;
+		}
+		if (err && *fd < 0)
+			goto bad;
+	} else if (wds_is_tar(*fd, path)) {
 		err = wds_index_scan(ix, *fd, path, &d);
 		if (!err)
 			err = shard_open_wds(sh, *fd, path, *ix, &d);
@@ -232,6 +244,11 @@ int ctl_verify(int argc, char **argv)
 
 			snprintf(m, sizeof(m), "%s/%s", argv[a],
 				 DATASET_MANIFEST);
+			if (access(m, F_OK) && errno == ENOENT &&
+			    lmdbds_detect(argv[a])) {
+				verify_path(&r, vc, argv[a]);
+				continue;
+			}
 			if (access(m, F_OK) && errno == ENOENT) {
 				/* A directory of tars, each read in place. */
 				if (wds_list(argv[a], &names, &n, &d)) {

@@ -25,7 +25,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 {
 	memset(c, 0, sizeof(*c));
 	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH |
-			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR))
+			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR | PROTO_OPEN_LMDB))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -98,6 +98,11 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	c->pipeline = m->pipeline;
 	c->ragged = m->flags & PROTO_OPEN_RAGGED;
 	c->tar = m->flags & PROTO_OPEN_TAR;
+	c->lmdb = m->flags & PROTO_OPEN_LMDB;
+	if (c->tar && c->lmdb)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"a dataset is tars or an LMDB database, not both");
 	c->ragged_bytes = m->ragged_bytes;
 	return 0;
 }

@@ -942,7 +942,7 @@ static int named_resolve(struct open_job *j, struct stream_config *c)
 	 * Tars read in place have no manifest: file 0 is their names, and
 	 * their sizes stand for the record counts a manifest would give.
 	 */
-	for (uint32_t i = 1; c->tar && i < j->nfds; i++) {
+	for (uint32_t i = 1; (c->tar || c->lmdb) && i < j->nfds; i++) {
 		struct stat st;
 
 		if (fstat(j->fds[i], &st))
@@ -1137,7 +1137,8 @@ static void open_work(uv_work_t *req)
 
 		/* A tar dataset's file 0 is the tars' names (a memfd). */
 		snprintf(link, sizeof(link), "/proc/self/fd/%d",
-			 (j->open.flags & PROTO_OPEN_TAR) && j->nfds > 1 ?
+			 (j->open.flags & (PROTO_OPEN_TAR | PROTO_OPEN_LMDB)) &&
+					 j->nfds > 1 ?
 				 j->fds[1] :
 				 j->fds[0]);
 		n = readlink(link, j->dataset, sizeof(j->dataset) - 1);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "fdio.h"
 #include "lmdbds.h"
 #include "loader_error.h"
+#include "stream.h"
 #include "wds.h"
 
 #define LMDB_MAGIC 0xBEEFC0DEu
@@ -445,18 +447,50 @@ int lmdbds_sample(struct lmdbds *s, uint64_t i, struct shard_field *f,
 
 /* ---- read in place ---------------------------------------------------- */
 
+/*
+ * Where LMDB mapped the data file (from offset 0): LMDB does not say
+ * (mdb_env_info()'s address is the one a fixed map asked for), so it is
+ * the mapping of the data file's inode in /proc/self/maps. NULL if none.
+ */
+static const unsigned char *map_base(const struct lmdbds *l)
+{
+	mdb_filehandle_t fd;
+	struct stat st;
+	char line[4608];
+	const unsigned char *base = NULL;
+	FILE *f;
+
+	if (mdb_env_get_fd(l->env, &fd) || fstat(fd, &st))
+		return NULL;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return NULL;
+	while (!base && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off, ino;
+		unsigned maj, mnr;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &start, &end,
+			   &off, &maj, &mnr, &ino) == 6 &&
+		    ino == (unsigned long long)st.st_ino && off == 0 &&
+		    makedev(maj, mnr) == st.st_dev)
+			base = (const unsigned char *)(uintptr_t)start;
+	}
+	fclose(f);
+	return base;
+}
+
 int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
 		 struct diag *d)
 {
 	uint32_t nf = l->schema.nfields;
 	struct wds_index *ix;
-	MDB_envinfo info;
-	const unsigned char *base;
+	const unsigned char *base = map_base(l);
 
 	*out = NULL;
-	if (mdb_env_info(l->env, &info))
-		return diag_set(d, LOADER_EFORMAT, "%s: no map", l->path);
-	base = info.me_mapaddr;
+	if (!base)
+		return diag_set(d, LOADER_EFORMAT,
+				"%s: the data file's map is not to be found",
+				l->path);
 	ix = wds_index_new(l->count, nf);
 	if (!ix)
 		return diag_set(d, -ENOMEM, "%s: index of %" PRIu64 " samples",
@@ -655,4 +689,29 @@ int lmdbds_index_fd(int fd, const char *name, int timeout_ms,
 			     (uint64_t)st.st_size, d);
 	free(buf);
 	return err ? diag_wrap(d, err, "%s", name) : 0;
+}
+
+int lmdbds_index_path(const char *path, int *fd, struct wds_index **ix,
+		      struct diag *d)
+{
+	char data[4200];
+	struct stat st;
+	int err;
+
+	*fd = -1;
+	*ix = NULL;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		snprintf(data, sizeof(data), "%s/data.mdb", path);
+	else
+		snprintf(data, sizeof(data), "%s", path);
+	*fd = open(data, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return diag_set(d, -errno, "%s: %s", data, strerror(errno));
+	/* In a child too: a damaged database must not crash the tool. */
+	err = lmdbds_index_fd(*fd, data, STREAM_SCAN_MS, ix, d);
+	if (err) {
+		close(*fd);
+		*fd = -1;
+	}
+	return err;
 }

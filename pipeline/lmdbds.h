@@ -81,4 +81,12 @@ int lmdbds_index_fd(int fd, const char *name, int timeout_ms,
 /* Is path an LMDB database (a directory with data.mdb, or a data file)? */
 bool lmdbds_detect(const char *path);
 
+/*
+ * For tools (loaderctl inspect, verify): the data file of the database
+ * at path as *fd, and its index read in place in *ix, made in a child as
+ * lmdbds_index_fd() makes it.
+ */
+int lmdbds_index_path(const char *path, int *fd, struct wds_index **ix,
+		      struct diag *d);
+
 #endif /* LD_LMDBDS_H */

@@ -20,6 +20,7 @@
 #include "fdio.h"
 #include "imgpipe.h"
 #include "ispec.h"
+#include "lmdbds.h"
 #include "loader_error.h"
 #include "ncache.h"
 #include "order.h"
@@ -468,7 +469,9 @@ static int tar_index(struct stream *s, uint32_t i, const char *name,
 	} else {
 		free(val);
 	}
-	err = wds_index_scan(out, fd, name, d);
+	/* An LMDB file is scanned in a child: LMDB trusts its pages. */
+	err = s->c.lmdb ? lmdbds_index_fd(fd, name, STREAM_SCAN_MS, out, d) :
+			  wds_index_scan(out, fd, name, d);
 	if (err)
 		return err;
 	plog(PLOG_INFO, "%s: %s: scanned, %" PRIu64 " samples", s->label, name,
@@ -500,6 +503,10 @@ static int open_tars(struct stream *s, struct diag *d)
 	if (!n)
 		return diag_set(d, LOADER_EUSAGE,
 				"a tar dataset needs at least one tar");
+	if (s->c.lmdb && n != 1)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"an LMDB dataset is one data file, not %" PRIu32, n);
 	ds = mem_calloc(1, sizeof(*ds));
 	s->wix = mem_calloc(n, sizeof(*s->wix));
 	if (!ds || !s->wix) {
@@ -613,7 +620,7 @@ static int open_dataset(struct stream *s, struct diag *d)
 	struct order_params op;
 	int err;
 
-	if (s->c.tar) {
+	if (s->c.tar || s->c.lmdb) {
 		err = open_tars(s, d);
 		if (err)
 			return err;
@@ -638,11 +645,12 @@ static int open_dataset(struct stream *s, struct diag *d)
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < s->ds->nshards; i++) {
-		err = s->c.tar ? shard_open_wds(&s->sh[i], s->fds[i + 1],
-						s->ds->shards[i].file,
-						s->wix[i], d) :
-				 shard_open(&s->sh[i], s->fds[i + 1],
-					    s->ds->shards[i].file, d);
+		err = s->c.tar || s->c.lmdb ?
+			      shard_open_wds(&s->sh[i], s->fds[i + 1],
+					     s->ds->shards[i].file, s->wix[i],
+					     d) :
+			      shard_open(&s->sh[i], s->fds[i + 1],
+					 s->ds->shards[i].file, d);
 		if (!err)
 			err = dataset_check_shard(s->ds, i, s->sh[i], d);
 		if (err) {

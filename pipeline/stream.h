@@ -34,6 +34,8 @@ struct ncache;
 #define STREAM_MAX_RAGGED (1ull << 30)
 /* ... and by default at most (stream_config.ragged_bytes). */
 #define STREAM_DEFAULT_RAGGED_MAX (64ull << 20)
+/* How long an LMDB database's scan may take (its child is then killed). */
+#define STREAM_SCAN_MS (10 * 60 * 1000)
 
 /* How a tensor field becomes an output. */
 enum stream_cast {
@@ -104,6 +106,11 @@ struct stream_config {
 	 * and made again when its size or modification time changed.
 	 */
 	bool tar;
+	/*
+	 * The dataset is an LMDB database read in place (lmdbds.h): fd 1 its
+	 * data file, indexed as a tar is, by a scan in a child process.
+	 */
+	bool lmdb;
 	const struct stream_index_ops *index;
 	/*
 	 * The node cache (ncache.h), or NULL: records found there are not

@@ -194,11 +194,18 @@ static void plan_chunk(const struct shard *sh, uint64_t i,
 	sl->first = i;
 	sl->offset = first.offset;
 	sl->span = first.length;
+	/*
+	 * Records after the first in the file, within a chunk of it. Those of
+	 * a database read in place (an LMDB's values) need not follow one
+	 * another: the chunk ends at one that lies before the first.
+	 */
 	while (j + 1 < n) {
 		shard_rec(sh, j + 1, &r);
-		if (r.offset + r.length - first.offset > VERIFY_CHUNK)
+		if (r.offset < first.offset ||
+		    r.offset + r.length - first.offset > VERIFY_CHUNK)
 			break;
-		sl->span = r.offset + r.length - first.offset;
+		if (r.offset + r.length - first.offset > sl->span)
+			sl->span = r.offset + r.length - first.offset;
 		j++;
 	}
 	sl->last = j;

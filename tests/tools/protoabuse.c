@@ -1474,9 +1474,9 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag16(const struct ctx *c, struct proto_open *o)
+static void o_flag32(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 16;
+	o->flags |= 32;
 }
 
 static void o_ragged_noflag(const struct ctx *c, struct proto_open *o)
@@ -1539,7 +1539,7 @@ static const struct open_abuse open_name_unterminated = { o_name_unterminated,
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag16 = { o_flag16, "unknown flags" };
+static const struct open_abuse open_flag32 = { o_flag32, "unknown flags" };
 static const struct open_abuse open_ragged_noflag = {
 	o_ragged_noflag, "ragged_bytes given without ragged outputs"
 };
@@ -2098,7 +2098,7 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag16 },
+	{ "OPEN with an unknown flag", case_open, &open_flag32 },
 	{ "OPEN with ragged_bytes but no ragged flag", case_open,
 	  &open_ragged_noflag },
 	{ "OPEN with ragged_bytes above 1 GiB", case_open, &open_ragged_huge },
