@@ -1,8 +1,18 @@
 # common.sh - sourced by the benchmark scripts: the helpers they share.
 #
-# The script sets BENCH (its name, for messages), b (the build directory),
-# w (its scratch directory) and pids (processes to kill at exit) before
-# it calls start_daemon.
+# The script sets BENCH (its name, for messages) and top (the source
+# tree), sources this and calls bench_init, which sets b (the build
+# directory), src (Fashion-MNIST), w (a scratch directory, removed at
+# exit) and pids (processes killed at exit), and builds ldclient.
+
+bench_init() {
+	b=${BUILD:-$top/build}
+	src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+	make -s -C "$b" tests/tools/ldclient >/dev/null
+	w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
+	pids=
+	trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
+}
 
 # skip WHY...: something the benchmark needs is absent: exit 77.
 skip() {

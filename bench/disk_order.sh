@@ -16,15 +16,11 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-3}
-b=${BUILD:-$top/build}
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 corpus=${CORPUS:-/var/tmp/loaderd-corpus-n2000-s0}
-make -s -C "$b" tests/tools/ldclient >/dev/null
-w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
-pids=
-trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
 BENCH=disk_order
 . "$top/bench/common.sh"
+bench_init
+
 
 "$b/loaderctl" pack --split train "$src" "$w/fm" >/dev/null
 sets="raw"

@@ -13,14 +13,10 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-4}
 runs=${2:-3}
-b=${BUILD:-$top/build}
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-make -s -C "$b" tests/tools/ldclient >/dev/null
-w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
-pids=
-trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
 BENCH=hp_streams
 . "$top/bench/common.sh"
+bench_init
+
 "$b/loaderctl" pack "$src" "$w/fm" >/dev/null
 cat "$w"/fm/train/shard-*.lds >/dev/null
 

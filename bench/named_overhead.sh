@@ -11,15 +11,10 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-5}
-b=${BUILD:-$top/build}
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-make -s -C "$b" tests/tools/ldclient >/dev/null
-w=$(mktemp -d "${TMPDIR:-/var/tmp}/loaderd-bench.XXXXXX")
-pids=
-trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
-
 BENCH=named_overhead
 . "$top/bench/common.sh"
+bench_init
+
 [ -r "$src/train-labels-idx1-ubyte.gz" ] ||
 	skip "Fashion-MNIST not installed (dataset-fashion-mnist)"
 "$b/loaderctl" pack --split train "$src" "$w/fm" >/dev/null

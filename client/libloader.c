@@ -1026,6 +1026,24 @@ static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
 }
 
 /*
+ * Multiply *n (bytes) by dimensions from..ndim of output ro, each one
+ * nonzero and the product within a slot (so it never overflows).
+ */
+static int loader_dims(struct loader *l, const struct ring_output *ro,
+		       uint32_t from, const struct ring_hdr *h, uint64_t *n)
+{
+	for (uint32_t d = from; d < ro->ndim; d++) {
+		if (!ro->shape[d] || ro->shape[d] > h->slot_size / *n)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"ring output %s: dimension %u is %llu",
+				ro->name, d, (unsigned long long)ro->shape[d]);
+		*n *= ro->shape[d];
+	}
+	return 0;
+}
+
+/*
  * A ragged output (ring.h): shape [batch, RING_RAGGED, D2...] of a known
  * dtype, rows of `row` bytes, the offsets and the room for values inside
  * a slot and apart.
@@ -1036,6 +1054,7 @@ static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
 {
 	uint64_t ib = ((uint64_t)h->batch_size + 1) * sizeof(uint64_t);
 	uint64_t row = loader_dtype_size(ro->dtype);
+	int err;
 
 	if (!row || ro->ndim < 2 || ro->ndim > RING_MAX_DIMS ||
 	    ro->shape[0] != h->batch_size || ro->shape[1] != RING_RAGGED)
@@ -1043,14 +1062,9 @@ static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
 			l, LOADER_EPROTO,
 			"ring output %s: ragged, but dtype %u, ndim %u",
 			ro->name, ro->dtype, ro->ndim);
-	for (uint32_t d = 2; d < ro->ndim; d++) {
-		if (!ro->shape[d] || ro->shape[d] > h->slot_size / row)
-			return loader_fail(
-				l, LOADER_EPROTO,
-				"ring output %s: dimension %u is %llu",
-				ro->name, d, (unsigned long long)ro->shape[d]);
-		row *= ro->shape[d];
-	}
+	err = loader_dims(l, ro, 2, h, &row);
+	if (err)
+		return err;
 	if (row != ro->row)
 		return loader_fail(
 			l, LOADER_EPROTO,
@@ -1090,6 +1104,7 @@ static int loader_check_output(struct loader *l, unsigned i,
 			       struct loader_output *o)
 {
 	uint64_t n = loader_dtype_size(ro->dtype);
+	int err;
 
 	if (!memchr(ro->name, '\0', sizeof(ro->name)) || !ro->name[0])
 		return loader_fail(l, LOADER_EPROTO,
@@ -1110,14 +1125,9 @@ static int loader_check_output(struct loader *l, unsigned i,
 			l, LOADER_EPROTO,
 			"ring output %s: bad shape (ndim %u, first dimension %llu)",
 			ro->name, ro->ndim, (unsigned long long)ro->shape[0]);
-	for (uint32_t d = 1; d < ro->ndim; d++) {
-		if (!ro->shape[d] || ro->shape[d] > h->slot_size / n)
-			return loader_fail(
-				l, LOADER_EPROTO,
-				"ring output %s: dimension %u is %llu",
-				ro->name, d, (unsigned long long)ro->shape[d]);
-		n *= ro->shape[d];
-	}
+	err = loader_dims(l, ro, 1, h, &n);
+	if (err)
+		return err;
 	/* n, the bytes of one sample, is <= slot_size here: no overflow. */
 	if (n > h->slot_size / h->batch_size || ro->bytes != n * h->batch_size)
 		return loader_fail(

@@ -200,6 +200,16 @@ static bool lex_next(struct lex *lx)
 	return true;
 }
 
+/* After a dimension: spaces, then a comma (and more) or the "]". */
+static const char *next_dim(const char *p)
+{
+	while (*p == ' ')
+		p++;
+	if (*p == ',' && p[1] != ']')
+		return p + 1;
+	return *p == ']' ? p : NULL;
+}
+
 static int parse_shape(struct field *f, const char *tok, struct diag *d)
 {
 	const char *p = tok + 1;
@@ -224,12 +234,8 @@ static int parse_shape(struct field *f, const char *tok, struct diag *d)
 		if (*p == '*' && f->ndim == 0) {
 			/* Ragged: each sample has its own first dimension. */
 			f->dims[f->ndim++] = 0;
-			p++;
-			while (*p == ' ')
-				p++;
-			if (*p == ',' && p[1] != ']')
-				p++;
-			else if (*p != ']')
+			p = next_dim(p + 1);
+			if (!p)
 				return diag_set(d, LOADER_ESCHEMA,
 						"field %s: bad shape \"%s\"",
 						f->name, tok);
@@ -243,12 +249,8 @@ static int parse_shape(struct field *f, const char *tok, struct diag *d)
 				"field %s: bad dimension in shape \"%s\"",
 				f->name, tok);
 		f->dims[f->ndim++] = (uint32_t)v;
-		p = end;
-		while (*p == ' ')
-			p++;
-		if (*p == ',' && p[1] != ']')
-			p++;
-		else if (*p != ']')
+		p = next_dim(end);
+		if (!p)
 			return diag_set(d, LOADER_ESCHEMA,
 					"field %s: bad shape \"%s\"", f->name,
 					tok);

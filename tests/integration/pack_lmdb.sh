@@ -13,26 +13,14 @@ tmpdir
 plan 13
 
 for i in 1 2 3 4 5 6; do "$TOOLS/mkjpeg" "$T/$i.jpg" 64 48 $i; done
-/usr/bin/python3 - "$T" <<'PY'
+/usr/bin/python3 - "$T" "$top_srcdir/tests/integration" <<'PY'
 import os, sys
 T = sys.argv[1]
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[2])
+from mklmdb import datum, dump as dump_to
 def dump(name, pairs):
-    with open(os.path.join(T, name + ".txt"), "w") as f:
-        f.write("VERSION=3\nformat=bytevalue\ntype=btree\nmapsize=1048576\nHEADER=END\n")
-        for k, v in pairs:
-            f.write(" " + k.hex() + "\n " + v.hex() + "\n")
-        f.write("DATA=END\n")
-def varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-def datum(c, h, w, data, label, encoded):
-    m = b"".join(varint(f << 3) + varint(v) for f, v in ((1, c), (2, h), (3, w)))
-    m += varint(4 << 3 | 2) + varint(len(data)) + data + varint(5 << 3) + varint(label)
-    return m + (varint(7 << 3) + varint(1) if encoded else b"")
+    dump_to(os.path.join(T, name + ".txt"), pairs)
 jp = [open(os.path.join(T, "%d.jpg" % i), "rb").read() for i in range(1, 7)]
 # Key order is LMDB's: cat/1 cat/3 cat/5 dog/2 dog/4 dog/6.
 dump("plain", [(("%s/%d" % ("cat" if i % 2 else "dog", i)).encode(), jp[i - 1]) for i in range(1, 7)])

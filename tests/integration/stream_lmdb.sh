@@ -15,26 +15,14 @@ tmpdir
 plan 21
 
 for i in $(seq 1 24); do "$TOOLS/mkjpeg" "$T/$i.jpg" $((40 + i)) $((30 + i % 7)) $i >/dev/null; done
-/usr/bin/python3 - "$T" <<'PY'
+/usr/bin/python3 - "$T" "$top_srcdir/tests/integration" <<'PY'
 import os, sys
 T = sys.argv[1]
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[2])
+from mklmdb import datum, dump as dump_to
 def dump(name, pairs):
-    with open(os.path.join(T, name + ".txt"), "w") as f:
-        f.write("VERSION=3\nformat=bytevalue\ntype=btree\nmapsize=8388608\nHEADER=END\n")
-        for k, v in pairs:
-            f.write(" " + k.hex() + "\n " + v.hex() + "\n")
-        f.write("DATA=END\n")
-def varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-def datum(c, h, w, data, label, encoded):
-    m = b"".join(varint(f << 3) + varint(v) for f, v in ((1, c), (2, h), (3, w)))
-    m += varint(4 << 3 | 2) + varint(len(data)) + data + varint(5 << 3) + varint(label)
-    return m + (varint(7 << 3) + varint(1) if encoded else b"")
+    dump_to(os.path.join(T, name + ".txt"), pairs)
 jp = [open(os.path.join(T, "%d.jpg" % i), "rb").read() for i in range(1, 25)]
 dump("plain", [(("%s/%02d" % (("cat", "dog", "emu")[i % 3], i)).encode(), jp[i]) for i in range(24)])
 dump("caffe", [(b"%08d_n%d.JPEG" % (i, i), datum(3, 30, 40, jp[i], 10 + i % 3, True)) for i in range(24)])
@@ -50,22 +38,13 @@ done
 start_daemon "$T/d.sock" --threads 2
 P=$DAEMON_PID
 PIPE='decode | resize 24 | center 24 | u8 | nhwc'
-# cmp_stream NAME DB PACKED ARGS...: in place, the packed one's batches.
-cmp_stream() {
-	name=$1 a=$2 b=$3
-	shift 3
-	got=$("$LDCLIENT" --hash "$@" "$T/d.sock" "$a" 2>&1 | grep -E '^(epoch|error)')
-	want=$("$LDCLIENT" --hash "$@" "$T/d.sock" "$b" 2>&1 | grep -E '^(epoch|error)')
-	like "$got" '^epoch' "$name: the database streams in place"
-	is "$got" "$want" "$name: the same batches as the packed database's"
-}
-cmp_stream "JPEG values under CLASS/NAME keys" "$T/plain" "$T/packed-plain" \
+same_batches "$T/d.sock" "JPEG values under CLASS/NAME keys" "$T/plain" "$T/packed-plain" \
 	--pipeline "$PIPE" --order random --seed 3 --batch 5 --epochs 2
-cmp_stream "Caffe Datums, encoded" "$T/caffe" "$T/packed-caffe" \
+same_batches "$T/d.sock" "Caffe Datums, encoded" "$T/caffe" "$T/packed-caffe" \
 	--pipeline "$PIPE" --order random --seed 2 --batch 6 --epochs 1
-cmp_stream "Caffe Datums of pixels" "$T/pixels" "$T/packed-pixels" \
+same_batches "$T/d.sock" "Caffe Datums of pixels" "$T/pixels" "$T/packed-pixels" \
 	--order random --seed 1 --batch 7 --epochs 2
-cmp_stream "bytes values (ragged), the data file named" "$T/bytes/data.mdb" \
+same_batches "$T/d.sock" "bytes values (ragged), the data file named" "$T/bytes/data.mdb" \
 	"$T/packed-bytes" --order random --seed 4 --batch 16 --epochs 2
 
 : >"$T/ids"

@@ -80,23 +80,14 @@ fi
 start_daemon "$T/d.sock" --threads 2
 P=$DAEMON_PID
 PIPE='decode | resize 24 | center 24 | u8 | nhwc'
-# cmp NAME TAR PACKED ARGS...: the in-place stream's digest equals the packed one's.
-cmp_stream() {
-	name=$1 a=$2 b=$3
-	shift 3
-	got=$("$LDCLIENT" --hash "$@" "$T/d.sock" "$a" 2>&1 | grep -E '^(epoch|error)')
-	want=$("$LDCLIENT" --hash "$@" "$T/d.sock" "$b" 2>&1 | grep -E '^(epoch|error)')
-	like "$got" '^epoch' "$name: the tar streams in place"
-	is "$got" "$want" "$name: the same batches as the packed tar's"
-}
-cmp_stream "GNU tar, raw fields" "$T/gnu.tar" "$T/packed-gnu" \
+same_batches "$T/d.sock" "GNU tar, raw fields" "$T/gnu.tar" "$T/packed-gnu" \
 	--outputs cls,txt --order random --seed 4 --batch 7 --epochs 2
-cmp_stream "pax tar, raw fields" "$T/pax.tar" "$T/packed-pax" \
+same_batches "$T/d.sock" "pax tar, raw fields" "$T/pax.tar" "$T/packed-pax" \
 	--outputs cls,txt --order random --seed 4 --batch 7 --epochs 2
-cmp_stream "GNU tar, JPEGs against a restart-transcoded pack" "$T/gnu.tar" \
+same_batches "$T/d.sock" "GNU tar, JPEGs against a restart-transcoded pack" "$T/gnu.tar" \
 	"$T/packed-rst" --outputs jpg,cls --pipeline "$PIPE" --order random \
 	--seed 2 --batch 8 --epochs 1
-cmp_stream "Python tarfile tar, every field" "$T/py.tar" "$T/packed-py" \
+same_batches "$T/d.sock" "Python tarfile tar, every field" "$T/py.tar" "$T/packed-py" \
 	--order random --seed 1 --batch 10 --epochs 2
 
 # Every sample once per epoch across three ranks, in place.

@@ -133,3 +133,15 @@ stop_daemon() {
 	fi
 	is "$_code" 0 "loaderd exits with status 0"
 }
+
+# same_batches SOCK NAME A B ARGS...: a stream of dataset A (read in
+# place) gives the batches one of B (packed) gives: ldclient --hash's
+# epoch digests equal (2 checks).
+same_batches() {
+	_s=$1 _name=$2 _a=$3 _b=$4
+	shift 4
+	_got=$("$LDCLIENT" --hash "$@" "$_s" "$_a" 2>&1 | grep -E '^(epoch|error)')
+	_want=$("$LDCLIENT" --hash "$@" "$_s" "$_b" 2>&1 | grep -E '^(epoch|error)')
+	like "$_got" '^epoch' "$_name: the dataset streams in place"
+	is "$_got" "$_want" "$_name: the same batches as the packed one's"
+}
