@@ -1025,6 +1025,18 @@ static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/* Keep output ro's checked layout in *o: never read from the ring again. */
+static void loader_keep(struct loader_output *o, const struct ring_output *ro,
+			uint64_t sample_bytes)
+{
+	memcpy(o->name, ro->name, sizeof(o->name));
+	o->dtype = ro->dtype;
+	o->ndim = ro->ndim;
+	memcpy(o->shape, ro->shape, sizeof(o->shape));
+	o->offset = ro->offset;
+	o->sample_bytes = sample_bytes;
+}
+
 /*
  * Multiply *n (bytes) by dimensions from..ndim of output ro, each one
  * nonzero and the product within a slot (so it never overflows).
@@ -1084,12 +1096,7 @@ static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
 			(unsigned long long)ro->bytes,
 			(unsigned long long)ro->index,
 			(unsigned long long)h->slot_size);
-	memcpy(o->name, ro->name, sizeof(o->name));
-	o->dtype = ro->dtype;
-	o->ndim = ro->ndim;
-	memcpy(o->shape, ro->shape, sizeof(o->shape));
-	o->offset = ro->offset;
-	o->sample_bytes = 0;
+	loader_keep(o, ro, 0);
 	o->ragged = true;
 	o->index = ro->index;
 	o->room = ro->bytes;
@@ -1143,12 +1150,7 @@ static int loader_check_output(struct loader *l, unsigned i,
 			ro->name, (unsigned long long)ro->offset,
 			(unsigned long long)ro->bytes,
 			(unsigned long long)h->slot_size);
-	memcpy(o->name, ro->name, sizeof(o->name));
-	o->dtype = ro->dtype;
-	o->ndim = ro->ndim;
-	memcpy(o->shape, ro->shape, sizeof(o->shape));
-	o->offset = ro->offset;
-	o->sample_bytes = n;
+	loader_keep(o, ro, n);
 	return 0;
 }
 

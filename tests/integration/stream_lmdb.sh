@@ -47,14 +47,8 @@ same_batches "$T/d.sock" "Caffe Datums of pixels" "$T/pixels" "$T/packed-pixels"
 same_batches "$T/d.sock" "bytes values (ragged), the data file named" "$T/bytes/data.mdb" \
 	"$T/packed-bytes" --order random --seed 4 --batch 16 --epochs 2
 
-: >"$T/ids"
-for r in 0 1 2; do
-	"$LDCLIENT" --ids --order random --seed 3 --batch 7 --epochs 2 --rank $r \
-		--world 3 --outputs value "$T/d.sock" "$T/bytes" |
-		awk '/^id/ { print $2, $4 }' >>"$T/ids"
-done
-is "$(sort -n "$T/ids" | uniq | wc -l) $(wc -l <"$T/ids")" "400 400" \
-	"world 3: each (epoch, sample) once"
+once_per_epoch "$T/d.sock" "$T/bytes" 3 2 200 "world 3: each (epoch, sample) once" \
+	--order random --seed 3 --batch 7 --outputs value
 is "$(grep -c 'data.mdb: scanned' "$T/d.sock.log")" 4 \
 	"each database was scanned once (4), whatever the streams"
 

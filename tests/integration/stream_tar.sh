@@ -91,14 +91,9 @@ same_batches "$T/d.sock" "Python tarfile tar, every field" "$T/py.tar" "$T/packe
 	--order random --seed 1 --batch 10 --epochs 2
 
 # Every sample once per epoch across three ranks, in place.
-: >"$T/ids"
-for r in 0 1 2; do
-	"$LDCLIENT" --ids --order random --seed 3 --batch 5 --epochs 2 --rank $r \
-		--world 3 --outputs cls "$T/d.sock" "$T/gnu.tar" |
-		awk '/^id/ { print $2, $4 }' >>"$T/ids"
-done
-is "$(sort -n "$T/ids" | uniq | wc -l) $(wc -l <"$T/ids")" "$((2 * N)) $((2 * N))" \
-	"world 3: each (epoch, sample) once, $((2 * N)) in all"
+once_per_epoch "$T/d.sock" "$T/gnu.tar" 3 2 $N \
+	"world 3: each (epoch, sample) once" --order random --seed 3 --batch 5 \
+	--outputs cls
 
 # A directory of tars is a dataset of them, by name.
 mkdir "$T/dir"

@@ -145,3 +145,20 @@ same_batches() {
 	like "$_got" '^epoch' "$_name: the dataset streams in place"
 	is "$_got" "$_want" "$_name: the same batches as the packed one's"
 }
+
+# once_per_epoch SOCK DATASET WORLD EPOCHS N DESC ARGS...: the WORLD ranks'
+# streams (ldclient --ids ARGS) deliver each of N samples once in each of
+# EPOCHS epochs (1 check).
+once_per_epoch() {
+	_s=$1 _d=$2 _w=$3 _e=$4 _n=$5 _desc=$6
+	shift 6
+	: >"$T/once.ids"
+	_r=0
+	while [ $_r -lt "$_w" ]; do
+		"$LDCLIENT" --ids --epochs "$_e" --rank $_r --world "$_w" "$@" \
+			"$_s" "$_d" | awk '/^id/ { print $2, $4 }' >>"$T/once.ids"
+		_r=$((_r + 1))
+	done
+	is "$(sort -n "$T/once.ids" | uniq | wc -l) $(wc -l <"$T/once.ids")" \
+		"$((_e * _n)) $((_e * _n))" "$_desc"
+}
