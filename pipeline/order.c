@@ -497,6 +497,37 @@ uint32_t order_batch_count(const struct order *o, uint64_t b)
 	return mine < o->batch_size ? (uint32_t)mine : o->batch_size;
 }
 
+uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
+		      uint32_t max, uint64_t *id)
+{
+	uint32_t n = order_batch_count(o, b), nr = 0;
+	uint64_t p0, p1, base, end, q;
+
+	if (o->kind != ORDER_QUASI || o->cur || !n)
+		return 0;
+	p0 = b * o->batch_size * o->world + o->rank;
+	p1 = (b * o->batch_size + n - 1) * o->world + o->rank;
+	if (p1 >= o->n || p0 / o->window != p1 / o->window)
+		return 0;
+	*id = p0 / o->window;
+	base = *id * o->window;
+	end = o->n - base < o->window ? o->n : base + o->window;
+	for (q = base; q < end;) {
+		uint32_t j = last_at_or_below(o->block_start, o->nshards, q);
+		uint64_t stop = o->block_start[j + 1] < end ?
+					o->block_start[j + 1] :
+					end;
+
+		if (stop <= q || nr == max) /* (the first cannot be) */
+			return 0;
+		runs[nr++] =
+			(struct order_run){ o->block_shard[j],
+					    q - o->block_start[j], stop - q };
+		q = stop;
+	}
+	return nr;
+}
+
 void order_set_epoch(struct order *o, uint32_t epoch)
 {
 	struct feistel sp;

@@ -132,6 +132,24 @@ uint64_t order_batches(const struct order *o);
  */
 uint32_t order_batch_count(const struct order *o, uint64_t b);
 
+/* A run of consecutive records of one shard (record indexes in it). */
+struct order_run {
+	uint32_t shard;
+	uint64_t first, count;
+};
+
+/*
+ * ORDER_QUASI, in an epoch without a plan: the window that every sample
+ * of batch b of the selected epoch lies in, as runs of consecutive
+ * records in block order (at most max), and its number in *id (the same
+ * for every batch of the window). Returns the number of runs, or 0 when
+ * the batch spans two windows, the order is another, the epoch has a
+ * plan, or more than max runs would be needed. A reader that reads the
+ * runs once serves all the window's batches from them.
+ */
+uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
+		      uint32_t max, uint64_t *id);
+
 /*
  * The first batch of epoch e: 0, or for an epoch of the plan
  * order_batches() minus the batches of its rest (order_batches() when

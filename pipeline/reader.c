@@ -267,6 +267,149 @@ static void retry_records(struct stream *s, struct stream_pb *pb,
 }
 
 /*
+ * The quasi order reads whole windows: W consecutive records in block
+ * order (order.h), of which each batch takes a random B. Read batch by
+ * batch, their records lie so far apart that one read at a time seeks
+ * for each, and merged into extents every batch reads most of the
+ * window again (W / B times as much as it uses). Instead the window's
+ * runs of records are read once, sequentially, into one region of the
+ * arena, and every batch of the window is served from it: the first
+ * batch's arena_end frees what lies before the region (the previous
+ * window's, whose batches all came first), later ones free nothing.
+ *
+ * Returns 0 with pb filled, 1 when the window cannot be read so (too
+ * large for a quarter of the arena, too many runs, a read that failed:
+ * the batch is then read as any other, which handles errors record by
+ * record), or a negative code that fails the batch.
+ */
+static int window_batch(struct stream *s, struct reader_io *io,
+			struct stream_pb *pb, uint64_t b, struct diag *d)
+{
+	struct order_run runs[STREAM_WIN_RUNS];
+	uint32_t max = s->lay.batch_size < STREAM_WIN_RUNS ? s->lay.batch_size :
+							     STREAM_WIN_RUNS;
+	uint32_t epoch = order_epoch(s->order), n, nr;
+	uint64_t id, need = 0, start, pos;
+	int err = 0;
+
+	nr = order_window(s->order, b, runs, max, &id);
+	if (!nr)
+		return 1;
+	if (!s->win_held || s->win_epoch != epoch || s->win_id != id) {
+		s->win_held = false;
+		for (uint32_t x = 0; x < nr; x++) {
+			struct shard_rec r0, r1;
+			struct stream_ext *e = &s->ext[x];
+
+			shard_rec(s->sh[runs[x].shard], runs[x].first, &r0);
+			shard_rec(s->sh[runs[x].shard],
+				  runs[x].first + runs[x].count - 1, &r1);
+			*e = (struct stream_ext){ .shard = runs[x].shard,
+						  .off = r0.offset,
+						  .end = r1.offset +
+							 r1.length };
+			if (e->end < e->off)
+				return 1; /* records not in file order */
+			if (s->c.direct) {
+				e->off -= e->off % STREAM_DIRECT_ALIGN;
+				e->end = align_up(e->end, STREAM_DIRECT_ALIGN);
+			}
+			need += e->end - e->off +
+				(s->c.direct ? STREAM_DIRECT_ALIGN : 0);
+		}
+		if (need > s->arena_size / 4)
+			return 1;
+		pthread_mutex_lock(&s->lock);
+		start = s->arena_head;
+		if (start % s->arena_size + need > s->arena_size)
+			start = align_up(start + 1, s->arena_size);
+		while (!s->stop && start + need - s->arena_tail > s->arena_size)
+			pthread_cond_wait(&s->cond, &s->lock);
+		pthread_mutex_unlock(&s->lock);
+		if (stream_stopping(s))
+			return -ECANCELED;
+		pos = start;
+		for (uint32_t x = 0; x < nr && !err; x++) {
+			struct stream_ext *e = &s->ext[x];
+			uint64_t len = e->end - e->off;
+
+			e->want = len;
+			if (s->c.direct) {
+				uint64_t size =
+					shard_file_size(s->sh[e->shard]);
+
+				pos = align_up(pos, STREAM_DIRECT_ALIGN);
+				if (e->end > size)
+					e->want = size - e->off;
+			}
+			e->buf = s->arena + pos % s->arena_size;
+			s->win_buf[x] = e->buf;
+			s->win_off[x] = e->off;
+			s->win_run[x] = runs[x];
+			err = io_queue(io, s, x);
+			pos += len;
+		}
+		if (io->have_ring) {
+			int r = err ? 0 : io_submit(io);
+
+			if (r)
+				err = r;
+			r = io_drain(io, s);
+			if (!err)
+				err = r;
+		}
+		if (err)
+			return diag_set(d, err, "batch %" PRIu64 ": read: %s",
+					b, loader_strerror(err));
+		for (uint32_t x = 0; x < nr; x++)
+			if (s->ext[x].err)
+				return 1;
+		__atomic_fetch_add(&s->n.bytes_read, pos - start,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->n.reads, nr, __ATOMIC_RELAXED);
+		s->win_held = true;
+		s->win_epoch = epoch;
+		s->win_id = id;
+		s->win_start = start;
+		s->win_nruns = nr;
+		pthread_mutex_lock(&s->lock);
+		s->arena_head = pos;
+		pthread_mutex_unlock(&s->lock);
+	}
+	n = order_batch_count(s->order, b);
+	pb->batch = b;
+	pb->epoch = epoch;
+	pb->count = n;
+	for (uint32_t k = 0; k < n; k++) {
+		struct shard_rec r;
+		uint32_t x;
+
+		pb->gidx[k] = order_sample(s->order, b, k);
+		order_locate(s->order, pb->gidx[k], &pb->shard[k],
+			     &pb->ridx[k]);
+		for (x = 0; x < s->win_nruns; x++)
+			if (s->win_run[x].shard == pb->shard[k] &&
+			    pb->ridx[k] - s->win_run[x].first <
+				    s->win_run[x].count)
+				break;
+		if (x == s->win_nruns)
+			return diag_set(d, LOADER_ERANGE,
+					"batch %" PRIu64 ": sample %" PRIu64
+					" outside its window",
+					b, pb->gidx[k]);
+		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
+		pb->rec[k] = s->win_buf[x] + (r.offset - s->win_off[x]);
+		pb->len[k] = r.length;
+		pb->rerr[k] = 0;
+		pb->cached[k] = false;
+	}
+	pthread_mutex_lock(&s->lock);
+	pb->arena_end = s->win_start;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/*
  * Plan batch b of the current epoch into pb: locate every record, sort
  * by position, merge neighbours into extents, take arena space and read.
  * A read that fails marks its records in pb->rerr (the assembler applies
@@ -283,6 +426,18 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	uint64_t need = 0, start, pos;
 	int err = 0;
 
+	/*
+	 * The quasi order, outside the node cache's way: whole windows. A
+	 * rank of several uses 1/world of its window's records: reading all
+	 * of it pays only on a device that seeks (io_depth 1).
+	 */
+	if (s->c.order == ORDER_QUASI && !s->cset && !s->c.lmdb &&
+	    (s->c.world <= 1 || io->depth == 1)) {
+		err = window_batch(s, io, pb, b, d);
+		if (err != 1)
+			return err;
+		err = 0;
+	}
 	pb->batch = b;
 	pb->epoch = order_epoch(s->order);
 	pb->count = n;

@@ -16,6 +16,8 @@
 
 /* O_DIRECT reads are whole blocks at block offsets into aligned memory. */
 #define STREAM_DIRECT_ALIGN 4096
+/* Runs of records a quasi window may have to be read whole (reader.c). */
+#define STREAM_WIN_RUNS 8
 /* Bad samples a stream logs by name (skip policy); the rest are counted. */
 #define STREAM_LOG_BAD_MAX 100
 
@@ -124,6 +126,18 @@ struct stream {
 	struct stream_pb *pb;
 	uint32_t npb;
 	uint64_t pb_prod, pb_cons;
+	/*
+	 * The quasi order's window read whole (reader.c): its epoch and
+	 * number, its arena region, and for each run of records the buffer
+	 * where the run's first byte read (file offset run_off) lies.
+	 */
+	bool win_held;
+	uint32_t win_epoch;
+	uint64_t win_id, win_start;
+	uint32_t win_nruns;
+	struct order_run win_run[STREAM_WIN_RUNS];
+	unsigned char *win_buf[STREAM_WIN_RUNS];
+	uint64_t win_off[STREAM_WIN_RUNS];
 	struct stream_ref *refs; /* reader scratch, batch_size entries */
 	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
 

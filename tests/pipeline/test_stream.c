@@ -11,6 +11,7 @@
  * the test's thread checks the record.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -520,6 +521,40 @@ Test(stream, quasi_one_read_at_a_time)
 	cr_expect(same, "the same batches, read 64 or 1 at a time");
 	for (unsigned i = 0; i < 2; i++)
 		tsink_fini(&t[i]);
+}
+
+/*
+ * The quasi order reads each window once, whole: here one window (13
+ * samples, under the default W) of two runs (its two shards), so two
+ * reads an epoch and each record's bytes read once; in the sequential
+ * order, batch by batch, more reads for the same bytes.
+ */
+Test(stream, quasi_reads_a_window_once)
+{
+	struct stream_config c;
+	struct stream *s;
+	struct tsink t;
+	struct stream_stats st;
+	struct diag d = { "" };
+	/* A record: 2 field lengths, the label, x. */
+	uint64_t recs = NSAMPLES * (2 * 4 + 8 + X_BYTES);
+
+	base_config(&c);
+	c.epochs = 2;
+	c.order = ORDER_QUASI;
+	s = open_stream(&c);
+	tsink_init(&t, stream_layout(s));
+	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+	tsink_wait(&t, &t.finished);
+	stream_stats(s, &st);
+	cr_expect_eq(t.err, 0, "%s", t.reason);
+	cr_expect_str_eq(t.bad, "");
+	cr_expect_eq(st.reads, 4, "one read per run and epoch, %" PRIu64,
+		     st.reads);
+	cr_expect_eq(st.bytes_read, 2 * recs,
+		     "every record's bytes once an epoch");
+	stream_free(s);
+	tsink_fini(&t);
 }
 
 /* Two ranks of a world of 2: disjoint halves that cover the epoch. */
