@@ -267,6 +267,69 @@ static void retry_records(struct stream *s, struct stream_pb *pb,
 }
 
 /*
+ * A contiguous region of need bytes of the arena at *start (skipping its
+ * tail end if the region would wrap), once the assembler has freed it.
+ * Returns 0, or -ECANCELED when the stream stops meanwhile.
+ */
+static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
+{
+	pthread_mutex_lock(&s->lock);
+	*start = s->arena_head;
+	if (*start % s->arena_size + need > s->arena_size)
+		*start = align_up(*start + 1, s->arena_size);
+	while (!s->stop && *start + need - s->arena_tail > s->arena_size)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return stream_stopping(s) ? -ECANCELED : 0;
+}
+
+/*
+ * Read extents 0..next-1 into the arena from position *pos on (moved past
+ * them): each one placed (block-aligned with O_DIRECT), its records'
+ * places set in pb (if not NULL), queued, and all of them waited for.
+ * Returns 0 or the error of the reads as a whole; an extent's own
+ * failure is in its err.
+ */
+static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
+			uint64_t *pos, struct stream_pb *pb)
+{
+	int err = 0;
+
+	for (uint32_t x = 0; x < next && !err; x++) {
+		struct stream_ext *e = &s->ext[x];
+		uint64_t len = e->end - e->off;
+
+		e->want = len;
+		if (s->c.direct) {
+			uint64_t size = shard_file_size(s->sh[e->shard]);
+
+			*pos = align_up(*pos, STREAM_DIRECT_ALIGN);
+			/* The last block of a file comes back short. */
+			if (e->end > size)
+				e->want = size - e->off;
+		}
+		e->buf = s->arena + *pos % s->arena_size;
+		e->done = 0;
+		e->err = 0;
+		for (uint32_t m = e->first; pb && m < e->last; m++)
+			pb->rec[s->refs[m].k] =
+				e->buf + (s->refs[m].off - e->off);
+		err = io_queue(io, s, x);
+		*pos += len;
+	}
+	if (io->have_ring) {
+		int r = err ? 0 : io_submit(io);
+
+		if (r)
+			err = r;
+		r = io_drain(io, s);
+		if (!err)
+			err = r;
+	}
+	return err;
+}
+
+/*
  * The quasi order reads whole windows: W consecutive records in block
  * order (order.h), of which each batch takes a random B. Read batch by
  * batch, their records lie so far apart that one read at a time seeks
@@ -319,44 +382,15 @@ static int window_batch(struct stream *s, struct reader_io *io,
 		}
 		if (need > s->arena_size / 4)
 			return 1;
-		pthread_mutex_lock(&s->lock);
-		start = s->arena_head;
-		if (start % s->arena_size + need > s->arena_size)
-			start = align_up(start + 1, s->arena_size);
-		while (!s->stop && start + need - s->arena_tail > s->arena_size)
-			pthread_cond_wait(&s->cond, &s->lock);
-		pthread_mutex_unlock(&s->lock);
-		if (stream_stopping(s))
-			return -ECANCELED;
+		err = arena_take(s, need, &start);
+		if (err)
+			return err;
 		pos = start;
-		for (uint32_t x = 0; x < nr && !err; x++) {
-			struct stream_ext *e = &s->ext[x];
-			uint64_t len = e->end - e->off;
-
-			e->want = len;
-			if (s->c.direct) {
-				uint64_t size =
-					shard_file_size(s->sh[e->shard]);
-
-				pos = align_up(pos, STREAM_DIRECT_ALIGN);
-				if (e->end > size)
-					e->want = size - e->off;
-			}
-			e->buf = s->arena + pos % s->arena_size;
-			s->win_buf[x] = e->buf;
-			s->win_off[x] = e->off;
+		err = read_extents(s, io, nr, &pos, NULL);
+		for (uint32_t x = 0; x < nr; x++) {
+			s->win_buf[x] = s->ext[x].buf;
+			s->win_off[x] = s->ext[x].off;
 			s->win_run[x] = runs[x];
-			err = io_queue(io, s, x);
-			pos += len;
-		}
-		if (io->have_ring) {
-			int r = err ? 0 : io_submit(io);
-
-			if (r)
-				err = r;
-			r = io_drain(io, s);
-			if (!err)
-				err = r;
 		}
 		if (err)
 			return diag_set(d, err, "batch %" PRIu64 ": read: %s",
@@ -528,47 +562,11 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			" bytes of reads, above the prefetch budget of %" PRIu64,
 			b, need, s->arena_size);
 	/* Take a contiguous region: skip the arena's tail end if needed. */
-	pthread_mutex_lock(&s->lock);
-	start = s->arena_head;
-	if (start % s->arena_size + need > s->arena_size)
-		start = align_up(start + 1, s->arena_size);
-	while (!s->stop && start + need - s->arena_tail > s->arena_size)
-		pthread_cond_wait(&s->cond, &s->lock);
-	pthread_mutex_unlock(&s->lock);
-	if (stream_stopping(s))
-		return -ECANCELED;
+	err = arena_take(s, need, &start);
+	if (err)
+		return err;
 	pos = start;
-	for (uint32_t x = 0; x < next && !err; x++) {
-		struct stream_ext *e = &s->ext[x];
-		uint64_t len = e->end - e->off;
-
-		e->want = len;
-		if (s->c.direct) {
-			uint64_t size = shard_file_size(s->sh[e->shard]);
-
-			pos = align_up(pos, STREAM_DIRECT_ALIGN);
-			/* The last block of a file comes back short. */
-			if (e->end > size)
-				e->want = size - e->off;
-		}
-		e->buf = s->arena + pos % s->arena_size;
-		e->done = 0;
-		e->err = 0;
-		for (uint32_t m = e->first; m < e->last; m++)
-			pb->rec[s->refs[m].k] =
-				e->buf + (s->refs[m].off - e->off);
-		err = io_queue(io, s, x);
-		pos += len;
-	}
-	if (io->have_ring) {
-		int r = err ? 0 : io_submit(io);
-
-		if (r)
-			err = r;
-		r = io_drain(io, s);
-		if (!err)
-			err = r;
-	}
+	err = read_extents(s, io, next, &pos, pb);
 	if (err)
 		return diag_set(d, err, "batch %" PRIu64 ": read: %s", b,
 				loader_strerror(err));
