@@ -20,7 +20,6 @@
 #include "loader_error.h"
 #include "npy.h"
 #include "source.h"
-#include "tar.h"
 #include "wds.h"
 
 struct tar_source {
@@ -34,28 +33,20 @@ struct tar_source {
 	uint64_t bytes_in;
 };
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
-
+/* A regular file named *.tar, or whose first block is a tar header. */
 static bool tar_detect(const char *path)
 {
-	unsigned char blk[TAR_BLOCK];
 	struct stat st;
 	bool ok;
 	int fd;
 
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return false;
-	if (ends_with(path, ".tar"))
-		return true;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ok = !fdio_pread_all(fd, blk, sizeof(blk), 0) && tar_is_header(blk);
+	if (fd < 0) /* by its name, then: open() will say why it cannot */
+		return strlen(path) > 4 &&
+		       !strcmp(path + strlen(path) - 4, ".tar");
+	ok = wds_is_tar(fd, path);
 	close(fd);
 	return ok;
 }

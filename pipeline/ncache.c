@@ -329,6 +329,11 @@ bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 	return ok;
 }
 
+bool ncache_full(const struct ncache_set *s)
+{
+	return s && __atomic_load_n(&s->full, __ATOMIC_RELAXED);
+}
+
 void ncache_count(struct ncache_set *s, uint64_t hits, uint64_t misses)
 {
 	if (!s)

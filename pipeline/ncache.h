@@ -85,6 +85,12 @@ void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec);
 bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 		uint32_t len);
 
+/*
+ * Has s met the end of the budget (nothing more will be put)? Lets a
+ * caller skip the work before a put (a checksum) that would be refused.
+ */
+bool ncache_full(const struct ncache_set *s);
+
 /* The cache as a whole. */
 struct ncache_stats {
 	uint64_t budget;

@@ -266,6 +266,14 @@ static void retry_records(struct stream *s, struct stream_pb *pb,
 	}
 }
 
+/* Sample k of batch b: its global index, shard and record, into pb. */
+static void locate(struct stream *s, struct stream_pb *pb, uint64_t b,
+		   uint32_t k)
+{
+	pb->gidx[k] = order_sample(s->order, b, k);
+	order_locate(s->order, pb->gidx[k], &pb->shard[k], &pb->ridx[k]);
+}
+
 /*
  * A contiguous region of need bytes of the arena at *start (skipping its
  * tail end if the region would wrap), once the assembler has freed it.
@@ -418,9 +426,7 @@ static int window_batch(struct stream *s, struct reader_io *io,
 		struct shard_rec r;
 		uint32_t x;
 
-		pb->gidx[k] = order_sample(s->order, b, k);
-		order_locate(s->order, pb->gidx[k], &pb->shard[k],
-			     &pb->ridx[k]);
+		locate(s, pb, b, k);
 		for (x = 0; x < s->win_nruns; x++)
 			if (s->win_run[x].shard == pb->shard[k] &&
 			    pb->ridx[k] - s->win_run[x].first <
@@ -480,19 +486,13 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	 * so that the misses of a random batch overlap instead of coming one
 	 * after another.
 	 */
-	for (uint32_t k = 0; s->cset && k < n; k++) {
-		pb->gidx[k] = order_sample(s->order, b, k);
-		order_locate(s->order, pb->gidx[k], &pb->shard[k],
-			     &pb->ridx[k]);
+	for (uint32_t k = 0; k < n; k++) {
+		locate(s, pb, b, k);
 		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
 	}
 	for (uint32_t k = 0; k < n; k++) {
 		struct shard_rec r;
-		if (!s->cset) {
-			pb->gidx[k] = order_sample(s->order, b, k);
-			order_locate(s->order, pb->gidx[k], &pb->shard[k],
-				     &pb->ridx[k]);
-		}
+
 		pb->rerr[k] = 0;
 		/* Cached (and checked): served where it lies, nothing read. */
 		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],
@@ -586,7 +586,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	 * What was read whole and matches its checksum goes into the node
 	 * cache while it has room, and is not checked again there.
 	 */
-	for (uint32_t m = 0; s->cset && m < n; m++) {
+	for (uint32_t m = 0; s->cset && !ncache_full(s->cset) && m < n; m++) {
 		uint32_t k = s->refs[m].k;
 		struct diag cd;
 

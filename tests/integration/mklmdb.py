@@ -4,6 +4,8 @@ encodes a Caffe Datum (protocol buffer) as convert_imageset writes it.
 Imported by the tests' embedded Python (sys.path has this directory).
 """
 
+import os
+
 
 def dump(path, pairs, mapsize=8388608):
     with open(path, "w") as f:
@@ -12,6 +14,11 @@ def dump(path, pairs, mapsize=8388608):
         for k, v in pairs:
             f.write(" " + k.hex() + "\n " + v.hex() + "\n")
         f.write("DATA=END\n")
+
+
+def dump_in(d, name, pairs):
+    """dump() to d/NAME.txt, what the tests give mdb_load -f."""
+    dump(os.path.join(d, name + ".txt"), pairs)
 
 
 def varint(n):

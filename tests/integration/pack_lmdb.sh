@@ -18,9 +18,8 @@ import os, sys
 T = sys.argv[1]
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[2])
-from mklmdb import datum, dump as dump_to
-def dump(name, pairs):
-    dump_to(os.path.join(T, name + ".txt"), pairs)
+from mklmdb import datum, dump_in
+def dump(name, pairs): dump_in(T, name, pairs)
 jp = [open(os.path.join(T, "%d.jpg" % i), "rb").read() for i in range(1, 7)]
 # Key order is LMDB's: cat/1 cat/3 cat/5 dog/2 dog/4 dog/6.
 dump("plain", [(("%s/%d" % ("cat" if i % 2 else "dog", i)).encode(), jp[i - 1]) for i in range(1, 7)])

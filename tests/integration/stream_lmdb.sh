@@ -20,9 +20,8 @@ import os, sys
 T = sys.argv[1]
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[2])
-from mklmdb import datum, dump as dump_to
-def dump(name, pairs):
-    dump_to(os.path.join(T, name + ".txt"), pairs)
+from mklmdb import datum, dump_in
+def dump(name, pairs): dump_in(T, name, pairs)
 jp = [open(os.path.join(T, "%d.jpg" % i), "rb").read() for i in range(1, 25)]
 dump("plain", [(("%s/%02d" % (("cat", "dog", "emu")[i % 3], i)).encode(), jp[i]) for i in range(24)])
 dump("caffe", [(b"%08d_n%d.JPEG" % (i, i), datum(3, 30, 40, jp[i], 10 + i % 3, True)) for i in range(24)])
