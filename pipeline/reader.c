@@ -348,7 +348,8 @@ static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
  * batch's arena_end frees what lies before the region (the previous
  * window's, whose batches all came first), later ones free nothing.
  *
- * Returns 0 with pb filled, 1 when the window cannot be read so (too
+ * pb's batch, epoch and count are set by the caller. Returns 0 with pb
+ * filled, 1 when the window cannot be read so (too
  * large for a quarter of the arena, too many runs, a read that failed:
  * the batch is then read as any other, which handles errors record by
  * record), or a negative code that fails the batch.
@@ -359,7 +360,7 @@ static int window_batch(struct stream *s, struct reader_io *io,
 	struct order_run runs[STREAM_WIN_RUNS];
 	uint32_t max = s->lay.batch_size < STREAM_WIN_RUNS ? s->lay.batch_size :
 							     STREAM_WIN_RUNS;
-	uint32_t epoch = order_epoch(s->order), n, nr;
+	uint32_t epoch = order_epoch(s->order), nr;
 	uint64_t id, need = 0, start, pos;
 	int err = 0;
 
@@ -418,11 +419,7 @@ static int window_batch(struct stream *s, struct reader_io *io,
 		s->arena_head = pos;
 		pthread_mutex_unlock(&s->lock);
 	}
-	n = order_batch_count(s->order, b);
-	pb->batch = b;
-	pb->epoch = epoch;
-	pb->count = n;
-	for (uint32_t k = 0; k < n; k++) {
+	for (uint32_t k = 0; k < pb->count; k++) {
 		struct shard_rec r;
 		uint32_t x;
 
@@ -443,9 +440,7 @@ static int window_batch(struct stream *s, struct reader_io *io,
 		pb->rerr[k] = 0;
 		pb->cached[k] = false;
 	}
-	pthread_mutex_lock(&s->lock);
-	pb->arena_end = s->win_start;
-	pthread_mutex_unlock(&s->lock);
+	pb->arena_end = s->win_start; /* the reader's own: no lock */
 	return 0;
 }
 
@@ -466,6 +461,9 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	uint64_t need = 0, start, pos;
 	int err = 0;
 
+	pb->batch = b;
+	pb->epoch = order_epoch(s->order);
+	pb->count = n;
 	/*
 	 * The quasi order, outside the node cache's way: whole windows. A
 	 * rank of several uses 1/world of its window's records: reading all
@@ -478,9 +476,6 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			return err;
 		err = 0;
 	}
-	pb->batch = b;
-	pb->epoch = order_epoch(s->order);
-	pb->count = n;
 	/*
 	 * A first pass locates every record and asks for its cache entry,
 	 * so that the misses of a random batch overlap instead of coming one

@@ -129,7 +129,7 @@ struct stream {
 	/*
 	 * The quasi order's window read whole (reader.c): its epoch and
 	 * number, its arena region, and for each run of records the buffer
-	 * where the run's first byte read (file offset run_off) lies.
+	 * where the run's first byte read (file offset win_off) lies.
 	 */
 	bool win_held;
 	uint32_t win_epoch;
