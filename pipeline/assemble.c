@@ -507,6 +507,42 @@ static void *finish(struct stream *s, int err, const char *reason)
 	return NULL;
 }
 
+/*
+ * A light stream's batch (stream_priv.h) is a gather: each sample's
+ * fields copied from its record, wherever the record lies (in the node
+ * cache, under random order: anywhere in memory). What bounds it is the
+ * wait for memory, not the copying: so every line of the record
+ * GATHER_AHEAD samples on is asked for before a sample is copied, and
+ * the loads of many records overlap. The assembler does it alone: for
+ * a batch of copies, waking a pool thread and waiting for it to leave
+ * costs more than the half of the batch it would take (on two cores
+ * the rate halved with the pool; measured with ldclient against the
+ * node cache).
+ */
+#define GATHER_AHEAD 16
+
+static void prefetch_record(const struct stream_pb *pb, uint32_t i)
+{
+	if (pb->rerr[i])
+		return;
+	for (uint32_t c = 0; c < pb->len[i]; c += 64)
+		__builtin_prefetch(pb->rec[i] + c);
+}
+
+static void gather(struct decode_job *j)
+{
+	const struct stream_pb *pb = j->pb;
+	uint32_t n = pb->count, self = j->s->nworkers - 1;
+
+	for (uint32_t i = 0; i < n && i < GATHER_AHEAD; i++)
+		prefetch_record(pb, i);
+	for (uint32_t i = 0; i < n; i++) {
+		if (i + GATHER_AHEAD < n)
+			prefetch_record(pb, i + GATHER_AHEAD);
+		decode_one(j, i, self);
+	}
+}
+
 /* Add the time since *t to counter c, and move *t to now. */
 static void account(uint64_t *c, uint64_t *t)
 {
@@ -530,10 +566,13 @@ void *assembler_main(void *arg)
 		struct stream_pb *pb;
 		struct stream_batch b = { 0 };
 		struct decode_job job;
+		bool wake;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->stop && s->pb_cons == s->pb_prod)
+		while (!s->stop && s->pb_cons == s->pb_prod) {
+			s->assembler_waits = true;
 			pthread_cond_wait(&s->cond, &s->lock);
+		}
 		pthread_mutex_unlock(&s->lock);
 		if (stream_stopping(s))
 			return NULL;
@@ -553,7 +592,9 @@ void *assembler_main(void *arg)
 		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
 		if (s->nragged)
 			job.err = place_ragged(s, &job);
-		if (!job.err)
+		if (!job.err && s->light)
+			gather(&job);
+		else if (!job.err)
 			pool_run(s->pool, decode_one, &job, pb->count, threads);
 		account(&s->n.decode_ns, &t);
 		if (!job.err && job.nbad)
@@ -572,7 +613,11 @@ void *assembler_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		s->arena_tail = pb->arena_end;
 		s->pb_cons++;
-		pthread_cond_broadcast(&s->cond);
+		wake = s->reader_waits && s->pb_cons >= s->reader_wake;
+		if (wake)
+			s->reader_waits = false;
 		pthread_mutex_unlock(&s->lock);
+		if (wake)
+			pthread_cond_broadcast(&s->cond);
 	}
 }

@@ -285,8 +285,11 @@ static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 	*start = s->arena_head;
 	if (*start % s->arena_size + need > s->arena_size)
 		*start = align_up(*start + 1, s->arena_size);
-	while (!s->stop && *start + need - s->arena_tail > s->arena_size)
+	while (!s->stop && *start + need - s->arena_tail > s->arena_size) {
+		s->reader_wake = s->pb_cons + 1;
+		s->reader_waits = true;
 		pthread_cond_wait(&s->cond, &s->lock);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return stream_stopping(s) ? -ECANCELED : 0;
 }
@@ -608,8 +611,11 @@ static struct stream_pb *next_free_pb(struct stream *s)
 	struct stream_pb *pb = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	while (!s->stop && s->pb_prod - s->pb_cons == s->npb)
+	while (!s->stop && s->pb_prod - s->pb_cons == s->npb) {
+		s->reader_wake = s->pb_cons + (s->npb + 1) / 2;
+		s->reader_waits = true;
 		pthread_cond_wait(&s->cond, &s->lock);
+	}
 	if (!s->stop)
 		pb = &s->pb[s->pb_prod % s->npb];
 	pthread_mutex_unlock(&s->lock);
@@ -618,10 +624,15 @@ static struct stream_pb *next_free_pb(struct stream *s)
 
 static void post_pb(struct stream *s)
 {
+	bool wake;
+
 	pthread_mutex_lock(&s->lock);
 	s->pb_prod++;
-	pthread_cond_broadcast(&s->cond);
+	wake = s->assembler_waits;
+	s->assembler_waits = false;
 	pthread_mutex_unlock(&s->lock);
+	if (wake)
+		pthread_cond_broadcast(&s->cond);
 }
 
 void *reader_main(void *arg)

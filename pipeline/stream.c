@@ -277,6 +277,25 @@ static int setup_outputs(struct stream *s, struct diag *d)
 }
 
 /*
+ * Is every output a plain copy of its field, and the batch small enough
+ * for one thread (stream_priv.h, light)?
+ */
+static bool light_outputs(const struct stream *s)
+{
+	uint64_t bytes = 0;
+
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		const struct stream_out *o = &s->out[k];
+
+		if (o->image || o->ragged || o->comp != COMP_NONE ||
+		    o->cast != STREAM_CAST_NONE)
+			return false;
+		bytes += s->lay.out[k].sample_bytes * s->lay.batch_size;
+	}
+	return s->lay.noutputs > 0 && bytes <= STREAM_LIGHT_MAX;
+}
+
+/*
  * What the stream will hold beside its ring, before it allocates: the
  * prefetch arena, no larger than the dataset's shards (a larger one
  * would only cycle through memory the dataset never needs, and make it
@@ -887,6 +906,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		err = open_dataset(s, d);
 	if (!err)
 		err = setup_outputs(s, d);
+	if (!err)
+		s->light = light_outputs(s);
 	if (!err)
 		err = plan_memory(s, d);
 	if (!err)

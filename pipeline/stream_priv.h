@@ -18,6 +18,15 @@
 #define STREAM_DIRECT_ALIGN 4096
 /* Runs of records a quasi window may have to be read whole (reader.c). */
 #define STREAM_WIN_RUNS 8
+/*
+ * The largest batch of plain copies the assembler gathers alone rather
+ * than with the pool. A pool round (wake the threads, wait for the last
+ * to leave) cost about 40 us per batch on two cores, while one thread
+ * gathers about 5 GB/s of records from memory: the pool pays only for
+ * batches of a few hundred KiB and more. Above this, copies go to the
+ * pool like any decode.
+ */
+#define STREAM_LIGHT_MAX (1u << 20)
 /* Bad samples a stream logs by name (skip policy); the rest are counted. */
 #define STREAM_LOG_BAD_MAX 100
 
@@ -95,6 +104,12 @@ struct stream {
 	uint32_t nworkers; /* pool threads + the assembler */
 	struct stream_layout lay;
 	struct stream_out out[STREAM_MAX_OUTPUTS];
+	/*
+	 * Every output a plain copy of its field (stored, no cast, no
+	 * image, not ragged) and a batch of at most STREAM_LIGHT_MAX bytes:
+	 * a batch is a gather the assembler does alone (assemble.c).
+	 */
+	bool light;
 	uint64_t max_field; /* largest unpacked field: scratch size */
 	/*
 	 * Ragged outputs (assemble.c): their count, each one's offsets of
@@ -141,10 +156,19 @@ struct stream {
 	struct stream_ref *refs; /* reader scratch, batch_size entries */
 	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
 
-	/* lock and cond guard the arena and pb positions, and stop. */
+	/*
+	 * lock and cond guard the arena and pb positions, stop, and who
+	 * waits: a thread is woken only when what it waits for is there,
+	 * not at every move of the other (reader.c, assemble.c). The reader
+	 * waits for pb_cons to reach reader_wake: with every batch ahead
+	 * read, for half of them to be taken, so that the two threads do
+	 * not trade a wake-up for every batch.
+	 */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, started;
+	bool reader_waits, assembler_waits;
+	uint64_t reader_wake;
 	pthread_t reader, assembler;
 
 	/* counters, updated with atomics */

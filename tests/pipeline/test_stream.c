@@ -262,6 +262,8 @@ static void tsink_publish(void *ctx, const struct stream_batch *b)
 		uint64_t id = b->ids[k];
 		int64_t label;
 		const float *x = (const float *)(b->out[1] + k * 6 * 4);
+		/* x as stored (no cast: a plain copy) */
+		const unsigned char *x8 = b->out[1] + k * X_BYTES;
 
 		r->ids[k] = id;
 		if (id >= NSAMPLES) {
@@ -272,7 +274,10 @@ static void tsink_publish(void *ctx, const struct stream_batch *b)
 		if (label != label_of(id))
 			tsink_note_bad(t, "label", k, id);
 		for (unsigned j = 0; j < X_BYTES; j++)
-			if (fabsf(x[j] - (float)x_of(id, j) / 255.0f) > 1e-6f)
+			if (t->lay->out[1].dtype == DT_U8 ?
+				    x8[j] != x_of(id, j) :
+				    fabsf(x[j] - (float)x_of(id, j) / 255.0f) >
+					    1e-6f)
 				tsink_note_bad(t, "x", k, id);
 	}
 	t->nrec++;
@@ -554,6 +559,107 @@ Test(stream, quasi_reads_a_window_once)
 	cr_expect_eq(st.bytes_read, 2 * recs,
 		     "every record's bytes once an epoch");
 	stream_free(s);
+	tsink_fini(&t);
+}
+
+/*
+ * Every output a plain copy (x as stored): the assembler gathers the
+ * batch itself, without the pool. Every sample once per epoch, with its
+ * own bytes, in every order.
+ */
+Test(stream, plain_copies_gathered)
+{
+	static const enum order_kind orders[] = { ORDER_RANDOM, ORDER_QUASI,
+						  ORDER_SEQUENTIAL };
+
+	for (unsigned o = 0; o < NELEM(orders); o++) {
+		struct stream_config c;
+		struct tsink t;
+
+		base_config(&c);
+		c.order = orders[o];
+		c.out[1].cast = STREAM_CAST_NONE;
+		run_stream(&c, &t);
+		cr_expect_eq(t.lay->out[1].dtype, DT_U8);
+		cr_expect_eq(t.err, 0, "%s", t.reason);
+		cr_expect_str_eq(t.bad, "", "order %u", orders[o]);
+		cr_assert_eq(t.nrec, 10);
+		for (uint32_t e = 0; e < 2; e++) {
+			uint32_t seen[NSAMPLES] = { 0 };
+
+			for (uint32_t b = 0; b < 5; b++)
+				for (uint32_t k = 0;
+				     k < t.recs[e * 5 + b].count; k++)
+					if (t.recs[e * 5 + b].ids[k] < NSAMPLES)
+						seen[t.recs[e * 5 + b].ids[k]]++;
+			for (uint32_t g = 0; g < NSAMPLES; g++)
+				cr_expect_eq(
+					seen[g], 1,
+					"order %u epoch %u: sample %u seen %u times",
+					orders[o], e, g, seen[g]);
+		}
+		tsink_fini(&t);
+	}
+}
+
+/*
+ * A damaged record in a gathered batch: under the skip policy its place
+ * holds the next good sample of the batch (id and bytes), and it is
+ * counted; under the fail policy the stream fails naming it.
+ */
+Test(stream, plain_copies_damaged_record)
+{
+	struct stream_config c;
+	struct stream *s;
+	struct shard *sh;
+	struct shard_rec r;
+	struct stream_stats st;
+	struct tsink t;
+	struct diag d = { "" };
+	unsigned char junk = 0;
+	uint32_t seen[NSAMPLES] = { 0 };
+
+	/* Record 2 of shard 0 (sample 2): one byte of x changed. */
+	cr_assert_eq(shard_open(&sh, ds_fds[1], "shard-00000.lds", &d), 0, "%s",
+		     d.msg);
+	cr_assert_eq(shard_rec(sh, 2, &r), 0);
+	shard_close(sh);
+	cr_assert_eq(pread(ds_fds[1], &junk, 1, (off_t)r.offset + r.length - 1),
+		     1);
+	junk ^= 0x5a;
+	cr_assert_eq(
+		pwrite(ds_fds[1], &junk, 1, (off_t)r.offset + r.length - 1), 1);
+
+	base_config(&c);
+	c.order = ORDER_SEQUENTIAL;
+	c.epochs = 1;
+	c.out[1].cast = STREAM_CAST_NONE;
+	c.on_bad = STREAM_BAD_SKIP;
+	s = open_stream(&c);
+	tsink_init(&t, stream_layout(s));
+	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+	tsink_wait(&t, &t.finished);
+	stream_stats(s, &st);
+	stream_free(s);
+	cr_expect_eq(t.err, 0, "%s", t.reason);
+	cr_expect_str_eq(t.bad, "", "every place holds its id's bytes");
+	cr_expect_eq(st.bad_samples, 1);
+	cr_assert_eq(t.nrec, 5);
+	/* Batch 0 is samples 0, 1, 2: sample 2's place takes sample 0. */
+	cr_expect_eq(t.recs[0].ids[2], 0);
+	for (uint32_t b = 0; b < 5; b++)
+		for (uint32_t k = 0; k < t.recs[b].count; k++)
+			if (t.recs[b].ids[k] < NSAMPLES)
+				seen[t.recs[b].ids[k]]++;
+	cr_expect_eq(seen[2], 0);
+	cr_expect_eq(seen[0], 2);
+	tsink_fini(&t);
+
+	c.on_bad = STREAM_BAD_FAIL;
+	run_stream(&c, &t);
+	cr_expect_eq(t.err, LOADER_ECHECKSUM, "%d %s", t.err, t.reason);
+	cr_expect(strstr(t.reason, "record 2") != NULL, "%s", t.reason);
+	cr_expect_eq(t.nrec, 0);
 	tsink_fini(&t);
 }
 
