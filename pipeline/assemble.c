@@ -613,9 +613,8 @@ void *assembler_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		s->arena_tail = pb->arena_end;
 		s->pb_cons++;
-		wake = s->reader_waits && s->pb_cons >= s->reader_wake;
-		if (wake)
-			s->reader_waits = false;
+		wake = s->reader_waits;
+		s->reader_waits = false;
 		pthread_mutex_unlock(&s->lock);
 		if (wake)
 			pthread_cond_broadcast(&s->cond);

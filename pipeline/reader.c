@@ -286,7 +286,6 @@ static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 	if (*start % s->arena_size + need > s->arena_size)
 		*start = align_up(*start + 1, s->arena_size);
 	while (!s->stop && *start + need - s->arena_tail > s->arena_size) {
-		s->reader_wake = s->pb_cons + 1;
 		s->reader_waits = true;
 		pthread_cond_wait(&s->cond, &s->lock);
 	}
@@ -612,7 +611,6 @@ static struct stream_pb *next_free_pb(struct stream *s)
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop && s->pb_prod - s->pb_cons == s->npb) {
-		s->reader_wake = s->pb_cons + (s->npb + 1) / 2;
 		s->reader_waits = true;
 		pthread_cond_wait(&s->cond, &s->lock);
 	}

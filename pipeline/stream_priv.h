@@ -158,17 +158,14 @@ struct stream {
 
 	/*
 	 * lock and cond guard the arena and pb positions, stop, and who
-	 * waits: a thread is woken only when what it waits for is there,
-	 * not at every move of the other (reader.c, assemble.c). The reader
-	 * waits for pb_cons to reach reader_wake: with every batch ahead
-	 * read, for half of them to be taken, so that the two threads do
-	 * not trade a wake-up for every batch.
+	 * waits: the reader (for a free pb or arena room) and the
+	 * assembler (for a read batch) are woken only when they wait, not
+	 * at every move of the other.
 	 */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, started;
 	bool reader_waits, assembler_waits;
-	uint64_t reader_wake;
 	pthread_t reader, assembler;
 
 	/* counters, updated with atomics */
