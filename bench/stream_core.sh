@@ -53,6 +53,18 @@ for mode in d c; do
 	done
 done
 
+echo "== limit: the same gather in one thread, no daemon (bench/gather_limit: 792 B records at random from memory, batch 256)"
+make -s -C "$b" bench/gather_limit >/dev/null
+: >"$w/g"
+i=0
+while [ $i -lt "$runs" ]; do
+	"$b/bench/gather_limit" 792 60000 256 20 | awk '{ print $5, $8, $10 }' >>"$w/g"
+	i=$((i + 1))
+done
+printf '%-18s %12s %10.3f %10.3f %7.2f\n' "gather, 1 thread" - \
+	"$(cut -d' ' -f1 "$w/g" | median)" "$(cut -d' ' -f2 "$w/g" | median)" \
+	"$(cut -d' ' -f3 "$w/g" | median)"
+
 echo "== handoff: loader_next + loader_release of ready batches"
 : >"$w/h"
 i=0

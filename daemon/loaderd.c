@@ -738,11 +738,22 @@ int main(int argc, char **argv)
 		err = watch_signal(loop, &ld.sighup, SIGHUP, &ld);
 	if (!err)
 		err = start_timers(loop, &ld);
-	if (err)
+	if (err) {
 		snprintf(d.msg, sizeof(d.msg), "signals and timers: %s",
 			 uv_strerror(err));
-	else
+	} else {
+		/*
+		 * The state before the socket: whoever sees the socket may
+		 * ask for a named stream at once. After detaching: an LMDB
+		 * environment must not cross a fork. Without it the daemon
+		 * serves on and refuses named streams, saying why.
+		 */
+		if (state_open(&ld.state, state, &d))
+			plog(PLOG_ERR,
+			     "state: %s; named streams are refused until it is fixed",
+			     d.msg);
 		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
+	}
 	if (err) {
 		plog(PLOG_ERR, "%s", d.msg);
 		notify_parent(notify, false);
@@ -756,15 +767,6 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else {
 		server_set_dirs(ld.srv, state, cache);
-		/*
-		 * After detaching: an LMDB environment must not cross a
-		 * fork. Without it the daemon serves on and refuses named
-		 * streams, saying why.
-		 */
-		if (state_open(&ld.state, state, &d))
-			plog(PLOG_ERR,
-			     "state: %s; named streams are refused until it is fixed",
-			     d.msg);
 		server_set_state(ld.srv, ld.state);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32

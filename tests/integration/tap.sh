@@ -81,16 +81,25 @@ start_daemon() {
 	# "valgrind -q --error-exitcode=99" (it keeps the daemon's pid).
 	# Its output goes to the log, not to the TAP driver's pipe, which a
 	# daemon left behind would hold open.
+	# A daemon killed with SIGKILL leaves its socket file: wait for the
+	# new daemon's own (another inode or change time), or for its end.
+	_old=$(stat -c '%i %z' "$sock" 2>/dev/null || :)
 	${LOADERD_WRAP:-} "$LOADERD" -f --socket "$sock" "$@" \
 		</dev/null >>"$sock.log" 2>&1 &
 	DAEMON_PID=$!
 	DAEMONS="$DAEMONS $DAEMON_PID"
 	i=0
-	while [ ! -S "$sock" ] && [ $i -lt ${LOADERD_WRAP:+1}200 ]; do
+	while ! new_socket "$sock" "$_old" && [ $i -lt ${LOADERD_WRAP:+1}200 ] &&
+		kill -0 "$DAEMON_PID" 2>/dev/null; do
 		sleep 0.05
 		i=$((i + 1))
 	done
-	[ -S "$sock" ]
+	new_socket "$sock" "$_old"
+}
+
+# new_socket PATH OLD: PATH is a socket, not the one stat described as OLD.
+new_socket() {
+	[ -S "$1" ] && [ "$(stat -c '%i %z' "$1" 2>/dev/null)" != "$2" ]
 }
 
 # wait_for PATTERN FILE: wait up to 10 s for a line of FILE to match the
