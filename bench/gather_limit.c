@@ -9,7 +9,12 @@
  * --memcpy-ref measures it. Prints both rates and their ratio: the most
  * one thread gathering can reach against bench/stream_core.sh's memcpy.
  *
- *   gather_limit [RECORD_BYTES [RECORDS [BATCH [EPOCHS]]]]
+ * With --handoff, each batch also makes one wake-up round trip with
+ * another process (a byte through a pipe and back), as a batch handed
+ * to a client that sleeps until it comes costs: what that alone takes
+ * from the rate, with no daemon.
+ *
+ *   gather_limit [--handoff] [RECORD_BYTES [RECORDS [BATCH [EPOCHS]]]]
  *       defaults: 792 60000 256 20 (Fashion-MNIST's train split)
  */
 #include <inttypes.h>
@@ -18,9 +23,54 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SLOTS 8
 #define AHEAD 16
+
+/* --handoff: the pipes to the other process and back, else -1. */
+static int to_peer = -1, from_peer = -1;
+
+/* A byte to the other process and back: one wake-up each way. */
+static void handoff(void)
+{
+	char c = 0;
+
+	if (to_peer < 0)
+		return;
+	if (write(to_peer, &c, 1) != 1 || read(from_peer, &c, 1) != 1) {
+		fprintf(stderr, "gather_limit: the other process is gone\n");
+		exit(1);
+	}
+}
+
+/* Start the other process of --handoff: it echoes every byte. */
+static int start_peer(void)
+{
+	int there[2], back[2];
+	pid_t pid;
+
+	if (pipe(there) || pipe(back))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char c;
+
+		close(there[1]);
+		close(back[0]);
+		while (read(there[0], &c, 1) == 1)
+			if (write(back[1], &c, 1) != 1)
+				break;
+		_exit(0);
+	}
+	close(there[0]);
+	close(back[1]);
+	to_peer = there[1];
+	from_peer = back[0];
+	return 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -78,6 +128,7 @@ static uint64_t gather_epochs(const unsigned char *data, unsigned char *ring,
 				memcpy(slot + k * rec, data + p[k] * rec, rec);
 			}
 			bytes += batch * rec;
+			handoff();
 		}
 	}
 	return bytes;
@@ -85,19 +136,28 @@ static uint64_t gather_epochs(const unsigned char *data, unsigned char *ring,
 
 int main(int argc, char **argv)
 {
-	uint64_t rec = argc > 1 ? strtoull(argv[1], NULL, 10) : 792;
-	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 60000;
-	uint64_t batch = argc > 3 ? strtoull(argv[3], NULL, 10) : 256;
-	uint64_t epochs = argc > 4 ? strtoull(argv[4], NULL, 10) : 20;
+	int hand = argc > 1 && !strcmp(argv[1], "--handoff");
+	uint64_t rec =
+		argc > 1 + hand ? strtoull(argv[1 + hand], NULL, 10) : 792;
+	uint64_t n =
+		argc > 2 + hand ? strtoull(argv[2 + hand], NULL, 10) : 60000;
+	uint64_t batch =
+		argc > 3 + hand ? strtoull(argv[3 + hand], NULL, 10) : 256;
+	uint64_t epochs =
+		argc > 4 + hand ? strtoull(argv[4 + hand], NULL, 10) : 20;
 	uint64_t bytes, seed = 1, t0, t1, span, done = 0, off = 0;
 	unsigned char *data, *ring, *src, *dst;
 	uint32_t *perm;
 	double gather, copy;
 
 	if (!rec || !n || !batch || batch > n || !epochs) {
-		fprintf(stderr, "usage: gather_limit [RECORD_BYTES [RECORDS "
-				"[BATCH [EPOCHS]]]]\n");
+		fprintf(stderr, "usage: gather_limit [--handoff] [RECORD_BYTES "
+				"[RECORDS [BATCH [EPOCHS]]]]\n");
 		return 2;
+	}
+	if (hand && start_peer()) {
+		perror("gather_limit: --handoff");
+		return 1;
 	}
 	data = malloc(rec * n);
 	ring = malloc(SLOTS * batch * rec);

@@ -53,17 +53,24 @@ for mode in d c; do
 	done
 done
 
-echo "== limit: the same gather in one thread, no daemon (bench/gather_limit: 792 B records at random from memory, batch 256)"
+echo "== limits: the same gather in one thread, no daemon (bench/gather_limit: 792 B records at random"
+echo "   from memory, batch 256, 20 epochs); 'with wake-ups': and one wake-up round trip with"
+echo "   another process per batch, as a client that sleeps until each batch comes"
 make -s -C "$b" bench/gather_limit >/dev/null
-: >"$w/g"
-i=0
-while [ $i -lt "$runs" ]; do
-	"$b/bench/gather_limit" 792 60000 256 20 | awk '{ print $5, $8, $10 }' >>"$w/g"
-	i=$((i + 1))
+for hand in "" --handoff; do
+	: >"$w/g"
+	i=0
+	while [ $i -lt "$runs" ]; do
+		"$b/bench/gather_limit" $hand 792 60000 256 20 |
+			awk '{ print $5, $8, $10 }' >>"$w/g"
+		i=$((i + 1))
+	done
+	name="gather"
+	[ -n "$hand" ] && name="with wake-ups"
+	printf '%-18s %12s %10.3f %10.3f %7.2f\n' "$name" - \
+		"$(cut -d' ' -f1 "$w/g" | median)" "$(cut -d' ' -f2 "$w/g" | median)" \
+		"$(cut -d' ' -f3 "$w/g" | median)"
 done
-printf '%-18s %12s %10.3f %10.3f %7.2f\n' "gather, 1 thread" - \
-	"$(cut -d' ' -f1 "$w/g" | median)" "$(cut -d' ' -f2 "$w/g" | median)" \
-	"$(cut -d' ' -f3 "$w/g" | median)"
 
 echo "== handoff: loader_next + loader_release of ready batches"
 : >"$w/h"

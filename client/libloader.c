@@ -85,13 +85,15 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
  * Spin this long before sleeping: a batch that is a few microseconds
  * away is cheaper to wait for awake than through a futex round trip.
  * Measured in time, not in rounds: a pause takes 10 cycles on some
- * CPUs and 140 on others. Kept short, because a waiting trainer that
- * spins longer takes a core from the daemon making its batches: on two
- * cores, 4000 rounds of 20 ns (80 us) outlasted the 40 us between
- * batches of a fast stream, so the client never slept and held one of
- * the two cores all the time (0.44 s of CPU in a 0.54 s run).
+ * CPUs and 140 on others. Not long: a waiting trainer that spins takes
+ * a core from the daemon making its batches. On two cores, 4000 rounds
+ * of 20 ns (80 us) kept the client of a fast stream spinning all the
+ * time (0.44 s of CPU in a 0.54 s run). Of 2, 10, 50 and 200 us, 50
+ * gave the raw path its best rate there (ldclient against the node
+ * cache, three runs each): each sleep costs the daemon a wake-up, which
+ * on that machine took as long as gathering a batch of 256 records.
  */
-#define LOADER_SPIN_NS	   10000
+#define LOADER_SPIN_NS	   50000
 #define LOADER_SPIN_ROUNDS 32 /* pauses between looks at the clock */
 /* Sleep in slices this long, to notice a daemon that died. */
 #define LOADER_SLICE_NS (50 * 1000000ll)

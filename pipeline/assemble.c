@@ -515,9 +515,10 @@ static void *finish(struct stream *s, int err, const char *reason)
  * GATHER_AHEAD samples on is asked for before a sample is copied, and
  * the loads of many records overlap. The assembler does it alone: for
  * a batch of copies, waking a pool thread and waiting for it to leave
- * costs more than the half of the batch it would take (on two cores
- * the rate halved with the pool; measured with ldclient against the
- * node cache).
+ * costs more than the half of the batch it would take: on two cores,
+ * 256 records of 792 bytes from the node cache under random order came
+ * 2.6 times as fast so as through the pool (0.30 against 0.11 x memcpy,
+ * medians of nine runs of ldclient, alternating).
  */
 #define GATHER_AHEAD 16
 
