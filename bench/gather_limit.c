@@ -5,8 +5,7 @@
  * order (a new permutation each epoch), as a light stream's assembler
  * copies them (pipeline/assemble.c: every line of the record 16 samples
  * ahead asked for first). In the same run, memcpy of the same volume
- * batch by batch between buffers too large for the caches, as ldclient
- * --memcpy-ref measures it. Prints both rates and their ratio: the most
+ * batch by batch, as ldclient --memcpy-ref measures it (memref.h). Prints both rates and their ratio: the most
  * one thread gathering can reach against bench/stream_core.sh's memcpy.
  *
  * With --handoff, each batch also makes one wake-up round trip with
@@ -24,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "memref.h"
 
 #define SLOTS 8
 #define AHEAD 16
@@ -145,8 +146,9 @@ int main(int argc, char **argv)
 		argc > 3 + hand ? strtoull(argv[3 + hand], NULL, 10) : 256;
 	uint64_t epochs =
 		argc > 4 + hand ? strtoull(argv[4 + hand], NULL, 10) : 20;
-	uint64_t bytes, seed = 1, t0, t1, span, done = 0, off = 0;
-	unsigned char *data, *ring, *src, *dst;
+	uint64_t bytes, seed = 1, t0, t1;
+	unsigned char *data, *ring;
+	struct memref m;
 	uint32_t *perm;
 	double gather, copy;
 
@@ -183,34 +185,14 @@ int main(int argc, char **argv)
 	t1 = now_ns();
 	gather = (double)bytes / (double)(t1 - t0);
 
-	span = bytes < (1ull << 30) ? bytes : 1ull << 30;
-	src = malloc(span);
-	dst = malloc(span);
-	if (!src || !dst) {
+	if (memref_run(bytes, batch * rec, &m)) {
 		fprintf(stderr, "gather_limit: out of memory\n");
 		return 1;
 	}
-	memset(src, 3, span);
-	memset(dst, 4, span);
-	memcpy(dst, src, span); /* untimed: every page touched once more */
-	t0 = now_ns();
-	while (done < bytes) {
-		uint64_t len = batch * rec < span ? batch * rec : span;
-
-		if (off + len > span)
-			off = 0;
-		memcpy(dst + off, src + off, len);
-		off += len;
-		done += len;
-	}
-	t1 = now_ns();
-	copy = (double)done / (double)(t1 - t0);
+	copy = (double)m.bytes / (double)m.ns;
 	printf("gather bytes %" PRIu64 " GBps %.3f memcpy GBps %.3f ratio %.2f"
 	       " (check %u %u)\n",
-	       bytes, gather, copy, gather / copy, ring[rec / 2],
-	       dst[span / 2]);
-	free(src);
-	free(dst);
+	       bytes, gather, copy, gather / copy, ring[rec / 2], m.check);
 	free(data);
 	free(ring);
 	free(perm);

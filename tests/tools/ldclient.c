@@ -39,6 +39,7 @@
 #include <xxhash.h>
 
 #include "loader.h"
+#include "memref.h"
 
 static uint64_t now_ns(void)
 {
@@ -100,42 +101,26 @@ static void hash_output(const struct loader *l, const struct loader_batch *b,
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = { { "outputs", 1, 0, 'o' },
-					    { "batch", 1, 0, 'b' },
-					    { "order", 1, 0, 'O' },
-					    { "seed", 1, 0, 's' },
-					    { "epochs", 1, 0, 'e' },
-					    { "start-epoch", 1, 0, 'E' },
-					    { "rank", 1, 0, 'r' },
-					    { "world", 1, 0, 'w' },
-					    { "drop-last", 0, 0, 'd' },
-					    { "slots", 1, 0, 'S' },
-					    { "prefetch", 1, 0, 'p' },
-					    { "threads", 1, 0, 't' },
-					    { "timeout-ms", 1, 0, 'T' },
-					    { "hash", 0, 0, 'H' },
-					    { "ids", 0, 0, 'i' },
-					    { "shapes", 0, 0, 'P' },
-					    { "hold-after", 1, 0, 'h' },
-					    { "sleep-ms", 1, 0, 'z' },
-					    { "handoff", 1, 0, 'x' },
-					    { "memcpy", 0, 0, 'm' },
-					    { "memcpy-ref", 0, 0, 'R' },
-					    { "direct", 0, 0, 'D' },
-					    { "pipeline", 1, 0, 'L' },
-					    { "on-bad", 1, 0, 'B' },
-					    { "stats", 0, 0, 'Q' },
-					    { "warmup", 1, 0, 'W' },
-					    { "keep", 1, 0, 'K' },
-					    { "batch-hash", 0, 0, 'G' },
-					    { "start-batch", 1, 0, 'N' },
-					    { "name", 1, 0, 'n' },
-					    { "fresh", 0, 0, 'F' },
-					    { "kill-after", 1, 0, 'k' },
-					    { "kill-held", 0, 0, 'j' },
-					    { "after-release", 0, 0, 'a' },
-					    { "reconnect-ms", 1, 0, 'c' },
-					    { 0, 0, 0, 0 } };
+	static const struct option lo[] = {
+		{ "outputs", 1, 0, 'o' },      { "batch", 1, 0, 'b' },
+		{ "order", 1, 0, 'O' },	       { "seed", 1, 0, 's' },
+		{ "epochs", 1, 0, 'e' },       { "start-epoch", 1, 0, 'E' },
+		{ "rank", 1, 0, 'r' },	       { "world", 1, 0, 'w' },
+		{ "drop-last", 0, 0, 'd' },    { "slots", 1, 0, 'S' },
+		{ "prefetch", 1, 0, 'p' },     { "threads", 1, 0, 't' },
+		{ "timeout-ms", 1, 0, 'T' },   { "hash", 0, 0, 'H' },
+		{ "ids", 0, 0, 'i' },	       { "shapes", 0, 0, 'P' },
+		{ "hold-after", 1, 0, 'h' },   { "sleep-ms", 1, 0, 'z' },
+		{ "handoff", 1, 0, 'x' },      { "memcpy", 0, 0, 'm' },
+		{ "memcpy-ref", 0, 0, 'R' },   { "direct", 0, 0, 'D' },
+		{ "pipeline", 1, 0, 'L' },     { "on-bad", 1, 0, 'B' },
+		{ "stats", 0, 0, 'Q' },	       { "warmup", 1, 0, 'W' },
+		{ "keep", 1, 0, 'K' },	       { "batch-hash", 0, 0, 'G' },
+		{ "start-batch", 1, 0, 'N' },  { "name", 1, 0, 'n' },
+		{ "fresh", 0, 0, 'F' },	       { "kill-after", 1, 0, 'k' },
+		{ "kill-held", 0, 0, 'j' },    { "after-release", 0, 0, 'a' },
+		{ "reconnect-ms", 1, 0, 'c' }, { 0, 0, 0, 0 }
+	};
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
@@ -354,8 +339,8 @@ int main(int argc, char **argv)
 			held[(first + nheld) % 1024] = b;
 			nheld++;
 			if (nheld >= 2 &&
-			    loader_release(
-				    l, &held[(first + nheld - 1) % 1024]) !=
+			    loader_release(l,
+					   &held[(first + nheld - 1) % 1024]) !=
 				    -EINVAL)
 				order_err = 1;
 			if (nheld == keep) {
@@ -416,34 +401,16 @@ int main(int argc, char **argv)
 			       st.daemon_cache_misses);
 	}
 	if (ref && bytes && batch_bytes) {
-		/*
-		 * The limit to compare with: memcpy of the same volume, batch
-		 * by batch, between buffers too large for the caches (as the
-		 * stream's data is).
-		 */
-		uint64_t span = bytes < (1ull << 30) ? bytes : 1ull << 30;
-		unsigned char *src = malloc(span), *dst = malloc(span);
-		uint64_t done = 0, off = 0, m0, m1;
+		/* The limit to compare with (memref.h). */
+		struct memref m;
 
-		memset(src, 1, span);
-		memset(dst, 2, span);
-		m0 = now_ns();
-		while (done < bytes) {
-			uint64_t n = batch_bytes < span ? batch_bytes : span;
-
-			if (off + n > span)
-				off = 0;
-			memcpy(dst + off, src + off, n);
-			off += n;
-			done += n;
-		}
-		m1 = now_ns();
-		printf("memcpy bytes %" PRIu64
-		       " seconds %.3f GBps %.3f (check %u)\n",
-		       done, (m1 - m0) * 1e-9, done / ((m1 - m0) * 1e-9) / 1e9,
-		       dst[span / 2]);
-		free(src);
-		free(dst);
+		if (memref_run(bytes, batch_bytes, &m))
+			printf("error: memcpy: no memory for the reference\n");
+		else
+			printf("memcpy bytes %" PRIu64
+			       " seconds %.3f GBps %.3f (check %u)\n",
+			       m.bytes, m.ns * 1e-9, (double)m.bytes / m.ns,
+			       m.check);
 	}
 	rc = 0;
 	if (order_err) {
