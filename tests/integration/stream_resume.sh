@@ -244,15 +244,19 @@ is "$(uniq -d "$T/ride3.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ride3.sorted" 
 # and every name resume no further than its client got.
 n=0 bad= seed=5
 while [ $n -lt 8 ]; do
+	kids=
 	for s in 1 2 3 4 5 6; do
 		"$LDCLIENT" --name "k$s" --order random --seed 3 --epochs 0 --batch 10 \
 			--ids --sleep-ms 1 "$T/d2.sock" "$D" >"$T/k$s.$n" 2>&1 &
+		kids="$kids $!"
 	done
 	seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
 	sleep "0.$((3 + seed % 7))"
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null
-	sleep 0.2
+	# Their clients end with the daemon; one slow to start must not
+	# connect to the next daemon and hold its name there.
+	for k in $kids; do wait "$k"; done
 	start_daemon "$T/d2.sock" --state-dir "$ST" || bad="$bad start$n"
 	grep -q 'unreadable' "$T/d2.sock.log" && bad="$bad aside$n"
 	for s in 1 2 3 4 5 6; do
