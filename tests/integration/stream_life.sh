@@ -70,7 +70,14 @@ like "$out" 'total batches 40 samples 10000' "the daemon still serves other stre
 # The daemon dies under a waiting client: the client gets an error, fast.
 "$LDCLIENT" --epochs 0 --sleep-ms 20 --timeout-ms 30000 "$T/d.sock" "$D" >"$T/orphan" &
 cpid=$!
-sleep 0.5
+# Its stream open first (a loaded machine may take more than 0.5 s).
+i=0
+while [ $i -lt 200 ] && ! "$LOADERCTL" streams --socket "$T/d.sock" 2>/dev/null |
+	grep -q " $cpid "; do
+	sleep 0.05
+	i=$((i + 1))
+done
+sleep 0.2
 kill -9 $dpid
 t0=$(date +%s%N)
 wait $cpid
