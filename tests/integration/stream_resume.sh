@@ -188,6 +188,8 @@ like "$out" 'saved with world 2 and this loaderd has no position of 1 of its ran
 # --- 5. the daemon killed with SIGKILL ----------------------------------
 "$LDCLIENT" --name crash $ARGS --ids --after-release --sleep-ms 10 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
 cp=$!
+# Released batches first: a loaded machine may not open it within 1 s.
+wait_for '^id ' "$T/c1"
 sleep 1
 kill -9 "$DAEMON_PID"
 wait "$cp" 2>/dev/null
@@ -212,6 +214,7 @@ ride() {
 	"$LDCLIENT" --name "$name" $ARGS --batch-hash --sleep-ms 10 "$@" \
 		--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/$name" 2>&1 &
 	rp=$!
+	wait_for '^batch ' "$T/$name"
 	sleep 0.8
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null
