@@ -40,6 +40,7 @@ struct ncache_set {
 	pthread_mutex_t lock;
 	struct nc_chunk *chunks; /* under lock; the first has the room */
 	uint64_t records;	 /* cached; an atomic, written under lock */
+	uint64_t total;		 /* records in the files */
 	bool full;		 /* the budget had no room: stop trying */
 	uint64_t hits, misses;	 /* atomics */
 };
@@ -183,6 +184,7 @@ static struct ncache_set *new_set(struct ncache *c,
 		return NULL;
 	}
 	memcpy(s->files, files, n * sizeof(*files));
+	s->total = total;
 	for (uint32_t i = 1; i < n; i++)
 		s->base[i] = s->base[i - 1] + files[i - 1].records;
 	pthread_mutex_init(&s->lock, NULL);
@@ -246,6 +248,12 @@ void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec)
 {
 	if (s && i < s->n && rec < s->files[i].records)
 		__builtin_prefetch(&s->flat[s->base[i] + rec]);
+}
+
+bool ncache_complete(const struct ncache_set *s)
+{
+	return s && s->total &&
+	       __atomic_load_n(&s->records, __ATOMIC_ACQUIRE) == s->total;
 }
 
 /* Is there a set but s that no stream uses? Under c->lock. */
@@ -317,9 +325,13 @@ bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 		if (to) {
 			memcpy(to, p, len);
 			e->len = len;
-			__atomic_store_n(&s->records, s->records + 1,
-					 __ATOMIC_RELAXED);
 			__atomic_store_n(&e->p, to, __ATOMIC_RELEASE);
+			/*
+			 * After the entry (release): a count seen complete
+			 * (ncache_complete()) shows every entry.
+			 */
+			__atomic_store_n(&s->records, s->records + 1,
+					 __ATOMIC_RELEASE);
 		} else {
 			__atomic_store_n(&s->full, true, __ATOMIC_RELAXED);
 			ok = false;

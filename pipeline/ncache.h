@@ -91,6 +91,13 @@ bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
  */
 bool ncache_full(const struct ncache_set *s);
 
+/*
+ * Does s hold every record of its files? Records never leave a set in
+ * use: once true, it stays true for as long as the caller is attached,
+ * and every ncache_get() on s finds its record.
+ */
+bool ncache_complete(const struct ncache_set *s);
+
 /* The cache as a whole. */
 struct ncache_stats {
 	uint64_t budget;

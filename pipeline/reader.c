@@ -447,6 +447,47 @@ static int window_batch(struct stream *s, struct reader_io *io,
 }
 
 /*
+ * Locate batch b's pb->count records, and take those the node cache holds
+ * where they lie; the others are listed in s->refs, to be read. Returns
+ * their number.
+ */
+static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
+{
+	uint32_t n = pb->count, nr = 0;
+
+	/*
+	 * A first pass locates every record and asks for its cache entry,
+	 * so that the misses of a random batch overlap instead of coming one
+	 * after another.
+	 */
+	for (uint32_t k = 0; k < n; k++) {
+		locate(s, pb, b, k);
+		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct shard_rec r;
+
+		pb->rerr[k] = 0;
+		/* Cached (and checked): served where it lies, nothing read. */
+		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],
+					&pb->len[k]);
+		pb->cached[k] = pb->rec[k] != NULL;
+		if (pb->cached[k])
+			continue;
+		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
+		pb->len[k] = r.length;
+		s->refs[nr++] = (struct stream_ref){ pb->shard[k], k, r.offset,
+						     r.length };
+	}
+	if (s->cset) {
+		ncache_count(s->cset, n - nr, nr);
+		__atomic_fetch_add(&s->n.cache_hits, n - nr, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->n.cache_misses, nr, __ATOMIC_RELAXED);
+	}
+	return nr;
+}
+
+/*
  * Plan batch b of the current epoch into pb: locate every record, sort
  * by position, merge neighbours into extents, take arena space and read.
  * A read that fails marks its records in pb->rerr (the assembler applies
@@ -478,36 +519,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 			return err;
 		err = 0;
 	}
-	/*
-	 * A first pass locates every record and asks for its cache entry,
-	 * so that the misses of a random batch overlap instead of coming one
-	 * after another.
-	 */
-	for (uint32_t k = 0; k < n; k++) {
-		locate(s, pb, b, k);
-		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
-	}
-	for (uint32_t k = 0; k < n; k++) {
-		struct shard_rec r;
-
-		pb->rerr[k] = 0;
-		/* Cached (and checked): served where it lies, nothing read. */
-		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],
-					&pb->len[k]);
-		pb->cached[k] = pb->rec[k] != NULL;
-		if (pb->cached[k])
-			continue;
-		shard_rec(s->sh[pb->shard[k]], pb->ridx[k], &r);
-		pb->len[k] = r.length;
-		s->refs[nr++] = (struct stream_ref){ pb->shard[k], k, r.offset,
-						     r.length };
-	}
-	if (s->cset) {
-		ncache_count(s->cset, n - nr, nr);
-		__atomic_fetch_add(&s->n.cache_hits, n - nr, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->n.cache_misses, nr, __ATOMIC_RELAXED);
-	}
-	n = nr;
+	n = nr = lookup_batch(s, pb, b);
 	/* Sequential orders come sorted already: skip the sort then. */
 	for (uint32_t k = 1; k < n; k++)
 		if (cmp_ref(&s->refs[k - 1], &s->refs[k]) > 0) {
@@ -633,6 +645,70 @@ static void post_pb(struct stream *s)
 		pthread_cond_broadcast(&s->cond);
 }
 
+/*
+ * Every record of a light stream is in the node cache, and stays there:
+ * making a batch is locating its records, which the assembler does
+ * itself from batch b of epoch e on (stream_priv.h, serve), once it has
+ * taken the batches made before. The reader ends here: no more wake-ups
+ * between the two threads, two a batch, which cost more than the locating
+ * on a machine of few cores.
+ */
+static void hand_over(struct stream *s, uint32_t e, uint64_t b)
+{
+	bool wake;
+
+	plog(PLOG_DEBUG,
+	     "%s: every record in the node cache: batches from %" PRIu64
+	     " of epoch %" PRIu32 " made by the assembler",
+	     s->label, b, e);
+	pthread_mutex_lock(&s->lock);
+	s->serve = true;
+	s->serve_epoch = e;
+	s->serve_batch = b;
+	wake = s->assembler_waits;
+	s->assembler_waits = false;
+	pthread_mutex_unlock(&s->lock);
+	if (wake)
+		pthread_cond_broadcast(&s->cond);
+}
+
+void reader_serve(struct stream *s, struct stream_pb *pb)
+{
+	uint32_t e = s->serve_epoch;
+	uint64_t b = s->serve_batch;
+
+	/* The reader's loop over epochs, as it would have gone on. */
+	while (b >= s->lay.batches_per_epoch) {
+		e++;
+		if (s->c.epochs && e >= s->c.start_epoch + s->c.epochs) {
+			pb->last = true;
+			pb->err = 0;
+			pb->count = 0;
+			return;
+		}
+		b = order_first_batch(s->order, e);
+		order_set_epoch(s->order, e);
+	}
+	pb->last = false;
+	pb->err = 0;
+	pb->batch = b;
+	pb->epoch = e;
+	pb->count = order_batch_count(s->order, b);
+	if (lookup_batch(s, pb, b)) {
+		const struct stream_ref *r = &s->refs[0];
+
+		/* ncache_complete() says this cannot be. */
+		pb->err = LOADER_ERANGE;
+		snprintf(
+			pb->msg, sizeof(pb->msg),
+			"epoch %" PRIu32 " batch %" PRIu64 ": record %" PRIu64
+			" of %s is not in the node cache, which held every record",
+			e, b, pb->ridx[r->k], shard_name(s->sh[r->shard]));
+	}
+	s->serve_epoch = e;
+	s->serve_batch = b + 1;
+}
+
 void *reader_main(void *arg)
 {
 	struct stream *s = arg;
@@ -675,6 +751,10 @@ void *reader_main(void *arg)
 		for (; b < s->lay.batches_per_epoch; b++) {
 			struct diag d = { { 0 } };
 
+			if (s->light && ncache_complete(s->cset)) {
+				hand_over(s, e, b);
+				goto out;
+			}
 			pb = next_free_pb(s);
 			if (!pb)
 				goto out;

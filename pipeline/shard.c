@@ -1098,6 +1098,29 @@ int shard_split_known(const struct shard *sh, uint64_t i, const void *buf,
 	return split(sh, i, buf, len, out, false, d);
 }
 
+uint32_t shard_fixed_layout(const struct shard *sh, uint32_t *off,
+			    unsigned char *head)
+{
+	uint32_t nf = sh->schema.nfields;
+	uint64_t pos = (uint64_t)4 * nf;
+
+	if (sh->wds || !nf)
+		return 0;
+	for (uint32_t k = 0; k < nf; k++) {
+		const struct field *f = &sh->schema.f[k];
+		uint64_t size = field_fixed_size(f);
+
+		if (f->kind != FIELD_TENSOR || f->comp != COMP_NONE ||
+		    field_ragged(f) || size > UINT32_MAX ||
+		    pos + size > UINT32_MAX)
+			return 0;
+		put32(head + 4 * k, (uint32_t)size);
+		off[k] = (uint32_t)pos;
+		pos += size;
+	}
+	return (uint32_t)pos;
+}
+
 int shard_parse_record(const struct shard *sh, uint64_t i, const void *buf,
 		       size_t len, struct shard_field *out, struct diag *d)
 {

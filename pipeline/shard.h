@@ -193,6 +193,20 @@ int shard_split_known(const struct shard *sh, uint64_t i, const void *buf,
 		      size_t len, struct shard_field *out, struct diag *d);
 
 /*
+ * The layout every record of sh shares, where they share one: each field
+ * an uncompressed tensor of fixed size, in a packed shard (not a tar read
+ * in place). Then every record is the same bytes long, starts with the
+ * same head (its fields' lengths, 4 bytes each) and has field k at the
+ * same place: off[k] (nfields entries). head gets the head's bytes (4 *
+ * SCHEMA_MAX_FIELDS room). Returns the records' length, or 0 when they
+ * have no common layout. A record whose checksum was checked, whose
+ * length is this and whose head is head splits as shard_split_known()
+ * would split it.
+ */
+uint32_t shard_fixed_layout(const struct shard *sh, uint32_t *off,
+			    unsigned char *head);
+
+/*
  * Read record i with pread into buf (cap bytes) and parse it as above.
  * A convenience for tools; the daemon plans its own reads.
  */

@@ -296,6 +296,29 @@ static bool light_outputs(const struct stream *s)
 }
 
 /*
+ * The layout a light stream's records share (stream_priv.h, fix_len): the
+ * same in every shard, or none.
+ */
+static void fixed_layout(struct stream *s)
+{
+	uint32_t off[SCHEMA_MAX_FIELDS] = { 0 };
+	unsigned char head[4 * SCHEMA_MAX_FIELDS] = { 0 };
+
+	s->fix_len = 0;
+	memset(s->fix_off, 0, sizeof(s->fix_off));
+	memset(s->fix_head, 0, sizeof(s->fix_head));
+	if (!s->light || !s->ds->nshards)
+		return;
+	s->fix_len = shard_fixed_layout(s->sh[0], s->fix_off, s->fix_head);
+	for (uint32_t i = 1; s->fix_len && i < s->ds->nshards; i++)
+		if (shard_fixed_layout(s->sh[i], off, head) != s->fix_len ||
+		    memcmp(off, s->fix_off, sizeof(off)) ||
+		    memcmp(head, s->fix_head, sizeof(head)))
+			s->fix_len = 0;
+	s->fix_hlen = 4 * shard_schema(s->sh[0])->nfields;
+}
+
+/*
  * What the stream will hold beside its ring, before it allocates: the
  * prefetch arena, no larger than the dataset's shards (a larger one
  * would only cycle through memory the dataset never needs, and make it
@@ -906,8 +929,10 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		err = open_dataset(s, d);
 	if (!err)
 		err = setup_outputs(s, d);
-	if (!err)
+	if (!err) {
 		s->light = light_outputs(s);
+		fixed_layout(s);
+	}
 	if (!err)
 		err = plan_memory(s, d);
 	if (!err)
@@ -955,6 +980,7 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->cache_hits = __atomic_load_n(&s->n.cache_hits, __ATOMIC_RELAXED);
 	st->cache_misses =
 		__atomic_load_n(&s->n.cache_misses, __ATOMIC_RELAXED);
+	st->served = __atomic_load_n(&s->n.served, __ATOMIC_RELAXED);
 	st->bad_samples = __atomic_load_n(&s->n.bad_samples, __ATOMIC_RELAXED);
 	st->read_wait_ns =
 		__atomic_load_n(&s->n.read_wait_ns, __ATOMIC_RELAXED);

@@ -240,6 +240,11 @@ struct stream_stats {
 	uint64_t reads;	       /* read requests: merged neighbours count once */
 	uint64_t cache_hits;   /* records served by the node cache */
 	uint64_t cache_misses; /* records looked up there and read */
+	/*
+	 * Batches the assembler made itself, every record in the node
+	 * cache: no reader thread between (reader.c, hand_over()).
+	 */
+	uint64_t served;
 	uint64_t bad_samples;
 	/*
 	 * Where the assembler's time goes, batch after batch: waiting for

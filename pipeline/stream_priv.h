@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "diag.h"
+#include "schema.h"
 #include "stream.h"
 
 /* O_DIRECT reads are whole blocks at block offsets into aligned memory. */
@@ -110,6 +111,16 @@ struct stream {
 	 * a batch is a gather the assembler does alone (assemble.c).
 	 */
 	bool light;
+	/*
+	 * Of a light stream whose records all share one layout
+	 * (shard_fixed_layout()): their length (0: no common layout),
+	 * head (fix_hlen bytes) and each field's place. A record from the node cache with
+	 * this length and head is copied from these places without
+	 * parsing it (assemble.c).
+	 */
+	uint32_t fix_len, fix_hlen;
+	uint32_t fix_off[SCHEMA_MAX_FIELDS];
+	unsigned char fix_head[4 * SCHEMA_MAX_FIELDS];
 	uint64_t max_field; /* largest unpacked field: scratch size */
 	/*
 	 * Ragged outputs (assemble.c): their count, each one's offsets of
@@ -166,6 +177,15 @@ struct stream {
 	pthread_cond_t cond;
 	bool stop, started;
 	bool reader_waits, assembler_waits;
+	/*
+	 * Set by the reader as it ends, when every record is in the node
+	 * cache (reader.c, hand_over()): the assembler makes the batches
+	 * from serve_batch of serve_epoch on, once the pbs are taken
+	 * (reader_serve()). The two positions are then the assembler's.
+	 */
+	bool serve;
+	uint32_t serve_epoch;
+	uint64_t serve_batch;
 	pthread_t reader, assembler;
 
 	/* counters, updated with atomics */
@@ -198,6 +218,12 @@ static inline bool stream_stopping(struct stream *s)
 
 /* reader.c: the reader thread's body; arg is the stream. */
 void *reader_main(void *arg);
+/*
+ * reader.c: with s->serve, the next batch into pb, located in the node
+ * cache (or pb->last, after the last), in the assembler's thread; pb->err
+ * and pb->msg say what went wrong. pb->arena_end is the caller's.
+ */
+void reader_serve(struct stream *s, struct stream_pb *pb);
 
 /* assemble.c: the assembler thread's body; arg is the stream. */
 void *assembler_main(void *arg);

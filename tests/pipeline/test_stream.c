@@ -27,6 +27,7 @@
 
 #include "dataset.h"
 #include "loader_error.h"
+#include "ncache.h"
 #include "pool.h"
 #include "schema.h"
 #include "shard.h"
@@ -664,6 +665,107 @@ Test(stream, plain_copies_damaged_record)
 	cr_expect(strstr(t.reason, "record 2") != NULL, "%s", t.reason);
 	cr_expect_eq(t.nrec, 0);
 	tsink_fini(&t);
+}
+
+/* Run c to its end into t, and take its counters. */
+static void run_stream_stats(const struct stream_config *c, struct tsink *t,
+			     struct stream_stats *st)
+{
+	struct stream *s = open_stream(c);
+	struct diag d = { "" };
+
+	tsink_init(t, stream_layout(s));
+	cr_assert_eq(stream_start(s, &t->sink, &d), 0, "%s", d.msg);
+	tsink_wait(t, &t->finished);
+	stream_stats(s, st);
+	stream_free(s);
+}
+
+/* The batches of a and b are the same: positions, ids and count. */
+static void expect_same_batches(const struct tsink *a, const struct tsink *b)
+{
+	cr_assert_eq(a->nrec, b->nrec);
+	for (uint32_t i = 0; i < a->nrec; i++) {
+		const struct rec *x = &a->recs[i], *y = &b->recs[i];
+
+		cr_expect_eq(x->epoch, y->epoch, "batch %u", i);
+		cr_expect_eq(x->batch, y->batch, "batch %u", i);
+		cr_assert_eq(x->count, y->count, "batch %u", i);
+		for (uint32_t k = 0; k < x->count; k++)
+			cr_expect_eq(x->ids[k], y->ids[k],
+				     "batch %u sample %u: %" PRIu64
+				     " against %" PRIu64,
+				     i, k, x->ids[k], y->ids[k]);
+	}
+}
+
+/*
+ * Once every record is in the node cache, the assembler makes a light
+ * stream's batches itself (reader.c, hand_over()): the same batches, ids
+ * and bytes as read from the files, epoch after epoch, and from a
+ * position in the middle of an epoch (a resume).
+ */
+Test(stream, cached_batches_made_by_the_assembler)
+{
+	static const struct {
+		uint32_t start_epoch, epochs;
+		uint64_t start_batch;
+	} runs[] = { { 0, 3, 0 }, { 1, 2, 2 } };
+	struct ncache *nc;
+	struct ncache_stats ns;
+	struct stream_config c;
+	struct stream_stats st;
+	struct tsink t, ref;
+
+	cr_assert_eq(ncache_new(&nc, 1 << 20), 0);
+	base_config(&c);
+	c.out[1].cast = STREAM_CAST_NONE;
+	c.cache = nc;
+	c.epochs = 1;
+	/* One epoch reads every record, and keeps it. */
+	run_stream_stats(&c, &t, &st);
+	cr_expect_eq(t.err, 0, "%s", t.reason);
+	cr_expect_eq(st.served, 0, "made before the cache held every record");
+	tsink_fini(&t);
+	ncache_stats(nc, &ns);
+	cr_assert_eq(ns.records, NSAMPLES);
+
+	for (unsigned r = 0; r < NELEM(runs); r++) {
+		uint64_t batches = 5 * runs[r].epochs - runs[r].start_batch;
+
+		c.start_epoch = runs[r].start_epoch;
+		c.start_batch = runs[r].start_batch;
+		c.epochs = runs[r].epochs;
+		c.cache = NULL;
+		run_stream(&c, &ref);
+		c.cache = nc;
+		run_stream_stats(&c, &t, &st);
+		cr_expect_eq(t.err, 0, "%s", t.reason);
+		cr_expect_str_eq(t.bad, "", "run %u", r);
+		cr_expect_eq(t.nrec, batches, "run %u", r);
+		cr_expect_eq(st.served, batches, "run %u", r);
+		cr_expect_eq(st.cache_misses, 0, "run %u", r);
+		cr_expect_eq(st.bytes_read, 0, "run %u", r);
+		expect_same_batches(&t, &ref);
+		/* Each epoch whole: every sample once. */
+		for (uint32_t e = 0; r == 0 && e < runs[r].epochs; e++) {
+			uint32_t seen[NSAMPLES] = { 0 };
+
+			for (uint32_t b = 0; b < 5; b++)
+				for (uint32_t k = 0;
+				     k < t.recs[e * 5 + b].count; k++)
+					if (t.recs[e * 5 + b].ids[k] < NSAMPLES)
+						seen[t.recs[e * 5 + b].ids[k]]++;
+			for (uint32_t g = 0; g < NSAMPLES; g++)
+				cr_expect_eq(
+					seen[g], 1,
+					"epoch %u: sample %u seen %u times", e,
+					g, seen[g]);
+		}
+		tsink_fini(&t);
+		tsink_fini(&ref);
+	}
+	ncache_free(nc);
 }
 
 /* Two ranks of a world of 2: disjoint halves that cover the epoch. */
