@@ -568,6 +568,22 @@ Test(stream, quasi_reads_a_window_once)
  * batch itself, without the pool. Every sample once per epoch, with its
  * own bytes, in every order.
  */
+/* The 5 batches of epoch e recorded in t (from its first) hold every sample once. */
+static void expect_epoch_once(const struct tsink *t, uint32_t e, unsigned order)
+{
+	uint32_t seen[NSAMPLES] = { 0 };
+
+	cr_assert_geq(t->nrec, e * 5 + 5);
+	for (uint32_t b = 0; b < 5; b++)
+		for (uint32_t k = 0; k < t->recs[e * 5 + b].count; k++)
+			if (t->recs[e * 5 + b].ids[k] < NSAMPLES)
+				seen[t->recs[e * 5 + b].ids[k]]++;
+	for (uint32_t g = 0; g < NSAMPLES; g++)
+		cr_expect_eq(seen[g], 1,
+			     "order %u epoch %u: sample %u seen %u times",
+			     order, e, g, seen[g]);
+}
+
 Test(stream, plain_copies_gathered)
 {
 	static const enum order_kind orders[] = { ORDER_RANDOM, ORDER_QUASI,
@@ -588,20 +604,8 @@ Test(stream, plain_copies_gathered)
 		cr_expect_eq(t.err, 0, "%s", t.reason);
 		cr_expect_str_eq(t.bad, "", "order %u", orders[o]);
 		cr_assert_eq(t.nrec, 10);
-		for (uint32_t e = 0; e < 2; e++) {
-			uint32_t seen[NSAMPLES] = { 0 };
-
-			for (uint32_t b = 0; b < 5; b++)
-				for (uint32_t k = 0;
-				     k < t.recs[e * 5 + b].count; k++)
-					if (t.recs[e * 5 + b].ids[k] < NSAMPLES)
-						seen[t.recs[e * 5 + b].ids[k]]++;
-			for (uint32_t g = 0; g < NSAMPLES; g++)
-				cr_expect_eq(
-					seen[g], 1,
-					"order %u epoch %u: sample %u seen %u times",
-					orders[o], e, g, seen[g]);
-		}
+		for (uint32_t e = 0; e < 2; e++)
+			expect_epoch_once(&t, e, orders[o]);
 		tsink_fini(&t);
 	}
 }
@@ -748,20 +752,8 @@ Test(stream, cached_batches_made_by_the_assembler)
 		cr_expect_eq(st.bytes_read, 0, "run %u", r);
 		expect_same_batches(&t, &ref);
 		/* Each epoch whole: every sample once. */
-		for (uint32_t e = 0; r == 0 && e < runs[r].epochs; e++) {
-			uint32_t seen[NSAMPLES] = { 0 };
-
-			for (uint32_t b = 0; b < 5; b++)
-				for (uint32_t k = 0;
-				     k < t.recs[e * 5 + b].count; k++)
-					if (t.recs[e * 5 + b].ids[k] < NSAMPLES)
-						seen[t.recs[e * 5 + b].ids[k]]++;
-			for (uint32_t g = 0; g < NSAMPLES; g++)
-				cr_expect_eq(
-					seen[g], 1,
-					"epoch %u: sample %u seen %u times", e,
-					g, seen[g]);
-		}
+		for (uint32_t e = 0; r == 0 && e < runs[r].epochs; e++)
+			expect_epoch_once(&t, e, ORDER_RANDOM);
 		tsink_fini(&t);
 		tsink_fini(&ref);
 	}
