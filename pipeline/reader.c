@@ -646,6 +646,27 @@ static void post_pb(struct stream *s)
 }
 
 /*
+ * The batch to make at (*e, *b), or after it: past the end of an epoch,
+ * the next epoch's first batch (the order moved to that epoch). Returns
+ * false once the stream's epochs are done. The reader's walk, and the
+ * assembler's once it makes the batches (reader_serve()).
+ */
+static bool next_batch(struct stream *s, uint32_t *e, uint64_t *b)
+{
+	while (*b >= s->lay.batches_per_epoch) {
+		/* An empty epoch, for ever: nothing to loop over. */
+		if (s->lay.batches_per_epoch == 0 && s->c.epochs == 0)
+			return false;
+		++*e;
+		if (s->c.epochs && *e >= s->c.start_epoch + s->c.epochs)
+			return false;
+		*b = order_first_batch(s->order, *e);
+		order_set_epoch(s->order, *e);
+	}
+	return true;
+}
+
+/*
  * Every record of a light stream is in the node cache, and stays there:
  * making a batch is locating its records, which the assembler does
  * itself from batch b of epoch e on (stream_priv.h, serve), once it has
@@ -677,17 +698,11 @@ void reader_serve(struct stream *s, struct stream_pb *pb)
 	uint32_t e = s->serve_epoch;
 	uint64_t b = s->serve_batch;
 
-	/* The reader's loop over epochs, as it would have gone on. */
-	while (b >= s->lay.batches_per_epoch) {
-		e++;
-		if (s->c.epochs && e >= s->c.start_epoch + s->c.epochs) {
-			pb->last = true;
-			pb->err = 0;
-			pb->count = 0;
-			return;
-		}
-		b = order_first_batch(s->order, e);
-		order_set_epoch(s->order, e);
+	if (!next_batch(s, &e, &b)) {
+		pb->last = true;
+		pb->err = 0;
+		pb->count = 0;
+		return;
 	}
 	pb->last = false;
 	pb->err = 0;
@@ -742,37 +757,29 @@ void *reader_main(void *arg)
 		plog(PLOG_WARN,
 		     "%s: io_uring unavailable (%s): reading with pread",
 		     s->label, strerror(-r));
-	for (; s->c.epochs == 0 || e < s->c.start_epoch + s->c.epochs; e++) {
-		uint64_t b = e == s->c.start_epoch ?
-				     s->c.start_batch :
-				     order_first_batch(s->order, e);
+	order_set_epoch(s->order, e);
+	for (uint64_t b = s->c.start_batch; next_batch(s, &e, &b); b++) {
+		struct diag d = { { 0 } };
 
-		order_set_epoch(s->order, e);
-		for (; b < s->lay.batches_per_epoch; b++) {
-			struct diag d = { { 0 } };
-
-			if (s->light && ncache_complete(s->cset)) {
-				hand_over(s, e, b);
-				goto out;
-			}
-			pb = next_free_pb(s);
-			if (!pb)
-				goto out;
-			pb->last = false;
-			pb->err = read_batch(s, &io, pb, b, &d);
-			if (s->c.timing)
-				stream_note_cpu(&s->reader_cpu_ns);
-			if (pb->err == -ECANCELED)
-				goto out;
-			if (pb->err)
-				snprintf(pb->msg, sizeof(pb->msg),
-					 "epoch %" PRIu32 " %s", e, d.msg);
-			post_pb(s);
-			if (pb->err)
-				goto out;
+		if (s->light && ncache_complete(s->cset)) {
+			hand_over(s, e, b);
+			goto out;
 		}
-		if (s->lay.batches_per_epoch == 0 && s->c.epochs == 0)
-			break; /* nothing to loop over for ever */
+		pb = next_free_pb(s);
+		if (!pb)
+			goto out;
+		pb->last = false;
+		pb->err = read_batch(s, &io, pb, b, &d);
+		if (s->c.timing)
+			stream_note_cpu(&s->reader_cpu_ns);
+		if (pb->err == -ECANCELED)
+			goto out;
+		if (pb->err)
+			snprintf(pb->msg, sizeof(pb->msg),
+				 "epoch %" PRIu32 " %s", e, d.msg);
+		post_pb(s);
+		if (pb->err)
+			goto out;
 	}
 	pb = next_free_pb(s);
 	if (pb) {
