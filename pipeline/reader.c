@@ -277,15 +277,23 @@ static void locate(struct stream *s, struct stream_pb *pb, uint64_t b,
 /*
  * A contiguous region of need bytes of the arena at *start (skipping its
  * tail end if the region would wrap), once the assembler has freed it.
- * Returns 0, or -ECANCELED when the stream stops meanwhile.
+ * When no batch is pending, the assembler holds no byte of the arena and
+ * the region starts at the next wrap: counting the skipped tail end as
+ * held would leave a region above half the arena waiting forever once
+ * the head stopped below need (a short last batch, records of other
+ * sizes). Returns 0, or -ECANCELED when the stream stops meanwhile.
  */
 static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 {
 	pthread_mutex_lock(&s->lock);
-	*start = s->arena_head;
-	if (*start % s->arena_size + need > s->arena_size)
-		*start = align_up(*start + 1, s->arena_size);
-	while (!s->stop && *start + need - s->arena_tail > s->arena_size) {
+	for (;;) {
+		*start = s->arena_head;
+		if (*start % s->arena_size + need > s->arena_size)
+			*start = align_up(*start + 1, s->arena_size);
+		if (s->pb_cons == s->pb_prod)
+			s->arena_tail = *start; /* the assembler's, but idle */
+		if (s->stop || *start + need - s->arena_tail <= s->arena_size)
+			break;
 		s->reader_waits = true;
 		pthread_cond_wait(&s->cond, &s->lock);
 	}

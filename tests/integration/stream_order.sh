@@ -8,7 +8,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 24
+plan 25
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/plain" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --dict "$src" "$T/dict" >/dev/null
@@ -73,6 +73,13 @@ is "$hz" "$h1" "a zstd-dictionary dataset streams the same bytes as the plain on
 hq1=$(hashes --order quasi --seed 3 --epochs 1 "$T/one.sock" "$D")
 hq4=$(hashes --order quasi --seed 3 --epochs 1 --threads 2 "$T/four.sock" "$D")
 is "$hq4" "$hq1" "quasi order: same bytes with 1 and 2 threads"
+# A prefetch budget below two batches, and a short last batch (10000 =
+# 1428 x 7 + 4): the arena's head stops below a batch's need, and the
+# next epoch's first batch must still find room once the arena is empty.
+hp1=$(hashes --order sequential --batch 7 --epochs 2 --prefetch 8192 --timeout-ms 5000 "$T/one.sock" "$D")
+hp2=$(hashes --order sequential --batch 7 --epochs 2 "$T/one.sock" "$D")
+like "$hp1" "^epoch 1 batches 1429 samples 10000 xxh3 ${hp2##* }\$" \
+	"an 8 kB prefetch budget with 5.5 kB batches: 2 epochs, the bytes of a large budget"
 
 # O_DIRECT reads (aligned, past the page cache) deliver the same bytes.
 if dd if="$D/shard-00000.lds" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; then
