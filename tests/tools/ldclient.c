@@ -22,7 +22,9 @@
  * release it. --after-release prints a batch's --ids and --batch-hash
  * lines only once its release returned 0 (for a named stream: once the
  * daemon saved it), after a line "releasing E B" before the call (a
- * crash between the two leaves that batch's release undecided). Exit
+ * crash between the two leaves that batch's release undecided). --times
+ * prints "time E B COUNT NS" for each batch, NS its arrival on
+ * CLOCK_MONOTONIC, to compare streams over a common interval. Exit
  * status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
@@ -67,7 +69,7 @@ static void usage(void)
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
-		"  [--reconnect-ms T]\n"
+		"  [--reconnect-ms T] [--times]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -119,7 +121,8 @@ int main(int argc, char **argv)
 		{ "start-batch", 1, 0, 'N' },  { "name", 1, 0, 'n' },
 		{ "fresh", 0, 0, 'F' },	       { "kill-after", 1, 0, 'k' },
 		{ "kill-held", 0, 0, 'j' },    { "after-release", 0, 0, 'a' },
-		{ "reconnect-ms", 1, 0, 'c' }, { 0, 0, 0, 0 }
+		{ "reconnect-ms", 1, 0, 'c' }, { "times", 0, 0, 'y' },
+		{ 0, 0, 0, 0 }
 	};
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -135,7 +138,7 @@ int main(int argc, char **argv)
 	size_t copy_cap = 0;
 	static struct loader_batch held[1024];
 	long keep = 1, nheld = 0, first = 0;
-	int bhash = 0, order_err = 0, kill_held = 0, after = 0;
+	int bhash = 0, order_err = 0, kill_held = 0, after = 0, times = 0;
 	char *mbuf = NULL;
 	size_t msize = 0;
 	long kill_after = -1;
@@ -179,6 +182,7 @@ int main(int argc, char **argv)
 				usage();
 			break;
 		case 'G': bhash = 1; break;
+		case 'y': times = 1; break;
 		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
 		case 'n': o.name = optarg; break;
 		case 'F': o.fresh = 1; break;
@@ -222,7 +226,7 @@ int main(int argc, char **argv)
 	t0 = now_ns();
 	for (;;) {
 		struct loader_batch b;
-		uint64_t a0, a1;
+		uint64_t a0, a1, at;
 		FILE *out;
 
 		if (handoff && nb % 8 == 0) {
@@ -233,6 +237,7 @@ int main(int argc, char **argv)
 		r = loader_next(l, &b, timeout);
 		if (r)
 			break;
+		at = times ? now_ns() : 0;
 		if (b.epoch != epoch) {
 			if (hash && epoch != UINT32_MAX)
 				printf("epoch %" PRIu32 " batches %" PRIu64
@@ -259,6 +264,11 @@ int main(int argc, char **argv)
 			if (!out)
 				out = stdout;
 		}
+		if (times)
+			fprintf(out,
+				"time %" PRIu32 " %" PRIu64 " %" PRIu32
+				" %" PRIu64 "\n",
+				b.epoch, b.index, b.count, at);
 		if (ids)
 			for (uint32_t i = 0; i < b.count; i++)
 				fprintf(out,
