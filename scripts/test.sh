@@ -13,9 +13,11 @@ cd "$top"
 "$top/scripts/deps.sh" --test || exit 1
 
 status=0
+start=$(date +%s)
 run() {
 	echo "== $*"
 	"$@" || { echo "FAILED: $*"; status=1; }
+	echo "-- $(($(date +%s) - start)) s since the start"
 }
 
 # Drop the results of earlier runs: make check runs only the tests of the
@@ -66,9 +68,24 @@ for b in build build-san; do
 	run make -C "$b" -j"$(nproc)" check
 	check_units "$b"
 done
-echo "== make distcheck (log: build/distcheck.log)"
-if ! make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1; then
+# Bounded as a whole too (each test is: tests/exit77.sh), so that a hang
+# outside the tests fails this run with a log rather than outlasting CI.
+dlimit=${LOADERD_DISTCHECK_TIMEOUT:-2400}
+echo "== make distcheck (log: build/distcheck.log, at most $dlimit s)"
+timeout -k 30 "$dlimit" make -C build -j"$(nproc)" distcheck >build/distcheck.log 2>&1
+drc=$?
+echo "-- $(($(date +%s) - start)) s since the start"
+if [ $drc -ne 0 ]; then
 	tail -50 build/distcheck.log
+	if [ $drc -eq 124 ] || [ $drc -eq 137 ]; then
+		echo "make distcheck ran past $dlimit s (LOADERD_DISTCHECK_TIMEOUT) and was killed"
+		# The tests that were running: a log without its result.
+		for l in $(find build/loaderd-*/_build -path '*/tests/*' -name '*.log' 2>/dev/null); do
+			[ -e "${l%.log}.trs" ] && continue
+			echo "-- unfinished in distcheck: $l (last 30 lines):"
+			tail -30 "$l"
+		done
+	fi
 	# The tail rarely names the test: show the failed ones' logs, which
 	# distcheck leaves in its build tree when it fails.
 	for t in $(grep -El '^:test-result: (FAIL|XPASS|ERROR)' \
