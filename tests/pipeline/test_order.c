@@ -295,6 +295,60 @@ Test(order, deterministic)
 	}
 }
 
+/* Every batch of epochs 0 and 1 of p: order_batch() against order_sample(). */
+static uint64_t batch_vs_sample(const struct order_params *p)
+{
+	static uint64_t out[256];
+	struct order *o = must_new(p);
+	uint64_t checked = 0;
+
+	for (uint32_t e = 0; e < 2; e++) {
+		order_set_epoch(o, e);
+		for (uint64_t i = 0; i < order_batches(o); i++) {
+			uint32_t n = order_batch_count(o, i);
+
+			order_batch(o, i, n, out);
+			for (uint32_t k = 0; k < n; k++, checked++)
+				CHECK(out[k] == order_sample(o, i, k),
+				      "%s world %u batch size %u: epoch %u batch %llu sample %u",
+				      kind_name[p->kind], p->world,
+				      p->batch_size, e, (unsigned long long)i,
+				      k);
+		}
+	}
+	order_free(o);
+	return checked;
+}
+
+/*
+ * order_batch() gives what order_sample() gives, sample by sample: eight
+ * lanes at a time and the rest one by one, for every kind, world, rank
+ * and batch size (short last batches and batches of fewer than eight).
+ */
+Test(order, batch_matches_sample)
+{
+	static struct layout l;
+	static const uint64_t counts[] = { 1, 2, 13, 4097, 65537 };
+	static const uint32_t bss[] = { 1, 7, 8, 64, 256 };
+	uint64_t checked = 0;
+
+	for (size_t z = 0; z < NELEM(counts); z++) {
+		make_layout(&l, counts[z]);
+		for (size_t v = 0; v < NELEM(variants); v++)
+			for (size_t bi = 0; bi < NELEM(bss); bi++)
+				for (uint32_t w = 1; w <= 3; w += 2) {
+					struct order_params p =
+						params(variants[v].kind, 11,
+						       w - 1, w, bss[bi], false,
+						       variants[v].window, &l);
+
+					checked += batch_vs_sample(&p);
+				}
+	}
+	cr_expect_gt(checked, 500000, "%llu checked",
+		     (unsigned long long)checked);
+}
+
 static bool seq_equal(const struct order_params *p1, uint32_t e1,
 		      const struct order_params *p2, uint32_t e2, uint64_t n)
 {
