@@ -6,8 +6,12 @@
 #                            criterion, valgrind, Python 3 with NumPy and
 #                            torch (the loader package's tests and its
 #                            PyTorch example), mdb_load (lmdb-utils: the
-#                            LMDB pack test's databases), and
-#                            clang-format and cppcheck for make lint
+#                            LMDB pack test's databases), clang-format
+#                            and cppcheck for make lint, and a Ceph
+#                            cluster's daemons (ceph-mon, ceph-osd,
+#                            radosgw) and curl: the S3 store of the
+#                            s3:// tests, started on loopback
+#                            (tests/integration/ceph.sh)
 #   scripts/deps.sh --bench  the same plus what the image benchmarks use:
 #                            torch, torchvision, PIL and NumPy (the peer and
 #                            bench/mkcorpus.py) and three wallpaper packages
@@ -23,7 +27,8 @@ liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmd
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
-python3 python3-numpy python3-torch lmdb-utils"
+python3 python3-numpy python3-torch lmdb-utils
+ceph-mon ceph-osd radosgw curl"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 fuzz_pkgs="clang"
