@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "awscfg.h"
 #include "futex.h"
 #include "loader.h"
 #include "msg.h"
@@ -64,6 +65,11 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 #define LOADER_BATCH_DEFAULT	256
 #define LOADER_PREFETCH_DEFAULT (64ull << 20)
 #define LOADER_TIMEOUT_DEFAULT	10000 /* ms */
+/*
+ * How long an OPEN of an s3:// dataset may take at least: the daemon
+ * fetches what its shard cache lacks before it answers.
+ */
+#define LOADER_STAGE_TIMEOUT	(30 * 60 * 1000) /* ms */
 #define LOADER_MAX_BATCH	65536
 #define LOADER_MAX_WORLD	65536
 #define LOADER_MIN_SLOTS	2
@@ -880,6 +886,56 @@ static int loader_tar_names(struct loader *l, char **names, size_t n, int *out)
 }
 
 /*
+ * An s3:// dataset: where it is and the caller's credentials, resolved
+ * here, in the caller's process (common/awscfg.h), and sent in one
+ * REMOTE message instead of FILES. The copies are wiped before return.
+ */
+static int loader_send_remote(struct loader *l, const char *url,
+			      uint32_t *first_seq, uint32_t *flags)
+{
+	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
+	struct proto_remote *r = calloc(1, sizeof(*r));
+	struct aws_cfg *c = calloc(1, sizeof(*c));
+	struct diag d;
+	int err;
+
+	if (!r || !c) {
+		err = loader_fail(l, -ENOMEM, "out of memory");
+		goto out;
+	}
+	err = aws_url_parse(url, bucket, prefix, &d);
+	if (!err)
+		err = aws_cfg_resolve(c, NULL, &d);
+	if (err) {
+		err = loader_fail(l, err, "%s", d.msg);
+		goto out;
+	}
+	snprintf(r->url, sizeof(r->url), "s3://%s%s%s", bucket,
+		 prefix[0] ? "/" : "", prefix);
+	memcpy(r->endpoint, c->endpoint, sizeof(r->endpoint));
+	memcpy(r->region, c->region, sizeof(r->region));
+	memcpy(r->access_key, c->access_key, sizeof(r->access_key));
+	memcpy(r->secret_key, c->secret_key, sizeof(r->secret_key));
+	memcpy(r->session_token, c->session_token, sizeof(r->session_token));
+	r->addressing = (uint32_t)c->addressing;
+	*first_seq = l->seq + 1;
+	err = msg_send(l->sock, PROTO_REMOTE, ++l->seq, r, sizeof(*r), NULL,
+		       0);
+	if (err)
+		err = loader_send_failed(l, err, PROTO_REMOTE);
+	else
+		*flags = PROTO_OPEN_REMOTE;
+out:
+	if (c)
+		aws_cfg_wipe(c);
+	if (r)
+		explicit_bzero(r, sizeof(*r));
+	free(c);
+	free(r);
+	return err;
+}
+
+/*
  * Send file 0 (manifest.json, or for tars their names) and the shards
  * (1..n, manifest order, or the tars by name) in FILES messages of at
  * most l->max_fds descriptors. Each batch is opened, sent and closed
@@ -904,6 +960,8 @@ static int loader_send_files(struct loader *l, const char *dataset,
 	bool tar = false, lmdb = false;
 
 	*flags = 0;
+	if (aws_is_url(dataset))
+		return loader_send_remote(l, dataset, first_seq, flags);
 	if (!stat(dataset, &st) && S_ISREG(st.st_mode)) {
 		/* One .tar file (or LMDB data file): its directory, and it. */
 		char *slash;
@@ -1321,12 +1379,17 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 {
 	union loader_reply r;
 	unsigned nfds = 0;
-	int fds[2], err;
+	int fds[2], err, timeout = l->timeout_ms;
 
 	err = msg_send(l->sock, PROTO_OPEN, ++l->seq, po, sizeof(*po), NULL, 0);
 	if (err)
 		return loader_send_failed(l, err, PROTO_OPEN);
+	/* Staging an s3:// dataset may take longer than a reply should. */
+	if ((po->flags & PROTO_OPEN_REMOTE) && l->timeout_ms >= 0 &&
+	    l->timeout_ms < LOADER_STAGE_TIMEOUT)
+		l->timeout_ms = LOADER_STAGE_TIMEOUT;
 	err = loader_reply(l, first_seq, PROTO_OPEN_OK, &r, fds, 2, &nfds);
+	l->timeout_ms = timeout;
 	if (err)
 		return err;
 	if (nfds != 2) {

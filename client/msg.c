@@ -37,6 +37,7 @@ static const char *const msg_names[PROTO_TYPE_END] = {
 	[PROTO_SAVED_OK] = "SAVED_OK",
 	[PROTO_FORGET] = "FORGET",
 	[PROTO_FORGET_OK] = "FORGET_OK",
+	[PROTO_REMOTE] = "REMOTE",
 };
 
 const char *msg_type_name(uint16_t type)

@@ -37,10 +37,11 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	6 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	7 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
-				FORGET; 6: ragged outputs */
+				FORGET; 6: ragged outputs;
+				7: REMOTE, OPEN_REMOTE */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -67,6 +68,7 @@ enum proto_type {
 	PROTO_SAVED_OK = 14,
 	PROTO_FORGET = 15, /* drop a saved named stream */
 	PROTO_FORGET_OK = 16,
+	PROTO_REMOTE = 17, /* the dataset is in an object store */
 	PROTO_TYPE_END
 };
 
@@ -140,6 +142,31 @@ struct proto_output {
 #define PROTO_OPEN_TAR 8u
 /* The dataset is an LMDB database read in place: file 1 its data file. */
 #define PROTO_OPEN_LMDB 16u
+/*
+ * The dataset is the session's REMOTE, in an object store; no FILES are
+ * sent. The daemon fetches it into its shard cache with the REMOTE's
+ * credentials, which must be able to read every object it serves.
+ */
+#define PROTO_OPEN_REMOTE 32u
+
+/*
+ * A dataset in an S3-API object store, and the client's credentials for
+ * it, resolved in the client's process (common/awscfg.h) and sent
+ * instead of FILES, before OPEN. Strings are NUL-terminated; the sizes
+ * are awscfg.h's. The daemon uses them for this stream's requests only:
+ * it never logs or stores them, and wipes them when the OPEN is done.
+ */
+#define PROTO_URL_MAX 1100 /* "s3://" bucket "/" prefix, NUL included */
+struct proto_remote {
+	char url[PROTO_URL_MAX];
+	char endpoint[256];
+	char region[64];
+	char access_key[128]; /* "": anonymous requests */
+	char secret_key[128];
+	char session_token[4096];
+	uint32_t addressing; /* 0 auto, 1 path-style, 2 virtual-host */
+	uint32_t reserved;   /* 0 */
+};
 
 /* What a sample that cannot be decoded does to its stream. */
 enum proto_bad {
@@ -334,6 +361,7 @@ static inline uint32_t proto_payload_size(uint16_t type)
 	case PROTO_SAVED_OK: return sizeof(struct proto_saved_ok);
 	case PROTO_FORGET: return sizeof(struct proto_forget);
 	case PROTO_FORGET_OK: return sizeof(struct proto_forget_ok);
+	case PROTO_REMOTE: return sizeof(struct proto_remote);
 	default: return 0;
 	}
 }

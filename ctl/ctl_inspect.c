@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +17,28 @@
 
 #include <jansson.h>
 
+#include "awscfg.h"
 #include "ctl.h"
 #include "dataset.h"
 #include "lmdbds.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
+#include "s3ds.h"
 #include "shard.h"
 #include "wds.h"
 
 struct inspect_cli {
 	bool json;
 	bool shards;
+	const char *tmp_dir;
+	uint64_t parallel;
+	const char *aws_profile;
+	/*
+	 * Not options: an s3:// dataset's staging directory, and the URL
+	 * shown in its place in everything printed.
+	 */
+	const char *stage, *url;
 };
 
 #define O(f) offsetof(struct inspect_cli, f)
@@ -35,9 +46,27 @@ static const struct opt inspect_table[] = {
 	{ "shards", 's', OPT_FLAG, O(shards), NULL, NULL,
 	  "list every shard of a dataset", 0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
+	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR",
+	  "s3://: fetch the dataset into a staging directory made in DIR, removed at the end (default: $TMPDIR, else " S3DS_TMP_DEFAULT
+	  ")",
+	  0, 0, 0 },
+	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
+	  "s3://: requests in flight at once", 1, 64, 0 },
+	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
+	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
+	  0, 0, 0 },
 	OPT_END,
 };
 #undef O
+
+/* Room for a message or path with a staging directory shown as a URL. */
+#define SHOWN_MAX (PATH_MAX + DIAG_MAX)
+
+/* s, with an s3:// dataset's staging directory shown as its URL. */
+static const char *shown(const struct inspect_cli *o, const char *s, char *buf)
+{
+	return s3ds_subst(buf, SHOWN_MAX, s, o->stage, o->url);
+}
 
 /* What the footers of a set of shards add up to. */
 struct inspect_sum {
@@ -117,6 +146,7 @@ static uint64_t total_raw(const struct inspect_sum *s)
 
 static int inspect_shard(const struct inspect_cli *o, const char *path)
 {
+	char sb[SHOWN_MAX];
 	struct inspect_sum s = { 0 };
 	struct shard *sh;
 	struct diag d;
@@ -125,22 +155,22 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "loaderctl inspect: %s: %s\n", path,
-			strerror(errno));
+		fprintf(stderr, "loaderctl inspect: %s: %s\n",
+			shown(o, path, sb), strerror(errno));
 		return CTL_FAIL;
 	}
 	err = shard_open(&sh, fd, path, &d);
 	if (err) {
-		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		fprintf(stderr, "loaderctl inspect: %s\n", shown(o, d.msg, sb));
 		close(fd);
 		return CTL_FAIL;
 	}
 	add_shard(&s, sh);
 	if (o->json) {
 		json_t *j = json_pack("{s:s, s:s, s:i, s:I, s:I, s:f, s:o}",
-				      "shard", path, "format", "loaderd-shard",
-				      "version", SHARD_VERSION, "records",
-				      (json_int_t)s.records, "bytes",
+				      "shard", shown(o, path, sb), "format",
+				      "loaderd-shard", "version", SHARD_VERSION,
+				      "records", (json_int_t)s.records, "bytes",
 				      (json_int_t)s.bytes, "ratio",
 				      ratio(total_raw(&s), s.bytes), "fields",
 				      fields_json(&s));
@@ -148,7 +178,7 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 		printf("\n");
 		json_decref(j);
 	} else {
-		printf("shard:    %s\n", path);
+		printf("shard:    %s\n", shown(o, path, sb));
 		printf("format:   loaderd shard v%d\n", SHARD_VERSION);
 		printf("records:  %" PRIu64 "\n", s.records);
 		printf("size:     %s (%" PRIu64 " bytes), ratio %.2f\n",
@@ -169,6 +199,7 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
  */
 static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 {
+	char sb[SHOWN_MAX];
 	struct inspect_sum s = { 0 };
 	struct wds_index **ix = NULL;
 	struct shard **sh = NULL;
@@ -195,7 +226,7 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 			diag_set(&d, err, "out of memory");
 	}
 	if (err) {
-		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		fprintf(stderr, "loaderctl inspect: %s\n", shown(o, d.msg, sb));
 		free(names);
 		return CTL_FAIL;
 	}
@@ -213,14 +244,14 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 			err = lmdbds_index_path(file, &fd, &ix[i], &d);
 			if (err) {
 				fprintf(stderr, "loaderctl inspect: %s\n",
-					d.msg);
+					shown(o, d.msg, sb));
 				goto out;
 			}
 		} else {
 			fd = open(file, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
 				fprintf(stderr, "loaderctl inspect: %s: %s\n",
-					file, strerror(errno));
+					shown(o, file, sb), strerror(errno));
 				goto out;
 			}
 			err = wds_index_scan(&ix[i], fd, file, &d);
@@ -229,7 +260,8 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 			err = shard_open_wds(&sh[i], fd, file, ix[i], &d);
 		close(fd); /* the index and counts are all inspect needs */
 		if (err) {
-			fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+			fprintf(stderr, "loaderctl inspect: %s\n",
+				shown(o, d.msg, sb));
 			goto out;
 		}
 		if (i &&
@@ -253,16 +285,16 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 					  (json_int_t)shard_count(sh[i]),
 					  "bytes",
 					  (json_int_t)shard_file_size(sh[i])));
-		j = json_pack("{s:s, s:s, s:I, s:I, s:o, s:o}", "dataset", path,
-			      "format", "webdataset-tar", "samples",
-			      (json_int_t)s.records, "bytes",
+		j = json_pack("{s:s, s:s, s:I, s:I, s:o, s:o}", "dataset",
+			      shown(o, path, sb), "format", "webdataset-tar",
+			      "samples", (json_int_t)s.records, "bytes",
 			      (json_int_t)s.bytes, "fields", fields_json(&s),
 			      "tars", files);
 		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("\n");
 		json_decref(j);
 	} else {
-		printf("dataset:  %s\n", path);
+		printf("dataset:  %s\n", shown(o, path, sb));
 		if (lmdb)
 			printf("format:   LMDB database, read in place\n");
 		else
@@ -314,6 +346,7 @@ static bool has_jpeg(const struct schema *s)
 
 static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 {
+	char sb[SHOWN_MAX];
 	struct inspect_sum s = { 0 };
 	struct dataset *ds;
 	struct diag d;
@@ -322,7 +355,7 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 	int rc = CTL_OK;
 
 	if (dataset_load(&ds, dir, &d)) {
-		fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+		fprintf(stderr, "loaderctl inspect: %s\n", shown(o, d.msg, sb));
 		json_decref(shards);
 		return CTL_FAIL;
 	}
@@ -331,7 +364,8 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 		int fd;
 
 		if (dataset_open_shard(ds, i, &fd, &sh, &d)) {
-			fprintf(stderr, "loaderctl inspect: %s\n", d.msg);
+			fprintf(stderr, "loaderctl inspect: %s\n",
+				shown(o, d.msg, sb));
 			rc = CTL_FAIL;
 			goto out;
 		}
@@ -353,11 +387,11 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 			json_array_append_new(cl, json_string(ds->classes[i]));
 		j = json_pack(
 			"{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:o, s:o, s:o}",
-			"dataset", dir, "format", DATASET_FORMAT, "version",
-			DATASET_VERSION, "records", (json_int_t)s.records,
-			"shard_count", (json_int_t)ds->nshards, "bytes",
-			(json_int_t)s.bytes, "ratio",
-			ratio(total_raw(&s), s.bytes), "fields",
+			"dataset", shown(o, dir, sb), "format", DATASET_FORMAT,
+			"version", DATASET_VERSION, "records",
+			(json_int_t)s.records, "shard_count",
+			(json_int_t)ds->nshards, "bytes", (json_int_t)s.bytes,
+			"ratio", ratio(total_raw(&s), s.bytes), "fields",
 			fields_json(&s), "classes", cl, "shards",
 			json_incref(shards));
 		if (ds->origin.source)
@@ -386,7 +420,7 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 		json_decref(j);
 		goto out;
 	}
-	printf("dataset:  %s\n", dir);
+	printf("dataset:  %s\n", shown(o, dir, sb));
 	printf("records:  %" PRIu64 " in %" PRIu32 " shard%s\n", s.records,
 	       ds->nshards, ds->nshards == 1 ? "" : "s");
 	printf("size:     %s (%" PRIu64 " bytes), ratio %.2f\n",
@@ -445,13 +479,88 @@ out:
 	return rc;
 }
 
+/* A dataset directory, a directory of tars, a tar, an LMDB or a shard. */
+static int inspect_path(const struct inspect_cli *o, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		fprintf(stderr, "loaderctl inspect: %s: %s\n", path,
+			strerror(errno));
+		return CTL_FAIL;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		char m[4200];
+
+		snprintf(m, sizeof(m), "%s/%s", path, DATASET_MANIFEST);
+		if (access(m, F_OK) && errno == ENOENT)
+			return inspect_tars(o, path, true);
+		return inspect_dataset(o, path);
+	}
+	{
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		bool tar = fd >= 0 && wds_is_tar(fd, path);
+
+		if (fd >= 0)
+			close(fd);
+		if (tar || lmdbds_detect(path))
+			return inspect_tars(o, path, false);
+	}
+	return inspect_shard(o, path);
+}
+
+/*
+ * A dataset (or one object) in a store: fetched whole into a staging
+ * directory, inspected there as a local one, with the URL shown in place
+ * of the directory, then removed.
+ */
+static int inspect_s3(struct inspect_cli *o, const char *url)
+{
+	struct s3ds_opts so = {
+		.profile = o->aws_profile,
+		.tmp_dir = o->tmp_dir,
+		.parallel = (unsigned)o->parallel,
+	};
+	char stage[PATH_MAX] = "", path[PATH_MAX], to[PATH_MAX];
+	char sb[SHOWN_MAX];
+	struct diag d = { "" };
+	struct s3ds *s = NULL;
+	struct s3ds_xfer x;
+	int err, rc = CTL_FAIL;
+
+	err = s3ds_open(&s, url, &so, &d);
+	if (!err) {
+		s3ds_catch_signals();
+		err = s3ds_stage(s, stage, sizeof(stage), &d);
+	}
+	if (!err)
+		err = s3ds_fetch(s, stage, path, sizeof(path), to, sizeof(to),
+				 &x, &d);
+	if (err) {
+		o->stage = stage;
+		o->url = s ? s3ds_url(s) : url;
+		fprintf(stderr, "loaderctl inspect: %s\n",
+			s3ds_interrupted() ? "interrupted" :
+					     shown(o, d.msg, sb));
+		goto out;
+	}
+	s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(s), &x);
+	o->stage = stage;
+	o->url = to;
+	rc = inspect_path(o, path);
+out:
+	s3ds_unstage(stage);
+	s3ds_free(s);
+	s3ds_reraise();
+	return rc;
+}
+
 int ctl_inspect(int argc, char **argv)
 {
 	static const char usage[] =
-		"loaderctl inspect [OPTIONS] DATASET|SHARD|TAR";
+		"loaderctl inspect [OPTIONS] DATASET|SHARD|TAR|s3://BUCKET[/PREFIX]";
 	struct inspect_cli o = { 0 };
 	struct diag d = { { 0 } };
-	struct stat st;
 	int nargs, help, err;
 
 	err = opts_parse(inspect_table, &o, argc, argv, &nargs, &help, &d);
@@ -464,7 +573,8 @@ int ctl_inspect(int argc, char **argv)
 				"or of WebDataset tars read in place (a .tar file, or a directory\n"
 				"of them without a manifest). Reads only the manifest and the\n"
 				"shards' headers and footers; a tar's member headers, labels and\n"
-				".npy headers.",
+				".npy headers. An s3:// dataset (or object) is fetched whole\n"
+				"into a staging directory first, and removed after.",
 				inspect_table);
 			return CTL_OK;
 		}
@@ -475,27 +585,7 @@ int ctl_inspect(int argc, char **argv)
 			usage);
 		return CTL_FAIL;
 	}
-	if (stat(argv[0], &st)) {
-		fprintf(stderr, "loaderctl inspect: %s: %s\n", argv[0],
-			strerror(errno));
-		return CTL_FAIL;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		char m[4200];
-
-		snprintf(m, sizeof(m), "%s/%s", argv[0], DATASET_MANIFEST);
-		if (access(m, F_OK) && errno == ENOENT)
-			return inspect_tars(&o, argv[0], true);
-		return inspect_dataset(&o, argv[0]);
-	}
-	{
-		int fd = open(argv[0], O_RDONLY | O_CLOEXEC);
-		bool tar = fd >= 0 && wds_is_tar(fd, argv[0]);
-
-		if (fd >= 0)
-			close(fd);
-		if (tar || lmdbds_detect(argv[0]))
-			return inspect_tars(&o, argv[0], false);
-	}
-	return inspect_shard(&o, argv[0]);
+	if (aws_is_url(argv[0]))
+		return inspect_s3(&o, argv[0]);
+	return inspect_path(&o, argv[0]);
 }

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,14 @@
 
 #include <jansson.h>
 
+#include "awscfg.h"
 #include "ctl.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "pack.h"
 #include "progress.h"
+#include "s3ds.h"
+#include "source.h"
 
 struct pack_opts {
 	const char *format;
@@ -35,6 +39,10 @@ struct pack_opts {
 	bool skip_bad;
 	bool force;
 	bool json;
+	const char *tmp_dir;
+	uint64_t part_size;
+	uint64_t parallel;
+	const char *aws_profile;
 };
 
 #define O(f) offsetof(struct pack_opts, f)
@@ -76,23 +84,49 @@ static const struct opt pack_table[] = {
 	  "skip samples that cannot be read or decoded (each is named) instead of stopping",
 	  0, 0, 0 },
 	{ "force", 'f', OPT_FLAG, O(force), NULL, NULL,
-	  "replace a dataset already in OUTDIR", 0, 0, 0 },
+	  "replace a dataset already in OUTDIR (or at the s3:// URL)", 0, 0,
+	  0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
 	  "print the summary as one JSON object per split", 0, 0, 0 },
+	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR",
+	  "s3://: pack into a staging directory made in DIR, removed after the upload (default: $TMPDIR, else " S3DS_TMP_DEFAULT
+	  ")",
+	  0, 0, 0 },
+	{ "part-size", 0, OPT_SIZE, O(part_size), "64M", "BYTES",
+	  "s3://: upload a shard larger than this as a multipart upload, in parts of this size (5M..5G)",
+	  5.0 * 1024 * 1024, 5.0 * 1024 * 1024 * 1024, 0 },
+	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
+	  "s3://: requests in flight at once (shards and parts)", 1, 64, 0 },
+	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
+	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
+	  0, 0, 0 },
 	OPT_END,
 };
 #undef O
+
+/* Datasets one pack may write (an IDX source's splits). */
+#define PACK_VIEW_MAX 16
 
 /* What the progress callback needs: the bar and how to print summaries. */
 struct pack_view {
 	bool json;
 	bool bar_on; /* between PACK_BEGIN and PACK_DONE or a failure */
 	struct progress bar;
+	/*
+	 * An s3:// pack: the staging directory, shown as the URL, and the
+	 * datasets packed in it (relative to it; "" for itself).
+	 */
+	const char *stage, *url;
+	char packed[PACK_VIEW_MAX][64];
+	size_t npacked;
 };
 
-static void print_summary(const struct pack_progress *pg, bool json)
+static void print_summary(const struct pack_progress *pg,
+			  const struct pack_view *v)
 {
 	const struct pack_stats *st = pg->stats;
+	bool json = v->json;
+	char outdir[PATH_MAX];
 	double ratio = st->bytes_out ?
 			       (double)st->bytes_in / (double)st->bytes_out :
 			       0;
@@ -103,12 +137,13 @@ static void print_summary(const struct pack_progress *pg, bool json)
 			      0;
 	char a[32], b[32];
 
+	s3ds_subst(outdir, sizeof(outdir), pg->outdir, v->stage, v->url);
 	if (json) {
 		json_t *j = json_pack(
 			"{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
-			"split", pg->split ? pg->split : "", "dataset",
-			pg->outdir, "samples", (json_int_t)st->records,
-			"skipped", (json_int_t)st->skipped, "shards",
+			"split", pg->split ? pg->split : "", "dataset", outdir,
+			"samples", (json_int_t)st->records, "skipped",
+			(json_int_t)st->skipped, "shards",
 			(json_int_t)st->shards, "bytes_in",
 			(json_int_t)st->bytes_in, "bytes_out",
 			(json_int_t)st->bytes_out, "ratio", ratio, "seconds",
@@ -137,7 +172,7 @@ static void print_summary(const struct pack_progress *pg, bool json)
 	}
 	printf("packed %" PRIu64 " samples into %" PRIu32
 	       " shard%s in %s: %s in, %s out, ratio %.2f, %.2f s (%.0f samples/s)",
-	       st->records, st->shards, st->shards == 1 ? "" : "s", pg->outdir,
+	       st->records, st->shards, st->shards == 1 ? "" : "s", outdir,
 	       progress_bytes((double)st->bytes_in, a, sizeof(a)),
 	       progress_bytes((double)st->bytes_out, b, sizeof(b)), ratio,
 	       st->seconds,
@@ -163,6 +198,9 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 {
 	struct pack_view *v = arg;
 
+	/* An s3:// pack stops on a signal, to remove its staging directory. */
+	if (v->stage && s3ds_interrupted())
+		return -EINTR;
 	switch (pg->event) {
 	case PACK_BEGIN:
 		progress_start(&v->bar, pg->split ? pg->split : "pack",
@@ -183,7 +221,14 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 		break;
 	case PACK_DONE:
 		bar_end(v);
-		print_summary(pg, v->json);
+		print_summary(pg, v);
+		if (v->stage && v->npacked < PACK_VIEW_MAX &&
+		    !strncmp(pg->outdir, v->stage, strlen(v->stage))) {
+			const char *rel = pg->outdir + strlen(v->stage);
+
+			snprintf(v->packed[v->npacked++], sizeof(v->packed[0]),
+				 "%s", *rel == '/' ? rel + 1 : rel);
+		}
 		break;
 	}
 	return 0;
@@ -211,9 +256,108 @@ int ctl_parse_restart(const char *prog, const char *s, uint32_t *out)
 	return CTL_OK;
 }
 
+/*
+ * Pack into a staging directory, then store it at url: every shard, then
+ * the manifests. The checks that need no packing (the URL, the
+ * credentials, the bucket, a dataset already there) come first, so that
+ * a long pack is not thrown away for them.
+ */
+static int pack_s3(const struct pack_opts *o, struct pack_params *p,
+		   struct pack_view *v, const char *url)
+{
+	struct s3ds_opts so = {
+		.profile = o->aws_profile,
+		.tmp_dir = o->tmp_dir,
+		.parallel = (unsigned)o->parallel,
+		.part_bytes = o->part_size,
+	};
+	char stage[PATH_MAX] = "", splits[PACK_VIEW_MAX][32], msg[DIAG_MAX];
+	const char *subs[PACK_VIEW_MAX];
+	struct diag d = { "" };
+	struct s3ds *s = NULL;
+	struct s3ds_xfer x;
+	bool pushing = false;
+	int n = 1, err, rc = CTL_FAIL;
+
+	err = s3ds_open(&s, url, &so, &d);
+	if (err)
+		goto out;
+	/* The datasets the pack will write: one per split packed. */
+	splits[0][0] = '\0';
+	if (p->format->splits) {
+		n = p->format->splits(p->src, splits, PACK_VIEW_MAX, &d);
+		if (n < 0) {
+			err = n;
+			goto out;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		if (p->format->splits && p->split &&
+		    strcmp(p->split, splits[i]))
+			continue;
+		err = s3ds_check_target(s, splits[i], p->force, &d);
+		if (err)
+			goto out;
+	}
+	s3ds_catch_signals();
+	err = s3ds_stage(s, stage, sizeof(stage), &d);
+	if (err)
+		goto out;
+	p->outdir = stage;
+	p->force = false; /* the staging directory is new and empty */
+	v->stage = stage;
+	v->url = s3ds_url(s);
+	err = pack_run(p, &d);
+	bar_end(v);
+	if (!err && s3ds_interrupted())
+		err = -EINTR;
+	if (err)
+		goto out;
+	for (size_t i = 0; i < v->npacked; i++)
+		subs[i] = v->packed[i];
+	pushing = true;
+	err = s3ds_push(s, stage, subs, v->npacked, &x, &d);
+	if (err)
+		goto out;
+	if (o->json) {
+		json_t *j =
+			json_pack("{s:s, s:I, s:I, s:f, s:I, s:I}", "uploaded",
+				  s3ds_url(s), "objects", (json_int_t)x.objects,
+				  "bytes", (json_int_t)x.bytes, "seconds",
+				  x.seconds, "requests", (json_int_t)x.requests,
+				  "retries", (json_int_t)x.retries);
+		char *t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+		if (t)
+			printf("%s\n", t);
+		free(t);
+		json_decref(j);
+	} else {
+		s3ds_print_xfer(stdout, "uploaded", "to", s3ds_url(s), &x);
+	}
+	rc = CTL_OK;
+out:
+	if ((err == -EINTR || (err && s3ds_interrupted())) && !pushing)
+		fprintf(stderr,
+			"loaderctl pack: interrupted before the upload; nothing was stored\n");
+	else if (err == -EINTR || (err && s3ds_interrupted()))
+		fprintf(stderr,
+			"loaderctl pack: interrupted during the upload; a dataset whose manifest.json was not stored is not there (its shards stored so far stay, named by nothing)\n");
+	else if (err)
+		fprintf(stderr, "loaderctl pack: %s\n",
+			s3ds_subst(msg, sizeof(msg),
+				   d.msg[0] ? d.msg : loader_strerror(err),
+				   stage, s ? s3ds_url(s) : url));
+	s3ds_unstage(stage);
+	s3ds_free(s);
+	s3ds_reraise();
+	return rc;
+}
+
 int ctl_pack(int argc, char **argv)
 {
-	static const char usage[] = "loaderctl pack [OPTIONS] SRC OUTDIR";
+	static const char usage[] =
+		"loaderctl pack [OPTIONS] SRC OUTDIR|s3://BUCKET[/PREFIX]";
 	struct pack_opts o = { 0 };
 	struct pack_view view = { 0 };
 	struct pack_params p;
@@ -228,7 +372,9 @@ int ctl_pack(int argc, char **argv)
 				stdout, usage,
 				"Pack SRC into the dataset directory OUTDIR: an IDX directory\n"
 				"(MNIST family; one dataset per split, in OUTDIR/SPLIT), an\n"
-				"ImageFolder tree (CLASS/*.jpg) or a WebDataset-style tar.",
+				"ImageFolder tree (CLASS/*.jpg) or a WebDataset-style tar.\n"
+				"To an s3:// URL: packed in a staging directory, then every\n"
+				"shard is uploaded, and manifest.json last.",
 				pack_table);
 			return CTL_OK;
 		}
@@ -255,6 +401,12 @@ int ctl_pack(int argc, char **argv)
 	}
 	if (ctl_parse_restart("loaderctl pack", o.jpeg_restart, &restart))
 		return CTL_FAIL;
+	if (aws_is_url(argv[0])) {
+		fprintf(stderr,
+			"loaderctl pack: %s: packing from an object store is not supported; fetch the source first\n",
+			argv[0]);
+		return CTL_FAIL;
+	}
 	p = (struct pack_params){
 		.format = pack_source_find(o.format, argv[0]),
 		.src = argv[0],
@@ -289,6 +441,8 @@ int ctl_pack(int argc, char **argv)
 		return CTL_FAIL;
 	}
 	view.json = o.json;
+	if (aws_is_url(argv[1]))
+		return pack_s3(&o, &p, &view, argv[1]);
 	err = pack_run(&p, &d);
 	bar_end(&view);
 	if (err) {

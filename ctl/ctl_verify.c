@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +14,14 @@
 
 #include <jansson.h>
 
+#include "awscfg.h"
 #include "ctl.h"
 #include "dataset.h"
 #include "lmdbds.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "progress.h"
+#include "s3ds.h"
 #include "shard.h"
 #include "verify.h"
 #include "wds.h"
@@ -28,6 +31,9 @@ struct verify_cli {
 	bool json;
 	uint64_t max_report;
 	uint64_t max_pixels;
+	const char *tmp_dir;
+	uint64_t parallel;
+	const char *aws_profile;
 };
 
 #define O(f) offsetof(struct verify_cli, f)
@@ -41,6 +47,15 @@ static const struct opt verify_table[] = {
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest JPEG (width x height) to decode, as loaderd --max-pixels; larger ones are bad records",
 	  0, 0, 0 },
+	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR",
+	  "s3://: fetch each dataset into a staging directory made in DIR, removed after it is checked (default: $TMPDIR, else " S3DS_TMP_DEFAULT
+	  ")",
+	  0, 0, 0 },
+	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
+	  "s3://: requests in flight at once", 1, 64, 0 },
+	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
+	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
+	  0, 0, 0 },
 	OPT_END,
 };
 #undef O
@@ -51,15 +66,26 @@ struct verify_run {
 	struct verify_stats st;
 	uint64_t bad_shards, shards, reported;
 	json_t *bad; /* --json: list of problems */
+	/*
+	 * An s3:// dataset being checked: its staging directory, shown as
+	 * the URL in every report; the seconds its fetches took (not
+	 * counted in the verify rate); whether a store could not be read.
+	 */
+	const char *stage, *url;
+	double fetch_s;
+	bool failed;
 };
 
 static void report(struct verify_run *r, const char *msg)
 {
+	char m[PATH_MAX + DIAG_MAX];
+
 	progress_end(&r->pg);
+	s3ds_subst(m, sizeof(m), msg, r->stage, r->url);
 	if (r->bad)
-		json_array_append_new(r->bad, json_string(msg));
+		json_array_append_new(r->bad, json_string(m));
 	else
-		printf("bad: %s\n", msg);
+		printf("bad: %s\n", m);
 	fflush(stdout);
 }
 
@@ -171,10 +197,151 @@ static void verify_path(struct verify_run *r, struct verify_ctx *vc,
 	close(fd);
 }
 
+/* One argument: a shard or tar file, a dataset, a directory of tars. */
+static void verify_arg(struct verify_run *r, struct verify_ctx *vc,
+		       const char *arg)
+{
+	struct diag d;
+	int err;
+	struct dataset *ds = NULL;
+	struct shard *sh = NULL;
+	struct stat st;
+	int fd = -1;
+
+	if (stat(arg, &st)) {
+		diag_set(&d, -errno, "%s: %s", arg, strerror(errno));
+		report(r, d.msg);
+		r->shards++;
+		r->bad_shards++;
+		return;
+	}
+	if (S_ISREG(st.st_mode)) {
+		verify_path(r, vc, arg);
+		return;
+	}
+	{
+		char m[4200], **names = NULL;
+		size_t n = 0;
+
+		snprintf(m, sizeof(m), "%s/%s", arg, DATASET_MANIFEST);
+		if (access(m, F_OK) && errno == ENOENT && lmdbds_detect(arg)) {
+			verify_path(r, vc, arg);
+			return;
+		}
+		if (access(m, F_OK) && errno == ENOENT) {
+			/* A directory of tars, each read in place. */
+			if (wds_list(arg, &names, &n, &d)) {
+				report(r, d.msg);
+				r->shards++;
+				r->bad_shards++;
+				return;
+			}
+			for (size_t i = 0; i < n; i++) {
+				snprintf(m, sizeof(m), "%s/%s", arg, names[i]);
+				if (!stat(m, &st))
+					r->pg.total += (uint64_t)st.st_size;
+			}
+			for (size_t i = 0; i < n; i++) {
+				snprintf(m, sizeof(m), "%s/%s", arg, names[i]);
+				verify_path(r, vc, m);
+				free(names[i]);
+			}
+			free(names);
+			return;
+		}
+	}
+	err = dataset_load(&ds, arg, &d);
+	if (err) {
+		report(r, d.msg);
+		r->shards++;
+		r->bad_shards++;
+		return;
+	}
+	for (uint32_t i = 0; i < ds->nshards; i++)
+		r->pg.total += ds->shards[i].bytes;
+	for (uint32_t i = 0; i < ds->nshards && !s3ds_interrupted(); i++) {
+		char path[4200];
+
+		err = dataset_open_shard(ds, i, &fd, &sh, &d);
+		if (!err && shard_file_size(sh) != ds->shards[i].bytes)
+			err = diag_set(&d, LOADER_EFORMAT,
+				       "%s: %" PRIu64
+				       " bytes, the manifest says %" PRIu64,
+				       dataset_path(ds, ds->shards[i].file,
+						    path, sizeof(path)),
+				       shard_file_size(sh),
+				       ds->shards[i].bytes);
+		if (err) {
+			r->shards++;
+			r->bad_shards++;
+			report(r, d.msg);
+		} else {
+			verify_one(r, vc, sh, fd);
+		}
+		shard_close(sh);
+		sh = NULL;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	dataset_free(ds);
+}
+
+/*
+ * A dataset (or one object) in a store: fetched whole into a staging
+ * directory, checked there as a local one with the URL shown in place of
+ * the directory, then removed. A dataset that is not there is a bad one,
+ * as a missing directory is; a store that cannot be read (credentials,
+ * bucket, network) makes verify exit 2, as it could not check.
+ */
+static void verify_s3(struct verify_run *r, struct verify_ctx *vc,
+		      const char *url)
+{
+	struct s3ds_opts so = {
+		.profile = r->o->aws_profile,
+		.tmp_dir = r->o->tmp_dir,
+		.parallel = (unsigned)r->o->parallel,
+	};
+	char stage[PATH_MAX] = "", path[PATH_MAX], to[PATH_MAX];
+	struct diag d = { "" };
+	struct s3ds *s = NULL;
+	struct s3ds_xfer x = { 0 };
+	int err;
+
+	progress_end(&r->pg);
+	err = s3ds_open(&s, url, &so, &d);
+	if (!err) {
+		s3ds_catch_signals();
+		err = s3ds_stage(s, stage, sizeof(stage), &d);
+	}
+	if (!err)
+		err = s3ds_fetch(s, stage, path, sizeof(path), to, sizeof(to),
+				 &x, &d);
+	r->fetch_s += x.seconds;
+	r->stage = stage;
+	r->url = s ? s3ds_url(s) : url;
+	if (err && s3ds_interrupted()) {
+		r->failed = true;
+	} else if (err) {
+		report(r, d.msg);
+		r->shards++;
+		r->bad_shards++;
+		if (err != -ENOENT && err != LOADER_EFORMAT)
+			r->failed = true;
+	} else {
+		s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(s), &x);
+		r->url = to;
+		verify_arg(r, vc, path);
+	}
+	r->stage = r->url = NULL;
+	s3ds_unstage(stage);
+	s3ds_free(s);
+}
+
 int ctl_verify(int argc, char **argv)
 {
 	static const char usage[] =
-		"loaderctl verify [OPTIONS] DATASET|SHARD|TAR...";
+		"loaderctl verify [OPTIONS] DATASET|SHARD|TAR|s3://BUCKET[/PREFIX]...";
 	struct verify_cli o = { 0 };
 	struct verify_run r = { .o = &o };
 	struct verify_ctx *vc = NULL;
@@ -193,8 +360,10 @@ int ctl_verify(int argc, char **argv)
 				"field. Each bad record is named (shard, record, offset). A tar\n"
 				"(or a directory of them without a manifest) is checked as a\n"
 				"stream reads it in place: its headers, labels and .npy headers,\n"
-				"and (without --quick) every field decoded. Exit\n"
-				"status: 0 all good, 1 something is bad, 2 could not run.",
+				"and (without --quick) every field decoded. An s3:// dataset\n"
+				"(or object) is fetched whole into a staging directory, checked\n"
+				"there and removed. Exit status: 0 all good, 1 something is\n"
+				"bad, 2 could not run (or a store could not be read).",
 				verify_table);
 			return CTL_OK;
 		}
@@ -220,99 +389,15 @@ int ctl_verify(int argc, char **argv)
 	}
 	t0 = progress_now();
 	progress_start(&r.pg, "verify", "B", total);
-	for (int a = 0; a < nargs; a++) {
-		struct dataset *ds = NULL;
-		struct shard *sh = NULL;
-		struct stat st;
-		int fd = -1;
-
-		if (stat(argv[a], &st)) {
-			diag_set(&d, -errno, "%s: %s", argv[a],
-				 strerror(errno));
-			report(&r, d.msg);
-			r.shards++;
-			r.bad_shards++;
-			continue;
-		}
-		if (S_ISREG(st.st_mode)) {
-			verify_path(&r, vc, argv[a]);
-			continue;
-		}
-		{
-			char m[4200], **names = NULL;
-			size_t n = 0;
-
-			snprintf(m, sizeof(m), "%s/%s", argv[a],
-				 DATASET_MANIFEST);
-			if (access(m, F_OK) && errno == ENOENT &&
-			    lmdbds_detect(argv[a])) {
-				verify_path(&r, vc, argv[a]);
-				continue;
-			}
-			if (access(m, F_OK) && errno == ENOENT) {
-				/* A directory of tars, each read in place. */
-				if (wds_list(argv[a], &names, &n, &d)) {
-					report(&r, d.msg);
-					r.shards++;
-					r.bad_shards++;
-					continue;
-				}
-				for (size_t i = 0; i < n; i++) {
-					snprintf(m, sizeof(m), "%s/%s", argv[a],
-						 names[i]);
-					if (!stat(m, &st))
-						r.pg.total +=
-							(uint64_t)st.st_size;
-				}
-				for (size_t i = 0; i < n; i++) {
-					snprintf(m, sizeof(m), "%s/%s", argv[a],
-						 names[i]);
-					verify_path(&r, vc, m);
-					free(names[i]);
-				}
-				free(names);
-				continue;
-			}
-		}
-		err = dataset_load(&ds, argv[a], &d);
-		if (err) {
-			report(&r, d.msg);
-			r.shards++;
-			r.bad_shards++;
-			continue;
-		}
-		for (uint32_t i = 0; i < ds->nshards; i++)
-			r.pg.total += ds->shards[i].bytes;
-		for (uint32_t i = 0; i < ds->nshards; i++) {
-			char path[4200];
-
-			err = dataset_open_shard(ds, i, &fd, &sh, &d);
-			if (!err && shard_file_size(sh) != ds->shards[i].bytes)
-				err = diag_set(
-					&d, LOADER_EFORMAT,
-					"%s: %" PRIu64
-					" bytes, the manifest says %" PRIu64,
-					dataset_path(ds, ds->shards[i].file,
-						     path, sizeof(path)),
-					shard_file_size(sh),
-					ds->shards[i].bytes);
-			if (err) {
-				r.shards++;
-				r.bad_shards++;
-				report(&r, d.msg);
-			} else {
-				verify_one(&r, vc, sh, fd);
-			}
-			shard_close(sh);
-			sh = NULL;
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
-		}
-		dataset_free(ds);
+	for (int a = 0; a < nargs && !s3ds_interrupted(); a++) {
+		if (aws_is_url(argv[a]))
+			verify_s3(&r, vc, argv[a]);
+		else
+			verify_arg(&r, vc, argv[a]);
 	}
 	progress_end(&r.pg);
-	secs = progress_now() - t0;
+	/* The rate is the check's: time spent fetching is left out. */
+	secs = progress_now() - t0 - r.fetch_s;
 	if (o.json) {
 		json_t *j = json_pack(
 			"{s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:o}", "records",
@@ -345,5 +430,11 @@ int ctl_verify(int argc, char **argv)
 			       r.st.jpeg_segmented);
 	}
 	verify_ctx_free(vc);
+	if (s3ds_interrupted()) {
+		fprintf(stderr, "loaderctl verify: interrupted\n");
+		s3ds_reraise();
+	}
+	if (r.failed)
+		return CTL_FAIL;
 	return r.st.bad || r.bad_shards ? CTL_FOUND : CTL_OK;
 }

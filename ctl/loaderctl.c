@@ -6,12 +6,13 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "s3ds.h"
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "pack", ctl_pack,
-	  "pack IDX files, an ImageFolder or a tar into a sharded dataset" },
+	  "pack IDX files, an ImageFolder or a tar into a dataset, here or at s3://" },
 	{ "inspect", ctl_inspect,
-	  "show a dataset's or shard's schema, counts and sizes" },
+	  "show a dataset's or shard's schema, counts and sizes, here or at s3://" },
 	{ "verify", ctl_verify,
 	  "check every record's checksum and decode every field" },
 	{ "pipeline", ctl_pipeline,
@@ -58,6 +59,12 @@ int ctl_dispatch(const struct ctl_cmd *cmds, const char *prog, const char *noun,
 
 int main(int argc, char **argv)
 {
+	/*
+	 * libcurl's global state, before any command starts a thread (pack
+	 * and bench do). Its failure is reported by the s3:// commands that
+	 * need it; the others run without it.
+	 */
+	(void)s3ds_global_init();
 	if (argc >= 2 && !strcmp(argv[1], "--version")) {
 		printf("loaderctl %s\n", PACKAGE_VERSION);
 		return CTL_OK;

@@ -27,6 +27,8 @@
 #include "opts.h"
 #include "plog.h"
 #include "pool.h"
+#include "rcache.h"
+#include "s3.h"
 #include "server.h"
 #include "state.h"
 
@@ -51,6 +53,7 @@ struct loaderd_opts {
 	double stop_timeout;
 	uint64_t memory_budget;
 	uint64_t cache_memory;
+	uint64_t cache_disk;
 	const char *state_dir;
 	const char *cache_dir;
 	uint64_t stream_expiry;
@@ -125,6 +128,9 @@ static const struct opt loaderd_table[] = {
 	{ "cache-memory", 0, OPT_SIZE, O(cache_memory), "0", "BYTES",
 	  "the node cache: stored records shared by every stream on the same dataset files, kept as first read (0: none)",
 	  0, 0, 0 },
+	{ "cache-disk", 0, OPT_SIZE, O(cache_disk), "10G", "BYTES",
+	  "the shard cache of s3:// datasets, in the cache directory's s3/: shards kept on disk for every stream, least recently used removed first (0: no bound)",
+	  0, 0, 0 },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
 	  0.1, 3600, 0 },
@@ -145,6 +151,7 @@ static const struct opt loaderd_table[] = {
 struct loaderd {
 	struct server *srv;
 	struct state *state; /* named streams' positions; NULL: none */
+	struct rcache *rcache; /* s3:// datasets' shards; NULL: refused */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
 	/* The options in effect, and what they were read from. */
@@ -610,6 +617,22 @@ static void notify_parent(int fd, bool ok)
 	close(fd);
 }
 
+/*
+ * The shard cache of s3:// datasets, in cache/s3. Without it the daemon
+ * serves on and refuses s3:// datasets, saying why.
+ */
+static void open_rcache(struct loaderd *ld, const char *cache)
+{
+	struct rcache_params p = { .budget = ld->o.cache_disk };
+	char dir[PATH_MAX + 4];
+	struct diag d;
+
+	snprintf(dir, sizeof(dir), "%s/s3", cache);
+	if (rcache_new(&ld->rcache, dir, &p, &d))
+		plog(PLOG_ERR, "shard cache: %s; s3:// datasets are refused",
+		     d.msg);
+}
+
 int main(int argc, char **argv)
 {
 	static const char usage[] = "loaderd [OPTIONS]";
@@ -713,6 +736,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Opens run on libuv's thread pool (4 threads unless told), and an
+	 * open of an s3:// dataset holds one while it fetches: a few such
+	 * opens must not hold up every other open and teardown.
+	 */
+	setenv("UV_THREADPOOL_SIZE", "16", 0);
+	/* libcurl's global state, before any thread. */
+	if (s3_global_init())
+		plog(PLOG_ERR, "libcurl: cannot initialise; s3:// datasets are refused");
 	err = pool_new(&pool, threads);
 	if (err) {
 		plog(PLOG_ERR, "cannot start %" PRIu32 " threads: %s", threads,
@@ -752,6 +784,7 @@ int main(int argc, char **argv)
 			plog(PLOG_ERR,
 			     "state: %s; named streams are refused until it is fixed",
 			     d.msg);
+		open_rcache(&ld, cache);
 		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
 	}
 	if (err) {
@@ -768,6 +801,7 @@ int main(int argc, char **argv)
 	} else {
 		server_set_dirs(ld.srv, state, cache);
 		server_set_state(ld.srv, ld.state);
+		server_set_remote(ld.srv, ld.rcache);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32
 		     " decode threads (pid %d); state in %s, cache in %s",
@@ -793,6 +827,7 @@ int main(int argc, char **argv)
 		plog(PLOG_WARN, "event loop: %s", uv_strerror(err));
 	pool_free(pool);
 	state_close(ld.state);
+	rcache_free(ld.rcache);
 	free(ld.conf_text);
 	for (size_t i = 0; i < ld.nkept; i++)
 		free(ld.kept_texts[i]);

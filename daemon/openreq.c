@@ -25,7 +25,8 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 {
 	memset(c, 0, sizeof(*c));
 	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH |
-			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR | PROTO_OPEN_LMDB))
+			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR | PROTO_OPEN_LMDB |
+			 PROTO_OPEN_REMOTE))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -54,6 +55,10 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 				"stream name \"%.63s\": no '/' or control characters",
 				m->name);
 	}
+	if ((m->flags & PROTO_OPEN_REMOTE) &&
+	    (m->flags & (PROTO_OPEN_TAR | PROTO_OPEN_LMDB)))
+		return diag_set(d, LOADER_EUSAGE,
+				"a dataset in an object store is one made by loaderctl pack, not tar or LMDB files");
 	if ((m->flags & PROTO_OPEN_FRESH) && !m->name[0])
 		return diag_set(d, LOADER_EUSAGE,
 				"a fresh start needs a stream name");

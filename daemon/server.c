@@ -39,6 +39,7 @@
 #include "pool.h"
 #include "producer.h"
 #include "proto.h"
+#include "rcache.h"
 #include "server.h"
 #include "state.h"
 #include "stream.h"
@@ -127,6 +128,8 @@ struct session {
 	uint32_t files_total, files_got;
 	uint64_t files_charged;	  /* counted in the uid's files */
 	struct open_job *opening; /* an OPEN in flight, or NULL */
+	/* A dataset in an object store and the client's credentials. */
+	struct proto_remote *remote;
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
@@ -150,6 +153,10 @@ struct open_job {
 	struct proto_open open;
 	int *fds; /* the session's files, taken */
 	uint32_t nfds;
+	/* Or the session's REMOTE, taken: staged by open_work(). */
+	struct proto_remote *remote;
+	uint32_t remote_files; /* descriptors the stage gave the stream */
+	struct rcache_stats staged;
 	uint64_t budget; /* ring bytes the uid may still take */
 	/* Memory the stream may take (ring included), and whose limit. */
 	uint64_t mem_left;
@@ -215,6 +222,7 @@ struct server {
 	char path[108];
 	struct pool *pool;
 	struct ncache *cache; /* the node cache; NULL: off */
+	struct rcache *rcache; /* the shard cache of s3:// datasets */
 	struct server_limits lim;
 	struct session *sessions;
 	struct uid_use *uids;
@@ -236,6 +244,19 @@ struct server {
 	/* Its two handles open, sessions alive, teardowns queued. */
 	unsigned refs;
 };
+
+/* REMOTE's strings are awscfg.h's. */
+_Static_assert(sizeof(((struct proto_remote *)0)->access_key) == AWS_KEY_MAX &&
+		       sizeof(((struct proto_remote *)0)->secret_key) ==
+			       AWS_SECRET_MAX &&
+		       sizeof(((struct proto_remote *)0)->session_token) ==
+			       AWS_TOKEN_MAX &&
+		       sizeof(((struct proto_remote *)0)->region) ==
+			       AWS_REGION_MAX &&
+		       sizeof(((struct proto_remote *)0)->endpoint) ==
+			       AWS_ENDPOINT_MAX &&
+		       PROTO_URL_MAX >= AWS_BUCKET_MAX + AWS_PREFIX_MAX + 6,
+	       "proto_remote and awscfg.h agree");
 
 static uint64_t now_ms(void)
 {
@@ -401,6 +422,15 @@ static void server_put(struct server *srv)
 	/* Every stream has been freed: no set of the cache is attached. */
 	ncache_free(srv->cache);
 	free(srv);
+}
+
+/* Credentials are wiped before their memory is given back. */
+static void remote_free(struct proto_remote *r)
+{
+	if (!r)
+		return;
+	explicit_bzero(r, sizeof(*r));
+	free(r);
 }
 
 static uint64_t rss_bytes(void)
@@ -690,6 +720,8 @@ static void session_end(struct session *ss, const char *why)
 	ss->srv->nsessions--;
 	ss->files_charged = 0;
 	close_files(ss);
+	remote_free(ss->remote);
+	ss->remote = NULL;
 	*ss->pprev = ss->next;
 	if (ss->next)
 		ss->next->pprev = ss->pprev;
@@ -723,9 +755,11 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	struct uid_use *u;
 	char why[160];
 
-	if (!ss->hello || ss->stream || ss->opening) {
+	if (!ss->hello || ss->stream || ss->opening || ss->remote) {
 		snprintf(why, sizeof(why), "FILES %s",
-			 ss->hello ? "after OPEN" : "before HELLO");
+			 !ss->hello  ? "before HELLO" :
+			 ss->remote ? "after REMOTE" :
+				      "after OPEN");
 		goto bad;
 	}
 	if (m->total == 0 || m->total > PROTO_MAX_FILES ||
@@ -792,6 +826,45 @@ bad:
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
 	reply_error(ss, h->seq, LOADER_EPROTO, why);
+}
+
+/*
+ * A dataset in an object store, with the client's credentials: kept
+ * until the OPEN takes it. Every string must be terminated; the values
+ * are checked where they are used (aws_url_parse(), the endpoint's
+ * scheme), and their errors go back with the OPEN.
+ */
+static void on_remote(struct session *ss, const struct proto_hdr *h,
+		      const struct proto_remote *m)
+{
+	const char *why = NULL;
+
+	if (!ss->hello || ss->stream || ss->opening)
+		why = !ss->hello ? "REMOTE before HELLO" : "REMOTE after OPEN";
+	else if (ss->files_total || ss->remote)
+		why = ss->remote ? "a second REMOTE" : "REMOTE after FILES";
+	else if (!memchr(m->url, '\0', sizeof(m->url)) ||
+		 !memchr(m->endpoint, '\0', sizeof(m->endpoint)) ||
+		 !memchr(m->region, '\0', sizeof(m->region)) ||
+		 !memchr(m->access_key, '\0', sizeof(m->access_key)) ||
+		 !memchr(m->secret_key, '\0', sizeof(m->secret_key)) ||
+		 !memchr(m->session_token, '\0', sizeof(m->session_token)))
+		why = "REMOTE with a string not terminated";
+	else if (m->addressing > AWS_ADDR_VIRTUAL || m->reserved)
+		why = "REMOTE with an unknown addressing style or reserved bits";
+	else if (!ss->srv->rcache)
+		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made: see its log)";
+	if (why) {
+		reply_error(ss, h->seq, why[0] == 't' ? -ENOTSUP : LOADER_EPROTO,
+			    why);
+		return;
+	}
+	ss->remote = malloc(sizeof(*ss->remote));
+	if (!ss->remote) {
+		reply_error(ss, h->seq, -ENOMEM, "out of memory");
+		return;
+	}
+	memcpy(ss->remote, m, sizeof(*m));
 }
 
 /* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
@@ -1128,10 +1201,38 @@ static void open_work(uv_work_t *req)
 	};
 
 	/*
-	 * The dataset's directory, for loaderctl streams: where the
-	 * client's manifest is (information only; nothing is opened by it).
+	 * A dataset in an object store: staged into the shard cache with
+	 * the client's credentials, it is then what a client's FILES would
+	 * have been. The credentials are wiped as soon as that is done.
 	 */
-	if (j->nfds) {
+	if (j->remote) {
+		struct aws_cfg cfg = { 0 };
+
+		memcpy(cfg.access_key, j->remote->access_key,
+		       sizeof(cfg.access_key));
+		memcpy(cfg.secret_key, j->remote->secret_key,
+		       sizeof(cfg.secret_key));
+		memcpy(cfg.session_token, j->remote->session_token,
+		       sizeof(cfg.session_token));
+		memcpy(cfg.region, j->remote->region, sizeof(cfg.region));
+		memcpy(cfg.endpoint, j->remote->endpoint,
+		       sizeof(cfg.endpoint));
+		cfg.addressing = (int)j->remote->addressing;
+		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
+		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
+				      &j->fds, &j->nfds, &j->staged, &j->d);
+		aws_cfg_wipe(&cfg);
+		remote_free(j->remote);
+		j->remote = NULL;
+		if (j->err)
+			goto out;
+		j->remote_files = j->nfds;
+	} else if (j->nfds) {
+		/*
+		 * The dataset's directory, for loaderctl streams: where the
+		 * client's manifest is (information only; nothing is opened
+		 * by it).
+		 */
 		char link[64], *slash;
 		ssize_t n;
 
@@ -1279,6 +1380,8 @@ static void open_done(uv_work_t *req, int status)
 
 	fault_open_note(ss);
 	ss->opening = NULL;
+	remote_free(j->remote); /* still here if it never ran */
+	j->remote = NULL;
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -1317,7 +1420,10 @@ static void open_done(uv_work_t *req, int status)
 	if (u) {
 		u->bytes += ok.ring_bytes;
 		u->mem += ok.ring_bytes + mem;
+		/* A staged dataset's descriptors are the daemon's own. */
+		u->files += j->remote_files;
 	}
+	j->charge.files += j->remote_files;
 	srv->mem_used += ok.ring_bytes + mem;
 	j->charge.bytes = ok.ring_bytes;
 	j->charge.mem = ok.ring_bytes + mem;
@@ -1335,6 +1441,16 @@ static void open_done(uv_work_t *req, int status)
 	ss->opened_ms = now_ms();
 	memcpy(ss->dataset, j->dataset, sizeof(ss->dataset));
 	snprintf(ss->pipeline, sizeof(ss->pipeline), "%s", j->open.pipeline);
+	if (j->remote_files)
+		plog(PLOG_INFO,
+		     "%s: %s: %" PRIu32 " shards: %" PRIu32
+		     " from the shard cache, %" PRIu32 " fetched (%" PRIu64
+		     " bytes), %" PRIu32 " fetched by another stream meanwhile; %" PRIu64
+		     " HEADs, %" PRIu64 " retries, %" PRIu64 " bytes evicted",
+		     ss->label, j->dataset, j->staged.shards, j->staged.hits,
+		     j->staged.fetched, j->staged.bytes_fetched,
+		     j->staged.waited, j->staged.heads, j->staged.retries,
+		     j->staged.evicted);
 	plog(PLOG_INFO,
 	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
 	     " batches per epoch, ring %" PRIu64 " bytes",
@@ -1483,7 +1599,18 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 					  "a session holds one stream");
 		return;
 	}
-	if (!ss->files_total || ss->files_got != ss->files_total) {
+	if ((m->flags & PROTO_OPEN_REMOTE) && !ss->remote) {
+		reply_error(ss, h->seq, LOADER_EPROTO,
+			    "an OPEN of a remote dataset before its REMOTE");
+		return;
+	}
+	if (!(m->flags & PROTO_OPEN_REMOTE) && ss->remote) {
+		reply_error(ss, h->seq, LOADER_EPROTO,
+			    "REMOTE was sent, and the OPEN is not of a remote dataset");
+		return;
+	}
+	if (!ss->remote &&
+	    (!ss->files_total || ss->files_got != ss->files_total)) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    "OPEN before all the dataset's files were sent");
 		return;
@@ -1530,6 +1657,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	/* The stream takes the files, whatever happens. */
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
+	j->remote = ss->remote;
 	j->budget = budget;
 	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
@@ -1564,6 +1692,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	}
 	u->streams++;
 	ss->files_charged = 0;
+	ss->remote = NULL;
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
 	ss->opening = j;
@@ -1843,6 +1972,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		struct proto_stream_info info;
 		struct proto_saved saved;
 		struct proto_forget forget;
+		struct proto_remote remote;
 		char raw[PROTO_MAX_MSG];
 	} m;
 	struct proto_hdr h;
@@ -1881,6 +2011,11 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	case PROTO_HELLO: on_hello(ss, &h, &m.hello); break;
 	case PROTO_FILES: on_files(ss, &h, &m.files, fds, nfds); break;
 	case PROTO_OPEN: on_open(ss, &h, &m.open); break;
+	case PROTO_REMOTE:
+		on_remote(ss, &h, &m.remote);
+		/* The secret is not left on the stack. */
+		explicit_bzero(&m, sizeof(m));
+		break;
 	case PROTO_STATS: on_stats(ss, &h); break;
 	case PROTO_STATUS:
 	case PROTO_STREAM_INFO:
@@ -2278,6 +2413,11 @@ void server_set_state(struct server *srv, struct state *st)
 	if (st)
 		(void)uv_timer_start(&srv->expiry, on_expiry, 0,
 				     SERVER_EXPIRY_MS);
+}
+
+void server_set_remote(struct server *srv, struct rcache *rc)
+{
+	srv->rcache = rc;
 }
 
 void server_set_dirs(struct server *srv, const char *state, const char *cache)

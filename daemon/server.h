@@ -94,6 +94,13 @@ void server_set_limits(struct server *srv, const struct server_limits *lim);
 struct state;
 void server_set_state(struct server *srv, struct state *st);
 
+/*
+ * The shard cache that s3:// datasets are staged in (pipeline/rcache.h);
+ * NULL (the default) refuses them. It must outlive the server.
+ */
+struct rcache;
+void server_set_remote(struct server *srv, struct rcache *rc);
+
 /* The state and cache directories, as STATUS reports them. */
 void server_set_dirs(struct server *srv, const char *state, const char *cache);
 

@@ -1,0 +1,146 @@
+/*
+ * s3ds.h - loaderctl's datasets in an S3-API object store (s3:// URLs).
+ *
+ * loaderctl works on local dataset directories; this module moves them
+ * between such a directory and a store, so that pack, inspect and verify
+ * run unchanged on a private staging directory:
+ *
+ *   pack:           s3ds_check_target() for each dataset it will write
+ *                   (before packing: refuse early), pack into a staging
+ *                   directory, s3ds_push() it, remove the directory;
+ *   inspect/verify: s3ds_fetch() into a staging directory, run the local
+ *                   command on it with the URL shown in place of the
+ *                   directory (s3ds_subst()), remove the directory.
+ *
+ * s3ds_push() stores every shard first and each manifest.json last, so a
+ * reader never finds a manifest whose shards are not all there yet.
+ *
+ * Messages name objects as s3://bucket/key; a refusal by the store (403)
+ * names the access key id (never the secret), a missing bucket names the
+ * bucket and the endpoint.
+ *
+ * A struct s3ds is used by one thread at a time; s3ds_push() makes its
+ * own clients for its upload threads.
+ */
+#ifndef LD_S3DS_H
+#define LD_S3DS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diag.h"
+
+/* The staging directory's parent when neither option nor $TMPDIR says. */
+#define S3DS_TMP_DEFAULT "/var/tmp"
+
+struct s3ds_opts {
+	const char *profile; /* AWS profile; NULL: $AWS_PROFILE, else default */
+	const char *tmp_dir; /* staging parent; NULL: $TMPDIR, else /var/tmp */
+	unsigned parallel;   /* requests in flight at once; 0: 8 */
+	uint64_t part_bytes; /* multipart above this, in such parts; 0: 64 MiB */
+};
+
+/* What a transfer moved. */
+struct s3ds_xfer {
+	uint64_t objects, bytes;
+	uint64_t requests, retries;
+	double seconds;
+};
+
+struct s3ds;
+
+/*
+ * libcurl's global state, once per process before any thread starts
+ * (loaderctl's main). Later calls return the first one's result.
+ * Returns 0 or -ENOMEM.
+ */
+int s3ds_global_init(void);
+
+/*
+ * Resolve the store and credentials (common/awscfg.h) for url
+ * ("s3://BUCKET[/PREFIX]") and make a client. o may be NULL; its strings
+ * are borrowed until s3ds_free(). Returns 0 or a negative code with d
+ * saying why (a bad URL, a bad AWS setting).
+ */
+int s3ds_open(struct s3ds **out, const char *url, const struct s3ds_opts *o,
+	      struct diag *d);
+
+/* Free s and wipe its credentials. NULL is a no-op. */
+void s3ds_free(struct s3ds *s);
+
+/* The URL, normalised ("s3://bucket" or "s3://bucket/prefix"). */
+const char *s3ds_url(const struct s3ds *s);
+
+/*
+ * Make a new private staging directory (mode 0700) under the staging
+ * parent: its path into dir (n bytes). Returns 0 or -errno, naming the
+ * parent (and the option that chooses another) in d.
+ */
+int s3ds_stage(const struct s3ds *s, char *dir, size_t n, struct diag *d);
+
+/* Remove dir and everything under it. NULL or "" is a no-op. */
+void s3ds_unstage(const char *dir);
+
+/*
+ * Before a pack into PREFIX[/sub] (sub NULL or "": the prefix itself):
+ * fails with -EEXIST when a manifest.json is there already and force is
+ * false, with -ENOENT when the bucket does not exist, -EACCES when the
+ * store refuses the credentials.
+ */
+int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
+		      struct diag *d);
+
+/*
+ * Store the n datasets dir/subs[i] (subs[i] "" for dir itself) as
+ * PREFIX[/subs[i]]: the shards their manifests name, up to the parallel
+ * count at once, then, once every shard is stored, the manifests. A
+ * progress bar (bytes and objects) is drawn on stderr when it is a
+ * terminal. x gets what was stored. On failure no manifest is stored
+ * unless every shard was, and d names the object at fault.
+ */
+int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
+	      size_t n, struct s3ds_xfer *x, struct diag *d);
+
+/*
+ * Fetch what the URL names into the staging directory dir: a dataset
+ * (PREFIX/manifest.json and every shard it names, each under its own
+ * name), or else the single object PREFIX (under its base name). path
+ * (pn bytes) gets the local path to run the command on: dir, or
+ * dir/NAME. shown (sn bytes) gets the URL to show in place of dir: the
+ * URL, or its parent's for an object. Refuses, before fetching shards,
+ * when dir's file system lacks the room for them. x gets what came.
+ */
+int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
+	       char *shown, size_t sn, struct s3ds_xfer *x, struct diag *d);
+
+/* One line on f: "VERB N objects, SIZE PREP URL in S s (RATE/s)". */
+void s3ds_print_xfer(FILE *f, const char *verb, const char *prep,
+		     const char *url, const struct s3ds_xfer *x);
+
+/*
+ * s with every occurrence of from replaced by to, into out (n bytes,
+ * always terminated; cut if it is too short). With from NULL or "", s
+ * as it is. Returns out.
+ */
+const char *s3ds_subst(char *out, size_t n, const char *s, const char *from,
+		       const char *to);
+
+/*
+ * Catch SIGINT, SIGTERM and SIGHUP once: the first sets a flag that the
+ * transfers and the caller's loops poll, so that they stop and remove
+ * their staging directory; a second one kills as usual.
+ */
+void s3ds_catch_signals(void);
+
+/* Whether a signal caught by s3ds_catch_signals() came. */
+bool s3ds_interrupted(void);
+
+/*
+ * If a signal was caught, raise it again with its default action (after
+ * the caller has cleaned up), so that the exit status says so.
+ */
+void s3ds_reraise(void);
+
+#endif /* LD_S3DS_H */

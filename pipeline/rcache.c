@@ -1,0 +1,782 @@
+/*
+ * rcache.c - the node-local shard cache of datasets in an object store.
+ *
+ * A stage runs in rounds. Each round, under the cache's lock, sorts the
+ * shards still without a descriptor into three: those in the cache for
+ * the ETag the caller's HEAD gave (opened at once, under the lock, so
+ * that an eviction by another stage cannot take them away between the
+ * look and the open: an unlinked file stays readable through its
+ * descriptor), those another stage is fetching now (waited for, then
+ * looked at again next round), and those this stage fetches. Fetching
+ * and checking happen outside the lock; only the rename into place and
+ * the in-flight list are under it.
+ *
+ * Recency for eviction is a file's modification time, set when a stage
+ * uses it, so that it survives a daemon restart with the files.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "dataset.h"
+#include "loader_error.h"
+#include "rcache.h"
+#include "shard.h"
+#include "verify.h"
+
+#define MEMO_N	   4096 /* remembered HEAD answers */
+#define MEMO_PROBE 8
+#define NAME_LEN   48 /* "<32 hex>.shard" and its NUL */
+#define ROUNDS	   4
+
+struct memo {
+	uint64_t cred, obj, expires_ms;
+	struct s3_obj o;
+};
+
+struct flight {
+	char name[NAME_LEN];
+	struct flight *next;
+};
+
+struct rcache {
+	int dfd;
+	char *dir;
+	struct rcache_params p;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct memo *memo;
+	struct flight *flights;
+	uint64_t seed;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool is_shard_name(const char *n)
+{
+	size_t l = strlen(n);
+
+	return l == 38 && !strcmp(n + 32, ".shard");
+}
+
+int rcache_new(struct rcache **out, const char *dir,
+	       const struct rcache_params *p, struct diag *d)
+{
+	struct rcache *c;
+	DIR *dh;
+	struct dirent *de;
+	int fd;
+
+	*out = NULL;
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return diag_set(d, -errno, "%s: %s", dir, strerror(errno));
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return diag_set(d, -ENOMEM, "out of memory");
+	c->memo = calloc(MEMO_N, sizeof(*c->memo));
+	c->dir = strdup(dir);
+	c->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!c->memo || !c->dir || c->dfd < 0) {
+		int err = c->dfd < 0 && c->dir && c->memo ? -errno : -ENOMEM;
+
+		if (c->dfd < 0)
+			c->dfd = -1;
+		rcache_free(c);
+		return diag_set(d, err, "%s: %s", dir, strerror(-err));
+	}
+	if (p)
+		c->p = *p;
+	if (!c->p.access_ttl_s)
+		c->p.access_ttl_s = 60;
+	c->seed = now_ms() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)c;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	/* Temporary files of a run that ended mid-fetch are garbage. */
+	fd = dup(c->dfd);
+	dh = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dh && fd >= 0)
+		close(fd);
+	while (dh && (de = readdir(dh)))
+		if (!strncmp(de->d_name, ".tmp-", 5))
+			(void)unlinkat(c->dfd, de->d_name, 0);
+	if (dh)
+		closedir(dh);
+	*out = c;
+	return 0;
+}
+
+void rcache_free(struct rcache *c)
+{
+	if (!c)
+		return;
+	if (c->dfd >= 0) {
+		close(c->dfd);
+		pthread_mutex_destroy(&c->mu);
+		pthread_cond_destroy(&c->cv);
+	}
+	free(c->memo);
+	free(c->dir);
+	free(c);
+}
+
+/* ---- the directory ----------------------------------------------------- */
+
+struct entry {
+	char name[NAME_LEN];
+	uint64_t bytes;
+	struct timespec mtime;
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The cache's shard files, oldest first (*out malloc'd). */
+static int list_entries(struct rcache *c, struct entry **out, size_t *n,
+			uint64_t *total)
+{
+	struct entry *v = NULL;
+	size_t cap = 0, k = 0;
+	struct dirent *de;
+	int fd = dup(c->dfd);
+	DIR *dh = fd >= 0 ? fdopendir(fd) : NULL;
+
+	*total = 0;
+	if (!dh) {
+		int err = -errno;
+
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	rewinddir(dh);
+	while ((de = readdir(dh))) {
+		struct stat st;
+
+		if (!is_shard_name(de->d_name) ||
+		    fstatat(c->dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (k == cap) {
+			struct entry *nv;
+
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(dh);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		snprintf(v[k].name, sizeof(v[k].name), "%s", de->d_name);
+		v[k].bytes = (uint64_t)st.st_size;
+		v[k].mtime = st.st_mtim;
+		*total += (uint64_t)st.st_size;
+		k++;
+	}
+	closedir(dh);
+	if (k)
+		qsort(v, k, sizeof(*v), by_mtime);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+uint64_t rcache_bytes(struct rcache *c)
+{
+	struct entry *v = NULL;
+	uint64_t total = 0;
+	size_t n = 0;
+
+	pthread_mutex_lock(&c->mu);
+	(void)list_entries(c, &v, &n, &total);
+	pthread_mutex_unlock(&c->mu);
+	free(v);
+	return total;
+}
+
+static bool in_flight(const struct rcache *c, const char *name)
+{
+	for (const struct flight *f = c->flights; f; f = f->next)
+		if (!strcmp(f->name, name))
+			return true;
+	return false;
+}
+
+/*
+ * Make room for need more bytes, under the lock, removing the oldest
+ * shards not in keep[0..nkeep) and not being fetched. Returns 0, or
+ * LOADER_ETOOBIG with what stays in d.
+ */
+static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
+		 size_t nkeep, uint64_t *evicted, struct diag *d)
+{
+	struct entry *v = NULL;
+	uint64_t total;
+	size_t n = 0;
+	int err;
+
+	if (!c->p.budget || !need)
+		return 0;
+	err = list_entries(c, &v, &n, &total);
+	if (err)
+		return diag_set(d, err, "%s: listing the shard cache: %s",
+				c->dir, strerror(-err));
+	for (size_t i = 0; i < n && total + need > c->p.budget; i++) {
+		bool kept = in_flight(c, v[i].name);
+
+		for (size_t k = 0; !kept && k < nkeep; k++)
+			kept = !strcmp(keep[k], v[i].name);
+		if (kept || unlinkat(c->dfd, v[i].name, 0))
+			continue;
+		total -= v[i].bytes;
+		*evicted += v[i].bytes;
+	}
+	free(v);
+	if (total + need > c->p.budget)
+		return diag_set(d, LOADER_ETOOBIG,
+				"%" PRIu64 " bytes of shards to fetch, and the shard cache (%s) holds %" PRIu64
+				" bytes that stages in progress need, over its budget of %" PRIu64
+				" bytes (loaderd --cache-disk)",
+				need, c->dir, total, c->p.budget);
+	return 0;
+}
+
+/* ---- access memory ----------------------------------------------------- */
+
+/* Strings joined with their NULs, for hashing; returns the length. */
+static size_t join(char *buf, size_t cap, const char *const *parts, int n)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(parts[i]) + 1;
+
+		if (len + l > cap)
+			l = cap - len;
+		memcpy(buf + len, parts[i], l);
+		len += l;
+	}
+	return len;
+}
+
+static uint64_t cred_hash(const struct rcache *c, const struct aws_cfg *cfg)
+{
+	const char *parts[] = { cfg->endpoint, cfg->access_key,
+				cfg->secret_key, cfg->session_token };
+	char buf[sizeof(*cfg)];
+	size_t len = join(buf, sizeof(buf), parts, 4);
+	uint64_t h = XXH3_64bits_withSeed(buf, len, c->seed);
+
+	explicit_bzero(buf, sizeof(buf));
+	return h;
+}
+
+static bool memo_get(struct rcache *c, uint64_t cred, uint64_t obj,
+		     struct s3_obj *o)
+{
+	uint64_t now = now_ms();
+	bool hit = false;
+
+	pthread_mutex_lock(&c->mu);
+	for (unsigned k = 0; k < MEMO_PROBE; k++) {
+		struct memo *m = &c->memo[((cred ^ obj) + k) & (MEMO_N - 1)];
+
+		if (m->cred == cred && m->obj == obj && m->expires_ms > now) {
+			*o = m->o;
+			hit = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return hit;
+}
+
+static void memo_put(struct rcache *c, uint64_t cred, uint64_t obj,
+		     const struct s3_obj *o)
+{
+	struct memo *victim = NULL;
+
+	pthread_mutex_lock(&c->mu);
+	for (unsigned k = 0; k < MEMO_PROBE; k++) {
+		struct memo *m = &c->memo[((cred ^ obj) + k) & (MEMO_N - 1)];
+
+		if (m->cred == cred && m->obj == obj) {
+			victim = m;
+			break;
+		}
+		if (!victim || m->expires_ms < victim->expires_ms)
+			victim = m;
+	}
+	victim->cred = cred;
+	victim->obj = obj;
+	victim->o = *o;
+	victim->expires_ms = now_ms() + c->p.access_ttl_s * 1000ull;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- a stage ----------------------------------------------------------- */
+
+struct item {
+	char key[S3_KEY_MAX];
+	char name[NAME_LEN];
+	uint64_t obj; /* hash of endpoint, bucket and key */
+	struct s3_obj o;
+	int fd;
+	int tmpfd;
+	char tmp[32];
+	bool mine;
+};
+
+static void cache_name(const struct aws_cfg *cfg, const char *bucket,
+		       struct item *it)
+{
+	char size[24], buf[AWS_ENDPOINT_MAX + AWS_BUCKET_MAX + S3_KEY_MAX +
+			     S3_ETAG_MAX + 24];
+	const char *parts[] = { cfg->endpoint, bucket, it->key, it->o.etag,
+				size };
+	XXH128_hash_t h;
+
+	snprintf(size, sizeof(size), "%" PRIu64, it->o.size);
+	h = XXH3_128bits(buf, join(buf, sizeof(buf), parts, 5));
+	snprintf(it->name, sizeof(it->name), "%016" PRIx64 "%016" PRIx64 ".shard",
+		 h.high64, h.low64);
+}
+
+/*
+ * What a remembered HEAD answer is for: the object, as one version of
+ * the manifest names it. A dataset packed again (its manifest goes up
+ * last, with a new ETag) is looked at afresh at once; a shard replaced
+ * under an unchanged manifest is seen when the answer expires.
+ */
+static uint64_t obj_hash(const struct aws_cfg *cfg, const char *bucket,
+			 const char *key, const char *manifest_etag)
+{
+	char buf[AWS_ENDPOINT_MAX + AWS_BUCKET_MAX + S3_KEY_MAX + S3_ETAG_MAX];
+	const char *parts[] = { cfg->endpoint, bucket, key, manifest_etag };
+
+	return XXH3_64bits(buf, join(buf, sizeof(buf), parts, 4));
+}
+
+/*
+ * A fetched copy of shard i is the shard the manifest names: footer,
+ * schema and count, and every record's checksum.
+ */
+static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
+		      const char *bucket, struct verify_ctx *vc,
+		      struct diag *d)
+{
+	struct verify_opts vo = { 0 };
+	struct verify_stats vs = { 0 };
+	struct shard *sh = NULL;
+	char label[S3_KEY_MAX + AWS_BUCKET_MAX + 8];
+	int err;
+
+	snprintf(label, sizeof(label), "s3://%s/%s", bucket, it->key);
+	err = shard_open(&sh, it->tmpfd, label, d);
+	if (!err)
+		err = dataset_check_shard(ds, i, sh, d);
+	if (!err)
+		err = verify_shard(vc, sh, it->tmpfd, &vo, &vs, d);
+	if (!err && vs.bad)
+		err = diag_set(d, LOADER_ECHECKSUM,
+			       "%s: %" PRIu64
+			       " of its %" PRIu64
+			       " records do not match their checksums as fetched (the copy is discarded)",
+			       label, vs.bad, vs.records);
+	shard_close(sh);
+	return err;
+}
+
+static void drop_flights(struct rcache *c, struct item *v, uint32_t n)
+{
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t i = 0; i < n; i++) {
+		struct flight **pp = &c->flights;
+
+		if (!v[i].mine)
+			continue;
+		v[i].mine = false;
+		while (*pp) {
+			if (!strcmp((*pp)->name, v[i].name)) {
+				struct flight *f = *pp;
+
+				*pp = f->next;
+				free(f);
+				break;
+			}
+			pp = &(*pp)->next;
+		}
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Open name from the cache if it is there with size bytes; -1 if not. */
+static int open_cached(struct rcache *c, const char *name, uint64_t size)
+{
+	struct stat st;
+	int fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || (uint64_t)st.st_size != size) {
+		close(fd);
+		(void)unlinkat(c->dfd, name, 0);
+		return -1;
+	}
+	(void)futimens(fd, NULL);
+	return fd;
+}
+
+static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
+		       const struct dataset *ds, struct item *v, uint32_t n,
+		       struct verify_ctx *vc, struct rcache_stats *st,
+		       struct diag *d)
+{
+	struct s3_fetch *f = NULL;
+	uint32_t *which = NULL, nf = 0, theirs = 0;
+	char(*keep)[NAME_LEN] = NULL;
+	size_t nkeep = 0;
+	uint64_t need = 0;
+	int err = 0;
+
+	f = calloc(n, sizeof(*f));
+	which = calloc(n, sizeof(*which));
+	keep = calloc(n, sizeof(*keep));
+	if (!f || !which || !keep) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t i = 0; i < n; i++) {
+		struct flight *fl;
+
+		if (v[i].fd >= 0)
+			continue;
+		if (in_flight(c, v[i].name)) {
+			theirs++;
+			continue;
+		}
+		v[i].fd = open_cached(c, v[i].name, v[i].o.size);
+		if (v[i].fd >= 0) {
+			st->hits++;
+			memcpy(keep[nkeep++], v[i].name, NAME_LEN);
+			continue;
+		}
+		fl = calloc(1, sizeof(*fl));
+		if (!fl) {
+			pthread_mutex_unlock(&c->mu);
+			err = diag_set(d, -ENOMEM, "out of memory");
+			goto out;
+		}
+		memcpy(fl->name, v[i].name, NAME_LEN);
+		fl->next = c->flights;
+		c->flights = fl;
+		v[i].mine = true;
+		which[nf++] = i;
+		need += v[i].o.size;
+	}
+	err = evict(c, need, keep, nkeep, &st->evicted, d);
+	pthread_mutex_unlock(&c->mu);
+	if (err)
+		goto out;
+	for (uint32_t k = 0; k < nf; k++) {
+		struct item *it = &v[which[k]];
+
+		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%u-%u", (int)getpid(),
+			 (unsigned)(uintptr_t)it & 0xffffu, which[k]);
+		it->tmpfd = openat(c->dfd, it->tmp,
+				   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (it->tmpfd < 0) {
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
+				       strerror(errno));
+			goto out;
+		}
+		f[k].key = it->key;
+		f[k].fd = it->tmpfd;
+		f[k].want = it->o;
+	}
+	if (nf) {
+		err = s3_get_many(s, f, nf, d);
+		if (err)
+			goto out;
+	}
+	for (uint32_t k = 0; k < nf; k++) {
+		struct item *it = &v[which[k]];
+
+		st->bytes_fetched += f[k].got.size;
+		err = check_copy(ds, which[k], it, bucket, vc, d);
+		if (err)
+			goto out;
+		if (renameat(c->dfd, it->tmp, c->dfd, it->name)) {
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->name,
+				       strerror(errno));
+			goto out;
+		}
+		it->tmp[0] = '\0';
+		it->fd = openat(c->dfd, it->name, O_RDONLY | O_CLOEXEC);
+		if (it->fd < 0) {
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->name,
+				       strerror(errno));
+			goto out;
+		}
+		st->fetched++;
+	}
+	if (theirs) {
+		/*
+		 * Wait for the other stages; the next round looks again.
+		 * Ours are out of the list first, or two stages each
+		 * waiting on the other's would wait for ever.
+		 */
+		drop_flights(c, v, n);
+		pthread_mutex_lock(&c->mu);
+		for (uint32_t i = 0; i < n; i++)
+			while (v[i].fd < 0 && !v[i].mine &&
+			       in_flight(c, v[i].name))
+				pthread_cond_wait(&c->cv, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+		st->waited += theirs;
+	}
+out:
+	for (uint32_t k = 0; k < nf; k++) {
+		struct item *it = &v[which[k]];
+
+		if (it->tmpfd >= 0)
+			close(it->tmpfd);
+		it->tmpfd = -1;
+		if (it->tmp[0])
+			(void)unlinkat(c->dfd, it->tmp, 0);
+		it->tmp[0] = '\0';
+	}
+	drop_flights(c, v, n);
+	free(f);
+	free(which);
+	free(keep);
+	return err;
+}
+
+/* The manifest, fetched with the caller's credentials, in a memfd. */
+static int get_manifest(struct s3 *s, const char *key, int *mfd,
+			struct dataset **ds, struct s3_obj *got, struct diag *d)
+{
+	void *buf = NULL;
+	size_t len = 0, done = 0;
+	int err, fd;
+
+	*mfd = -1;
+	err = s3_get_mem(s, key, DATASET_MANIFEST_MAX, &buf, &len, got, d);
+	if (err)
+		return err;
+	fd = memfd_create("manifest.json", MFD_CLOEXEC);
+	if (fd < 0) {
+		free(buf);
+		return diag_set(d, -errno, "memfd_create: %s", strerror(errno));
+	}
+	while (done < len) {
+		ssize_t w = write(fd, (char *)buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = diag_set(d, -errno, "memfd: %s", strerror(errno));
+			break;
+		}
+		done += (size_t)w;
+	}
+	free(buf);
+	if (!err)
+		err = dataset_load_fd(ds, fd, key, d);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	*mfd = fd;
+	return 0;
+}
+
+static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
+		      const char *bucket, const char *prefix, int **fds,
+		      uint32_t *nfds, struct rcache_stats *st, struct diag *d)
+{
+	struct dataset *ds = NULL;
+	struct verify_ctx *vc = NULL;
+	struct item *v = NULL;
+	struct s3_fetch *h = NULL;
+	uint32_t *hi = NULL, nh = 0, n = 0;
+	uint64_t cred = cred_hash(c, cfg), total = 0;
+	struct s3_obj mobj = { 0 };
+	char mkey[S3_KEY_MAX];
+	int mfd = -1, err;
+
+	snprintf(mkey, sizeof(mkey), "%s%s%s", prefix, prefix[0] ? "/" : "",
+		 DATASET_MANIFEST);
+	err = get_manifest(s, mkey, &mfd, &ds, &mobj, d);
+	if (err)
+		goto out;
+	n = ds->nshards;
+	st->shards = n;
+	v = calloc(n ? n : 1, sizeof(*v));
+	h = calloc(n ? n : 1, sizeof(*h));
+	hi = calloc(n ? n : 1, sizeof(*hi));
+	if (!v || !h || !hi || verify_ctx_new(&vc)) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		int l = snprintf(v[i].key, sizeof(v[i].key), "%s%s%s", prefix,
+				 prefix[0] ? "/" : "", ds->shards[i].file);
+
+		v[i].fd = v[i].tmpfd = -1;
+		if (l < 0 || (size_t)l >= sizeof(v[i].key)) {
+			err = diag_set(d, LOADER_EUSAGE,
+				       "s3://%s/%s: key too long", bucket,
+				       ds->shards[i].file);
+			goto out;
+		}
+		v[i].obj = obj_hash(cfg, bucket, v[i].key, mobj.etag);
+		if (memo_get(c, cred, v[i].obj, &v[i].o))
+			continue;
+		h[nh].key = v[i].key;
+		h[nh].fd = -1;
+		hi[nh++] = i;
+	}
+	/* May these credentials read each shard, and which version is it? */
+	if (nh) {
+		struct s3_counts before = s3_counts(s);
+
+		err = s3_get_many(s, h, nh, d);
+		st->heads += s3_counts(s).requests - before.requests;
+		if (err)
+			goto out;
+	}
+	for (uint32_t k = 0; k < nh; k++) {
+		v[hi[k]].o = h[k].got;
+		memo_put(c, cred, v[hi[k]].obj, &h[k].got);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ds->shards[i].bytes && ds->shards[i].bytes != v[i].o.size) {
+			err = diag_set(d, LOADER_EFORMAT,
+				       "s3://%s/%s: %" PRIu64
+				       " bytes, the manifest says %" PRIu64,
+				       bucket, v[i].key, v[i].o.size,
+				       ds->shards[i].bytes);
+			goto out;
+		}
+		total += v[i].o.size;
+		cache_name(cfg, bucket, &v[i]);
+	}
+	if (c->p.budget && total > c->p.budget) {
+		err = diag_set(d, LOADER_ETOOBIG,
+			       "s3://%s/%s: its shards take %" PRIu64
+			       " bytes, over the shard cache's budget of %" PRIu64
+			       " bytes (loaderd --cache-disk)",
+			       bucket, prefix, total, c->p.budget);
+		goto out;
+	}
+	for (int round = 0; round < ROUNDS; round++) {
+		bool all = true;
+
+		err = fetch_round(c, s, bucket, ds, v, n, vc, st, d);
+		if (err)
+			goto out;
+		for (uint32_t i = 0; i < n; i++)
+			all = all && v[i].fd >= 0;
+		if (all)
+			break;
+		if (round + 1 == ROUNDS) {
+			err = diag_set(d, -EAGAIN,
+				       "s3://%s/%s: other stages kept failing to fetch its shards",
+				       bucket, prefix);
+			goto out;
+		}
+	}
+	*fds = malloc((n + 1) * sizeof(int));
+	if (!*fds) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
+	(*fds)[0] = mfd;
+	mfd = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		(*fds)[i + 1] = v[i].fd;
+		v[i].fd = -1;
+	}
+	*nfds = n + 1;
+out:
+	if (v)
+		for (uint32_t i = 0; i < n; i++)
+			if (v[i].fd >= 0)
+				close(v[i].fd);
+	if (mfd >= 0)
+		close(mfd);
+	verify_ctx_free(vc);
+	dataset_free(ds);
+	free(v);
+	free(h);
+	free(hi);
+	return err;
+}
+
+int rcache_stage(struct rcache *c, const struct aws_cfg *cfg,
+		 const char *url, int **fds, uint32_t *nfds,
+		 struct rcache_stats *st, struct diag *d)
+{
+	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
+	struct rcache_stats mine = { 0 };
+	struct s3 *s = NULL;
+	int err;
+
+	*fds = NULL;
+	*nfds = 0;
+	if (!st)
+		st = &mine;
+	memset(st, 0, sizeof(*st));
+	err = aws_url_parse(url, bucket, prefix, d);
+	if (!err)
+		err = s3_new(&s, cfg, bucket, &c->p.s3, d);
+	if (err)
+		return err;
+	/*
+	 * An object that changed between its HEAD and its GET (412) is
+	 * looked at again once: the new version is a new cache file.
+	 */
+	for (int i = 0; i < 2; i++) {
+		err = stage_once(c, s, cfg, bucket, prefix, fds, nfds, st, d);
+		if (err != -ESTALE)
+			break;
+		/* Forget what these credentials were told of it. */
+		pthread_mutex_lock(&c->mu);
+		memset(c->memo, 0, MEMO_N * sizeof(*c->memo));
+		pthread_mutex_unlock(&c->mu);
+	}
+	st->retries += s3_counts(s).retries;
+	s3_free(s);
+	return err;
+}

@@ -1,0 +1,89 @@
+/*
+ * rcache.h - the node-local shard cache of datasets in an S3-API object
+ * store (loaderd(8), S3 DATASETS).
+ *
+ * A dataset at s3://bucket/prefix is what loaderctl pack makes, stored
+ * as objects: prefix/manifest.json and the shards it names. Staging it
+ * gives the caller the same files a local dataset's client would pass:
+ * the manifest (a memfd) and every shard, read-only, so that everything
+ * downstream (order, rank and world, resume, the node cache) is the
+ * local path's. Shards are kept in the cache directory under a name made
+ * of the store, bucket, key and ETag, so a changed object is a new file
+ * and streams on the same objects share one copy whoever opened them.
+ *
+ * Access: the cache never serves what the caller's own credentials
+ * cannot read. Every object of a stage is asked of the store with the
+ * caller's credentials: the manifest is fetched with them each time,
+ * each shard is HEADed with them (the answer remembered for a bounded
+ * time per credentials, object and manifest version), and a shard is
+ * served from the cache only for the ETag that HEAD gave. So a stage
+ * after a pack to the same prefix sees the new shards at once; a shard
+ * replaced alone, under the same manifest, is seen when the remembered
+ * answer expires (access_ttl_s). Credentials are used, never
+ * kept past the call, logged or written anywhere.
+ *
+ * A fetched shard is written under a temporary name, checked (its size
+ * and ETag against the HEAD, its footer against the manifest, every
+ * record's checksum), and only then renamed into place. The cache keeps
+ * to a byte budget: before fetching, it removes the least recently
+ * staged shards that no stage in progress needs; a dataset larger than
+ * the budget is refused, naming both sizes.
+ *
+ * Thread-safe: stages run at once, and one shard wanted by two is
+ * fetched once, the second waiting for the first.
+ */
+#ifndef LD_RCACHE_H
+#define LD_RCACHE_H
+
+#include <stdint.h>
+
+#include "awscfg.h"
+#include "diag.h"
+#include "s3.h"
+
+struct rcache;
+
+struct rcache_params {
+	uint64_t budget;      /* bytes of shards kept; 0: no bound */
+	unsigned access_ttl_s; /* how long a HEAD's answer is trusted; 0: 60 */
+	struct s3_params s3;  /* retries, parallel requests, timeouts */
+};
+
+/* What one stage did. */
+struct rcache_stats {
+	uint32_t shards;       /* in the dataset */
+	uint32_t hits;	       /* served from the cache */
+	uint32_t fetched;      /* fetched from the store by this stage */
+	uint32_t waited;       /* fetched by another stage meanwhile */
+	uint64_t bytes_fetched; /* shard bytes this stage fetched */
+	uint64_t heads;	       /* HEAD requests made (others remembered) */
+	uint64_t retries;      /* requests retried */
+	uint64_t evicted;      /* shard bytes removed to make room */
+};
+
+/*
+ * A cache in dir (made if missing; left-over temporary files of a
+ * previous run are removed). Returns 0 or a negative code in d.
+ */
+int rcache_new(struct rcache **out, const char *dir,
+	       const struct rcache_params *p, struct diag *d);
+void rcache_free(struct rcache *c);
+
+/*
+ * Stage the dataset at url (s3://bucket/prefix) with cfg's credentials.
+ * On success *fds is a malloc'd array of *nfds descriptors, the caller's
+ * to close and free: [0] the manifest, [1..] the shards in manifest
+ * order. st (may be NULL) receives what was done. Returns 0 or a
+ * negative code, with d naming the object (s3://bucket/key) at fault:
+ * -EACCES where cfg's credentials may not read it, -ENOENT, -ESTALE if
+ * it kept changing, LOADER_ETOOBIG over the budget, LOADER_ECHECKSUM or
+ * LOADER_EFORMAT for a fetched copy that is not what the manifest says.
+ */
+int rcache_stage(struct rcache *c, const struct aws_cfg *cfg,
+		 const char *url, int **fds, uint32_t *nfds,
+		 struct rcache_stats *st, struct diag *d);
+
+/* Bytes of shards in the cache now. */
+uint64_t rcache_bytes(struct rcache *c);
+
+#endif /* LD_RCACHE_H */

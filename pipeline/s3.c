@@ -1,0 +1,1159 @@
+/*
+ * s3.c - requests to an S3-API object store through libcurl.
+ *
+ * Every operation, even a single HEAD, is a set of requests run by
+ * run() on the client's one curl multi handle: the multi handle owns the
+ * connection cache, so a connection made for one request is kept alive
+ * for the next, whichever operation makes it. A request that fails in a
+ * way a later attempt may not (see retryable()) goes back to the queue
+ * with a due time; run() polls with a timeout that wakes it for the
+ * earliest one. The easy handle is reused for the retry: removed from
+ * the multi handle and added again, it starts over.
+ *
+ * Signing is libcurl's (CURLOPT_AWS_SIGV4). libcurl 7.88 neither sorts
+ * query parameters nor signs one without a value correctly (curl issues
+ * 8107 and 9717), so every query here is written sorted and with "=".
+ * It hashes the payload only when no x-amz-content-sha256 header is
+ * given; we always give UNSIGNED-PAYLOAD, and protect bodies we send
+ * with Content-MD5 instead, which the store checks.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "loader_error.h"
+#include "s3.h"
+
+#define S3_PARALLEL_MAX 64
+#define S3_URL_MAX	(AWS_ENDPOINT_MAX + AWS_BUCKET_MAX + 3 * S3_KEY_MAX + 160)
+#define S3_ERRBODY	1024
+#define S3_MIN_PART	(5u << 20) /* S3's least part, but for the last */
+#define S3_MAX_PARTS	10000
+
+struct s3 {
+	struct aws_cfg cfg;
+	char bucket[AWS_BUCKET_MAX];
+	char base[AWS_ENDPOINT_MAX + AWS_BUCKET_MAX + 2]; /* up to the key */
+	char sigv4[AWS_REGION_MAX + 16];
+	char userpwd_set;
+	struct s3_params p;
+	CURLM *multi;
+	struct s3_counts n;
+	uint64_t rng;
+};
+
+/* One HTTP request, and everything needed to run it again. */
+struct req {
+	const char *method; /* GET HEAD PUT POST DELETE */
+	const char *key;    /* for messages */
+	char url[S3_URL_MAX];
+	char range[64];
+	char if_match[S3_ETAG_MAX + 16];
+	char md5[32]; /* base64 of the body's MD5, or "" */
+	/* The body sent: in_mem, or in_len bytes of in_fd from in_off. */
+	const char *in_mem;
+	int in_fd;
+	uint64_t in_off, in_len, in_pos;
+	/* The body received: into out_fd, or into mem when to_mem. */
+	bool to_mem;
+	int out_fd;
+	uint64_t max; /* 0: no bound */
+	char *mem;
+	size_t mem_cap;
+	uint64_t got;
+	/* The response. */
+	long status;
+	struct s3_obj obj;
+	bool have_len;
+	uint64_t content_len;
+	char errbody[S3_ERRBODY];
+	size_t errlen;
+	/* The run. */
+	CURL *e;
+	struct curl_slist *hdrs;
+	unsigned attempt;
+	uint64_t due_ms;
+	bool active, done;
+	int err;
+	char why[DIAG_MAX];
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* splitmix64: the jitter needs no more than that. */
+static uint64_t s3_rand(struct s3 *s)
+{
+	uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+int s3_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) ? -ENOMEM : 0;
+}
+
+/* ---- URLs -------------------------------------------------------------- */
+
+/* Percent-encode key, keeping '/' and RFC 3986's unreserved bytes. */
+static int encode_key(char *out, size_t cap, const char *key)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
+		bool keep = isalnum(*k) || *k == '-' || *k == '.' ||
+			    *k == '_' || *k == '~' || *k == '/';
+
+		if (o + (keep ? 1 : 3) >= cap)
+			return -ENAMETOOLONG;
+		if (keep) {
+			out[o++] = (char)*k;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*k >> 4];
+			out[o++] = hex[*k & 15];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+static int req_url(struct s3 *s, struct req *r, const char *key,
+		   const char *query, struct diag *d)
+{
+	char enc[3 * S3_KEY_MAX + 1];
+	int n;
+
+	if (strlen(key) >= S3_KEY_MAX || encode_key(enc, sizeof(enc), key))
+		return diag_set(d, LOADER_EUSAGE,
+				"s3://%s/%.64s...: key longer than %d bytes",
+				s->bucket, key, S3_KEY_MAX - 1);
+	n = snprintf(r->url, sizeof(r->url), "%s/%s%s%s", s->base, enc,
+		     query ? "?" : "", query ? query : "");
+	if (n < 0 || (size_t)n >= sizeof(r->url))
+		return diag_set(d, LOADER_EUSAGE, "s3://%s/%s: URL too long",
+				s->bucket, key);
+	r->key = key;
+	return 0;
+}
+
+int s3_new(struct s3 **out, const struct aws_cfg *cfg, const char *bucket,
+	   const struct s3_params *p, struct diag *d)
+{
+	struct s3 *s;
+	const char *host;
+	int n;
+
+	*out = NULL;
+	if (!bucket[0] || strlen(bucket) >= AWS_BUCKET_MAX)
+		return diag_set(d, LOADER_EUSAGE, "bucket \"%s\": not a name",
+				bucket);
+	host = strstr(cfg->endpoint, "://");
+	if (!host)
+		return diag_set(d, LOADER_EUSAGE,
+				"endpoint \"%s\": no scheme:// before the host",
+				cfg->endpoint);
+	host += 3;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return diag_set(d, -ENOMEM, "out of memory");
+	s->cfg = *cfg;
+	snprintf(s->bucket, sizeof(s->bucket), "%s", bucket);
+	if (aws_virtual_host(cfg, bucket))
+		n = snprintf(s->base, sizeof(s->base), "%.*s%s.%s",
+			     (int)(host - cfg->endpoint), cfg->endpoint,
+			     bucket, host);
+	else
+		n = snprintf(s->base, sizeof(s->base), "%s/%s", cfg->endpoint,
+			     bucket);
+	if (n < 0 || (size_t)n >= sizeof(s->base)) {
+		s3_free(s);
+		return diag_set(d, LOADER_EUSAGE, "endpoint \"%s\": too long",
+				cfg->endpoint);
+	}
+	snprintf(s->sigv4, sizeof(s->sigv4), "aws:amz:%s:s3", cfg->region);
+	if (p)
+		s->p = *p;
+	if (!s->p.tries)
+		s->p.tries = 6;
+	if (!s->p.backoff_ms)
+		s->p.backoff_ms = 100;
+	if (!s->p.backoff_max_ms)
+		s->p.backoff_max_ms = 5000;
+	if (!s->p.connect_s)
+		s->p.connect_s = 10;
+	if (!s->p.stall_s)
+		s->p.stall_s = 30;
+	if (!s->p.parallel)
+		s->p.parallel = 8;
+	if (s->p.parallel > S3_PARALLEL_MAX)
+		s->p.parallel = S3_PARALLEL_MAX;
+	if (!s->p.part_bytes)
+		s->p.part_bytes = 64u << 20;
+	if (s->p.part_bytes < S3_MIN_PART)
+		s->p.part_bytes = S3_MIN_PART;
+	s->rng = mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s;
+	s->multi = curl_multi_init();
+	if (!s->multi) {
+		s3_free(s);
+		return diag_set(d, -ENOMEM, "out of memory (curl multi)");
+	}
+	curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  (long)s->p.parallel);
+	*out = s;
+	return 0;
+}
+
+void s3_free(struct s3 *s)
+{
+	if (!s)
+		return;
+	if (s->multi)
+		curl_multi_cleanup(s->multi);
+	aws_cfg_wipe(&s->cfg);
+	free(s);
+}
+
+struct s3_counts s3_counts(const struct s3 *s)
+{
+	return s->n;
+}
+
+/* ---- callbacks --------------------------------------------------------- */
+
+/* Header value after "Name:", trimmed, if line is that header. */
+static bool header_is(const char *line, size_t len, const char *name,
+		      const char **val, size_t *vlen)
+{
+	size_t nl = strlen(name);
+
+	if (len <= nl || strncasecmp(line, name, nl) || line[nl] != ':')
+		return false;
+	line += nl + 1;
+	len -= nl + 1;
+	while (len && (*line == ' ' || *line == '\t'))
+		line++, len--;
+	while (len && isspace((unsigned char)line[len - 1]))
+		len--;
+	*val = line;
+	*vlen = len;
+	return true;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct req *r = arg;
+	size_t len = size * nitems;
+	const char *v;
+	size_t vl;
+
+	/* A new response (after a 100 Continue, say) starts afresh. */
+	if (len > 5 && !strncmp(buf, "HTTP/", 5)) {
+		r->have_len = false;
+		r->obj.etag[0] = '\0';
+		r->obj.size = 0;
+		return len;
+	}
+	if (header_is(buf, len, "ETag", &v, &vl)) {
+		if (vl >= sizeof(r->obj.etag))
+			vl = sizeof(r->obj.etag) - 1;
+		memcpy(r->obj.etag, v, vl);
+		r->obj.etag[vl] = '\0';
+	} else if (header_is(buf, len, "Content-Length", &v, &vl)) {
+		r->content_len = strtoull(v, NULL, 10);
+		r->have_len = true;
+		if (!r->range[0])
+			r->obj.size = r->content_len;
+	} else if (header_is(buf, len, "Content-Range", &v, &vl)) {
+		const char *slash = memchr(v, '/', vl);
+
+		if (slash)
+			r->obj.size = strtoull(slash + 1, NULL, 10);
+	}
+	return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct req *r = arg;
+	size_t len = size * nitems;
+
+	curl_easy_getinfo(r->e, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->status < 200 || r->status > 299) {
+		/* An error's body: its <Code> and <Message> say why. */
+		size_t room = sizeof(r->errbody) - 1 - r->errlen;
+
+		if (len < room)
+			room = len;
+		memcpy(r->errbody + r->errlen, buf, room);
+		r->errlen += room;
+		r->errbody[r->errlen] = '\0';
+		return len;
+	}
+	if (r->max && r->got + len > r->max) {
+		r->err = LOADER_ETOOBIG;
+		snprintf(r->why, sizeof(r->why),
+			 "larger than the %" PRIu64 " bytes allowed", r->max);
+		return 0;
+	}
+	if (r->to_mem) {
+		if (r->got + len + 1 > r->mem_cap) {
+			size_t cap = r->mem_cap ? r->mem_cap * 2 : 65536;
+			char *m;
+
+			while (cap < r->got + len + 1)
+				cap *= 2;
+			m = realloc(r->mem, cap);
+			if (!m) {
+				r->err = -ENOMEM;
+				snprintf(r->why, sizeof(r->why),
+					 "out of memory");
+				return 0;
+			}
+			r->mem = m;
+			r->mem_cap = cap;
+		}
+		memcpy(r->mem + r->got, buf, len);
+		/* The XML replies are searched as strings (xml_text()). */
+		r->mem[r->got + len] = '\0';
+	} else {
+		size_t done = 0;
+
+		while (done < len) {
+			ssize_t w = pwrite(r->out_fd, buf + done, len - done,
+					   (off_t)(r->got + done));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				r->err = w < 0 ? -errno : -EIO;
+				snprintf(r->why, sizeof(r->why),
+					 "writing the local copy: %s",
+					 strerror(-r->err));
+				return 0;
+			}
+			done += (size_t)w;
+		}
+	}
+	r->got += len;
+	return len;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct req *r = arg;
+	size_t len = size * nitems;
+	ssize_t n;
+
+	if (len > r->in_len - r->in_pos)
+		len = (size_t)(r->in_len - r->in_pos);
+	if (!len)
+		return 0;
+	if (r->in_mem) {
+		memcpy(buf, r->in_mem + r->in_pos, len);
+		n = (ssize_t)len;
+	} else {
+		do
+			n = pread(r->in_fd, buf, len,
+				  (off_t)(r->in_off + r->in_pos));
+		while (n < 0 && errno == EINTR);
+		if (n <= 0) {
+			r->err = n < 0 ? -errno : LOADER_ETRUNC;
+			snprintf(r->why, sizeof(r->why),
+				 "reading the local file: %s",
+				 n < 0 ? strerror(errno) :
+					 "it ends before its size");
+			return CURL_READFUNC_ABORT;
+		}
+	}
+	r->in_pos += (uint64_t)n;
+	return (size_t)n;
+}
+
+static int on_seek(void *arg, curl_off_t off, int origin)
+{
+	struct req *r = arg;
+
+	if (origin != SEEK_SET || off < 0 || (uint64_t)off > r->in_len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	r->in_pos = (uint64_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* ---- running requests -------------------------------------------------- */
+
+static int req_setup(struct s3 *s, struct req *r, struct diag *d)
+{
+	char h[AWS_TOKEN_MAX + 64];
+	struct curl_slist *l = NULL, *t;
+	CURL *e = curl_easy_init();
+
+	if (!e)
+		return diag_set(d, -ENOMEM, "out of memory (curl)");
+	r->e = e;
+#define ADD(str)                                                               \
+	do {                                                                   \
+		t = curl_slist_append(l, (str));                               \
+		if (!t)                                                        \
+			goto nomem;                                            \
+		l = t;                                                         \
+	} while (0)
+	/*
+	 * Only headers that go out: libcurl signs every one in the list,
+	 * so an "Expect:" that removes a header would be signed unsent.
+	 */
+	ADD("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (s->cfg.session_token[0]) {
+		snprintf(h, sizeof(h), "x-amz-security-token: %s",
+			 s->cfg.session_token);
+		ADD(h);
+		explicit_bzero(h, sizeof(h));
+	}
+	if (r->range[0]) {
+		snprintf(h, sizeof(h), "Range: %s", r->range);
+		ADD(h);
+	}
+	if (r->if_match[0]) {
+		snprintf(h, sizeof(h), "If-Match: %s", r->if_match);
+		ADD(h);
+	}
+	if (r->md5[0]) {
+		snprintf(h, sizeof(h), "Content-MD5: %s", r->md5);
+		ADD(h);
+	}
+#undef ADD
+	r->hdrs = l;
+	curl_easy_setopt(e, CURLOPT_URL, r->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, (long)s->p.connect_s);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)s->p.stall_s);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (s->cfg.access_key[0]) {
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, s->cfg.access_key);
+		curl_easy_setopt(e, CURLOPT_PASSWORD, s->cfg.secret_key);
+	}
+	if (!strcmp(r->method, "HEAD")) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	} else if (!strcmp(r->method, "PUT") || !strcmp(r->method, "POST")) {
+		if (!strcmp(r->method, "PUT")) {
+			curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+					 (curl_off_t)r->in_len);
+		} else {
+			curl_easy_setopt(e, CURLOPT_POST, 1L);
+			curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+					 (curl_off_t)r->in_len);
+		}
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(e, CURLOPT_READDATA, r);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
+	} else if (strcmp(r->method, "GET")) {
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	}
+	return 0;
+nomem:
+	curl_slist_free_all(l);
+	return diag_set(d, -ENOMEM, "out of memory (curl headers)");
+}
+
+static void req_clean(struct req *r)
+{
+	if (r->e)
+		curl_easy_cleanup(r->e);
+	r->e = NULL;
+	curl_slist_free_all(r->hdrs);
+	r->hdrs = NULL;
+}
+
+/* The store's <Code> in an error body, or "". */
+static void err_code(const struct req *r, char *out, size_t cap)
+{
+	const char *a = strstr(r->errbody, "<Code>"), *b;
+
+	out[0] = '\0';
+	if (!a)
+		return;
+	a += 6;
+	b = strstr(a, "</Code>");
+	if (b && (size_t)(b - a) < cap) {
+		memcpy(out, a, (size_t)(b - a));
+		out[b - a] = '\0';
+	}
+}
+
+static bool retryable(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A request's attempt ended with rc. Either it is done (r->done, with
+ * r->err) or it is due again after a backoff.
+ */
+static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
+{
+	char code[64];
+	bool again = false;
+
+	s->n.bytes_in += r->got;
+	curl_easy_getinfo(r->e, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->err) {
+		/* Ours (a bound, a local write): no retry changes it. */
+	} else if (rc != CURLE_OK) {
+		again = retryable(rc);
+		r->err = -EIO;
+		snprintf(r->why, sizeof(r->why), "%s", curl_easy_strerror(rc));
+	} else if (r->status >= 200 && r->status <= 299) {
+		if (r->have_len && strcmp(r->method, "HEAD") &&
+		    r->got != r->content_len) {
+			again = true;
+			r->err = -EIO;
+			snprintf(r->why, sizeof(r->why),
+				 "short body: %" PRIu64 " of %" PRIu64
+				 " bytes",
+				 r->got, r->content_len);
+		}
+	} else {
+		err_code(r, code, sizeof(code));
+		switch (r->status) {
+		case 403: r->err = -EACCES; break;
+		case 404: r->err = -ENOENT; break;
+		case 412: r->err = -ESTALE; break;
+		case 429:
+		case 500:
+		case 502:
+		case 503:
+		case 504:
+			again = true;
+			/* fall through */
+		default: r->err = -EIO; break;
+		}
+		snprintf(r->why, sizeof(r->why), "HTTP %ld%s%s%s", r->status,
+			 code[0] ? " (" : "", code, code[0] ? ")" : "");
+		if (r->status == 412)
+			snprintf(r->why, sizeof(r->why),
+				 "HTTP 412: the object changed (its ETag is no longer %s)",
+				 r->if_match);
+	}
+	if (again && r->attempt + 1 < s->p.tries) {
+		uint64_t cap = (uint64_t)s->p.backoff_ms << r->attempt;
+
+		if (cap > s->p.backoff_max_ms)
+			cap = s->p.backoff_max_ms;
+		r->attempt++;
+		s->n.retries++;
+		r->due_ms = mono_ms() + s3_rand(s) % (cap + 1);
+		r->err = 0;
+		return;
+	}
+	if (again) {
+		char last[DIAG_MAX - 64];
+
+		snprintf(last, sizeof(last), "%s", r->why);
+		snprintf(r->why, sizeof(r->why), "%s, after %u tries", last,
+			 r->attempt + 1);
+	}
+	r->done = true;
+}
+
+/* Reset what an attempt received, for the next one. */
+static void req_rewind(struct req *r)
+{
+	r->got = 0;
+	r->in_pos = 0;
+	r->errlen = 0;
+	r->errbody[0] = '\0';
+	r->status = 0;
+	r->have_len = false;
+	r->content_len = 0;
+	memset(&r->obj, 0, sizeof(r->obj));
+	r->why[0] = '\0';
+}
+
+/*
+ * Run the n requests to their end, at most the client's parallel count
+ * at once. Returns 0 (each request's outcome is in its err and why), or
+ * a code of the run itself (out of memory, curl's multi failing).
+ */
+static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
+{
+	size_t left = n, active = 0;
+	bool ended;
+	int err = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		err = req_setup(s, rs[i], d);
+		if (err)
+			goto out;
+	}
+	while (left) {
+		uint64_t now = mono_ms(), next = UINT64_MAX;
+		int still, msgs, wait_ms;
+		CURLMsg *m;
+
+		for (size_t i = 0; i < n && active < s->p.parallel; i++) {
+			struct req *r = rs[i];
+
+			if (r->done || r->active)
+				continue;
+			if (r->due_ms > now) {
+				if (r->due_ms < next)
+					next = r->due_ms;
+				continue;
+			}
+			req_rewind(r);
+			if (curl_multi_add_handle(s->multi, r->e)) {
+				err = diag_set(d, -ENOMEM,
+					       "curl_multi_add_handle failed");
+				goto out;
+			}
+			r->active = true;
+			active++;
+			s->n.requests++;
+			if (r->in_len)
+				s->n.bytes_out += r->in_len;
+		}
+		if (curl_multi_perform(s->multi, &still)) {
+			err = diag_set(d, -EIO, "curl_multi_perform failed");
+			goto out;
+		}
+		ended = false;
+		while ((m = curl_multi_info_read(s->multi, &msgs))) {
+			struct req *r;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+					  (char **)&r);
+			req_ended(s, r, m->data.result);
+			curl_multi_remove_handle(s->multi, r->e);
+			r->active = false;
+			active--;
+			ended = true;
+			if (r->done)
+				left--;
+		}
+		if (!left)
+			break;
+		/*
+		 * A slot came free: start the next request before waiting,
+		 * or with none left in flight the wait below would sleep its
+		 * whole 100 ms between one request and the next.
+		 */
+		if (ended)
+			continue;
+		wait_ms = 100;
+		if (!active && next != UINT64_MAX) {
+			now = mono_ms();
+			wait_ms = next > now ? (int)(next - now) : 0;
+		} else if (next != UINT64_MAX && next - now < 100) {
+			wait_ms = next > now ? (int)(next - now) : 0;
+		}
+		if (active)
+			curl_multi_poll(s->multi, NULL, 0, wait_ms, NULL);
+		else if (wait_ms)
+			usleep((useconds_t)wait_ms * 1000u);
+	}
+out:
+	for (size_t i = 0; i < n; i++) {
+		if (rs[i]->active)
+			curl_multi_remove_handle(s->multi, rs[i]->e);
+		rs[i]->active = false;
+		req_clean(rs[i]);
+	}
+	return err;
+}
+
+/* The outcome of a finished request as a return code, named in d. */
+static int req_result(struct s3 *s, const struct req *r, struct diag *d)
+{
+	if (!r->err)
+		return 0;
+	return diag_set(d, r->err, "s3://%s/%s: %s %s", s->bucket, r->key,
+			r->method, r->why);
+}
+
+static int run_one(struct s3 *s, struct req *r, struct diag *d)
+{
+	int err = run(s, &r, 1, d);
+
+	return err ? err : req_result(s, r, d);
+}
+
+/* ---- operations -------------------------------------------------------- */
+
+int s3_head(struct s3 *s, const char *key, struct s3_obj *o, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	r->method = "HEAD";
+	err = req_url(s, r, key, NULL, d);
+	if (!err)
+		err = run_one(s, r, d);
+	if (!err)
+		*o = r->obj;
+	free(r);
+	return err;
+}
+
+/* A GET of key into fd (or memory), with want's ETag as If-Match. */
+static void get_init(struct req *r, int fd, uint64_t max,
+		     const struct s3_obj *want)
+{
+	r->method = "GET";
+	r->out_fd = fd;
+	r->max = max;
+	if (want && want->etag[0])
+		snprintf(r->if_match, sizeof(r->if_match), "%s", want->etag);
+}
+
+/* After a GET into a file: the size is right, and the file is that long. */
+static int get_check(struct s3 *s, struct req *r, const struct s3_obj *want)
+{
+	if (r->err)
+		return r->err;
+	if (want && want->etag[0] && want->size != r->got) {
+		r->err = -ESTALE;
+		snprintf(r->why, sizeof(r->why),
+			 "%" PRIu64 " bytes came, %" PRIu64 " were expected",
+			 r->got, want->size);
+		return r->err;
+	}
+	/* If-Match made the store check it; a store that did not is caught. */
+	if (want && want->etag[0] && r->obj.etag[0] &&
+	    strcmp(want->etag, r->obj.etag)) {
+		r->err = -ESTALE;
+		snprintf(r->why, sizeof(r->why),
+			 "the object changed (ETag %s, %s was asked for)",
+			 r->obj.etag, want->etag);
+		return r->err;
+	}
+	r->obj.size = r->got;
+	if (!r->to_mem && ftruncate(r->out_fd, (off_t)r->got)) {
+		r->err = -errno;
+		snprintf(r->why, sizeof(r->why),
+			 "truncating the local copy: %s", strerror(errno));
+	}
+	(void)s;
+	return r->err;
+}
+
+int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t max,
+	      const struct s3_obj *want, struct s3_obj *got, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	get_init(r, fd, max, want);
+	err = req_url(s, r, key, NULL, d);
+	if (!err)
+		err = run(s, &r, 1, d);
+	if (!err) {
+		get_check(s, r, want);
+		err = req_result(s, r, d);
+	}
+	if (!err && got)
+		*got = r->obj;
+	free(r);
+	return err;
+}
+
+int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
+	       size_t *len, struct s3_obj *got, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	*buf = NULL;
+	*len = 0;
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	get_init(r, -1, max, NULL);
+	r->to_mem = true;
+	err = req_url(s, r, key, NULL, d);
+	if (!err)
+		err = run(s, &r, 1, d);
+	if (!err) {
+		get_check(s, r, NULL);
+		err = req_result(s, r, d);
+	}
+	if (!err && !r->mem) {
+		r->mem = malloc(1);
+		if (!r->mem)
+			err = diag_set(d, -ENOMEM, "out of memory");
+	}
+	if (!err) {
+		r->mem[r->got] = '\0';
+		*buf = r->mem;
+		*len = (size_t)r->got;
+		if (got)
+			*got = r->obj;
+		r->mem = NULL;
+	}
+	free(r->mem);
+	free(r);
+	return err;
+}
+
+int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
+{
+	struct req *rv = calloc(n ? n : 1, sizeof(*rv));
+	struct req **rs = calloc(n ? n : 1, sizeof(*rs));
+	int err = 0;
+
+	if (!rv || !rs) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rs[i] = &rv[i];
+		get_init(&rv[i], f[i].fd, 0, &f[i].want);
+		if (f[i].fd < 0)
+			rv[i].method = "HEAD";
+		err = req_url(s, &rv[i], f[i].key, NULL, d);
+		if (err)
+			goto out;
+	}
+	err = run(s, rs, n, d);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct diag one;
+		int e;
+
+		if (f[i].fd >= 0)
+			get_check(s, &rv[i], &f[i].want);
+		e = req_result(s, &rv[i], &one);
+		f[i].err = e;
+		f[i].got = rv[i].obj;
+		snprintf(f[i].why, sizeof(f[i].why), "%s", e ? one.msg : "");
+		if (e && !err)
+			err = diag_set(d, e, "%s", one.msg);
+	}
+out:
+	free(rv);
+	free(rs);
+	return err;
+}
+
+/* ---- uploads ----------------------------------------------------------- */
+
+/* Content-MD5 (base64) of len bytes of mem, or of fd from off. */
+static int body_md5(const char *mem, int fd, uint64_t off, uint64_t len,
+		    char out[32])
+{
+	unsigned char md[EVP_MAX_MD_SIZE], buf[1 << 16];
+	EVP_MD_CTX *x = EVP_MD_CTX_new();
+	unsigned mdlen = 0;
+	int err = 0;
+
+	if (!x || !EVP_DigestInit_ex(x, EVP_md5(), NULL)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (mem) {
+		EVP_DigestUpdate(x, mem, len);
+	} else {
+		for (uint64_t done = 0; done < len;) {
+			size_t want = sizeof(buf);
+			ssize_t r;
+
+			if (want > len - done)
+				want = (size_t)(len - done);
+			r = pread(fd, buf, want, (off_t)(off + done));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				err = r < 0 ? -errno : LOADER_ETRUNC;
+				goto out;
+			}
+			EVP_DigestUpdate(x, buf, (size_t)r);
+			done += (uint64_t)r;
+		}
+	}
+	EVP_DigestFinal_ex(x, md, &mdlen);
+	EVP_EncodeBlock((unsigned char *)out, md, (int)mdlen);
+out:
+	EVP_MD_CTX_free(x);
+	return err;
+}
+
+static int put_one(struct s3 *s, const char *key, const char *mem, int fd,
+		   uint64_t size, struct s3_obj *o, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	r->method = "PUT";
+	r->in_mem = mem;
+	r->in_fd = fd;
+	r->in_len = size;
+	r->to_mem = true;
+	err = body_md5(mem, fd, 0, size, r->md5);
+	if (err) {
+		err = diag_set(d, err, "s3://%s/%s: reading what to store: %s",
+			       s->bucket, key, loader_strerror(err));
+		goto out;
+	}
+	err = req_url(s, r, key, NULL, d);
+	if (!err)
+		err = run_one(s, r, d);
+	if (!err && o) {
+		*o = r->obj;
+		o->size = size;
+	}
+out:
+	free(r->mem);
+	free(r);
+	return err;
+}
+
+/* The text between <tag> and </tag> in body, or "" . */
+static void xml_text(const char *body, const char *tag, char *out, size_t cap)
+{
+	char open[64], close[64];
+	const char *a, *b;
+
+	out[0] = '\0';
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	a = body ? strstr(body, open) : NULL;
+	if (!a)
+		return;
+	a += strlen(open);
+	b = strstr(a, close);
+	if (b && (size_t)(b - a) < cap) {
+		memcpy(out, a, (size_t)(b - a));
+		out[b - a] = '\0';
+	}
+}
+
+static int put_multipart(struct s3 *s, const char *key, int fd, uint64_t size,
+			 struct s3_obj *o, struct diag *d)
+{
+	uint64_t part = s->p.part_bytes;
+	size_t nparts, xcap, xlen = 0;
+	struct req *init = calloc(1, sizeof(*init)), *fin = NULL, *abrt;
+	struct req *pv = NULL, **ps = NULL;
+	char upload[512], q[700], *xml = NULL;
+	int err;
+
+	if (!init)
+		return diag_set(d, -ENOMEM, "out of memory");
+	while ((size + part - 1) / part > S3_MAX_PARTS)
+		part *= 2;
+	nparts = (size_t)((size + part - 1) / part);
+	init->method = "POST";
+	init->to_mem = true;
+	err = req_url(s, init, key, "uploads=", d);
+	if (!err)
+		err = run_one(s, init, d);
+	if (err)
+		goto out;
+	xml_text(init->mem, "UploadId", upload, sizeof(upload));
+	if (!upload[0]) {
+		err = diag_set(d, -EIO,
+			       "s3://%s/%s: the store's reply to starting a multipart upload has no UploadId",
+			       s->bucket, key);
+		goto out;
+	}
+	pv = calloc(nparts, sizeof(*pv));
+	ps = calloc(nparts, sizeof(*ps));
+	xcap = 128 + nparts * (S3_ETAG_MAX + 80);
+	xml = malloc(xcap);
+	if (!pv || !ps || !xml) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto abort;
+	}
+	for (size_t i = 0; i < nparts; i++) {
+		struct req *r = &pv[i];
+
+		ps[i] = r;
+		r->method = "PUT";
+		r->in_fd = fd;
+		r->in_off = i * part;
+		r->in_len = size - r->in_off < part ? size - r->in_off : part;
+		r->to_mem = true;
+		err = body_md5(NULL, fd, r->in_off, r->in_len, r->md5);
+		if (err) {
+			err = diag_set(d, err,
+				       "s3://%s/%s: reading part %zu: %s",
+				       s->bucket, key, i + 1,
+				       loader_strerror(err));
+			goto abort;
+		}
+		/* Sorted: partNumber before uploadId (see the top). */
+		snprintf(q, sizeof(q), "partNumber=%zu&uploadId=%s", i + 1,
+			 upload);
+		err = req_url(s, r, key, q, d);
+		if (err)
+			goto abort;
+	}
+	err = run(s, ps, nparts, d);
+	for (size_t i = 0; !err && i < nparts; i++) {
+		err = req_result(s, ps[i], d);
+		if (!err && !ps[i]->obj.etag[0])
+			err = diag_set(d, -EIO,
+				       "s3://%s/%s: part %zu stored without an ETag",
+				       s->bucket, key, i + 1);
+	}
+	if (err)
+		goto abort;
+	xlen = (size_t)snprintf(xml, xcap, "<CompleteMultipartUpload>");
+	for (size_t i = 0; i < nparts; i++)
+		xlen += (size_t)snprintf(
+			xml + xlen, xcap - xlen,
+			"<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>",
+			i + 1, ps[i]->obj.etag);
+	xlen += (size_t)snprintf(xml + xlen, xcap - xlen,
+				 "</CompleteMultipartUpload>");
+	fin = calloc(1, sizeof(*fin));
+	if (!fin) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto abort;
+	}
+	fin->method = "POST";
+	fin->in_mem = xml;
+	fin->in_len = xlen;
+	fin->to_mem = true;
+	snprintf(q, sizeof(q), "uploadId=%s", upload);
+	err = req_url(s, fin, key, q, d);
+	if (!err)
+		err = run_one(s, fin, d);
+	/* S3 may answer 200 with an error in the body. */
+	if (!err && fin->mem && strstr(fin->mem, "<Error>")) {
+		char code[64];
+
+		xml_text(fin->mem, "Code", code, sizeof(code));
+		err = diag_set(d, -EIO,
+			       "s3://%s/%s: completing the multipart upload: %s",
+			       s->bucket, key, code);
+	}
+	if (err)
+		goto abort;
+	if (o) {
+		xml_text(fin->mem, "ETag", o->etag, sizeof(o->etag));
+		if (!strncmp(o->etag, "&quot;", 6)) {
+			/* Quotes arrive escaped in the XML. */
+			char e[S3_ETAG_MAX];
+			size_t l = strlen(o->etag);
+
+			snprintf(e, sizeof(e), "\"%.*s\"",
+				 l > 12 ? (int)(l - 12) : 0, o->etag + 6);
+			snprintf(o->etag, sizeof(o->etag), "%s", e);
+		}
+		o->size = size;
+	}
+	goto out;
+abort:
+	abrt = calloc(1, sizeof(*abrt));
+	if (abrt) {
+		struct diag ignore;
+
+		abrt->method = "DELETE";
+		abrt->to_mem = true;
+		snprintf(q, sizeof(q), "uploadId=%s", upload);
+		if (!req_url(s, abrt, key, q, &ignore))
+			(void)run_one(s, abrt, &ignore);
+		free(abrt->mem);
+		free(abrt);
+	}
+out:
+	if (pv)
+		for (size_t i = 0; i < nparts; i++)
+			free(pv[i].mem);
+	free(pv);
+	free(ps);
+	free(xml);
+	if (fin)
+		free(fin->mem);
+	free(fin);
+	free(init->mem);
+	free(init);
+	return err;
+}
+
+int s3_put_fd(struct s3 *s, const char *key, int fd, uint64_t size,
+	      struct s3_obj *o, struct diag *d)
+{
+	if (size > s->p.part_bytes)
+		return put_multipart(s, key, fd, size, o, d);
+	return put_one(s, key, NULL, fd, size, o, d);
+}
+
+int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
+	       struct s3_obj *o, struct diag *d)
+{
+	return put_one(s, key, buf, -1, len, o, d);
+}
+
+int s3_make_bucket(struct s3 *s, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	r->method = "PUT";
+	r->to_mem = true;
+	/* The bucket's URL is the base, with no key after it. */
+	snprintf(r->url, sizeof(r->url), "%s", s->base);
+	r->key = "";
+	err = run(s, &r, 1, d);
+	if (!err && r->err && r->status == 409 &&
+	    strstr(r->errbody, "BucketAlreadyOwnedByYou"))
+		r->err = 0;
+	if (!err)
+		err = req_result(s, r, d);
+	free(r->mem);
+	free(r);
+	return err;
+}

@@ -1,0 +1,129 @@
+/*
+ * s3.h - requests to an S3-API object store (AWS S3, Ceph RGW, MinIO),
+ * through libcurl.
+ *
+ * One struct s3 is one bucket seen with one set of credentials
+ * (common/awscfg.h). It signs every request with SigV4 as libcurl does
+ * it (CURLOPT_AWS_SIGV4, the payload declared UNSIGNED-PAYLOAD), keeps
+ * its connections alive across requests, and runs many requests at once
+ * through one curl multi handle. Every request is retried on what a
+ * store or a network does now and then (connection refused or reset,
+ * timeouts, 5xx, 503 SlowDown, a body shorter than announced), after a
+ * backoff that doubles with full jitter; what a retry cannot change
+ * (403, 404, 412: the object changed) ends it at once.
+ *
+ * Errors: -EACCES (403), -ENOENT (404), -ESTALE (412: the object is not
+ * the one asked for any more), -EIO (retries spent; d says the last
+ * cause), LOADER_ETOOBIG (larger than the caller allowed), -ENOMEM.
+ * Every message names the object as s3://bucket/key. No secret is ever
+ * put into a message.
+ *
+ * Not thread-safe: one struct s3 per thread.
+ */
+#ifndef LD_S3_H
+#define LD_S3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "awscfg.h"
+#include "diag.h"
+
+#define S3_ETAG_MAX 80 /* quoted hex, or hex-N for a multipart object */
+#define S3_KEY_MAX  1100
+
+/* What a HEAD or GET says of an object. */
+struct s3_obj {
+	uint64_t size;
+	char etag[S3_ETAG_MAX]; /* as the store sent it, quotes included */
+};
+
+struct s3_params {
+	unsigned tries;		 /* attempts per request; 0: 6 */
+	unsigned backoff_ms;	 /* first retry's backoff bound; 0: 100 */
+	unsigned backoff_max_ms; /* 0: 5000 */
+	unsigned connect_s;	 /* connect timeout; 0: 10 */
+	/* A transfer slower than 1 KiB/s for this long is cut; 0: 30 */
+	unsigned stall_s;
+	unsigned parallel; /* requests in flight at once; 0: 8 */
+	/* Multipart upload above this size, in parts of it; 0: 64 MiB */
+	uint64_t part_bytes;
+};
+
+struct s3;
+
+/*
+ * Call once per process before any thread makes a struct s3 (libcurl's
+ * global state). Returns 0 or -ENOMEM.
+ */
+int s3_global_init(void);
+
+/*
+ * A client for bucket at cfg's endpoint with cfg's credentials (copied;
+ * the copy is wiped by s3_free()). p may be NULL (defaults). Returns 0
+ * or a negative code described in d.
+ */
+int s3_new(struct s3 **out, const struct aws_cfg *cfg, const char *bucket,
+	   const struct s3_params *p, struct diag *d);
+void s3_free(struct s3 *s);
+
+/* The object's size and ETag. */
+int s3_head(struct s3 *s, const char *key, struct s3_obj *o, struct diag *d);
+
+/*
+ * The whole object into fd from offset 0 (fd is truncated to its size).
+ * With want (NULL: any), only that version (If-Match on its ETag, and
+ * its size); got (may be NULL) receives what came. Above max bytes
+ * (0: no bound) it fails with LOADER_ETOOBIG.
+ */
+int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t max,
+	      const struct s3_obj *want, struct s3_obj *got, struct diag *d);
+
+/*
+ * The whole object into a malloc'd buffer (*buf, the caller frees it; a
+ * NUL is added after its *len bytes), at most max bytes.
+ */
+int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
+	       size_t *len, struct s3_obj *got, struct diag *d);
+
+/* One object of a batch fetched by s3_get_many(). */
+struct s3_fetch {
+	const char *key;
+	int fd; /* written from offset 0, truncated to size; -1: HEAD only */
+	struct s3_obj want;  /* size and ETag; an empty etag: any */
+	struct s3_obj got;   /* what came */
+	int err;	     /* 0 or the object's error */
+	char why[DIAG_MAX]; /* when err: what went wrong */
+};
+
+/*
+ * Fetch n objects, up to the client's parallel count at once over its
+ * kept-alive connections. Returns 0 when every one came (each f[i].err
+ * 0), else the first failed one's error, with d naming it; every
+ * object's own outcome is in f[i].
+ */
+int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d);
+
+/*
+ * Store size bytes of fd (from offset 0) as key: one PUT up to the part
+ * size, else a multipart upload whose parts go up in parallel, aborted
+ * if it fails. Every part carries its Content-MD5, which the store
+ * checks. o (may be NULL) receives the stored ETag and size.
+ */
+int s3_put_fd(struct s3 *s, const char *key, int fd, uint64_t size,
+	      struct s3_obj *o, struct diag *d);
+
+/* Store len bytes of buf as key, with its Content-MD5. */
+int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
+	       struct s3_obj *o, struct diag *d);
+
+/* Make the bucket (409, it exists and is ours, is no error). */
+int s3_make_bucket(struct s3 *s, struct diag *d);
+
+/* Requests made and retried, and bytes received, since s3_new(). */
+struct s3_counts {
+	uint64_t requests, retries, bytes_in, bytes_out;
+};
+struct s3_counts s3_counts(const struct s3 *s);
+
+#endif /* LD_S3_H */

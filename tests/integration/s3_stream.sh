@@ -1,0 +1,215 @@
+#!/bin/sh
+# Streams of s3:// datasets through real daemons and their shard caches,
+# against a real Ceph RADOS Gateway (tests/integration/ceph.sh) reached
+# through tests/integration/s3fault.py, a proxy that logs every request
+# and fails some on purpose. A stream of s3://BUCKET/PREFIX gives the
+# very batches the same dataset gives from local disk, in every order,
+# rank and world and across a resume; the second stream is served from
+# the shard cache without a byte fetched; three daemons as three nodes
+# deliver each sample once per epoch across their ranks, a late rank
+# holding up none; credentials are the client's own (another user's, a
+# wrong secret or none are refused, cached or not) and are found in no
+# log, cache or state file; throttling, resets and short bodies are
+# retried; a changed object is fetched anew; a damaged one is refused
+# naming it, and nothing of it is kept; the cache keeps to its budget.
+. "$top_srcdir/tests/integration/tap.sh"
+. "$top_srcdir/tests/integration/ceph.sh"
+
+why=$(ceph_missing)
+[ -z "$why" ] || skip_all "$why"
+PY=/usr/bin/python3
+[ -x "$PY" ] || skip_all "python3 not installed"
+command -v curl >/dev/null 2>&1 || skip_all "curl not installed"
+src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -f "$src/t10k-images-idx3-ubyte.gz" ] || [ -f "$src/t10k-images-idx3-ubyte" ] ||
+	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+tmpdir
+PXPID=
+trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
+plan 40
+
+ceph_start "$T/ceph" 2>"$T/ceph.err"
+rc=$?
+is "$rc" 0 "a Ceph cluster with its S3 gateway starts on loopback"
+[ "$rc" -eq 0 ] || { sed 's/^/# /' "$T/ceph.err"; exit 1; }
+GW=$AWS_ENDPOINT_URL
+SECRET=$AWS_SECRET_ACCESS_KEY
+
+# The proxy every request goes through: its log counts what the store
+# served, its faults file says what to fail.
+: >"$T/px.faults"
+"$PY" "$top_srcdir/tests/integration/s3fault.py" "$GW" "$T/px.port" \
+	"$T/px.log" "$T/px.faults" 2>"$T/px.err" &
+PXPID=$!
+i=0
+while [ ! -s "$T/px.port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/px.port")
+export AWS_ENDPOINT_URL
+
+# put FILE KEY: store FILE as KEY with curl (the gateway directly).
+put() {
+	curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$SECRET" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+		-T "$1" "$GW/data/$2"
+}
+# upload DIR PREFIX: a packed dataset's files, the manifest last.
+upload() {
+	_st=
+	for _f in "$1"/*.lds "$1/manifest.json"; do
+		_st="$_st$(put "$_f" "$2/${_f##*/}")"
+	done
+	echo "$_st" | tr -d 0-9 | grep -q . && return 1
+	echo "$_st" | grep -qv '^\(200\)*$' && return 1
+	return 0
+}
+# gets PREFIX: bytes of shard GETs the store served for PREFIX so far.
+gets() {
+	awk -v p="/data/$1/shard-" '$1 == "GET" && index($2, p) == 1 && $3 == 200 { n += $4 }
+		END { print n + 0 }' "$T/px.log"
+}
+
+curl -s -o /dev/null --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+	--user "$AWS_ACCESS_KEY_ID:$SECRET" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+	-X PUT "$GW/data"
+"$LOADERCTL" pack --split test --shard-size 2M "$src" "$T/fm" >/dev/null &&
+	"$LOADERCTL" pack --split test --shard-size 2M --shuffle 9 "$src" "$T/fm9" >/dev/null
+ok "a bucket, and the Fashion-MNIST test set packed in 2 MB shards and uploaded" \
+	upload "$T/fm/test" fm
+NSH=$(ls "$T/fm/test"/*.lds | wc -l)
+DSB=$(cat "$T/fm/test"/*.lds | wc -c)
+
+start_daemon "$T/d.sock" --threads 2
+LOG=$T/d.sock.log
+URL=s3://data/fm
+
+# --- the same batches as from local disk -----------------------------
+same_batches "$T/d.sock" "random order, 2 epochs" "$URL" "$T/fm/test" \
+	--order random --seed 5 --epochs 2 --batch 100
+like "$(grep "$URL: " "$LOG" | head -1)" \
+	"$NSH shards: 0 from the shard cache, $NSH fetched \($DSB bytes\)" \
+	"the first stream fetched every shard once, into the shard cache"
+is "$(gets fm)" "$DSB" "the store served the dataset's bytes once"
+same_batches "$T/d.sock" "quasi order, drop_last" "$URL" "$T/fm/test" \
+	--order quasi --seed 2 --drop-last --batch 64
+like "$(grep "$URL: " "$LOG" | tail -1)" "$NSH shards: $NSH from the shard cache, 0 fetched" \
+	"the next stream is served from the shard cache"
+is "$(gets fm)" "$DSB" "and the store served no more shard bytes for it"
+once_per_epoch "$T/d.sock" "$URL" 3 2 10000 \
+	"ranks 0..2 of world 3 deliver each sample once per epoch" --order random --seed 4
+
+# --- a named stream resumes --------------------------------------------
+"$LDCLIENT" --name s3job --order random --seed 8 --ids --kill-after 7 \
+	"$T/d.sock" "$URL" >"$T/r0" 2>&1
+"$LDCLIENT" --name s3job --order random --seed 8 --ids "$T/d.sock" "$URL" >"$T/r1" 2>&1
+like "$(grep '^start' "$T/r1")" '^start 0 [1-9][0-9]* resumed 1$' \
+	"a named stream killed after 7 batches resumes where it stopped"
+is "$(cat "$T/r0" "$T/r1" | awk '$1 == "id" { print $2, $4 }' | sort -u | wc -l) $(cat "$T/r0" "$T/r1" | grep -c '^id')" \
+	"10000 10000" "and its epoch delivers every sample exactly once over the two runs"
+
+# --- whose credentials ---------------------------------------------------
+ceph_user other ldtest1access ldtest1secret0key0for0ceph0tests
+out=$(AWS_ACCESS_KEY_ID=ldtest1access AWS_SECRET_ACCESS_KEY=ldtest1secret0key0for0ceph0tests \
+	"$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
+like "$out" "Permission denied.*s3://data/fm/manifest.json.*403" \
+	"another user's credentials are refused, though the shards are cached"
+out=$(AWS_SECRET_ACCESS_KEY=wrong0secret "$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
+like "$out" "s3://data/fm/manifest.json.*403" "a wrong secret is refused"
+out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$T" \
+	"$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
+like "$out" "s3://data/fm/manifest.json.*403" "no credentials (anonymous) are refused"
+# The profile's credentials file is read in the client's process.
+mkdir -p "$T/home/.aws"
+printf '[job]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+	"$AWS_ACCESS_KEY_ID" "$SECRET" >"$T/home/.aws/credentials"
+out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$T/home" AWS_PROFILE=job \
+	"$LDCLIENT" --hash "$T/d.sock" "$URL" 2>&1 | grep '^epoch')
+is "$out" "$("$LDCLIENT" --hash "$T/d.sock" "$T/fm/test" 2>&1 | grep '^epoch')" \
+	"credentials from ~/.aws/credentials (AWS_PROFILE) stream it"
+hits=$(grep -rl -e "$SECRET" -e ldtest1secret0key0for0ceph0tests "$LOG" "$T/d.sock.cache" \
+	"$T/d.sock.state" 2>/dev/null | wc -l)
+is "$hits" 0 "no secret is in the daemon's log, shard cache or state"
+
+# --- faults ----------------------------------------------------------------
+upload "$T/fm/test" fm2 || echo "# upload fm2 failed"
+printf '503 2\nreset 1\nshort 1 GET /data/fm2/shard-00001\n500 1 HEAD\n' >"$T/px.faults"
+same_batches "$T/d.sock" "through 503 SlowDown, 500, a reset and a short body" \
+	s3://data/fm2 "$T/fm/test" --order random --seed 5
+like "$(grep 's3://data/fm2: ' "$LOG" | tail -1)" ' [1-9][0-9]* retries' \
+	"the daemon says it retried"
+is "$(cat "$T/px.faults" | awk '{ n += $2 } END { print n + 0 }')" 0 \
+	"every fault asked for was met"
+printf '503 100\n' >"$T/px.faults"
+out=$("$LDCLIENT" "$T/d.sock" s3://data/fm2/again 2>&1)
+like "$out" 's3://data/fm2/again/manifest.json: GET HTTP 503 \(SlowDown\), after [0-9]+ tries' \
+	"a store that keeps throttling ends the open with a clear error"
+: >"$T/px.faults"
+out=$("$LDCLIENT" --hash "$T/d.sock" "$T/fm/test" 2>&1 | grep -c '^epoch')
+is "$out" 1 "and the daemon goes on serving other streams"
+
+# --- a changed object, a damaged one -------------------------------------
+upload "$T/fm9/test" fm || echo "# upload fm9 failed"
+same_batches "$T/d.sock" "after the dataset was replaced in the store" \
+	"$URL" "$T/fm9/test" --order sequential
+like "$(grep "$URL: " "$LOG" | tail -1)" "$NSH fetched" \
+	"every changed shard was fetched anew (its ETag names another cache file)"
+printf 'etag 1 GET /data/fm/shard-00000\n' >"$T/px.faults"
+rm -f "$T/d.sock.cache/s3"/*.shard
+out=$("$LDCLIENT" --hash --order sequential "$T/d.sock" "$URL" 2>&1 | grep '^epoch')
+is "$out" "$("$LDCLIENT" --hash --order sequential "$T/d.sock" "$T/fm9/test" 2>&1 | grep '^epoch')" \
+	"an ETag that changes between HEAD and GET: looked at again, streamed right"
+: >"$T/px.faults"
+mkdir "$T/bad"
+cp "$T/fm/test"/* "$T/bad/"
+"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(1000); b = f.read(1); f.seek(1000)
+f.write(bytes([b[0] ^ 0x55]))' "$T/bad/shard-00000.lds"
+upload "$T/bad" bad || echo "# upload bad failed"
+n0=$(ls "$T/d.sock.cache/s3" | wc -l)
+out=$("$LDCLIENT" "$T/d.sock" s3://data/bad 2>&1)
+like "$out" 's3://data/bad/shard-00000.lds: .*checksum' \
+	"a damaged shard is refused naming its object"
+is "$(ls -A "$T/d.sock.cache/s3" | wc -l)" "$n0" "and nothing of it is left in the shard cache"
+
+pid=$DAEMON_PID
+stop_daemon "$pid" "$LOG"
+
+# --- the budget ------------------------------------------------------------
+start_daemon "$T/small.sock" --cache-disk 1M
+out=$("$LDCLIENT" "$T/small.sock" "$URL" 2>&1)
+like "$out" "its shards take $DSB bytes, over the shard cache's budget of 1048576" \
+	"a dataset larger than the shard cache is refused, naming both sizes"
+kill $DAEMON_PID
+upload "$T/fm/test" fmb || echo "# upload fmb failed"
+start_daemon "$T/mid.sock" --cache-disk $((DSB * 3 / 2))
+"$LDCLIENT" "$T/mid.sock" s3://data/fm >/dev/null 2>&1
+"$LDCLIENT" "$T/mid.sock" s3://data/fmb >/dev/null 2>&1
+like "$(grep 's3://data/fmb: ' "$T/mid.sock.log")" "$NSH fetched .* [1-9][0-9]* bytes evicted" \
+	"a second dataset evicts the least recently used shards to keep to the budget"
+used=$(cat "$T/mid.sock.cache/s3"/*.shard | wc -c)
+ok "the shard cache holds $used bytes, within its budget of $((DSB * 3 / 2))" \
+	test "$used" -le $((DSB * 3 / 2))
+kill $DAEMON_PID
+
+# --- three daemons as three nodes -------------------------------------------
+before=$(gets fm)
+for n in 0 1 2; do
+	start_daemon "$T/n$n.sock" --threads 1
+done
+: >"$T/nodes.ids"
+pids=
+for n in 0 2; do
+	"$LDCLIENT" --ids --order random --seed 6 --epochs 2 --rank $n --world 3 \
+		"$T/n$n.sock" "$URL" >"$T/node$n" 2>&1 &
+	pids="$pids $!"
+done
+wait $pids
+"$LDCLIENT" --ids --order random --seed 6 --epochs 2 --rank 1 --world 3 \
+	"$T/n1.sock" "$URL" >"$T/node1" 2>&1
+ok "ranks 0 and 2 finished without waiting for rank 1, which started after them" \
+	grep -q '^total' "$T/node0" "$T/node2"
+cat "$T/node0" "$T/node1" "$T/node2" | awk '/^id/ { print $2, $4 }' >"$T/nodes.ids"
+is "$(sort -u "$T/nodes.ids" | wc -l) $(wc -l <"$T/nodes.ids")" "20000 20000" \
+	"three nodes' ranks deliver each sample once per epoch"
+is "$(sed -n 's/^total batches \([0-9]*\) .*/\1/p' "$T/node0" "$T/node1" "$T/node2" | sort -u | wc -l)" 1 \
+	"with equal batch counts"
+is "$(($(gets fm) - before))" "$((3 * DSB))" "each node fetched the dataset once"
