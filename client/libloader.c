@@ -919,8 +919,7 @@ static int loader_send_remote(struct loader *l, const char *url,
 	memcpy(r->session_token, c->session_token, sizeof(r->session_token));
 	r->addressing = (uint32_t)c->addressing;
 	*first_seq = l->seq + 1;
-	err = msg_send(l->sock, PROTO_REMOTE, ++l->seq, r, sizeof(*r), NULL,
-		       0);
+	err = msg_send(l->sock, PROTO_REMOTE, ++l->seq, r, sizeof(*r), NULL, 0);
 	if (err)
 		err = loader_send_failed(l, err, PROTO_REMOTE);
 	else

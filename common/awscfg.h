@@ -56,7 +56,7 @@ enum aws_addressing {
  * secret: wipe it with aws_cfg_wipe() when done, and never log it.
  */
 struct aws_cfg {
-	char access_key[AWS_KEY_MAX];	/* "": anonymous */
+	char access_key[AWS_KEY_MAX]; /* "": anonymous */
 	char secret_key[AWS_SECRET_MAX];
 	char session_token[AWS_TOKEN_MAX]; /* "": none */
 	char region[AWS_REGION_MAX];

@@ -150,7 +150,7 @@ static const struct opt loaderd_table[] = {
 /* What the loop runs; the handles' data. */
 struct loaderd {
 	struct server *srv;
-	struct state *state; /* named streams' positions; NULL: none */
+	struct state *state;   /* named streams' positions; NULL: none */
 	struct rcache *rcache; /* s3:// datasets' shards; NULL: refused */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
@@ -744,7 +744,8 @@ int main(int argc, char **argv)
 	setenv("UV_THREADPOOL_SIZE", "16", 0);
 	/* libcurl's global state, before any thread. */
 	if (s3_global_init())
-		plog(PLOG_ERR, "libcurl: cannot initialise; s3:// datasets are refused");
+		plog(PLOG_ERR,
+		     "libcurl: cannot initialise; s3:// datasets are refused");
 	err = pool_new(&pool, threads);
 	if (err) {
 		plog(PLOG_ERR, "cannot start %" PRIu32 " threads: %s", threads,

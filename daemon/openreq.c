@@ -24,9 +24,9 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH |
-			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR | PROTO_OPEN_LMDB |
-			 PROTO_OPEN_REMOTE))
+	if (m->flags &
+	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED |
+	      PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -57,8 +57,9 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	}
 	if ((m->flags & PROTO_OPEN_REMOTE) &&
 	    (m->flags & (PROTO_OPEN_TAR | PROTO_OPEN_LMDB)))
-		return diag_set(d, LOADER_EUSAGE,
-				"a dataset in an object store is one made by loaderctl pack, not tar or LMDB files");
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"a dataset in an object store is one made by loaderctl pack, not tar or LMDB files");
 	if ((m->flags & PROTO_OPEN_FRESH) && !m->name[0])
 		return diag_set(d, LOADER_EUSAGE,
 				"a fresh start needs a stream name");

@@ -221,7 +221,7 @@ struct server {
 	int fd;
 	char path[108];
 	struct pool *pool;
-	struct ncache *cache; /* the node cache; NULL: off */
+	struct ncache *cache;  /* the node cache; NULL: off */
 	struct rcache *rcache; /* the shard cache of s3:// datasets */
 	struct server_limits lim;
 	struct session *sessions;
@@ -757,7 +757,7 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 
 	if (!ss->hello || ss->stream || ss->opening || ss->remote) {
 		snprintf(why, sizeof(why), "FILES %s",
-			 !ss->hello  ? "before HELLO" :
+			 !ss->hello ? "before HELLO" :
 			 ss->remote ? "after REMOTE" :
 				      "after OPEN");
 		goto bad;
@@ -855,8 +855,8 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 	else if (!ss->srv->rcache)
 		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made: see its log)";
 	if (why) {
-		reply_error(ss, h->seq, why[0] == 't' ? -ENOTSUP : LOADER_EPROTO,
-			    why);
+		reply_error(ss, h->seq,
+			    why[0] == 't' ? -ENOTSUP : LOADER_EPROTO, why);
 		return;
 	}
 	ss->remote = malloc(sizeof(*ss->remote));
@@ -1215,8 +1215,7 @@ static void open_work(uv_work_t *req)
 		memcpy(cfg.session_token, j->remote->session_token,
 		       sizeof(cfg.session_token));
 		memcpy(cfg.region, j->remote->region, sizeof(cfg.region));
-		memcpy(cfg.endpoint, j->remote->endpoint,
-		       sizeof(cfg.endpoint));
+		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
 		cfg.addressing = (int)j->remote->addressing;
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
 		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
@@ -1445,7 +1444,8 @@ static void open_done(uv_work_t *req, int status)
 		plog(PLOG_INFO,
 		     "%s: %s: %" PRIu32 " shards: %" PRIu32
 		     " from the shard cache, %" PRIu32 " fetched (%" PRIu64
-		     " bytes), %" PRIu32 " fetched by another stream meanwhile; %" PRIu64
+		     " bytes), %" PRIu32
+		     " fetched by another stream meanwhile; %" PRIu64
 		     " HEADs, %" PRIu64 " retries, %" PRIu64 " bytes evicted",
 		     ss->label, j->dataset, j->staged.shards, j->staged.hits,
 		     j->staged.fetched, j->staged.bytes_fetched,
@@ -1605,8 +1605,9 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	if (!(m->flags & PROTO_OPEN_REMOTE) && ss->remote) {
-		reply_error(ss, h->seq, LOADER_EPROTO,
-			    "REMOTE was sent, and the OPEN is not of a remote dataset");
+		reply_error(
+			ss, h->seq, LOADER_EPROTO,
+			"REMOTE was sent, and the OPEN is not of a remote dataset");
 		return;
 	}
 	if (!ss->remote &&

@@ -260,11 +260,13 @@ static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
 	}
 	free(v);
 	if (total + need > c->p.budget)
-		return diag_set(d, LOADER_ETOOBIG,
-				"%" PRIu64 " bytes of shards to fetch, and the shard cache (%s) holds %" PRIu64
-				" bytes that stages in progress need, over its budget of %" PRIu64
-				" bytes (loaderd --cache-disk)",
-				need, c->dir, total, c->p.budget);
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"%" PRIu64
+			" bytes of shards to fetch, and the shard cache (%s) holds %" PRIu64
+			" bytes that stages in progress need, over its budget of %" PRIu64
+			" bytes (loaderd --cache-disk)",
+			need, c->dir, total, c->p.budget);
 	return 0;
 }
 
@@ -288,8 +290,8 @@ static size_t join(char *buf, size_t cap, const char *const *parts, int n)
 
 static uint64_t cred_hash(const struct rcache *c, const struct aws_cfg *cfg)
 {
-	const char *parts[] = { cfg->endpoint, cfg->access_key,
-				cfg->secret_key, cfg->session_token };
+	const char *parts[] = { cfg->endpoint, cfg->access_key, cfg->secret_key,
+				cfg->session_token };
 	char buf[sizeof(*cfg)];
 	size_t len = join(buf, sizeof(buf), parts, 4);
 	uint64_t h = XXH3_64bits_withSeed(buf, len, c->seed);
@@ -358,15 +360,15 @@ static void cache_name(const struct aws_cfg *cfg, const char *bucket,
 		       struct item *it)
 {
 	char size[24], buf[AWS_ENDPOINT_MAX + AWS_BUCKET_MAX + S3_KEY_MAX +
-			     S3_ETAG_MAX + 24];
+			   S3_ETAG_MAX + 24];
 	const char *parts[] = { cfg->endpoint, bucket, it->key, it->o.etag,
 				size };
 	XXH128_hash_t h;
 
 	snprintf(size, sizeof(size), "%" PRIu64, it->o.size);
 	h = XXH3_128bits(buf, join(buf, sizeof(buf), parts, 5));
-	snprintf(it->name, sizeof(it->name), "%016" PRIx64 "%016" PRIx64 ".shard",
-		 h.high64, h.low64);
+	snprintf(it->name, sizeof(it->name),
+		 "%016" PRIx64 "%016" PRIx64 ".shard", h.high64, h.low64);
 }
 
 /*
@@ -389,8 +391,7 @@ static uint64_t obj_hash(const struct aws_cfg *cfg, const char *bucket,
  * schema and count, and every record's checksum.
  */
 static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
-		      const char *bucket, struct verify_ctx *vc,
-		      struct diag *d)
+		      const char *bucket, struct verify_ctx *vc, struct diag *d)
 {
 	struct verify_opts vo = { 0 };
 	struct verify_stats vs = { 0 };
@@ -405,11 +406,11 @@ static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
 	if (!err)
 		err = verify_shard(vc, sh, it->tmpfd, &vo, &vs, d);
 	if (!err && vs.bad)
-		err = diag_set(d, LOADER_ECHECKSUM,
-			       "%s: %" PRIu64
-			       " of its %" PRIu64
-			       " records do not match their checksums as fetched (the copy is discarded)",
-			       label, vs.bad, vs.records);
+		err = diag_set(
+			d, LOADER_ECHECKSUM,
+			"%s: %" PRIu64 " of its %" PRIu64
+			" records do not match their checksums as fetched (the copy is discarded)",
+			label, vs.bad, vs.records);
 	shard_close(sh);
 	return err;
 }
@@ -510,8 +511,9 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 	for (uint32_t k = 0; k < nf; k++) {
 		struct item *it = &v[which[k]];
 
-		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%u-%u", (int)getpid(),
-			 (unsigned)(uintptr_t)it & 0xffffu, which[k]);
+		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%u-%u",
+			 (int)getpid(), (unsigned)(uintptr_t)it & 0xffffu,
+			 which[k]);
 		it->tmpfd = openat(c->dfd, it->tmp,
 				   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (it->tmpfd < 0) {
@@ -693,11 +695,12 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		cache_name(cfg, bucket, &v[i]);
 	}
 	if (c->p.budget && total > c->p.budget) {
-		err = diag_set(d, LOADER_ETOOBIG,
-			       "s3://%s/%s: its shards take %" PRIu64
-			       " bytes, over the shard cache's budget of %" PRIu64
-			       " bytes (loaderd --cache-disk)",
-			       bucket, prefix, total, c->p.budget);
+		err = diag_set(
+			d, LOADER_ETOOBIG,
+			"s3://%s/%s: its shards take %" PRIu64
+			" bytes, over the shard cache's budget of %" PRIu64
+			" bytes (loaderd --cache-disk)",
+			bucket, prefix, total, c->p.budget);
 		goto out;
 	}
 	for (int round = 0; round < ROUNDS; round++) {
@@ -711,9 +714,10 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		if (all)
 			break;
 		if (round + 1 == ROUNDS) {
-			err = diag_set(d, -EAGAIN,
-				       "s3://%s/%s: other stages kept failing to fetch its shards",
-				       bucket, prefix);
+			err = diag_set(
+				d, -EAGAIN,
+				"s3://%s/%s: other stages kept failing to fetch its shards",
+				bucket, prefix);
 			goto out;
 		}
 	}
@@ -744,9 +748,9 @@ out:
 	return err;
 }
 
-int rcache_stage(struct rcache *c, const struct aws_cfg *cfg,
-		 const char *url, int **fds, uint32_t *nfds,
-		 struct rcache_stats *st, struct diag *d)
+int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
+		 int **fds, uint32_t *nfds, struct rcache_stats *st,
+		 struct diag *d)
 {
 	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
 	struct rcache_stats mine = { 0 };

@@ -44,21 +44,21 @@
 struct rcache;
 
 struct rcache_params {
-	uint64_t budget;      /* bytes of shards kept; 0: no bound */
+	uint64_t budget;       /* bytes of shards kept; 0: no bound */
 	unsigned access_ttl_s; /* how long a HEAD's answer is trusted; 0: 60 */
-	struct s3_params s3;  /* retries, parallel requests, timeouts */
+	struct s3_params s3;   /* retries, parallel requests, timeouts */
 };
 
 /* What one stage did. */
 struct rcache_stats {
-	uint32_t shards;       /* in the dataset */
-	uint32_t hits;	       /* served from the cache */
-	uint32_t fetched;      /* fetched from the store by this stage */
-	uint32_t waited;       /* fetched by another stage meanwhile */
+	uint32_t shards;	/* in the dataset */
+	uint32_t hits;		/* served from the cache */
+	uint32_t fetched;	/* fetched from the store by this stage */
+	uint32_t waited;	/* fetched by another stage meanwhile */
 	uint64_t bytes_fetched; /* shard bytes this stage fetched */
-	uint64_t heads;	       /* HEAD requests made (others remembered) */
-	uint64_t retries;      /* requests retried */
-	uint64_t evicted;      /* shard bytes removed to make room */
+	uint64_t heads;		/* HEAD requests made (others remembered) */
+	uint64_t retries;	/* requests retried */
+	uint64_t evicted;	/* shard bytes removed to make room */
 };
 
 /*
@@ -79,9 +79,9 @@ void rcache_free(struct rcache *c);
  * it kept changing, LOADER_ETOOBIG over the budget, LOADER_ECHECKSUM or
  * LOADER_EFORMAT for a fetched copy that is not what the manifest says.
  */
-int rcache_stage(struct rcache *c, const struct aws_cfg *cfg,
-		 const char *url, int **fds, uint32_t *nfds,
-		 struct rcache_stats *st, struct diag *d);
+int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
+		 int **fds, uint32_t *nfds, struct rcache_stats *st,
+		 struct diag *d);
 
 /* Bytes of shards in the cache now. */
 uint64_t rcache_bytes(struct rcache *c);

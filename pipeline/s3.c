@@ -179,8 +179,8 @@ int s3_new(struct s3 **out, const struct aws_cfg *cfg, const char *bucket,
 	snprintf(s->bucket, sizeof(s->bucket), "%s", bucket);
 	if (aws_virtual_host(cfg, bucket))
 		n = snprintf(s->base, sizeof(s->base), "%.*s%s.%s",
-			     (int)(host - cfg->endpoint), cfg->endpoint,
-			     bucket, host);
+			     (int)(host - cfg->endpoint), cfg->endpoint, bucket,
+			     host);
 	else
 		n = snprintf(s->base, sizeof(s->base), "%s/%s", cfg->endpoint,
 			     bucket);
@@ -520,10 +520,8 @@ static bool retryable(CURLcode rc)
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_HTTP2:
 	case CURLE_HTTP2_STREAM:
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return true;
-	default:
-		return false;
+	case CURLE_COULDNT_RESOLVE_HOST: return true;
+	default: return false;
 	}
 }
 
@@ -550,8 +548,7 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 			again = true;
 			r->err = -EIO;
 			snprintf(r->why, sizeof(r->why),
-				 "short body: %" PRIu64 " of %" PRIu64
-				 " bytes",
+				 "short body: %" PRIu64 " of %" PRIu64 " bytes",
 				 r->got, r->content_len);
 		}
 	} else {
@@ -572,9 +569,10 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 		snprintf(r->why, sizeof(r->why), "HTTP %ld%s%s%s", r->status,
 			 code[0] ? " (" : "", code, code[0] ? ")" : "");
 		if (r->status == 412)
-			snprintf(r->why, sizeof(r->why),
-				 "HTTP 412: the object changed (its ETag is no longer %s)",
-				 r->if_match);
+			snprintf(
+				r->why, sizeof(r->why),
+				"HTTP 412: the object changed (its ETag is no longer %s)",
+				r->if_match);
 	}
 	if (again && r->attempt + 1 < s->p.tries) {
 		uint64_t cap = (uint64_t)s->p.backoff_ms << r->attempt;
@@ -1000,9 +998,10 @@ static int put_multipart(struct s3 *s, const char *key, int fd, uint64_t size,
 		goto out;
 	xml_text(init->mem, "UploadId", upload, sizeof(upload));
 	if (!upload[0]) {
-		err = diag_set(d, -EIO,
-			       "s3://%s/%s: the store's reply to starting a multipart upload has no UploadId",
-			       s->bucket, key);
+		err = diag_set(
+			d, -EIO,
+			"s3://%s/%s: the store's reply to starting a multipart upload has no UploadId",
+			s->bucket, key);
 		goto out;
 	}
 	pv = calloc(nparts, sizeof(*pv));
@@ -1024,10 +1023,9 @@ static int put_multipart(struct s3 *s, const char *key, int fd, uint64_t size,
 		r->to_mem = true;
 		err = body_md5(NULL, fd, r->in_off, r->in_len, r->md5);
 		if (err) {
-			err = diag_set(d, err,
-				       "s3://%s/%s: reading part %zu: %s",
-				       s->bucket, key, i + 1,
-				       loader_strerror(err));
+			err = diag_set(
+				d, err, "s3://%s/%s: reading part %zu: %s",
+				s->bucket, key, i + 1, loader_strerror(err));
 			goto abort;
 		}
 		/* Sorted: partNumber before uploadId (see the top). */
@@ -1041,9 +1039,10 @@ static int put_multipart(struct s3 *s, const char *key, int fd, uint64_t size,
 	for (size_t i = 0; !err && i < nparts; i++) {
 		err = req_result(s, ps[i], d);
 		if (!err && !ps[i]->obj.etag[0])
-			err = diag_set(d, -EIO,
-				       "s3://%s/%s: part %zu stored without an ETag",
-				       s->bucket, key, i + 1);
+			err = diag_set(
+				d, -EIO,
+				"s3://%s/%s: part %zu stored without an ETag",
+				s->bucket, key, i + 1);
 	}
 	if (err)
 		goto abort;
@@ -1073,9 +1072,10 @@ static int put_multipart(struct s3 *s, const char *key, int fd, uint64_t size,
 		char code[64];
 
 		xml_text(fin->mem, "Code", code, sizeof(code));
-		err = diag_set(d, -EIO,
-			       "s3://%s/%s: completing the multipart upload: %s",
-			       s->bucket, key, code);
+		err = diag_set(
+			d, -EIO,
+			"s3://%s/%s: completing the multipart upload: %s",
+			s->bucket, key, code);
 	}
 	if (err)
 		goto abort;

@@ -90,9 +90,9 @@ int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
 struct s3_fetch {
 	const char *key;
 	int fd; /* written from offset 0, truncated to size; -1: HEAD only */
-	struct s3_obj want;  /* size and ETag; an empty etag: any */
-	struct s3_obj got;   /* what came */
-	int err;	     /* 0 or the object's error */
+	struct s3_obj want; /* size and ETag; an empty etag: any */
+	struct s3_obj got;  /* what came */
+	int err;	    /* 0 or the object's error */
 	char why[DIAG_MAX]; /* when err: what went wrong */
 };
 
