@@ -73,6 +73,7 @@ struct section {
 	char s3_endpoint[AWS_ENDPOINT_MAX];
 	char s3_addressing[ADDR_MAX];
 	unsigned long line[F_N];
+	bool seen; /* the file has a section of the profile */
 };
 
 #define S(f) offsetof(struct section, f), sizeof(((struct section *)0)->f)
@@ -254,6 +255,7 @@ static int parse_line(struct parser *p, char *line, struct diag *d)
 					p->path, p->lineno);
 		*end = '\0';
 		p->in = section_is(p, trim(s + 1));
+		p->s->seen = p->s->seen || p->in;
 		return 0;
 	}
 	eq = strpbrk(s, "=:");
@@ -512,6 +514,7 @@ int aws_cfg_resolve(struct aws_cfg *c, const char *profile, struct diag *d)
 	char cred_path[PATH_MAX], conf_path[PATH_MAX];
 	struct origin o;
 	const char *v;
+	bool named;
 	int got, err;
 
 	memset(c, 0, sizeof(*c));
@@ -519,6 +522,7 @@ int aws_cfg_resolve(struct aws_cfg *c, const char *profile, struct diag *d)
 	memset(&conf, 0, sizeof(conf));
 	if (!profile || !*profile)
 		profile = first_env(profile_vars, &o);
+	named = profile != NULL;
 	if (!profile)
 		profile = "default";
 
@@ -531,7 +535,12 @@ int aws_cfg_resolve(struct aws_cfg *c, const char *profile, struct diag *d)
 
 	/* Credentials: the environment, else one file, else the other. */
 	got = env_creds(c, d);
-	if (got == 0 && cred_path[0]) {
+	if (got < 0) {
+		err = got;
+		goto out;
+	}
+	/* A named profile is looked for even when the keys are set. */
+	if ((got == 0 || named) && cred_path[0]) {
 		err = read_file(cred_path, FILE_CRED, profile, &cred, d);
 		if (err)
 			goto out;
@@ -540,6 +549,19 @@ int aws_cfg_resolve(struct aws_cfg *c, const char *profile, struct diag *d)
 		err = read_file(conf_path, FILE_CONF, profile, &conf, d);
 		if (err)
 			goto out;
+	}
+	/*
+	 * A profile asked for by name and found in neither file is a typo
+	 * the AWS tools refuse too: anonymous requests would hide it.
+	 */
+	if (named && !cred.seen && !conf.seen) {
+		err = diag_set(
+			d, LOADER_EUSAGE,
+			"AWS profile \"%s\": no [%s] in %s and no [profile %s] in %s",
+			profile, profile,
+			cred_path[0] ? cred_path : "(no credentials file)",
+			profile, conf_path[0] ? conf_path : "(no config file)");
+		goto out;
 	}
 	if (got == 0)
 		got = file_creds(c, &cred, cred_path, profile, d);

@@ -18,7 +18,9 @@
  *                else ~/.aws/credentials: "[NAME]"), else the profile's
  *                section of the config file ($AWS_CONFIG_FILE, else
  *                ~/.aws/config: "[default]" or "[profile NAME]"), else
- *                none (anonymous requests, for public buckets);
+ *                none (anonymous requests, for public buckets); a
+ *                profile named by the argument or the environment that
+ *                neither file has is an error, as with the AWS CLI;
  *   region:      $AWS_REGION, else $AWS_DEFAULT_REGION, else the config
  *                file's region, else "us-east-1";
  *   endpoint:    $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else the

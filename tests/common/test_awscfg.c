@@ -210,7 +210,6 @@ static const struct {
 	{ "other", "work", NULL, "AKIAOTHER", "othersecret", "" },
 	{ "work", NULL, NULL, "AKIAWORK", "worksecret", "worktoken" },
 	{ "", "work", NULL, "AKIAWORK", "worksecret", "worktoken" },
-	{ "nosuch", "work", NULL, "", "", "" },
 };
 
 Test(awscfg, credentials_profile)
@@ -233,6 +232,30 @@ Test(awscfg, credentials_profile)
 		cr_expect_str_eq(c.session_token, profiles[k].token, "case %zu",
 				 k);
 	}
+}
+
+/* A profile named but in neither file: refused, naming both files. */
+Test(awscfg, unknown_profile_refused)
+{
+	struct aws_cfg c;
+	struct diag d = { { 0 } };
+	int err;
+
+	put(".aws/credentials", creds_file);
+	err = aws_cfg_resolve(&c, "nosuch", &d);
+	cr_expect_eq(err, LOADER_EUSAGE, "argument: %d", err);
+	cr_expect(strstr(d.msg, "\"nosuch\"") && strstr(d.msg, "credentials"),
+		  "%s", d.msg);
+	setenv("AWS_PROFILE", "typo", 1);
+	setenv("AWS_ACCESS_KEY_ID", "AKIAENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	err = aws_cfg_resolve(&c, NULL, &d);
+	cr_expect_eq(err, LOADER_EUSAGE, "AWS_PROFILE with keys set: %d", err);
+	cr_expect_str_eq(c.access_key, "", "wiped on failure");
+	/* With keys in the environment, a profile that exists is fine. */
+	setenv("AWS_PROFILE", "work", 1);
+	resolve_ok(&c, NULL);
+	cr_expect_str_eq(c.access_key, "AKIAENV");
 }
 
 static const char config_file[] =
@@ -379,7 +402,7 @@ Test(awscfg, missing_files_anonymous)
 	setenv("AWS_ACCESS_KEY_ID", "", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "", 1);
 	setenv("AWS_SESSION_TOKEN", "token", 1);
-	resolve_ok(&c, "someone");
+	resolve_ok(&c, NULL);
 	cr_expect_str_eq(c.access_key, "");
 	cr_expect_str_eq(c.secret_key, "");
 	cr_expect_str_eq(c.session_token, "");

@@ -69,7 +69,7 @@ static void usage(void)
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
-		"  [--reconnect-ms T] [--times]\n"
+		"  [--reconnect-ms T] [--times] [--open-time]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 		{ "fresh", 0, 0, 'F' },	       { "kill-after", 1, 0, 'k' },
 		{ "kill-held", 0, 0, 'j' },    { "after-release", 0, 0, 'a' },
 		{ "reconnect-ms", 1, 0, 'c' }, { "times", 0, 0, 'y' },
-		{ 0, 0, 0, 0 }
+		{ "open-time", 0, 0, 'U' },    { 0, 0, 0, 0 }
 	};
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -139,6 +139,8 @@ int main(int argc, char **argv)
 	static struct loader_batch held[1024];
 	long keep = 1, nheld = 0, first = 0;
 	int bhash = 0, order_err = 0, kill_held = 0, after = 0, times = 0;
+	int open_time = 0;
+	uint64_t t_open;
 	char *mbuf = NULL;
 	size_t msize = 0;
 	long kill_after = -1;
@@ -183,6 +185,7 @@ int main(int argc, char **argv)
 			break;
 		case 'G': bhash = 1; break;
 		case 'y': times = 1; break;
+		case 'U': open_time = 1; break;
 		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
 		case 'n': o.name = optarg; break;
 		case 'F': o.fresh = 1; break;
@@ -204,7 +207,10 @@ int main(int argc, char **argv)
 	if (argc - optind != 2)
 		usage();
 	o.socket_path = argv[optind];
+	t_open = now_ns();
 	r = loader_open(&l, argv[optind + 1], &o, err, sizeof(err));
+	if (open_time)
+		printf("open_s %.4f\n", (double)(now_ns() - t_open) / 1e9);
 	if (r) {
 		printf("error: open: %s: %s\n", loader_strerror(r), err);
 		XXH3_freeState(xx);

@@ -1,0 +1,155 @@
+#!/bin/sh
+# s3_store.sh - s3:// datasets against their peers and limits, in one run,
+# on a real single-node Ceph cluster whose RADOS Gateway listens on
+# loopback (tests/integration/ceph.sh; the OSD keeps objects in memory):
+#
+#   raw cold   a stream's first epoch of Fashion-MNIST train from an empty
+#              shard cache (stage: HEADs, parallel GETs, every record's
+#              checksum; then the epoch) against curl fetching the same
+#              shard objects, 8 at a time, to /dev/null: the store's
+#              aggregate GET rate. Goal >= 0.8.
+#   raw warm   the same epoch with the shard cache full, against the
+#              local packed dataset (page-cached).
+#   jpeg cold  the JPEG corpus (CORPUS, default
+#              /var/tmp/loaderd-corpus-n2000-s0, made by
+#              bench/image_pipeline.sh) through the image pipeline, one
+#              epoch from an empty cache, against the same from local
+#              disk. Goal >= 0.9 (it is decode-bound).
+#   2 streams  two streams opened at once on a cold daemon: bytes fetched
+#              from the store, against one stream's. Goal: equal.
+#
+# Each cold measurement starts a fresh daemon with a fresh cache
+# directory.
+#
+#   bench/s3_store.sh [RUNS]     (default 3; medians)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-3}
+BENCH=s3_store
+. "$top/bench/common.sh"
+top_srcdir=$top
+. "$top/tests/integration/ceph.sh"
+why=$(ceph_missing)
+[ -z "$why" ] || skip "$why"
+command -v curl >/dev/null 2>&1 || skip "curl not installed"
+bench_init
+trap 'for p in $pids; do kill $p 2>/dev/null || :; done; ceph_stop || :; rm -rf "$w"' EXIT
+corpus=${CORPUS:-/var/tmp/loaderd-corpus-n2000-s0}
+PIPE='decode | rrc 32 | u8'
+
+say "starting Ceph on loopback"
+CEPH_MEMSTORE_BYTES=2147483648 ceph_start "$w/ceph" >/dev/null
+curl -sf -o /dev/null --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+	-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$AWS_ENDPOINT_URL/bench"
+say "packing Fashion-MNIST train (8 MB shards) locally and to s3://bench/fm"
+"$b/loaderctl" pack --split train --shard-size 8M "$src" "$w/fm" >/dev/null
+"$b/loaderctl" pack --split train --shard-size 8M "$src" s3://bench/fm >/dev/null
+sets=raw
+if [ -d "$corpus" ] && [ -n "$(ls -A "$corpus")" ]; then
+	say "packing $corpus locally and to s3://bench/jp"
+	"$b/loaderctl" pack "$corpus" "$w/jp" >/dev/null
+	"$b/loaderctl" pack "$corpus" s3://bench/jp >/dev/null
+	sets="raw jpeg"
+else
+	say "no JPEG corpus at $corpus (bench/image_pipeline.sh makes one): raw only"
+fi
+cat "$w"/fm/train/*.lds "$w"/jp/*.lds >/dev/null 2>&1 || :
+
+now() { date +%s.%N; }
+# secs T0: seconds since T0.
+secs() { echo "$(now) $1" | awk '{ printf "%.4f\n", $1 - $2 }'; }
+
+# curl_all PREFIX DIR: GET every shard object of the local copy DIR's
+# names with one curl, 8 transfers at a time; prints the seconds.
+curl_all() {
+	_urls=
+	for _f in "$2"/*.lds; do
+		_urls="$_urls -o /dev/null $AWS_ENDPOINT_URL/bench/$1/${_f##*/}"
+	done
+	_t0=$(now)
+	# shellcheck disable=SC2086
+	curl -sf --parallel --parallel-max 8 --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' $_urls
+	secs "$_t0"
+}
+
+# epoch SOCK DATASET ARGS...: one epoch's wall seconds, and the open's
+# (for an s3:// dataset on a cold daemon: the stage).
+epoch() {
+	_s=$1 _d=$2
+	shift 2
+	_t0=$(now)
+	"$b/tests/tools/ldclient" --open-time --epochs 1 "$@" "$_s" "$_d" \
+		>"$w/ep.out" 2>&1 || { cat "$w/ep.out" >&2; exit 1; }
+	echo "$(secs "$_t0") $(sed -n 's/^open_s //p' "$w/ep.out")"
+}
+
+fresh() {
+	[ -n "${DPID:-}" ] && { kill "$DPID" 2>/dev/null || :; wait "$DPID" 2>/dev/null || :; }
+	rm -rf "$w/cache" "$w/state" "$w/s.sock"
+	start_daemon "$w/s.sock" --log-level info "$@"
+}
+
+fm_bytes=$(cat "$w"/fm/train/*.lds | wc -c)
+: >"$w/r.raw"
+: >"$w/r.jpeg"
+: >"$w/r.two"
+i=0
+while [ $i -lt "$runs" ]; do
+	say "run $((i + 1)) of $runs"
+	c=$(curl_all fm/train "$w/fm/train")
+	fresh
+	cold=$(epoch "$w/s.sock" s3://bench/fm/train --order random --batch 256)
+	warm=$(epoch "$w/s.sock" s3://bench/fm/train --order random --batch 256)
+	local=$(epoch "$w/s.sock" "$w/fm/train" --order random --batch 256)
+	echo "$c $cold $warm $local" >>"$w/r.raw"
+	if [ "$sets" = "raw jpeg" ]; then
+		fresh
+		jc=$(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$PIPE")
+		jl=$(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$PIPE")
+		echo "$jc $jl" >>"$w/r.jpeg"
+	fi
+	fresh
+	"$b/tests/tools/ldclient" --epochs 1 "$w/s.sock" s3://bench/fm/train >/dev/null 2>&1
+	one=$(sed -n 's/.*s3:\/\/bench\/fm\/train: .* fetched (\([0-9]*\) bytes).*/\1/p' "$w/daemon.log" | tail -1)
+	fresh
+	: >"$w/daemon.log"
+	"$b/tests/tools/ldclient" --epochs 1 --seed 1 "$w/s.sock" s3://bench/fm/train >/dev/null 2>&1 &
+	p1=$!
+	"$b/tests/tools/ldclient" --epochs 1 --seed 2 "$w/s.sock" s3://bench/fm/train >/dev/null 2>&1
+	wait $p1
+	two=$(sed -n 's/.*s3:\/\/bench\/fm\/train: .* fetched (\([0-9]*\) bytes).*/\1/p' "$w/daemon.log" |
+		awk '{ n += $1 } END { print n + 0 }')
+	echo "$one $two" >>"$w/r.two"
+	i=$((i + 1))
+done
+
+med() { awk -v k="$1" '{ print $k }' "$2" | median; }
+# r.raw: curl, then wall and open seconds of cold, warm and local.
+c=$(med 1 "$w/r.raw") cold=$(med 2 "$w/r.raw") stage=$(med 3 "$w/r.raw")
+warm=$(med 4 "$w/r.raw") local=$(med 6 "$w/r.raw")
+printf '%-40s %10s %10s %8s\n' case seconds MB/s ratio
+awk -v b="$fm_bytes" -v c="$c" -v cold="$cold" -v st="$stage" -v warm="$warm" -v l="$local" 'BEGIN {
+	printf "%-40s %10.3f %10.1f %8s\n", "raw: curl, 8 parallel GETs", c, b / c / 1e6, "1.00"
+	printf "%-40s %10.3f %10.1f %8.2f\n", "raw cold: the stage (open)", st, b / st / 1e6, c / st
+	printf "%-40s %10.3f %10.1f %8.2f\n", "raw cold: stage + epoch", cold, b / cold / 1e6, c / cold
+	printf "%-40s %10.3f %10.1f %8s\n", "raw: local disk epoch", l, b / l / 1e6, "1.00"
+	printf "%-40s %10.3f %10.1f %8.2f\n", "raw warm: epoch from shard cache", warm, b / warm / 1e6, l / warm
+}'
+if [ -s "$w/r.jpeg" ]; then
+	jc=$(med 1 "$w/r.jpeg") js=$(med 2 "$w/r.jpeg") jl=$(med 3 "$w/r.jpeg")
+	jb=$(cat "$w"/jp/*.lds | wc -c)
+	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" 'BEGIN {
+		printf "%-40s %10.3f %10.1f %8s\n", "jpeg: local disk epoch", jl, b / jl / 1e6, "1.00"
+		printf "%-40s %10.3f %10.1f %8s\n", "jpeg cold: the stage (open)", js, b / js / 1e6, "-"
+		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg cold: stage + epoch", jc, b / jc / 1e6, jl / jc
+	}'
+fi
+one=$(med 1 "$w/r.two") two=$(med 2 "$w/r.two")
+printf '%-40s %10s %10s %8s\n' "bytes fetched: 1 stream" "$one" - 1.00
+printf '%-40s %10s %10s %8s\n' "bytes fetched: 2 streams at once" "$two" - \
+	"$(awk -v a="$one" -v b="$two" 'BEGIN { printf "%.2f", a ? b / a : 0 }')"
+echo "(goals: raw cold >= 0.80 x curl, jpeg cold >= 0.90 x local, 2 streams = 1.00 x bytes; medians of $runs runs)"
+exit 0
