@@ -46,15 +46,7 @@ static const struct opt inspect_table[] = {
 	{ "shards", 's', OPT_FLAG, O(shards), NULL, NULL,
 	  "list every shard of a dataset", 0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
-	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR",
-	  "s3://: fetch the dataset into a staging directory made in DIR, removed at the end (default: $TMPDIR, else " S3DS_TMP_DEFAULT
-	  ")",
-	  0, 0, 0 },
-	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
-	  "s3://: requests in flight at once", 1, 64, 0 },
-	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
-	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
-	  0, 0, 0 },
+	S3DS_FETCH_OPTIONS,
 	OPT_END,
 };
 #undef O

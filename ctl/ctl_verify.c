@@ -47,15 +47,7 @@ static const struct opt verify_table[] = {
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest JPEG (width x height) to decode, as loaderd --max-pixels; larger ones are bad records",
 	  0, 0, 0 },
-	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR",
-	  "s3://: fetch each dataset into a staging directory made in DIR, removed after it is checked (default: $TMPDIR, else " S3DS_TMP_DEFAULT
-	  ")",
-	  0, 0, 0 },
-	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
-	  "s3://: requests in flight at once", 1, 64, 0 },
-	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
-	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
-	  0, 0, 0 },
+	S3DS_FETCH_OPTIONS,
 	OPT_END,
 };
 #undef O

@@ -35,6 +35,27 @@
 /* The staging directory's parent when neither option nor $TMPDIR says. */
 #define S3DS_TMP_DEFAULT "/var/tmp"
 
+/*
+ * The s3:// options of inspect and verify, for an option table (opts.h)
+ * whose struct has tmp_dir, parallel and aws_profile and whose O() is
+ * defined where this is used.
+ */
+#define S3DS_HELP_TMP                                                          \
+	"s3://: fetch into a staging directory made in DIR, removed when "     \
+	"done (default: $TMPDIR, else " S3DS_TMP_DEFAULT ")"
+#define S3DS_HELP_PROFILE                                                      \
+	"s3://: the AWS profile whose credentials and endpoint to use "        \
+	"(default: $AWS_PROFILE, else default)"
+/* clang-format off */
+#define S3DS_FETCH_OPTIONS                                                     \
+	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR", S3DS_HELP_TMP,       \
+	  0, 0, 0 },                                                           \
+	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",                       \
+	  "s3://: requests in flight at once", 1, 64, 0 },                     \
+	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",             \
+	  S3DS_HELP_PROFILE, 0, 0, 0 }
+/* clang-format on */
+
 struct s3ds_opts {
 	const char *profile; /* AWS profile; NULL: $AWS_PROFILE, else default */
 	const char *tmp_dir; /* staging parent; NULL: $TMPDIR, else /var/tmp */

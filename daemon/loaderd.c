@@ -646,6 +646,7 @@ int main(int argc, char **argv)
 	int help, err, notify = -1, rc = 0, fd;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t threads;
+	bool curl_ok;
 	struct group *gr;
 	struct rlimit nofile;
 
@@ -743,7 +744,8 @@ int main(int argc, char **argv)
 	 */
 	setenv("UV_THREADPOOL_SIZE", "16", 0);
 	/* libcurl's global state, before any thread. */
-	if (s3_global_init())
+	curl_ok = !s3_global_init();
+	if (!curl_ok)
 		plog(PLOG_ERR,
 		     "libcurl: cannot initialise; s3:// datasets are refused");
 	err = pool_new(&pool, threads);
@@ -785,7 +787,8 @@ int main(int argc, char **argv)
 			plog(PLOG_ERR,
 			     "state: %s; named streams are refused until it is fixed",
 			     d.msg);
-		open_rcache(&ld, cache);
+		if (curl_ok)
+			open_rcache(&ld, cache);
 		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
 	}
 	if (err) {

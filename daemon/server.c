@@ -1204,7 +1204,14 @@ static void open_work(uv_work_t *req)
 	 * A dataset in an object store: staged into the shard cache with
 	 * the client's credentials, it is then what a client's FILES would
 	 * have been. The credentials are wiped as soon as that is done.
+	 * The OPEN's own fields are checked first: a bad one costs no
+	 * fetch.
 	 */
+	if (j->remote) {
+		j->err = openreq_config(&j->open, &c, &j->d);
+		if (j->err)
+			goto out;
+	}
 	if (j->remote) {
 		struct aws_cfg cfg = { 0 };
 

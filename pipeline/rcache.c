@@ -11,8 +11,11 @@
  * and checking happen outside the lock; only the rename into place and
  * the in-flight list are under it.
  *
- * Recency for eviction is a file's modification time, set when a stage
- * uses it, so that it survives a daemon restart with the files.
+ * Recency for eviction is the order in which stages used the files since
+ * the daemon started, kept in memory: not in the files' times, because
+ * the node cache knows a file by its times (stream.c), and a touched file
+ * would be new to it at every stage. Files not used since the start go
+ * first, oldest modification time first.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +54,12 @@ struct flight {
 	struct flight *next;
 };
 
+/* A file a stage used, and when (a count, not a clock). */
+struct use {
+	char name[NAME_LEN];
+	uint64_t tick;
+};
+
 struct rcache {
 	int dfd;
 	char *dir;
@@ -59,6 +68,9 @@ struct rcache {
 	pthread_cond_t cv;
 	struct memo *memo;
 	struct flight *flights;
+	struct use *uses; /* by the lock, like flights */
+	size_t nuses, capuses;
+	uint64_t tick;
 	uint64_t seed;
 };
 
@@ -133,6 +145,7 @@ void rcache_free(struct rcache *c)
 		pthread_cond_destroy(&c->cv);
 	}
 	free(c->memo);
+	free(c->uses);
 	free(c->dir);
 	free(c);
 }
@@ -142,13 +155,53 @@ void rcache_free(struct rcache *c)
 struct entry {
 	char name[NAME_LEN];
 	uint64_t bytes;
+	uint64_t tick; /* 0: not used since the start */
 	struct timespec mtime;
 };
 
-static int by_mtime(const void *a, const void *b)
+static struct use *use_find(struct rcache *c, const char *name)
+{
+	for (size_t i = 0; i < c->nuses; i++)
+		if (!strcmp(c->uses[i].name, name))
+			return &c->uses[i];
+	return NULL;
+}
+
+/* A stage used name now (under the lock). Without memory, it is not noted. */
+static void use_note(struct rcache *c, const char *name)
+{
+	struct use *u = use_find(c, name);
+
+	if (!u && c->nuses == c->capuses) {
+		size_t cap = c->capuses ? c->capuses * 2 : 64;
+		struct use *nu = realloc(c->uses, cap * sizeof(*nu));
+
+		if (!nu)
+			return;
+		c->uses = nu;
+		c->capuses = cap;
+	}
+	if (!u) {
+		u = &c->uses[c->nuses++];
+		memcpy(u->name, name, NAME_LEN);
+	}
+	u->tick = ++c->tick;
+}
+
+static void use_forget(struct rcache *c, const char *name)
+{
+	struct use *u = use_find(c, name);
+
+	if (u)
+		*u = c->uses[--c->nuses];
+}
+
+static int by_use(const void *a, const void *b)
 {
 	const struct entry *x = a, *y = b;
 
+	if (x->tick != y->tick)
+		return x->tick < y->tick ? -1 : 1;
 	if (x->mtime.tv_sec != y->mtime.tv_sec)
 		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
 	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
@@ -156,7 +209,7 @@ static int by_mtime(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* The cache's shard files, oldest first (*out malloc'd). */
+/* The cache's shard files, least recently used first (*out malloc'd). */
 static int list_entries(struct rcache *c, struct entry **out, size_t *n,
 			uint64_t *total)
 {
@@ -197,12 +250,15 @@ static int list_entries(struct rcache *c, struct entry **out, size_t *n,
 		snprintf(v[k].name, sizeof(v[k].name), "%s", de->d_name);
 		v[k].bytes = (uint64_t)st.st_size;
 		v[k].mtime = st.st_mtim;
+		v[k].tick = use_find(c, de->d_name) ?
+				    use_find(c, de->d_name)->tick :
+				    0;
 		*total += (uint64_t)st.st_size;
 		k++;
 	}
 	closedir(dh);
 	if (k)
-		qsort(v, k, sizeof(*v), by_mtime);
+		qsort(v, k, sizeof(*v), by_use);
 	*out = v;
 	*n = k;
 	return 0;
@@ -255,6 +311,7 @@ static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
 			kept = !strcmp(keep[k], v[i].name);
 		if (kept || unlinkat(c->dfd, v[i].name, 0))
 			continue;
+		use_forget(c, v[i].name);
 		total -= v[i].bytes;
 		*evicted += v[i].bytes;
 	}
@@ -450,9 +507,10 @@ static int open_cached(struct rcache *c, const char *name, uint64_t size)
 	if (fstat(fd, &st) || (uint64_t)st.st_size != size) {
 		close(fd);
 		(void)unlinkat(c->dfd, name, 0);
+		use_forget(c, name);
 		return -1;
 	}
-	(void)futimens(fd, NULL);
+	use_note(c, name);
 	return fd;
 }
 
@@ -543,6 +601,9 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 			goto out;
 		}
 		it->tmp[0] = '\0';
+		pthread_mutex_lock(&c->mu);
+		use_note(c, it->name);
+		pthread_mutex_unlock(&c->mu);
 		it->fd = openat(c->dfd, it->name, O_RDONLY | O_CLOEXEC);
 		if (it->fd < 0) {
 			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->name,

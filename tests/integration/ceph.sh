@@ -12,6 +12,12 @@
 #                         with the logs' tails on stderr, if one fails.
 #   ceph_user UID AK SK   another S3 user with those keys
 #   ceph_stop             stops the daemons by their pids, gateway first
+# and, for TAP tests (tap.sh):
+#   ceph_need             skip_all unless a cluster can start and curl
+#                         signs requests (--aws-sigv4)
+#   ceph_start_checked DIR DESC
+#                         ceph_start as one check, DESC with the start's
+#                         milliseconds; on failure the logs' tails, exit 1
 #
 # No authentication inside the cluster (it listens on loopback only, for
 # one test): the S3 gateway still checks every request's signature
@@ -152,4 +158,19 @@ ceph_stop() {
 		wait "$_p" 2>/dev/null
 	done
 	CEPH_PIDS=
+}
+
+ceph_need() {
+	_why=$(ceph_missing)
+	[ -z "$_why" ] || skip_all "$_why"
+	curl --help all 2>/dev/null | grep -q -- '--aws-sigv4' ||
+		skip_all "curl without --aws-sigv4"
+}
+
+ceph_start_checked() {
+	_t0=$(date +%s%N)
+	ceph_start "$1" 2>"$1.err"
+	_rc=$?
+	is "$_rc" 0 "$2 ($((($(date +%s%N) - _t0) / 1000000)) ms)"
+	[ "$_rc" -eq 0 ] || { sed 's/^/# /' "$1.err"; exit 1; }
 }

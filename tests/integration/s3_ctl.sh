@@ -11,10 +11,7 @@
 . "$top_srcdir/tests/integration/tap.sh"
 . "$top_srcdir/tests/integration/ceph.sh"
 
-why=$(ceph_missing)
-[ -z "$why" ] || skip_all "$why"
-curl --help all 2>/dev/null | grep -q -- '--aws-sigv4' ||
-	skip_all "curl without --aws-sigv4"
+ceph_need
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
@@ -22,10 +19,7 @@ tmpdir
 trap 'ceph_stop; rm -rf "$T"' EXIT
 plan 38
 
-ceph_start "$T/ceph" 2>"$T/start.err"
-rc=$?
-is "$rc" 0 "mon, memstore OSD and radosgw start on loopback"
-[ "$rc" -eq 0 ] || { sed 's/^/# /' "$T/start.err"; exit 1; }
+ceph_start_checked "$T/ceph" "mon, memstore OSD and radosgw start on loopback"
 # Staging directories are made here, so that none may be left unseen.
 TMPDIR=$T/tmp
 export TMPDIR

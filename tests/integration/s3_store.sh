@@ -8,20 +8,12 @@
 . "$top_srcdir/tests/integration/tap.sh"
 . "$top_srcdir/tests/integration/ceph.sh"
 
-why=$(ceph_missing)
-[ -z "$why" ] || skip_all "$why"
-curl --help all 2>/dev/null | grep -q -- '--aws-sigv4' ||
-	skip_all "curl without --aws-sigv4"
+ceph_need
 tmpdir
 trap 'ceph_stop; rm -rf "$T"' EXIT
 plan 9
 
-t0=$(date +%s%N)
-ceph_start "$T/ceph" 2>"$T/start.err"
-rc=$?
-ms=$((($(date +%s%N) - t0) / 1000000))
-is "$rc" 0 "mon, memstore OSD and radosgw start on loopback ($ms ms)"
-[ "$rc" -eq 0 ] || { sed 's/^/# /' "$T/start.err"; exit 1; }
+ceph_start_checked "$T/ceph" "mon, memstore OSD and radosgw start on loopback"
 
 # s3 USER:SECRET CURL-ARGS...: a signed request; prints the HTTP status.
 s3() {

@@ -4,7 +4,8 @@
 # through tests/integration/s3fault.py, a proxy that logs every request
 # and fails some on purpose. A stream of s3://BUCKET/PREFIX gives the
 # very batches the same dataset gives from local disk, in every order,
-# rank and world and across a resume; the second stream is served from
+# rank and world and across a resume, with path-style or virtual-host
+# addressing; the second stream is served from
 # the shard cache without a byte fetched; three daemons as three nodes
 # deliver each sample once per epoch across their ranks, a late rank
 # holding up none; credentials are the client's own (another user's, a
@@ -15,23 +16,18 @@
 . "$top_srcdir/tests/integration/tap.sh"
 . "$top_srcdir/tests/integration/ceph.sh"
 
-why=$(ceph_missing)
-[ -z "$why" ] || skip_all "$why"
+ceph_need
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "python3 not installed"
-command -v curl >/dev/null 2>&1 || skip_all "curl not installed"
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -f "$src/t10k-images-idx3-ubyte.gz" ] || [ -f "$src/t10k-images-idx3-ubyte" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 40
+plan 43
 
-ceph_start "$T/ceph" 2>"$T/ceph.err"
-rc=$?
-is "$rc" 0 "a Ceph cluster with its S3 gateway starts on loopback"
-[ "$rc" -eq 0 ] || { sed 's/^/# /' "$T/ceph.err"; exit 1; }
+ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
 SECRET=$AWS_SECRET_ACCESS_KEY
 
@@ -78,7 +74,7 @@ ok "a bucket, and the Fashion-MNIST test set packed in 2 MB shards and uploaded"
 NSH=$(ls "$T/fm/test"/*.lds | wc -l)
 DSB=$(cat "$T/fm/test"/*.lds | wc -c)
 
-start_daemon "$T/d.sock" --threads 2
+start_daemon "$T/d.sock" --threads 2 --cache-memory 64M
 LOG=$T/d.sock.log
 URL=s3://data/fm
 
@@ -94,6 +90,20 @@ same_batches "$T/d.sock" "quasi order, drop_last" "$URL" "$T/fm/test" \
 like "$(grep "$URL: " "$LOG" | tail -1)" "$NSH shards: $NSH from the shard cache, 0 fetched" \
 	"the next stream is served from the shard cache"
 is "$(gets fm)" "$DSB" "and the store served no more shard bytes for it"
+# The node cache knows the shard cache's files as the same files from
+# one stream to the next (the stage leaves their times alone).
+out=$("$LDCLIENT" --stats --order random --seed 11 "$T/d.sock" "$URL" 2>&1 |
+	sed -n 's/^stats .* cache_hits \([0-9]*\) cache_misses \([0-9]*\)$/\1 \2/p')
+like "$out" '^[1-9][0-9]* 0$' "a later stream's records all come from the node cache"
+
+# Virtual-host addressing: the bucket in the host name (radosgw's
+# "rgw dns name" is localhost, and curl resolves data.localhost itself).
+AWS_ENDPOINT_URL=http://localhost:${GW##*:} AWS_S3_ADDRESSING_STYLE=virtual
+export AWS_S3_ADDRESSING_STYLE
+same_batches "$T/d.sock" "virtual-host addressing" "$URL" "$T/fm/test" \
+	--order random --seed 3
+AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/px.port")
+unset AWS_S3_ADDRESSING_STYLE
 once_per_epoch "$T/d.sock" "$URL" 3 2 10000 \
 	"ranks 0..2 of world 3 deliver each sample once per epoch" --order random --seed 4
 

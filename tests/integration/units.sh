@@ -21,7 +21,7 @@ MAX_EXPOSURE=1.0
 LC_ALL=C
 export LC_ALL
 tmpdir
-plan 12
+plan 13
 
 # The unit names the configured bindir (LOADER_BINDIR, from make).
 line=$(grep '^ExecStart=' "$SERVICE")
@@ -53,6 +53,15 @@ out=$(verify loaderd.service loaderd.socket)
 printf '%s\n' "$out" | sed 's/^/# verify: /'
 is "$(printf '%s\n' "$out" | tr '\n' ' ')" "rc=0 " \
 	"systemd-analyze verify: no output, status 0"
+
+# With the drop-in for s3:// datasets (systemd/s3-network.conf) in place.
+mkdir "$T/units/loaderd.service.d"
+cp "$top_srcdir/systemd/s3-network.conf" "$T/units/loaderd.service.d/"
+out=$(verify loaderd.service loaderd.socket)
+printf '%s\n' "$out" | sed 's/^/# verify with s3-network.conf: /'
+is "$(printf '%s\n' "$out" | tr '\n' ' ')" "rc=0 " \
+	"systemd-analyze verify with the s3-network.conf drop-in: no output, status 0"
+rm -r "$T/units/loaderd.service.d"
 
 # The check above can only catch what verify reports: a unit with a bad
 # value must make it speak, or the check proves nothing.

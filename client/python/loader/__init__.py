@@ -518,6 +518,19 @@ class Stream:
     ragged_bytes is the room for its values in a batch (0: the daemon's
     default; a batch that does not fit fails the stream, naming the
     sample and this option).
+
+    dataset may be an s3://BUCKET/PREFIX URL of a dataset that
+    "loaderctl pack SRC s3://BUCKET/PREFIX" stored in an S3-API object
+    store: Stream("s3://bucket/prefix", ...) works as with a local one.
+    Its credentials, region and endpoint are found in this process, from
+    the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...) or
+    ~/.aws/credentials and ~/.aws/config, as loaderctl finds them, and
+    sent to the daemon, which fetches the whole dataset into its shard
+    cache with them (never with its own) before the first batch; the open
+    waits at least 30 minutes for that unless timeout_ms is negative.
+    Errors name the object, s3://BUCKET/KEY (loader(7), libloader(3),
+    loaderd(8) S3 DATASETS).
     """
 
     def __init__(self, dataset, *, batch_size=0, outputs=None,
