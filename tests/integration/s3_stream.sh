@@ -26,7 +26,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 47
+plan 50
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -183,6 +183,32 @@ like "$out" 's3://data/fm2/again/manifest.json: GET HTTP 503 \(SlowDown\), after
 : >"$T/px.faults"
 out=$("$LDCLIENT" --hash "$T/d.sock" "$T/fm/test" 2>&1 | grep -c '^epoch')
 is "$out" 1 "and the daemon goes on serving other streams"
+
+# Two streams opened at once on a cold daemon: one fetches, the other
+# waits for it, and the store serves the dataset once.
+before=$(gets fm2)
+start_daemon "$T/two.sock" --threads 1
+"$LDCLIENT" --seed 1 --order random "$T/two.sock" s3://data/fm2 >"$T/two1" 2>&1 &
+p1=$!
+"$LDCLIENT" --seed 2 --order random "$T/two.sock" s3://data/fm2 >"$T/two2" 2>&1
+wait $p1
+is "$(grep -c '^total batches 40 samples 10000' "$T/two1" "$T/two2" | cut -d: -f2 | tr '\n' ' ')" "1 1 " \
+	"two streams opened at once on a cold daemon both stream"
+is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes once"
+# A client that leaves while its dataset is staged (throttled by the
+# store): the daemon finishes or ends the stage, and serves on.
+printf '503 3 HEAD\n' >"$T/px.faults"
+rm -f "$T/two.sock.cache/s3"/*.shard
+"$LDCLIENT" "$T/two.sock" s3://data/fm2 >/dev/null 2>&1 &
+p1=$!
+wait_for 'HEAD /data/fm2/shard-[0-9]*\.lds 503' "$T/px.log"
+kill -9 $p1 2>/dev/null
+wait $p1 2>/dev/null
+: >"$T/px.faults"
+out=$("$LDCLIENT" --hash "$T/two.sock" s3://data/fm2 2>&1 | grep '^epoch')
+like "$out" '^epoch 0 batches 40 samples 10000' \
+	"a client gone mid-stage leaves a daemon that streams the dataset"
+kill $DAEMON_PID
 
 # --- a changed object, a damaged one -------------------------------------
 upload "$T/fm9/test" fm || echo "# upload fm9 failed"
