@@ -26,7 +26,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 50
+plan 53
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -150,6 +150,32 @@ out=$(AWS_ACCESS_KEY_ID=ldtest1access AWS_SECRET_ACCESS_KEY=ldtest1secret0key0fo
 	"$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
 like "$out" "Permission denied.*s3://data/fm/manifest.json.*403" \
 	"another user's credentials are refused, though the shards are cached"
+# A bucket policy lets that user read fm/ but one shard: every object is
+# checked with the client's own credentials, cached or not.
+allow='{"Effect": "Allow", "Principal": {"AWS": ["arn:aws:iam:::user/other"]},
+  "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::data/fm/*"]}'
+deny='{"Effect": "Deny", "Principal": {"AWS": ["arn:aws:iam:::user/other"]},
+  "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::data/fm/shard-00001.lds"]}'
+echo "{\"Version\": \"2012-10-17\", \"Statement\": [$allow, $deny]}" >"$T/policy.json"
+echo "{\"Version\": \"2012-10-17\", \"Statement\": [$allow]}" >"$T/allow.json"
+policy() {
+	curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$SECRET" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+		"$@" "$GW/data?policy="
+}
+st=$(policy -X PUT -T "$T/policy.json")
+out=$(AWS_ACCESS_KEY_ID=ldtest1access AWS_SECRET_ACCESS_KEY=ldtest1secret0key0for0ceph0tests \
+	"$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
+like "$st: $out" "^204: .*Permission denied.*s3://data/fm/shard-00001.lds: HEAD HTTP 403" \
+	"a user the store lets read all but one cached shard is refused, naming that shard"
+st=$(policy -X PUT -T "$T/allow.json")
+out=$(AWS_ACCESS_KEY_ID=ldtest1access AWS_SECRET_ACCESS_KEY=ldtest1secret0key0for0ceph0tests \
+	"$LDCLIENT" --hash "$T/d.sock" "$URL" 2>&1 | grep '^epoch')
+is "$st: $out" "204: $("$LDCLIENT" --hash "$T/d.sock" "$T/fm/test" 2>&1 | grep '^epoch')" \
+	"allowed every shard, that user streams the dataset"
+like "$(grep "$URL: " "$LOG" | tail -1)" "$NSH from the shard cache, 0 fetched" \
+	"from the copy another user's stream put in the shard cache"
+policy -X DELETE >/dev/null
 out=$(AWS_SECRET_ACCESS_KEY=wrong0secret "$LDCLIENT" "$T/d.sock" "$URL" 2>&1)
 like "$out" "s3://data/fm/manifest.json.*403" "a wrong secret is refused"
 out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$T" \
