@@ -26,7 +26,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 53
+plan 55
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -303,3 +303,21 @@ is "$(sort -u "$T/nodes.ids" | wc -l) $(wc -l <"$T/nodes.ids")" "20000 20000" \
 is "$(sed -n 's/^total batches \([0-9]*\) .*/\1/p' "$T/node0" "$T/node1" "$T/node2" | sort -u | wc -l)" 1 \
 	"with equal batch counts"
 is "$(($(gets fm) - before))" "$((3 * DSB))" "each node fetched the dataset once"
+
+# A named stream over the three nodes, each rank killed and resumed on
+# its node: every sample once in its epoch. A world change needs every
+# old rank's position, which each node keeps of its own ranks only: the
+# daemon refuses it, naming the ranks it lacks, rather than guess.
+: >"$T/mn.ids"
+for n in 0 1 2; do
+	"$LDCLIENT" --name mn --ids --order random --seed 6 --rank $n --world 3 \
+		--kill-after 3 "$T/n$n.sock" "$URL" >"$T/mnA$n" 2>&1
+	"$LDCLIENT" --name mn --ids --order random --seed 6 --rank $n --world 3 \
+		"$T/n$n.sock" "$URL" >"$T/mnB$n" 2>&1
+	cat "$T/mnA$n" "$T/mnB$n" | awk '/^id/ { print $2, $4 }' >>"$T/mn.ids"
+done
+is "$(sort -u "$T/mn.ids" | wc -l) $(wc -l <"$T/mn.ids") $(cat "$T"/mnB? | grep -c 'resumed 1')" \
+	"10000 10000 3" "three nodes' ranks killed and resumed on their nodes: each sample once"
+out=$("$LDCLIENT" --name mn --order random --seed 6 --rank 0 --world 2 "$T/n0.sock" "$URL" 2>&1)
+like "$out" 'saved with world 3 and this loaderd has no position of 2 of its ranks \(1, 2\)' \
+	"a world change on one node is refused, naming the ranks other nodes ran"
