@@ -838,6 +838,7 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 		      const struct proto_remote *m)
 {
 	const char *why = NULL;
+	int code = LOADER_EPROTO;
 
 	if (!ss->hello || ss->stream || ss->opening)
 		why = !ss->hello ? "REMOTE before HELLO" : "REMOTE after OPEN";
@@ -852,11 +853,12 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 		why = "REMOTE with a string not terminated";
 	else if (m->addressing > AWS_ADDR_VIRTUAL || m->reserved)
 		why = "REMOTE with an unknown addressing style or reserved bits";
-	else if (!ss->srv->rcache)
+	else if (!ss->srv->rcache) {
+		code = -ENOTSUP;
 		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made: see its log)";
+	}
 	if (why) {
-		reply_error(ss, h->seq,
-			    why[0] == 't' ? -ENOTSUP : LOADER_EPROTO, why);
+		reply_error(ss, h->seq, code, why);
 		return;
 	}
 	ss->remote = malloc(sizeof(*ss->remote));

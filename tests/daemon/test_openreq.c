@@ -212,7 +212,7 @@ Test(openreq, edges_accepted)
 
 static void unknown_flag(struct proto_open *m)
 {
-	m->flags |= 0x20;
+	m->flags |= 0x40;
 }
 
 static void reserved_set(struct proto_open *m)
@@ -269,7 +269,7 @@ Test(openreq, malformed_refused)
 		const char *needle; /* in the reason */
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
-		  "unknown flags 0x21" },
+		  "unknown flags 0x41" },
 		{ "reserved != 0", reserved_set, LOADER_EUSAGE,
 		  "reserved 0x1" },
 		{ "reserved2 != 0", reserved2_set, LOADER_EUSAGE,

@@ -964,8 +964,8 @@ static int case_saved(struct ctx *c, const void *arg)
 	struct proto_saved q = { 0 };
 	struct proto_forget f = { .name = "never-saved" };
 	static const char *const want[] = { "before HELLO", "expected 8",
-					     "not terminated", "unknown flags",
-					     "no saved stream" };
+					    "not terminated", "unknown flags",
+					    "no saved stream" };
 	uint32_t seq;
 	int fd = dial(c), r = 0;
 
@@ -990,6 +990,81 @@ static int case_saved(struct ctx *c, const void *arg)
 	close(fd);
 	return r;
 }
+
+/*
+ * REMOTE (an s3:// dataset and the client's credentials) out of place or
+ * malformed: each is refused with a reason, and the session goes on.
+ * Nothing here reaches a store: every case is refused before a stage.
+ */
+enum remote_abuse {
+	RM_BEFORE_HELLO,
+	RM_UNTERMINATED,
+	RM_ADDRESSING,
+	RM_TWICE,
+	RM_AFTER_FILES,
+	RM_OPEN_LOCAL,
+};
+
+static int case_remote(struct ctx *c, const void *arg)
+{
+	const enum remote_abuse *k = arg;
+	static const char *const want[] = {
+		"before HELLO",	 "not terminated",     "addressing",
+		"second REMOTE", "REMOTE after FILES", "not of a remote dataset"
+	};
+	struct proto_remote *m = calloc(1, sizeof(*m));
+	struct proto_open o;
+	uint32_t seq;
+	int fd = dial(c), tfd = -1, r = 0;
+
+	if (fd < 0 || !m) {
+		free(m);
+		if (fd >= 0)
+			close(fd);
+		return PA_FAIL;
+	}
+	snprintf(m->url, sizeof(m->url), "s3://bucket/prefix");
+	snprintf(m->endpoint, sizeof(m->endpoint), "http://127.0.0.1:9");
+	snprintf(m->region, sizeof(m->region), "us-east-1");
+	if (*k != RM_BEFORE_HELLO)
+		r = hello(c, fd);
+	if (*k == RM_UNTERMINATED)
+		memset(m->secret_key, 's', sizeof(m->secret_key));
+	if (*k == RM_ADDRESSING)
+		m->addressing = 7;
+	if (!r && *k == RM_AFTER_FILES) {
+		tfd = temp_fd(c);
+		r = tfd < 0 ? PA_FAIL :
+			      files_msg(c, fd, ++c->seq, 0, 1, 2, &tfd, 1);
+	}
+	if (!r && *k == RM_TWICE)
+		r = send_msg(c, fd, PROTO_REMOTE, ++c->seq, m, sizeof(*m), NULL,
+			     0);
+	seq = ++c->seq;
+	if (!r)
+		r = send_msg(c, fd, PROTO_REMOTE, seq, m, sizeof(*m), NULL, 0);
+	if (!r && *k == RM_OPEN_LOCAL) {
+		base_open(&o);
+		seq = ++c->seq;
+		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
+	}
+	if (!r)
+		r = expect_error(c, fd, seq, want[*k]);
+	if (!r)
+		r = still_usable(c, fd);
+	if (tfd >= 0)
+		close(tfd);
+	close(fd);
+	free(m);
+	return r;
+}
+
+static const enum remote_abuse rm_before_hello = RM_BEFORE_HELLO;
+static const enum remote_abuse rm_unterminated = RM_UNTERMINATED;
+static const enum remote_abuse rm_addressing = RM_ADDRESSING;
+static const enum remote_abuse rm_twice = RM_TWICE;
+static const enum remote_abuse rm_after_files = RM_AFTER_FILES;
+static const enum remote_abuse rm_open_local = RM_OPEN_LOCAL;
 
 static const enum saved_abuse sv_before_hello = SV_BEFORE_HELLO;
 static const enum saved_abuse sv_short = SV_SHORT;
@@ -1185,7 +1260,9 @@ static int odd_open(struct ctx *c, enum odd_fd k, int *aux)
 	int fd = -1, sv[2];
 
 	switch (k) {
-	case ODD_DIR: fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); break;
+	case ODD_DIR:
+		fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		break;
 	case ODD_FIFO:
 		/* Our own FIFO: opened read-write it never blocks us. */
 		snprintf(path, sizeof(path), "%s/protoabuse.%d.fifo",
@@ -1474,9 +1551,15 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag32(const struct ctx *c, struct proto_open *o)
+static void o_flag64(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 32;
+	o->flags |= 64;
+}
+
+/* PROTO_OPEN_REMOTE on a session that sent FILES and no REMOTE. */
+static void o_remote_unsent(const struct ctx *c, struct proto_open *o)
+{
+	o->flags |= PROTO_OPEN_REMOTE;
 }
 
 static void o_ragged_noflag(const struct ctx *c, struct proto_open *o)
@@ -1534,12 +1617,15 @@ static const struct open_abuse open_epochs = { o_epochs, "epoch" };
 static const struct open_abuse open_noutputs = { o_noutputs, "output" };
 static const struct open_abuse open_unterminated = { o_unterminated, "output" };
 static const struct open_abuse open_missing = { o_missing, "nosuchfield" };
-static const struct open_abuse open_name_unterminated = { o_name_unterminated,
-							  "name not terminated" };
+static const struct open_abuse open_name_unterminated = {
+	o_name_unterminated, "name not terminated"
+};
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag32 = { o_flag32, "unknown flags" };
+static const struct open_abuse open_flag64 = { o_flag64, "unknown flags" };
+static const struct open_abuse open_remote_unsent = { o_remote_unsent,
+						      "before its REMOTE" };
 static const struct open_abuse open_ragged_noflag = {
 	o_ragged_noflag, "ragged_bytes given without ragged outputs"
 };
@@ -2098,7 +2184,15 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag32 },
+	{ "OPEN with an unknown flag", case_open, &open_flag64 },
+	{ "OPEN of a remote dataset with no REMOTE sent", case_open,
+	  &open_remote_unsent },
+	{ "REMOTE before HELLO", case_remote, &rm_before_hello },
+	{ "REMOTE with a secret without NUL", case_remote, &rm_unterminated },
+	{ "REMOTE with addressing style 7", case_remote, &rm_addressing },
+	{ "REMOTE twice", case_remote, &rm_twice },
+	{ "REMOTE after FILES", case_remote, &rm_after_files },
+	{ "REMOTE, then an OPEN of local files", case_remote, &rm_open_local },
 	{ "OPEN with ragged_bytes but no ragged flag", case_open,
 	  &open_ragged_noflag },
 	{ "OPEN with ragged_bytes above 1 GiB", case_open, &open_ragged_huge },
