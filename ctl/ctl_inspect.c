@@ -513,36 +513,30 @@ static int inspect_s3(struct inspect_cli *o, const char *url)
 		.tmp_dir = o->tmp_dir,
 		.parallel = (unsigned)o->parallel,
 	};
-	char stage[PATH_MAX] = "", path[PATH_MAX], to[PATH_MAX];
 	char sb[SHOWN_MAX];
 	struct diag d = { "" };
-	struct s3ds *s = NULL;
-	struct s3ds_xfer x;
-	int err, rc = CTL_FAIL;
+	struct s3ds_got *g = malloc(sizeof(*g));
+	int rc = CTL_FAIL;
 
-	err = s3ds_open(&s, url, &so, &d);
-	if (!err) {
-		s3ds_catch_signals();
-		err = s3ds_stage(s, stage, sizeof(stage), &d);
+	if (!g) {
+		fprintf(stderr, "loaderctl inspect: out of memory\n");
+		return CTL_FAIL;
 	}
-	if (!err)
-		err = s3ds_fetch(s, stage, path, sizeof(path), to, sizeof(to),
-				 &x, &d);
-	if (err) {
-		o->stage = stage;
-		o->url = s ? s3ds_url(s) : url;
+	if (s3ds_get(g, url, &so, &d)) {
+		o->stage = g->stage;
+		o->url = g->s ? s3ds_url(g->s) : url;
 		fprintf(stderr, "loaderctl inspect: %s\n",
 			s3ds_interrupted() ? "interrupted" :
 					     shown(o, d.msg, sb));
 		goto out;
 	}
-	s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(s), &x);
-	o->stage = stage;
-	o->url = to;
-	rc = inspect_path(o, path);
+	s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(g->s), &g->x);
+	o->stage = g->stage;
+	o->url = g->shown;
+	rc = inspect_path(o, g->path);
 out:
-	s3ds_unstage(stage);
-	s3ds_free(s);
+	s3ds_got_free(g);
+	free(g);
 	s3ds_reraise();
 	return rc;
 }

@@ -294,24 +294,20 @@ static void verify_s3(struct verify_run *r, struct verify_ctx *vc,
 		.tmp_dir = r->o->tmp_dir,
 		.parallel = (unsigned)r->o->parallel,
 	};
-	char stage[PATH_MAX] = "", path[PATH_MAX], to[PATH_MAX];
 	struct diag d = { "" };
-	struct s3ds *s = NULL;
-	struct s3ds_xfer x = { 0 };
+	struct s3ds_got *g = malloc(sizeof(*g));
 	int err;
 
 	progress_end(&r->pg);
-	err = s3ds_open(&s, url, &so, &d);
-	if (!err) {
-		s3ds_catch_signals();
-		err = s3ds_stage(s, stage, sizeof(stage), &d);
+	if (!g) {
+		report(r, "out of memory");
+		r->failed = true;
+		return;
 	}
-	if (!err)
-		err = s3ds_fetch(s, stage, path, sizeof(path), to, sizeof(to),
-				 &x, &d);
-	r->fetch_s += x.seconds;
-	r->stage = stage;
-	r->url = s ? s3ds_url(s) : url;
+	err = s3ds_get(g, url, &so, &d);
+	r->fetch_s += g->x.seconds;
+	r->stage = g->stage;
+	r->url = g->s ? s3ds_url(g->s) : url;
 	if (err && s3ds_interrupted()) {
 		r->failed = true;
 	} else if (err) {
@@ -321,13 +317,14 @@ static void verify_s3(struct verify_run *r, struct verify_ctx *vc,
 		if (err != -ENOENT && err != LOADER_EFORMAT)
 			r->failed = true;
 	} else {
-		s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(s), &x);
-		r->url = to;
-		verify_arg(r, vc, path);
+		s3ds_print_xfer(stderr, "fetched", "from", s3ds_url(g->s),
+				&g->x);
+		r->url = g->shown;
+		verify_arg(r, vc, g->path);
 	}
 	r->stage = r->url = NULL;
-	s3ds_unstage(stage);
-	s3ds_free(s);
+	s3ds_got_free(g);
+	free(g);
 }
 
 int ctl_verify(int argc, char **argv)

@@ -761,6 +761,31 @@ static int fetch_object(struct s3ds *s, const char *dir, char *path, size_t pn,
 	return 0;
 }
 
+int s3ds_get(struct s3ds_got *g, const char *url, const struct s3ds_opts *o,
+	     struct diag *d)
+{
+	int err;
+
+	memset(g, 0, sizeof(*g));
+	err = s3ds_open(&g->s, url, o, d);
+	if (err)
+		return err;
+	s3ds_catch_signals();
+	err = s3ds_stage(g->s, g->stage, sizeof(g->stage), d);
+	if (!err)
+		err = s3ds_fetch(g->s, g->stage, g->path, sizeof(g->path),
+				 g->shown, sizeof(g->shown), &g->x, d);
+	return err;
+}
+
+void s3ds_got_free(struct s3ds_got *g)
+{
+	s3ds_unstage(g->stage);
+	g->stage[0] = '\0';
+	s3ds_free(g->s);
+	g->s = NULL;
+}
+
 int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
 	       char *shown, size_t sn, struct s3ds_xfer *x, struct diag *d)
 {

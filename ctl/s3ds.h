@@ -25,6 +25,7 @@
 #ifndef LD_S3DS_H
 #define LD_S3DS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +136,27 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
  */
 int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
 	       char *shown, size_t sn, struct s3ds_xfer *x, struct diag *d);
+
+/* A dataset (or one object) fetched into a staging directory. */
+struct s3ds_got {
+	struct s3ds *s;	      /* NULL when the open failed */
+	char stage[PATH_MAX]; /* the staging directory; "" until made */
+	char path[PATH_MAX];  /* the local path to run the command on */
+	char shown[PATH_MAX]; /* the URL to show in place of stage */
+	struct s3ds_xfer x;   /* what came */
+};
+
+/*
+ * What inspect and verify do first: s3ds_open(), signals caught
+ * (s3ds_catch_signals()), a staging directory made (s3ds_stage()) and
+ * the URL fetched into it (s3ds_fetch()). g is filled as far as it got,
+ * also on failure; s3ds_got_free() undoes it all.
+ */
+int s3ds_get(struct s3ds_got *g, const char *url, const struct s3ds_opts *o,
+	     struct diag *d);
+
+/* Remove g's staging directory and free its client. */
+void s3ds_got_free(struct s3ds_got *g);
 
 /* One line on f: "VERB N objects, SIZE PREP URL in S s (RATE/s)". */
 void s3ds_print_xfer(FILE *f, const char *verb, const char *prep,
