@@ -1202,18 +1202,18 @@ static void open_work(uv_work_t *req)
 		.label = j->ss->label, /* the session outlives the job */
 	};
 
+	/* The OPEN's own fields first: a bad one costs no fetch. */
+	j->err = openreq_config(&j->open, &c, &j->d);
+	if (j->err) {
+		for (uint32_t i = 0; i < j->nfds; i++)
+			close(j->fds[i]);
+		goto out;
+	}
 	/*
 	 * A dataset in an object store: staged into the shard cache with
 	 * the client's credentials, it is then what a client's FILES would
 	 * have been. The credentials are wiped as soon as that is done.
-	 * The OPEN's own fields are checked first: a bad one costs no
-	 * fetch.
 	 */
-	if (j->remote) {
-		j->err = openreq_config(&j->open, &c, &j->d);
-		if (j->err)
-			goto out;
-	}
 	if (j->remote) {
 		struct aws_cfg cfg = { 0 };
 
@@ -1255,12 +1255,6 @@ static void open_work(uv_work_t *req)
 		slash = strrchr(j->dataset, '/');
 		if (slash && slash != j->dataset)
 			*slash = '\0';
-	}
-	j->err = openreq_config(&j->open, &c, &j->d);
-	if (j->err) {
-		for (uint32_t i = 0; i < j->nfds; i++)
-			close(j->fds[i]);
-		goto out;
 	}
 	c.label = j->ss->label;
 	c.max_pixels = j->max_pixels;

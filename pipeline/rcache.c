@@ -33,6 +33,7 @@
 
 #include <xxhash.h>
 
+#include "clock.h"
 #include "dataset.h"
 #include "loader_error.h"
 #include "rcache.h"
@@ -76,10 +77,7 @@ struct rcache {
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_mono_ns() / 1000000u;
 }
 
 static bool is_shard_name(const char *n)
@@ -229,6 +227,7 @@ static int list_entries(struct rcache *c, struct entry **out, size_t *n,
 	}
 	rewinddir(dh);
 	while ((de = readdir(dh))) {
+		const struct use *u;
 		struct stat st;
 
 		if (!is_shard_name(de->d_name) ||
@@ -250,9 +249,8 @@ static int list_entries(struct rcache *c, struct entry **out, size_t *n,
 		snprintf(v[k].name, sizeof(v[k].name), "%s", de->d_name);
 		v[k].bytes = (uint64_t)st.st_size;
 		v[k].mtime = st.st_mtim;
-		v[k].tick = use_find(c, de->d_name) ?
-				    use_find(c, de->d_name)->tick :
-				    0;
+		u = use_find(c, de->d_name);
+		v[k].tick = u ? u->tick : 0;
 		*total += (uint64_t)st.st_size;
 		k++;
 	}

@@ -30,7 +30,9 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "clock.h"
 #include "loader_error.h"
+#include "rng.h"
 #include "s3.h"
 
 #define S3_PARALLEL_MAX 64
@@ -48,7 +50,7 @@ struct s3 {
 	struct s3_params p;
 	CURLM *multi;
 	struct s3_counts n;
-	uint64_t rng;
+	struct rng rng; /* the backoffs' jitter */
 };
 
 /* One HTTP request, and everything needed to run it again. */
@@ -89,20 +91,7 @@ struct req {
 
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* splitmix64: the jitter needs no more than that. */
-static uint64_t s3_rand(struct s3 *s)
-{
-	uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return clock_mono_ns() / 1000000u;
 }
 
 int s3_global_init(void)
@@ -210,7 +199,8 @@ int s3_new(struct s3 **out, const struct aws_cfg *cfg, const char *bucket,
 		s->p.part_bytes = 64u << 20;
 	if (s->p.part_bytes < S3_MIN_PART)
 		s->p.part_bytes = S3_MIN_PART;
-	s->rng = mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s;
+	rng_seed(&s->rng,
+		 clock_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s);
 	s->multi = curl_multi_init();
 	if (!s->multi) {
 		s3_free(s);
@@ -581,7 +571,7 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 			cap = s->p.backoff_max_ms;
 		r->attempt++;
 		s->n.retries++;
-		r->due_ms = mono_ms() + s3_rand(s) % (cap + 1);
+		r->due_ms = mono_ms() + rng_below(&s->rng, cap + 1);
 		r->err = 0;
 		return;
 	}
@@ -750,7 +740,7 @@ static void get_init(struct req *r, int fd, uint64_t max,
 }
 
 /* After a GET into a file: the size is right, and the file is that long. */
-static int get_check(struct s3 *s, struct req *r, const struct s3_obj *want)
+static int get_check(struct req *r, const struct s3_obj *want)
 {
 	if (r->err)
 		return r->err;
@@ -776,7 +766,6 @@ static int get_check(struct s3 *s, struct req *r, const struct s3_obj *want)
 		snprintf(r->why, sizeof(r->why),
 			 "truncating the local copy: %s", strerror(errno));
 	}
-	(void)s;
 	return r->err;
 }
 
@@ -793,7 +782,7 @@ int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t max,
 	if (!err)
 		err = run(s, &r, 1, d);
 	if (!err) {
-		get_check(s, r, want);
+		get_check(r, want);
 		err = req_result(s, r, d);
 	}
 	if (!err && got)
@@ -818,7 +807,7 @@ int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
 	if (!err)
 		err = run(s, &r, 1, d);
 	if (!err) {
-		get_check(s, r, NULL);
+		get_check(r, NULL);
 		err = req_result(s, r, d);
 	}
 	if (!err && !r->mem) {
@@ -866,7 +855,7 @@ int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 		int e;
 
 		if (f[i].fd >= 0)
-			get_check(s, &rv[i], &f[i].want);
+			get_check(&rv[i], &f[i].want);
 		e = req_result(s, &rv[i], &one);
 		f[i].err = e;
 		f[i].got = rv[i].obj;
