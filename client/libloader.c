@@ -160,6 +160,8 @@ struct loader {
 	uint32_t start_epoch; /* where loader_open() started (OPEN_OK) */
 	uint64_t start_batch;
 	int resumed;
+	uint64_t plan; /* OPEN_OK's */
+	uint32_t plan_end;
 	uint32_t next;	   /* the next batch to read */
 	uint32_t released; /* the oldest batch held, if any */
 	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
@@ -327,6 +329,25 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 			return loader_fail(l, LOADER_EUSAGE,
 					   "fresh without a name");
 		po->flags |= PROTO_OPEN_FRESH;
+	}
+	if (o->from_world) {
+		if (!o->name)
+			return loader_fail(
+				l, LOADER_EUSAGE,
+				"from_world without a name: positions of an earlier world resume a named stream");
+		if (o->from_world > LOADER_MAX_WORLD || !o->from_epoch ||
+		    !o->from_batch)
+			return loader_fail(
+				l, LOADER_EUSAGE,
+				"from_world %u: 1..%d, with from_epoch and from_batch",
+				o->from_world, LOADER_MAX_WORLD);
+		if (o->start_batch)
+			return loader_fail(
+				l, LOADER_EUSAGE,
+				"start_batch %" PRIu64
+				" with from_world: the positions say where each rank starts",
+				o->start_batch);
+		po->flags |= PROTO_OPEN_POSITIONS;
 	}
 	if (o->pipeline) {
 		size_t n = strlen(o->pipeline);
@@ -934,6 +955,39 @@ out:
 	return err;
 }
 
+/* Where the earlier world's ranks stopped: POSITIONS, in rank order. */
+static int loader_send_positions(struct loader *l, const struct loader_opts *o)
+{
+	struct proto_positions *m = calloc(1, sizeof(*m));
+	int err = 0;
+
+	if (!m)
+		return loader_fail(l, -ENOMEM, "out of memory");
+	for (uint32_t first = 0; !err && first < o->from_world;) {
+		uint32_t n = o->from_world - first;
+
+		if (n > PROTO_POSITIONS_MAX)
+			n = PROTO_POSITIONS_MAX;
+		m->world = o->from_world;
+		m->first = first;
+		m->count = n;
+		m->plan = o->from_plan;
+		m->plan_end = o->from_plan_end;
+		for (uint32_t i = 0; i < n; i++)
+			m->pos[i] = (struct proto_position){
+				.epoch = o->from_epoch[first + i],
+				.batch = o->from_batch[first + i],
+			};
+		err = msg_send(l->sock, PROTO_POSITIONS, ++l->seq, m,
+			       sizeof(*m), NULL, 0);
+		if (err)
+			err = loader_send_failed(l, err, PROTO_POSITIONS);
+		first += n;
+	}
+	free(m);
+	return err;
+}
+
 /*
  * Send file 0 (manifest.json, or for tars their names) and the shards
  * (1..n, manifest order, or the tars by name) in FILES messages of at
@@ -1459,6 +1513,8 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	if (err)
 		goto fail;
 	err = loader_send_files(l, dataset, &first_seq, &tflags);
+	if (!err && opt.from_world)
+		err = loader_send_positions(l, &opt);
 	if (err)
 		goto fail;
 	po.flags |= tflags;
@@ -1477,6 +1533,8 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	l->start_epoch = ok.start_epoch;
 	l->start_batch = ok.start_batch;
 	l->resumed = ok.resumed == 1;
+	l->plan = ok.plan;
+	l->plan_end = ok.plan_end;
 	l->reason[0] = '\0';
 	*out = l;
 	return 0;
@@ -1714,8 +1772,11 @@ static int loader_reconnect(struct loader *l)
 	uint32_t saved, released;
 	int err;
 
-	/* The stream goes on: whatever was saved, it is this one's. */
-	po.flags &= ~(uint32_t)PROTO_OPEN_FRESH;
+	/*
+	 * The stream goes on: whatever was saved, it is this one's (the
+	 * positions it began from included).
+	 */
+	po.flags &= ~(uint32_t)(PROTO_OPEN_FRESH | PROTO_OPEN_POSITIONS);
 	if (!l->po.name[0] && bpe) {
 		po.start_epoch = (uint32_t)(at / bpe);
 		po.start_batch = at % bpe;
@@ -2101,6 +2162,13 @@ LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
 	if (batch)
 		*batch = l->start_batch;
 	return l->resumed;
+}
+
+LOADER_API uint64_t loader_plan(const struct loader *l, uint32_t *end_epoch)
+{
+	if (end_epoch)
+		*end_epoch = l->plan_end;
+	return l->plan;
 }
 
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 2
+#define LOADER_VERSION_MINOR 3
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (DESIGN.md, "Sample order"). */
@@ -173,6 +173,27 @@ struct loader_opts {
 	 * not know ragged outputs: it is refused bytes fields, as before.
 	 */
 	uint64_t ragged_bytes;
+	/* ---- 1.3 ---- */
+	/*
+	 * With a name: go on from where every rank of the job's earlier
+	 * world stopped, as the trainer's checkpoint keeps them, instead of
+	 * from what this daemon saved. A daemon keeps the positions of the
+	 * ranks that ran on its node only; a job restarted with another
+	 * world on several nodes gathers them (e.g. all_gather at each
+	 * checkpoint) and gives every new rank all of them (libloader(3),
+	 * "Elastic resume across nodes"). from_world ranks; rank r's next
+	 * batch is (from_epoch[r], from_batch[r]): the epoch and index + 1
+	 * of the last batch it released (0, 0 for a rank that released
+	 * none). start_batch must be 0; start_epoch and epochs still say
+	 * where the stream ends. 0: none (the default). from_plan and
+	 * from_plan_end: loader_plan() of that world's ranks (all the
+	 * same); a daemon that lacks a plan still in force refuses.
+	 */
+	uint32_t from_world;
+	uint32_t from_plan_end;
+	const uint32_t *from_epoch;
+	const uint64_t *from_batch;
+	uint64_t from_plan;
 };
 
 /* clang-format off */
@@ -301,6 +322,15 @@ LOADER_API uint32_t loader_slots(const struct loader *l);
  */
 LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
 			    uint64_t *batch);
+
+/*
+ * The plan the stream runs under: an elastic resume's record of how the
+ * rest of an epoch was dealt to a new world. Returns its identity (0:
+ * none) and sets *end_epoch (may be NULL) to one past the last epoch it
+ * deals. A trainer that gathers its ranks' positions keeps these with
+ * them and gives them back in from_plan and from_plan_end. Since 1.3.
+ */
+LOADER_API uint64_t loader_plan(const struct loader *l, uint32_t *end_epoch);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

@@ -38,6 +38,7 @@ static const char *const msg_names[PROTO_TYPE_END] = {
 	[PROTO_FORGET] = "FORGET",
 	[PROTO_FORGET_OK] = "FORGET_OK",
 	[PROTO_REMOTE] = "REMOTE",
+	[PROTO_POSITIONS] = "POSITIONS",
 };
 
 const char *msg_type_name(uint16_t type)

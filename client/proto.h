@@ -37,11 +37,12 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	7 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	8 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
 				FORGET; 6: ragged outputs;
-				7: REMOTE, OPEN_REMOTE */
+				7: REMOTE, OPEN_REMOTE;
+				8: POSITIONS, OPEN_POSITIONS */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -69,6 +70,7 @@ enum proto_type {
 	PROTO_FORGET = 15, /* drop a saved named stream */
 	PROTO_FORGET_OK = 16,
 	PROTO_REMOTE = 17, /* the dataset is in an object store */
+	PROTO_POSITIONS = 18, /* where an earlier world's ranks stopped */
 	PROTO_TYPE_END
 };
 
@@ -148,6 +150,14 @@ struct proto_output {
  * credentials, which must be able to read every object it serves.
  */
 #define PROTO_OPEN_REMOTE 32u
+/*
+ * A named stream that goes on from the positions the session's
+ * POSITIONS messages gave (every rank of the earlier world), not from
+ * what this daemon saved: the trainer's checkpoint holds them, gathered
+ * from ranks that ran on other nodes. start_batch must be 0;
+ * start_epoch and epochs still say where the stream ends.
+ */
+#define PROTO_OPEN_POSITIONS 64u
 
 /*
  * A dataset in an S3-API object store, and the client's credentials for
@@ -166,6 +176,28 @@ struct proto_remote {
 	char session_token[4096];
 	uint32_t addressing; /* 0 auto, 1 path-style, 2 virtual-host */
 	uint32_t reserved;   /* 0 */
+};
+
+/*
+ * Where the ranks of an earlier world of a named stream stopped: rank
+ * first + i at its next batch (pos[i].epoch, pos[i].batch), and the plan
+ * they ran under (OPEN_OK's plan and plan_end). Sent before OPEN (with
+ * PROTO_OPEN_POSITIONS) in rank order, count ranks a message, until all
+ * `world` are given; world and plan the same in each.
+ */
+#define PROTO_POSITIONS_MAX 512 /* ranks a message */
+struct proto_position {
+	uint32_t epoch;
+	uint32_t reserved; /* 0 */
+	uint64_t batch;
+};
+struct proto_positions {
+	uint32_t world; /* 1..65536, the same in every message */
+	uint32_t first; /* the ranks given so far */
+	uint32_t count; /* 1..PROTO_POSITIONS_MAX, first + count <= world */
+	uint32_t plan_end; /* the plan's, as OPEN_OK gave them */
+	uint64_t plan;
+	struct proto_position pos[PROTO_POSITIONS_MAX];
 };
 
 /* What a sample that cannot be decoded does to its stream. */
@@ -222,6 +254,15 @@ struct proto_open_ok {
 	uint32_t start_epoch;
 	uint32_t resumed; /* 1: from the name's saved position */
 	uint64_t start_batch;
+	/*
+	 * The job's plan (an elastic resume's; order.h): XXH3-64 of its
+	 * words and one past the last epoch it deals, or 0 and 0. A
+	 * trainer keeps them with its ranks' positions and gives them back
+	 * with POSITIONS.
+	 */
+	uint64_t plan;
+	uint32_t plan_end;
+	uint32_t reserved; /* 0 */
 };
 
 struct proto_stats_ok {
@@ -362,11 +403,15 @@ static inline uint32_t proto_payload_size(uint16_t type)
 	case PROTO_FORGET: return sizeof(struct proto_forget);
 	case PROTO_FORGET_OK: return sizeof(struct proto_forget_ok);
 	case PROTO_REMOTE: return sizeof(struct proto_remote);
+	case PROTO_POSITIONS: return sizeof(struct proto_positions);
 	default: return 0;
 	}
 }
 
 _Static_assert(sizeof(struct proto_hdr) == 16, "proto_hdr layout");
+_Static_assert(sizeof(struct proto_positions) + sizeof(struct proto_hdr) <=
+		       PROTO_MAX_MSG,
+	       "a POSITIONS message fits");
 _Static_assert(sizeof(struct proto_open) == 64 + 40 * PROTO_MAX_OUTPUTS + 8 +
 						    PROTO_PIPELINE_MAX + 8 +
 						    PROTO_STREAM_NAME + 8,

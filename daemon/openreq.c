@@ -26,7 +26,8 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	memset(c, 0, sizeof(*c));
 	if (m->flags &
 	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED |
-	      PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE))
+	      PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE |
+	      PROTO_OPEN_POSITIONS))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -63,6 +64,16 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	if ((m->flags & PROTO_OPEN_FRESH) && !m->name[0])
 		return diag_set(d, LOADER_EUSAGE,
 				"a fresh start needs a stream name");
+	if ((m->flags & PROTO_OPEN_POSITIONS) && !m->name[0])
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"positions of an earlier world need a stream name");
+	if ((m->flags & PROTO_OPEN_POSITIONS) && m->start_batch)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"start batch %" PRIu64
+			" with positions of an earlier world: they say where each rank starts",
+			m->start_batch);
 	if (m->ragged_bytes && !(m->flags & PROTO_OPEN_RAGGED))
 		return diag_set(d, LOADER_EUSAGE,
 				"ragged_bytes given without ragged outputs");

@@ -130,6 +130,10 @@ struct session {
 	struct open_job *opening; /* an OPEN in flight, or NULL */
 	/* A dataset in an object store and the client's credentials. */
 	struct proto_remote *remote;
+	/* POSITIONS: an earlier world's ranks, pos_got of pos_world so far. */
+	struct proto_position *pos;
+	uint32_t pos_world, pos_got, pos_plan_end;
+	uint64_t pos_plan;
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
@@ -178,6 +182,12 @@ struct open_job {
 	bool renew;
 	uint32_t *from_epoch; /* the old world's positions (a new world) */
 	uint64_t *from_batch;
+	/* The session's POSITIONS, taken: given[0..given_world - 1]. */
+	struct proto_position *given;
+	uint32_t given_world, given_plan_end;
+	uint64_t given_plan;
+	uint64_t plan; /* the stream's, for OPEN_OK (plan_id()) */
+	uint32_t plan_end;
 	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
 	uint64_t start_batch;
@@ -722,6 +732,8 @@ static void session_end(struct session *ss, const char *why)
 	close_files(ss);
 	remote_free(ss->remote);
 	ss->remote = NULL;
+	free(ss->pos);
+	ss->pos = NULL;
 	*ss->pprev = ss->next;
 	if (ss->next)
 		ss->next->pprev = ss->pprev;
@@ -869,6 +881,59 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 	memcpy(ss->remote, m, sizeof(*m));
 }
 
+/*
+ * Where an earlier world's ranks stopped, as the trainer's checkpoint
+ * kept them: gathered in rank order until the OPEN takes them. Their
+ * values are the client's to choose (they only say which of its own
+ * samples it gets next); open_work() checks them against the dataset.
+ */
+static void on_positions(struct session *ss, const struct proto_hdr *h,
+			 const struct proto_positions *m)
+{
+	char why[200] = "";
+
+	if (!ss->hello || ss->stream || ss->opening)
+		snprintf(why, sizeof(why), "POSITIONS %s",
+			 !ss->hello ? "before HELLO" : "after OPEN");
+	else if (!m->world || m->world > STREAM_MAX_WORLD)
+		snprintf(why, sizeof(why),
+			 "POSITIONS of world %" PRIu32 " (1..%d)", m->world,
+			 STREAM_MAX_WORLD);
+	else if (ss->pos && (m->plan != ss->pos_plan ||
+			     m->plan_end != ss->pos_plan_end))
+		snprintf(why, sizeof(why),
+			 "POSITIONS with another plan than the ranks before");
+	else if ((ss->pos && m->world != ss->pos_world) ||
+		 m->first != ss->pos_got || !m->count ||
+		 m->count > PROTO_POSITIONS_MAX ||
+		 m->count > m->world - m->first)
+		snprintf(why, sizeof(why),
+			 "POSITIONS first %" PRIu32 " count %" PRIu32
+			 " world %" PRIu32
+			 " does not follow the %" PRIu32 " ranks received",
+			 m->first, m->count, m->world, ss->pos_got);
+	for (uint32_t i = 0; !why[0] && i < m->count; i++)
+		if (m->pos[i].reserved)
+			snprintf(why, sizeof(why),
+				 "POSITIONS: rank %" PRIu32
+				 " has reserved bits set",
+				 m->first + i);
+	if (!why[0] && !ss->pos) {
+		ss->pos = mem_calloc(m->world, sizeof(*ss->pos));
+		if (!ss->pos)
+			snprintf(why, sizeof(why), "out of memory");
+		ss->pos_world = m->world;
+		ss->pos_plan = m->plan;
+		ss->pos_plan_end = m->plan_end;
+	}
+	if (why[0]) {
+		reply_error(ss, h->seq, LOADER_EPROTO, why);
+		return;
+	}
+	memcpy(ss->pos + m->first, m->pos, m->count * sizeof(*m->pos));
+	ss->pos_got += m->count;
+}
+
 /* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
 static int dataset_id(int fd, uint64_t *id, struct diag *d)
 {
@@ -993,6 +1058,9 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 static int named_resume(struct open_job *j, struct stream_config *c,
 			const struct state_pos *pos, uint64_t dsid,
 			uint64_t oid, uint32_t world, uint32_t end);
+static int named_given(struct open_job *j, struct stream_config *c,
+		       uint64_t dsid, uint64_t oid, uint32_t world,
+		       uint32_t end);
 
 static int named_resolve(struct open_job *j, struct stream_config *c)
 {
@@ -1046,10 +1114,179 @@ static int named_resolve(struct open_job *j, struct stream_config *c)
 			   old->start_epoch != c->start_epoch ||
 			   old->start_batch != c->start_batch;
 	}
-	if (!err)
+	if (!err && j->given)
+		err = named_given(j, c, dsid, oid, world, end);
+	else if (!err)
 		err = named_resume(j, c, pos, dsid, oid, world, end);
 	free(pos);
 	return err;
+}
+
+/*
+ * A plan's identity (XXH3-64 of its words, never 0) and one past the
+ * last epoch it deals; 0 and 0 for none.
+ */
+static uint64_t plan_id(const uint64_t *plan, size_t words, uint32_t *end)
+{
+	uint64_t id;
+
+	*end = 0;
+	if (!words)
+		return 0;
+	for (const uint64_t *w = plan + 1; w < plan + words;
+	     w += 1 + (*w >> 32))
+		if ((uint32_t)*w >= *end)
+			*end = (uint32_t)*w + 1;
+	id = XXH3_64bits(plan, words * sizeof(*plan));
+	return id ? id : 1;
+}
+
+/* Is the job's record (read, not renewed) of this dataset and options? */
+static int named_same(struct open_job *j, uint64_t dsid, uint64_t oid)
+{
+	const struct state_job *old = &j->job;
+	const char *name = j->named.name;
+
+	if (old->dataset_id != dsid)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\" was saved for another dataset (its manifest differs); open it with a fresh start to begin again",
+			name);
+	if (old->opts_id != oid)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\" was saved with other batch size, order, seed or drop_last; open it with a fresh start to begin again",
+			name);
+	return 0;
+}
+
+/*
+ * named_resolve() for an OPEN that says where every rank of the job's
+ * earlier world stopped (POSITIONS: the trainer's checkpoint, gathered
+ * from ranks on every node). Those positions, not this loaderd's, say
+ * where the job goes on: with the same world, this rank at its own;
+ * with another, the rest of the old world's epochs dealt to the new
+ * one. The plan of the record read here holds only if the record is of
+ * that earlier world (a node that ran it); elsewhere the earlier world
+ * is taken to have dealt whole epochs (libloader(3), "Elastic resume
+ * across nodes").
+ */
+static int named_given(struct open_job *j, struct stream_config *c,
+		       uint64_t dsid, uint64_t oid, uint32_t world,
+		       uint32_t end)
+{
+	struct state_job *old = &j->job;
+	struct state_pos *pos;
+	uint32_t lo = UINT32_MAX, gw = j->given_world, rend;
+	bool have = !j->fresh && !j->renew;
+	uint64_t rec, from;
+	XXH3_state_t *x;
+	int err;
+
+	if (have) {
+		err = named_same(j, dsid, oid);
+		if (err)
+			return err;
+	}
+	for (uint32_t r = 0; r < gw; r++)
+		if (j->given[r].epoch < lo)
+			lo = j->given[r].epoch;
+	/* What the job goes on from: the positions and their plan. */
+	x = XXH3_createState();
+	if (!x)
+		return diag_set(&j->d, -ENOMEM, "out of memory");
+	XXH3_64bits_reset(x);
+	XXH3_64bits_update(x, &gw, sizeof(gw));
+	XXH3_64bits_update(x, &j->given_plan, sizeof(j->given_plan));
+	XXH3_64bits_update(x, &j->given_plan_end, sizeof(j->given_plan_end));
+	XXH3_64bits_update(x, j->given, gw * sizeof(*j->given));
+	from = XXH3_64bits_digest(x);
+	XXH3_freeState(x);
+	from = from ? from : 1;
+	if (have && old->world == world && old->from_id == from) {
+		/*
+		 * Another rank of this job went on from these very positions
+		 * (it renewed the record): join it, this rank from where the
+		 * job starts, or with the same world at its own position.
+		 */
+		j->resumed = true;
+		c->plan = old->plan;
+		c->plan_words = old->plan_words;
+		c->start_epoch = gw == world ? j->given[c->rank].epoch :
+					       old->start_epoch;
+		c->start_batch = gw == world ? j->given[c->rank].batch :
+					       old->start_batch;
+		if (end && c->start_epoch >= end)
+			return named_finished(j, end);
+		c->epochs = end ? end - c->start_epoch : 0;
+		return 0;
+	}
+	old->from_id = from;
+	/*
+	 * The earlier world's plan matters while a rank is in an epoch it
+	 * deals: this loaderd must have it (a record of that world, of the
+	 * same plan). Past its epochs, no plan is the same as it.
+	 */
+	rec = have && old->world == gw ?
+		      plan_id(old->plan, old->plan_words, &rend) :
+		      0;
+	if (j->given_plan && lo < j->given_plan_end && rec != j->given_plan)
+		return diag_set(
+			&j->d, LOADER_EUSAGE,
+			"stream \"%s\": the positions given are of world %" PRIu32
+			", which went on from another world part-way through an epoch before %" PRIu32
+			" (plan %016" PRIx64
+			"), and this loaderd has %s: open it on a node that ran world %" PRIu32
+			", or give positions of epoch %" PRIu32 " or later",
+			j->named.name, gw, j->given_plan_end, j->given_plan,
+			rec ? "another plan" : "no record of that world", gw,
+			j->given_plan_end);
+	if (!j->given_plan || lo >= j->given_plan_end)
+		state_job_clear(old);
+	c->plan = old->plan;
+	c->plan_words = old->plan_words;
+	old->dataset_id = dsid;
+	old->opts_id = oid;
+	j->resumed = true;
+	if (gw != world) {
+		pos = mem_calloc(gw, sizeof(*pos));
+		if (!pos)
+			return diag_set(&j->d, -ENOMEM, "out of memory");
+		for (uint32_t r = 0; r < gw; r++)
+			pos[r] = (struct state_pos){
+				.generation = 1,
+				.epoch = j->given[r].epoch,
+				.batch = j->given[r].batch,
+			};
+		old->world = gw;
+		err = named_from_world(j, c, pos, end);
+		old->world = world;
+		free(pos);
+		return err;
+	}
+	/*
+	 * The same world: each rank at its own position. A record of
+	 * another job (or none) is renewed alike by every rank of this one,
+	 * starting where its least rank does.
+	 */
+	if (!have || old->world != world) {
+		j->renew = true;
+		old->start_epoch = lo;
+		old->start_batch = 0;
+	}
+	old->world = world;
+	if (end && j->given[c->rank].epoch >= end)
+		return named_finished(j, end);
+	c->start_epoch = j->given[c->rank].epoch;
+	c->start_batch = j->given[c->rank].batch;
+	c->epochs = end ? end - c->start_epoch : 0;
+	plog(PLOG_INFO,
+	     "%s: stream \"%s\" rank %" PRIu32
+	     " goes on from the position given, epoch %" PRIu32
+	     " batch %" PRIu64,
+	     j->ss->label, j->named.name, c->rank, c->start_epoch,
+	     c->start_batch);
+	return 0;
 }
 
 /* named_resolve() with the job's record and positions read. */
@@ -1062,6 +1299,7 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 	struct state_pos p;
 	int err;
 
+	old->from_id = 0; /* a record it renews is not from positions given */
 	if (j->fresh || j->renew) {
 		if (j->renew) {
 			state_job_clear(old);
@@ -1073,16 +1311,9 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 		old->world = world;
 		return 0;
 	}
-	if (old->dataset_id != dsid)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved for another dataset (its manifest differs); open it with a fresh start to begin again",
-			n->name);
-	if (old->opts_id != oid)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved with other batch size, order, seed or drop_last; open it with a fresh start to begin again",
-			n->name);
+	err = named_same(j, dsid, oid);
+	if (err)
+		return err;
 	/* Resumed: from a saved position, not from where the request says. */
 	j->resumed = true;
 	c->plan = old->plan;
@@ -1280,6 +1511,13 @@ static void open_work(uv_work_t *req)
 		goto out;
 	/* A plan may move the start on (stream_begins()). */
 	stream_begins(j->stream, &j->start_epoch, &j->start_batch, &pp.epochs);
+	{
+		const uint64_t *plan;
+		size_t words;
+
+		stream_plan(j->stream, &plan, &words);
+		j->plan = plan_id(plan, words, &j->plan_end);
+	}
 	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
 	/* The ring takes what the stream's other memory leaves. */
@@ -1320,6 +1558,8 @@ out:
 	free(j->from_batch);
 	j->from_epoch = NULL;
 	j->from_batch = NULL;
+	free(j->given);
+	j->given = NULL;
 }
 
 /*
@@ -1384,6 +1624,8 @@ static void open_done(uv_work_t *req, int status)
 	ss->opening = NULL;
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
+	free(j->given);
+	j->given = NULL;
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -1405,6 +1647,8 @@ static void open_done(uv_work_t *req, int status)
 	ok.start_epoch = j->start_epoch;
 	ok.start_batch = j->start_batch;
 	ok.resumed = j->resumed;
+	ok.plan = j->plan;
+	ok.plan_end = j->plan_end;
 	/*
 	 * Charge the ring now, on the loop: OPENs that ran together were
 	 * each sized against what was held when they came, and together may
@@ -1613,6 +1857,14 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			"REMOTE was sent, and the OPEN is not of a remote dataset");
 		return;
 	}
+	if (!!(m->flags & PROTO_OPEN_POSITIONS) !=
+	    (ss->pos && ss->pos_got == ss->pos_world)) {
+		reply_error(ss, h->seq, LOADER_EPROTO,
+			    m->flags & PROTO_OPEN_POSITIONS ?
+				    "an OPEN from positions before all of them were sent" :
+				    "POSITIONS were sent, and the OPEN is not from positions");
+		return;
+	}
 	if (!ss->remote &&
 	    (!ss->files_total || ss->files_got != ss->files_total)) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
@@ -1662,6 +1914,10 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->remote = ss->remote;
+	j->given = ss->pos;
+	j->given_world = ss->pos_world;
+	j->given_plan = ss->pos_plan;
+	j->given_plan_end = ss->pos_plan_end;
 	j->budget = budget;
 	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
@@ -1697,6 +1953,9 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	u->streams++;
 	ss->files_charged = 0;
 	ss->remote = NULL;
+	ss->pos = NULL;
+	ss->pos_world = ss->pos_got = ss->pos_plan_end = 0;
+	ss->pos_plan = 0;
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
 	ss->opening = j;
@@ -1977,6 +2236,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		struct proto_saved saved;
 		struct proto_forget forget;
 		struct proto_remote remote;
+		struct proto_positions positions;
 		char raw[PROTO_MAX_MSG];
 	} m;
 	struct proto_hdr h;
@@ -2015,6 +2275,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	case PROTO_HELLO: on_hello(ss, &h, &m.hello); break;
 	case PROTO_FILES: on_files(ss, &h, &m.files, fds, nfds); break;
 	case PROTO_OPEN: on_open(ss, &h, &m.open); break;
+	case PROTO_POSITIONS: on_positions(ss, &h, &m.positions); break;
 	case PROTO_REMOTE:
 		on_remote(ss, &h, &m.remote);
 		/* The secret is not left on the stack. */

@@ -2,6 +2,7 @@
  * state.c - named streams' checkpoints in LMDB (see state.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@
  * is followed by its plan's words.
  */
 #define STATE_REC_VERSION 2
+/* A job's record: 3 added from_id (a 2 reads as from_id 0). */
+#define STATE_JOB_VERSION 3
 struct job_disk {
 	uint32_t version;
 	uint32_t world;
@@ -31,7 +34,9 @@ struct job_disk {
 	uint32_t epochs, start_epoch;
 	uint64_t start_batch, updated_ms;
 	uint64_t plan_words;
+	uint64_t from_id; /* since 3 */
 };
+#define JOB_DISK_2 offsetof(struct job_disk, from_id)
 
 struct pos_disk {
 	uint32_t version;
@@ -218,14 +223,19 @@ static int txn_open(struct state *st, uint32_t uid, const char *name,
 
 static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 {
-	struct job_disk s;
+	struct job_disk s = { 0 };
+	size_t head = sizeof(s);
 
-	if (v->mv_size < sizeof(s))
+	if (v->mv_size < JOB_DISK_2)
 		return false;
-	memcpy(&s, v->mv_data, sizeof(s));
-	if (s.version != STATE_REC_VERSION || !s.world ||
-	    s.plan_words > STATE_PLAN_MAX_WORDS ||
-	    v->mv_size != sizeof(s) + s.plan_words * sizeof(uint64_t))
+	memcpy(&s, v->mv_data, JOB_DISK_2);
+	if (s.version == STATE_REC_VERSION)
+		head = JOB_DISK_2;
+	else if (s.version != STATE_JOB_VERSION || v->mv_size < sizeof(s))
+		return false;
+	memcpy(&s, v->mv_data, head);
+	if (!s.world || s.plan_words > STATE_PLAN_MAX_WORDS ||
+	    v->mv_size != head + s.plan_words * sizeof(uint64_t))
 		return false;
 	*j = (struct state_job){
 		.dataset_id = s.dataset_id,
@@ -237,12 +247,13 @@ static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 		.start_epoch = s.start_epoch,
 		.start_batch = s.start_batch,
 		.updated_ms = s.updated_ms,
+		.from_id = s.from_id,
 	};
 	if (with_plan && s.plan_words) {
 		j->plan = malloc(s.plan_words * sizeof(uint64_t));
 		if (!j->plan)
 			return false;
-		memcpy(j->plan, (const char *)v->mv_data + sizeof(s),
+		memcpy(j->plan, (const char *)v->mv_data + head,
 		       s.plan_words * sizeof(uint64_t));
 		j->plan_words = s.plan_words;
 	}
@@ -272,7 +283,7 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 		   const struct state_job *j, uint64_t gen)
 {
 	struct job_disk s = {
-		.version = STATE_REC_VERSION,
+		.version = STATE_JOB_VERSION,
 		.world = j->world,
 		.dataset_id = j->dataset_id,
 		.opts_id = j->opts_id,
@@ -283,6 +294,7 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 		.start_batch = j->start_batch,
 		.updated_ms = j->updated_ms,
 		.plan_words = j->plan_words,
+		.from_id = j->from_id,
 	};
 	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t), NULL };
 	int rc = mdb_put(txn, st->dbi, k, &v, MDB_RESERVE);
@@ -429,7 +441,7 @@ static bool same_job(const struct state_job *a, const struct state_job *b)
 	       a->world == b->world &&
 	       a->batches_per_epoch == b->batches_per_epoch &&
 	       a->start_epoch == b->start_epoch &&
-	       a->start_batch == b->start_batch &&
+	       a->start_batch == b->start_batch && a->from_id == b->from_id &&
 	       a->plan_words == b->plan_words &&
 	       (!a->plan_words ||
 		!memcmp(a->plan, b->plan, a->plan_words * sizeof(uint64_t)));
@@ -469,7 +481,8 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 				name, rank, renew ? " differently" : "",
 				have ? cur.world : 0);
 		}
-	} else if (renew) {
+	} else if (renew && !(have && same_job(&cur, j))) {
+		/* (Renewing a record to the same job changes nothing.) */
 		(*gen)++;
 		rc = del_positions(txn, st, &key.job);
 		if (!rc)

@@ -61,6 +61,11 @@ struct state_job {
 	/* Elastic resume (order.h): the plan, or NULL and 0. */
 	uint64_t *plan;
 	size_t plan_words;
+	/*
+	 * A job that went on from positions given with the OPEN: their
+	 * digest (so that its other ranks, given the same, join it); else 0.
+	 */
+	uint64_t from_id;
 };
 
 /* One rank's position: its first batch not yet released. */
@@ -110,6 +115,8 @@ int state_get_pos(struct state *st, uint32_t uid, const char *name,
  * A rank of job name begins (one committed transaction), at *p:
  * - renew: the job record becomes *j, of a new generation (one past
  *   the record's there, or 1), and the positions of the old one go;
+ *   unless the record there already equals *j (same world, plan and
+ *   start: another rank of this job renewed it), which is then kept;
  * - else the record must be of generation j->generation still, and
  *   only the rank's position is written (over any).
  * j->generation is what the caller read (0: no record). If the record

@@ -212,7 +212,20 @@ Test(openreq, edges_accepted)
 
 static void unknown_flag(struct proto_open *m)
 {
-	m->flags |= 0x40;
+	m->flags |= 0x80;
+}
+
+static void positions_unnamed(struct proto_open *m)
+{
+	m->flags |= PROTO_OPEN_POSITIONS;
+	m->name[0] = '\0';
+}
+
+static void positions_start_batch(struct proto_open *m)
+{
+	m->flags |= PROTO_OPEN_POSITIONS;
+	snprintf(m->name, sizeof(m->name), "job");
+	m->start_batch = 3;
 }
 
 static void reserved_set(struct proto_open *m)
@@ -269,7 +282,11 @@ Test(openreq, malformed_refused)
 		const char *needle; /* in the reason */
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
-		  "unknown flags 0x41" },
+		  "unknown flags 0x81" },
+		{ "positions without a name", positions_unnamed,
+		  LOADER_EUSAGE, "positions of an earlier world need a stream name" },
+		{ "positions with a start batch", positions_start_batch,
+		  LOADER_EUSAGE, "start batch 3 with positions" },
 		{ "reserved != 0", reserved_set, LOADER_EUSAGE,
 		  "reserved 0x1" },
 		{ "reserved2 != 0", reserved2_set, LOADER_EUSAGE,

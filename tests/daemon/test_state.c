@@ -3,7 +3,9 @@
  * and name with a position per rank, positions that never move back,
  * generations (a renewed job drops the old positions; ranks that begin
  * the same renewal together join it; a write of a gone generation is
- * refused), plans kept, forget, listing, expiry, names refused, and an
+ * refused; a renewal to the record already there keeps it), the job's
+ * from_id, a record of version 2 still read, plans kept, forget,
+ * listing, expiry, names refused, and an
  * unreadable file moved aside with a fresh one made in its place.
  */
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <lmdb.h>
 
 #include "loader_error.h"
 #include "state.h"
@@ -182,6 +185,72 @@ Test(state, generations, .init = setup, .fini = teardown)
 	p = pos(g1, 2, 0);
 	cr_expect_eq(state_put_pos(st, 5, "e", 0, &p, &d), -ESTALE);
 	cr_expect(strstr(d.msg, "not saved"), "%s", d.msg);
+}
+
+Test(state, renew_same_and_from_id, .init = setup, .fini = teardown)
+{
+	struct state_job j = job(4), k, got;
+	struct state_pos p;
+	struct diag d = { "" };
+	uint64_t g1, g2;
+
+	j.from_id = 0xabcdef;
+	j.start_epoch = 1;
+	g1 = begin(6, "f", &j, true, 0, 1, 0);
+	cr_assert_eq(state_get_job(st, 6, "f", &got, NULL, &d), 0);
+	cr_expect_eq(got.from_id, 0xabcdef, "from_id kept");
+	state_job_clear(&got);
+	/* A rank that read the renewed record renews it to the same. */
+	j.generation = g1;
+	cr_expect_eq(begin(6, "f", &j, true, 1, 1, 0), g1,
+		     "renewing to the record there changes nothing");
+	cr_expect_eq(state_get_pos(st, 6, "f", 0, g1, &p, &d), 0,
+		     "and drops nobody's position");
+	/* From other positions it is another job. */
+	k = j;
+	k.from_id = 0x123;
+	g2 = begin(6, "f", &k, true, 2, 1, 0);
+	cr_expect_eq(g2, g1 + 1);
+	cr_expect_eq(state_get_pos(st, 6, "f", 0, g2, &p, &d), -ENOENT);
+}
+
+/* A job's record as loaderd wrote it before from_id (version 2). */
+Test(state, record_version_2_read, .init = setup, .fini = teardown)
+{
+	struct {
+		uint32_t version, world;
+		uint64_t dataset_id, opts_id, generation, bpe;
+		uint32_t epochs, start_epoch;
+		uint64_t start_batch, updated_ms, plan_words;
+		uint64_t plan[4];
+	} v2 = { 2, 3, 0x1234, 0x5678, 7, 100, 3, 1, 9, 5000, 4,
+		 { 1, 1 | (2ull << 32), 30, 40 } };
+	char path[4200];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = { 4, "6/v2" }, v = { sizeof(v2), &v2 };
+	struct state_job got;
+	struct diag d = { "" };
+
+	state_close(st);
+	st = NULL;
+	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
+	cr_assert_eq(mdb_env_create(&env), 0);
+	cr_assert_eq(mdb_env_set_mapsize(env, 1 << 20), 0);
+	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+	cr_assert_eq(state_get_job(st, 6, "v2", &got, NULL, &d), 0, "%s",
+		     d.msg);
+	cr_expect(got.world == 3 && got.generation == 7 &&
+		  got.start_batch == 9 && got.plan_words == 4 &&
+		  got.plan[3] == 40 && got.from_id == 0);
+	state_job_clear(&got);
 }
 
 struct seen {

@@ -24,7 +24,11 @@
  * daemon saved it), after a line "releasing E B" before the call (a
  * crash between the two leaves that batch's release undecided). --times
  * prints "time E B COUNT NS" for each batch, NS its arrival on
- * CLOCK_MONOTONIC, to compare streams over a common interval. Exit
+ * CLOCK_MONOTONIC, to compare streams over a common interval. --from
+ * E:B,E:B,... gives a named stream the positions where the ranks of its
+ * earlier world stopped (loader_opts.from_world; rank r's is the r-th),
+ * as a trainer's checkpoint would, and --from-plan ID:END the plan
+ * they ran under (a named stream prints its own: "plan ID END"). Exit
  * status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
@@ -69,7 +73,8 @@ static void usage(void)
 		"  [--pipeline SPEC] [--on-bad skip|fail] [--stats] [--warmup BATCHES]\n"
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
-		"  [--reconnect-ms T] [--times] [--open-time]\n"
+		"  [--reconnect-ms T] [--times] [--open-time] [--from E:B,...]\n"
+		"  [--from-plan ID:END]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -122,7 +127,9 @@ int main(int argc, char **argv)
 		{ "fresh", 0, 0, 'F' },	       { "kill-after", 1, 0, 'k' },
 		{ "kill-held", 0, 0, 'j' },    { "after-release", 0, 0, 'a' },
 		{ "reconnect-ms", 1, 0, 'c' }, { "times", 0, 0, 'y' },
-		{ "open-time", 0, 0, 'U' },    { 0, 0, 0, 0 }
+		{ "open-time", 0, 0, 'U' },    { "from", 1, 0, 'f' },
+		{ "from-plan", 1, 0, 'g' },
+		{ 0, 0, 0, 0 }
 	};
 	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
@@ -144,6 +151,8 @@ int main(int argc, char **argv)
 	char *mbuf = NULL;
 	size_t msize = 0;
 	long kill_after = -1;
+	static uint32_t from_epoch[4096];
+	static uint64_t from_batch[4096];
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -186,6 +195,34 @@ int main(int argc, char **argv)
 		case 'G': bhash = 1; break;
 		case 'y': times = 1; break;
 		case 'U': open_time = 1; break;
+		case 'g': {
+			char *end;
+
+			o.from_plan = strtoull(optarg, &end, 16);
+			if (*end != ':')
+				usage();
+			o.from_plan_end = (uint32_t)strtoul(end + 1, NULL, 10);
+			break;
+		}
+		case 'f':
+			for (char *p = optarg; *p;) {
+				char *end;
+
+				if (o.from_world == 4096)
+					usage();
+				from_epoch[o.from_world] =
+					(uint32_t)strtoul(p, &end, 10);
+				if (*end != ':')
+					usage();
+				from_batch[o.from_world++] =
+					strtoull(end + 1, &end, 10);
+				if (*end && *end != ',')
+					usage();
+				p = *end ? end + 1 : end;
+			}
+			o.from_epoch = from_epoch;
+			o.from_batch = from_batch;
+			break;
 		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
 		case 'n': o.name = optarg; break;
 		case 'F': o.fresh = 1; break;
@@ -222,8 +259,12 @@ int main(int argc, char **argv)
 		uint64_t sb;
 		int resumed = loader_start(l, &se, &sb);
 
+		uint32_t pend;
+		uint64_t plan = loader_plan(l, &pend);
+
 		printf("start %" PRIu32 " %" PRIu64 " resumed %d\n", se, sb,
 		       resumed);
+		printf("plan %016" PRIx64 " %" PRIu32 "\n", plan, pend);
 	}
 	if (kill_after == 0)
 		kill_now(l, kill_held, timeout);
