@@ -1857,8 +1857,9 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			"REMOTE was sent, and the OPEN is not of a remote dataset");
 		return;
 	}
-	if (!!(m->flags & PROTO_OPEN_POSITIONS) !=
-	    (ss->pos && ss->pos_got == ss->pos_world)) {
+	if ((m->flags & PROTO_OPEN_POSITIONS) ?
+		    !ss->pos || ss->pos_got != ss->pos_world :
+		    ss->pos != NULL) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    m->flags & PROTO_OPEN_POSITIONS ?
 				    "an OPEN from positions before all of them were sent" :

@@ -8,7 +8,9 @@
 # addressing; the second stream is served from
 # the shard cache without a byte fetched; three daemons as three nodes
 # deliver each sample once per epoch across their ranks, a late rank
-# holding up none; credentials are the client's own (another user's, a
+# holding up none, and a job resumed with world 3, then 2, then 4 across
+# them from the positions its trainer gathered keeps each sample once
+# per epoch; credentials are the client's own (another user's, a
 # wrong secret or none are refused, cached or not) and are found in no
 # log, cache or state file; throttling, resets and short bodies are
 # retried; a changed object is fetched anew; a damaged one is refused
@@ -26,7 +28,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 55
+plan 60
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -321,3 +323,47 @@ is "$(sort -u "$T/mn.ids" | wc -l) $(wc -l <"$T/mn.ids") $(cat "$T"/mnB? | grep 
 out=$("$LDCLIENT" --name mn --order random --seed 6 --rank 0 --world 2 "$T/n0.sock" "$URL" 2>&1)
 like "$out" 'saved with world 3 and this loaderd has no position of 2 of its ranks \(1, 2\)' \
 	"a world change on one node is refused, naming the ranks other nodes ran"
+
+# The trainer's checkpoint holds every rank's position (gathered at each
+# checkpoint), and gives them all to each new rank: world 3 on nodes
+# 0-2, killed part-way; world 2 on nodes 1 and 2 from those, killed
+# part-way (a plan now deals epoch 0); world 4 from those on the nodes
+# that ran world 2, two ranks each, opening together. Node 0 lacks the
+# plan and refuses rather than deal differently.
+EL="--name el --ids --order random --seed 6 --epochs 2"
+next_pos() { # the next batch after the last released: E:B
+	awk '$1 == "id" { e = $2; b = $3 } END { print e ":" b + 1 }' "$1"
+}
+for r in 0 1 2; do
+	"$LDCLIENT" $EL --rank $r --world 3 --kill-after $((4 + r)) \
+		"$T/n$r.sock" "$URL" >"$T/el3.$r" 2>&1
+done
+P3=$(for r in 0 1 2; do next_pos "$T/el3.$r"; done | paste -sd,)
+for r in 0 1; do
+	"$LDCLIENT" $EL --rank $r --world 2 --from "$P3" --kill-after $((3 + r)) \
+		"$T/n$((r + 1)).sock" "$URL" >"$T/el2.$r" 2>&1
+done
+P2=$(for r in 0 1; do next_pos "$T/el2.$r"; done | paste -sd,)
+PL=$(awk '$1 == "plan" { print $2 ":" $3; exit }' "$T/el2.0")
+like "$(grep -h '^start\|^plan\|^error' "$T"/el2.? | sort -u | tr '\n' ';')" \
+	'^plan [0-9a-f]{16} 1;start 0 [0-9]+ resumed 1;$' \
+	"world 2 on nodes 1 and 2 goes on from world 3's positions, under a plan of epoch 0"
+out=$("$LDCLIENT" $EL --rank 0 --world 4 --from "$P2" --from-plan "$PL" \
+	"$T/n0.sock" "$URL" 2>&1)
+like "$out" 'positions given are of world 2, which went on from another world part-way through an epoch before 1 .*this loaderd has no record of that world' \
+	"a node that did not run world 2 refuses while its plan is in force"
+pids=
+for r in 0 1 2 3; do
+	"$LDCLIENT" $EL --rank $r --world 4 --from "$P2" --from-plan "$PL" \
+		"$T/n$((r % 2 + 1)).sock" "$URL" >"$T/el4.$r" 2>&1 &
+	pids="$pids $!"
+done
+wait $pids
+like "$(grep -h '^start\|^error' "$T"/el4.? | sort | uniq -c | sed 's/^ *//' | tr '\n' ';')" \
+	'^4 start 0 [0-9]+ resumed 1;$' \
+	"world 4's ranks, two to a node opening together, all go on at the same batch"
+cat "$T"/el3.? "$T"/el2.? "$T"/el4.? | awk '/^id/ { print $2, $4 }' >"$T/el.ids"
+is "$(sort -u "$T/el.ids" | wc -l) $(wc -l <"$T/el.ids")" "20000 20000" \
+	"across worlds 3, 2 and 4 on three nodes, each sample once in each of 2 epochs"
+is "$(for r in 0 1 2 3; do grep -c '^id' "$T/el4.$r"; done | sort -u | wc -l)" 1 \
+	"world 4's ranks got as many samples each"

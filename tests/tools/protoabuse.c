@@ -1059,6 +1059,107 @@ static int case_remote(struct ctx *c, const void *arg)
 	return r;
 }
 
+/*
+ * POSITIONS (where an earlier world's ranks stopped) out of place or
+ * malformed: each is refused with a reason, and the session goes on.
+ */
+enum positions_abuse {
+	PS_BEFORE_HELLO,
+	PS_WORLD0,
+	PS_WORLD_BIG,
+	PS_GAP,
+	PS_COUNT0,
+	PS_PAST_WORLD,
+	PS_OTHER_WORLD,
+	PS_OTHER_PLAN,
+	PS_RESERVED,
+	PS_OPEN_PLAIN,
+	PS_OPEN_PARTIAL,
+};
+
+static int case_positions(struct ctx *c, const void *arg)
+{
+	const enum positions_abuse *k = arg;
+	static const char *const want[] = {
+		"before HELLO",	     "world 0",
+		"world 65537",	     "does not follow",
+		"does not follow",   "does not follow",
+		"does not follow",   "another plan",
+		"reserved bits",     "not from positions",
+		"before all of them"
+	};
+	struct proto_positions *m = calloc(1, sizeof(*m));
+	struct proto_open o;
+	uint32_t seq;
+	int fd, r = 0;
+
+	if (!m)
+		return PA_FAIL;
+	fd = *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL ? ready_session(c) :
+							     dial(c);
+	if (fd < 0) {
+		free(m);
+		return PA_FAIL;
+	}
+	m->world = 4;
+	m->count = 2;
+	m->plan = 0x1234;
+	m->plan_end = 1;
+	if (*k != PS_BEFORE_HELLO && *k != PS_OPEN_PLAIN &&
+	    *k != PS_OPEN_PARTIAL)
+		r = hello(c, fd);
+	if (!r && (*k == PS_OTHER_WORLD || *k == PS_OTHER_PLAN ||
+		   *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL)) {
+		/* Ranks 0 and 1 first, accepted. */
+		r = send_msg(c, fd, PROTO_POSITIONS, ++c->seq, m, sizeof(*m),
+			     NULL, 0);
+		m->first = 2;
+	}
+	if (*k == PS_OPEN_PLAIN)
+		m->first = 0; /* not sent: the OPEN comes instead */
+	switch (*k) {
+	case PS_WORLD0: m->world = 0; break;
+	case PS_WORLD_BIG: m->world = 65537; break;
+	case PS_GAP: m->first = 2; break;
+	case PS_COUNT0: m->count = 0; break;
+	case PS_PAST_WORLD: m->count = 5; break;
+	case PS_OTHER_WORLD: m->world = 5; break;
+	case PS_OTHER_PLAN: m->plan = 0x4321; break;
+	case PS_RESERVED: m->pos[1].reserved = 1; break;
+	default: break;
+	}
+	seq = ++c->seq;
+	if (!r && *k != PS_OPEN_PLAIN && *k != PS_OPEN_PARTIAL)
+		r = send_msg(c, fd, PROTO_POSITIONS, seq, m, sizeof(*m), NULL,
+			     0);
+	if (!r && (*k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL)) {
+		base_open(&o);
+		snprintf(o.name, sizeof(o.name), "pa");
+		if (*k == PS_OPEN_PARTIAL)
+			o.flags |= PROTO_OPEN_POSITIONS;
+		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
+	}
+	if (!r)
+		r = expect_error(c, fd, seq, want[*k]);
+	if (!r)
+		r = still_usable(c, fd);
+	close(fd);
+	free(m);
+	return r;
+}
+
+static const enum positions_abuse ps_before_hello = PS_BEFORE_HELLO;
+static const enum positions_abuse ps_world0 = PS_WORLD0;
+static const enum positions_abuse ps_world_big = PS_WORLD_BIG;
+static const enum positions_abuse ps_gap = PS_GAP;
+static const enum positions_abuse ps_count0 = PS_COUNT0;
+static const enum positions_abuse ps_past_world = PS_PAST_WORLD;
+static const enum positions_abuse ps_other_world = PS_OTHER_WORLD;
+static const enum positions_abuse ps_other_plan = PS_OTHER_PLAN;
+static const enum positions_abuse ps_reserved = PS_RESERVED;
+static const enum positions_abuse ps_open_plain = PS_OPEN_PLAIN;
+static const enum positions_abuse ps_open_partial = PS_OPEN_PARTIAL;
+
 static const enum remote_abuse rm_before_hello = RM_BEFORE_HELLO;
 static const enum remote_abuse rm_unterminated = RM_UNTERMINATED;
 static const enum remote_abuse rm_addressing = RM_ADDRESSING;
@@ -1551,9 +1652,16 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag64(const struct ctx *c, struct proto_open *o)
+static void o_flag128(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 64;
+	o->flags |= 128;
+}
+
+/* PROTO_OPEN_POSITIONS with no POSITIONS sent. */
+static void o_positions_unsent(const struct ctx *c, struct proto_open *o)
+{
+	o->flags |= PROTO_OPEN_POSITIONS;
+	snprintf(o->name, sizeof(o->name), "pa");
 }
 
 /* PROTO_OPEN_REMOTE on a session that sent FILES and no REMOTE. */
@@ -1623,7 +1731,10 @@ static const struct open_abuse open_name_unterminated = {
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag64 = { o_flag64, "unknown flags" };
+static const struct open_abuse open_flag128 = { o_flag128, "unknown flags" };
+static const struct open_abuse open_positions_unsent = {
+	o_positions_unsent, "before all of them were sent"
+};
 static const struct open_abuse open_remote_unsent = { o_remote_unsent,
 						      "before its REMOTE" };
 static const struct open_abuse open_ragged_noflag = {
@@ -2184,7 +2295,23 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag64 },
+	{ "OPEN with an unknown flag", case_open, &open_flag128 },
+	{ "OPEN from positions with none sent", case_open,
+	  &open_positions_unsent },
+	{ "POSITIONS before HELLO", case_positions, &ps_before_hello },
+	{ "POSITIONS of world 0", case_positions, &ps_world0 },
+	{ "POSITIONS of world 65537", case_positions, &ps_world_big },
+	{ "POSITIONS starting past the ranks sent", case_positions, &ps_gap },
+	{ "POSITIONS of no ranks", case_positions, &ps_count0 },
+	{ "POSITIONS past the world's last rank", case_positions,
+	  &ps_past_world },
+	{ "POSITIONS changing world", case_positions, &ps_other_world },
+	{ "POSITIONS changing plan", case_positions, &ps_other_plan },
+	{ "POSITIONS with a reserved word set", case_positions, &ps_reserved },
+	{ "POSITIONS, then an OPEN not from them", case_positions,
+	  &ps_open_plain },
+	{ "half the POSITIONS, then an OPEN from them", case_positions,
+	  &ps_open_partial },
 	{ "OPEN of a remote dataset with no REMOTE sent", case_open,
 	  &open_remote_unsent },
 	{ "REMOTE before HELLO", case_remote, &rm_before_hello },
