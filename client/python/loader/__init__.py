@@ -509,7 +509,13 @@ class Stream:
     ranks' epoch is dealt to the new ones, each the same number of
     batches: libloader(3), Named streams). stream.start is (epoch,
     batch) where it started, and stream.resumed whether that was a
-    saved position. reconnect_ms lets
+    saved position. Each loaderd keeps the positions of the ranks that
+    ran on its node only: a job restarted with another world across
+    nodes gives every new rank all the old ranks' positions, as its
+    checkpoint gathered them, in resume_from ([(epoch, batch)] by old
+    rank: each rank's next batch) with resume_plan (stream.plan of those
+    ranks, (id, end_epoch)); Epochs.load_state_dict() does this from a
+    list of the ranks' state_dict()s. reconnect_ms lets
     the library connect again to a daemon that went away (crashed,
     restarted) and go on at the first batch not released.
 
@@ -539,7 +545,7 @@ class Stream:
                  drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
                  direct=False, on_bad="fail", timeout_ms=0, socket=None,
                  wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
-                 ragged_bytes=0):
+                 ragged_bytes=0, resume_from=None, resume_plan=None):
         self._ring = None
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
@@ -570,8 +576,24 @@ class Stream:
         o.direct = bool(direct)
         o.timeout_ms = timeout_ms or 0
         o.ragged_bytes = ragged_bytes or 0
+        if resume_from:
+            try:
+                pos = [(int(e), int(b)) for e, b in resume_from]
+            except (TypeError, ValueError):
+                raise Error(-_errno.EINVAL,
+                            "resume_from: a list of (epoch, batch), one "
+                            "per rank of the earlier world")
+            n = len(pos)
+            self._keep.append((ctypes.c_uint32 * n)(*[e for e, _ in pos]))
+            self._keep.append((ctypes.c_uint64 * n)(*[b for _, b in pos]))
+            o.from_world = n
+            o.from_epoch = self._keep[-2]
+            o.from_batch = self._keep[-1]
+            if resume_plan:
+                o.from_plan, o.from_plan_end = resume_plan
         self.options = {f: getattr(o, f) for f, _ in o._fields_
-                        if f not in ("size", "socket_path")}
+                        if f not in ("size", "socket_path", "from_epoch",
+                                     "from_batch")}
         self.dataset = os.fspath(dataset)
         self._wait_ms = None if wait_timeout is None else \
             int(wait_timeout * 1000)
@@ -594,6 +616,9 @@ class Stream:
         self.resumed = _lib.lib.loader_start(h, ctypes.byref(se),
                                              ctypes.byref(sb)) == 1
         self.start = (se.value, sb.value)
+        pend = ctypes.c_uint32()
+        pid = _lib.lib.loader_plan(h, ctypes.byref(pend))
+        self.plan = (pid, pend.value)
         self._cur = None   # the batch handed out last
         self._final = None  # the code that ended the stream
         self._layout = None

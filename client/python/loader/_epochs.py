@@ -36,7 +36,7 @@ class Epochs:
         self.batch = self._kw.pop("start_batch", 0)  # its next batch
         self._open(self.epoch, self.batch)
 
-    def _open(self, epoch, batch):
+    def _open(self, epoch, batch, resume=None):
         if self._stream is not None:
             self._stream.close()
         self._peek = None
@@ -58,6 +58,8 @@ class Epochs:
                         "before while it asks for the next, and the next "
                         "epoch's first is read ahead: at least %d"
                         % (slots, MIN_SLOTS))
+        if resume:
+            kw["resume_from"], kw["resume_plan"] = resume
         self._stream = Stream(self._dataset, start_epoch=epoch,
                               start_batch=batch, **kw)
         if self._stream.slots < MIN_SLOTS:
@@ -69,6 +71,9 @@ class Epochs:
                         "are too large for 4 under its --max-ring): a "
                         "training loop needs at least %d; use a smaller "
                         "batch or raise loaderd's --max-ring" % (n, MIN_SLOTS))
+        if resume:
+            # The positions, not the request, say where it starts.
+            epoch, batch = self._stream.start
         self.epoch, self.batch = epoch, batch
 
     @property
@@ -93,19 +98,56 @@ class Epochs:
         """Where the next iteration starts: (seed, epoch, batch), with
         what else makes the order (loaderd's order contract)."""
         kw = self._kw
+        s = self._stream
         return {"seed": kw.get("seed", 0), "epoch": self.epoch,
                 "batch": self.batch, "order": kw.get("order"),
                 "batch_size": kw.get("batch_size", 0),
-                "rank": self._stream.rank if self._stream else None,
-                "world": self._stream.world if self._stream else None}
+                "rank": s.rank if s else None,
+                "world": s.world if s else None,
+                "plan": list(s.plan) if s else [0, 0]}
 
     def load_state_dict(self, state):
         """Resume where state_dict() was taken: the batches that follow
-        are those an uninterrupted run would have delivered."""
+        are those an uninterrupted run would have delivered.
+
+        state may also be a list of every rank's state_dict() (gathered,
+        e.g. with torch.distributed.all_gather_object, at the
+        checkpoint): a named stream then goes on from all of them, with
+        this process's rank and world, which may differ from theirs
+        (elastic resume across nodes, libloader(3))."""
+        if isinstance(state, (list, tuple)):
+            self._load_gathered(list(state))
+            return
         for k in ("seed", "order", "batch_size"):
             if k in state and state[k] is not None:
                 self._kw[k] = state[k]
         self._open(state["epoch"], state["batch"])
+
+    def _load_gathered(self, states):
+        if not states or not self._kw.get("name"):
+            raise Error(-errno.EINVAL,
+                        "a list of states resumes a named stream: give "
+                        "name= and every rank's state_dict()")
+        states = sorted(states, key=lambda s: s["rank"])
+        world = len(states)
+        if [s["rank"] for s in states] != list(range(world)) or \
+                any(s["world"] != world for s in states):
+            raise Error(-errno.EINVAL,
+                        "the states are not those of ranks 0..%d of one "
+                        "world of %d" % (world - 1, world))
+        for k in ("seed", "order", "batch_size"):
+            vals = {s.get(k) for s in states}
+            if len(vals) != 1:
+                raise Error(-errno.EINVAL,
+                            "the ranks' states differ in %s" % k)
+            v = vals.pop()
+            if v is not None:
+                self._kw[k] = v
+        plans = {tuple(s.get("plan") or (0, 0)) for s in states}
+        if len(plans) != 1:
+            raise Error(-errno.EINVAL, "the ranks' states differ in plan")
+        pos = [(s["epoch"], s["batch"]) for s in states]
+        self._open(min(e for e, _ in pos), 0, (pos, plans.pop()))
 
     def __iter__(self):
         s = self._stream

@@ -44,7 +44,7 @@ ON_BAD = {"fail": 0, "skip": 1}
 
 
 class Opts(ctypes.Structure):
-    """struct loader_opts, LOADER_VERSION 1.2."""
+    """struct loader_opts, LOADER_VERSION 1.3."""
     _fields_ = [
         ("size", ctypes.c_uint32),
         ("socket_path", ctypes.c_char_p),
@@ -71,6 +71,12 @@ class Opts(ctypes.Structure):
         ("reconnect_ms", ctypes.c_int),
         # 1.2
         ("ragged_bytes", ctypes.c_uint64),
+        # 1.3
+        ("from_world", ctypes.c_uint32),
+        ("from_plan_end", ctypes.c_uint32),
+        ("from_epoch", ctypes.POINTER(ctypes.c_uint32)),
+        ("from_batch", ctypes.POINTER(ctypes.c_uint64)),
+        ("from_plan", ctypes.c_uint64),
     ]
 
 
@@ -186,6 +192,8 @@ lib.loader_close.argtypes = [_P]
 lib.loader_start.restype = ctypes.c_int
 lib.loader_start.argtypes = [_P, ctypes.POINTER(ctypes.c_uint32),
                              ctypes.POINTER(ctypes.c_uint64)]
+lib.loader_plan.restype = ctypes.c_uint64
+lib.loader_plan.argtypes = [_P, ctypes.POINTER(ctypes.c_uint32)]
 lib.loader_batches_per_epoch.restype = ctypes.c_uint64
 lib.loader_batches_per_epoch.argtypes = [_P]
 lib.loader_samples.restype = ctypes.c_uint64

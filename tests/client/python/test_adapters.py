@@ -3,7 +3,9 @@
 loader.torch.DataLoader: one epoch per iteration, each sample once per
 epoch, the same batches as a plain Stream of that (seed, epoch);
 set_epoch() to any epoch; state_dict()/load_state_dict() resume mid-epoch
-with exactly the batches an uninterrupted run delivers; zero-copy tensors.
+with exactly the batches an uninterrupted run delivers, and from every
+rank's state gathered, with another world on another node; zero-copy
+tensors.
 
 loader.keras: TensorFlow and Keras are not in Debian 12, so PyDataset and
 tf_dataset are tested against stand-in classes with the interfaces they
@@ -95,6 +97,42 @@ t.eq(torch_epoch(dl2, 5), rest, "load_state_dict() on a new loader: the "
 t.eq(rest, stream_epoch(8)[5:], "... which are epoch 8's from batch 5")
 dl2.close()
 dl.close()
+
+# Elastic resume across nodes: world 2 stops part-way through epoch 0;
+# every rank's state_dict(), gathered, resumes world 3 on two nodes (the
+# second daemon never saw the job), each sample once in the epoch.
+d2 = fx.Daemon(T, "d2", "--threads", "1")
+EL = dict(KW, name="ela", order="random", epochs=1)
+seen, states = [], []
+for r, n in ((0, 3), (1, 4)):
+    dl = loader.torch.DataLoader(D, keys=("image", "label"), with_ids=True,
+                                 rank=r, world=2, **EL)
+    it = iter(dl)
+    for _ in range(n):
+        seen.extend(next(it)[2].tolist())
+    states.append(dl.state_dict())
+    del it
+    dl.close()
+t.eq([(s["rank"], s["world"], s["epoch"], s["batch"]) for s in states],
+     [(0, 2, 0, 3), (1, 2, 0, 4)], "state_dict() names rank, world and the "
+     "next batch")
+counts = []
+for r, node in ((0, d), (1, d), (2, d2)):
+    el = dict(EL, socket=node.sock)
+    dl = loader.torch.DataLoader(D, keys=("image", "label"), with_ids=True,
+                                 rank=r, world=3, **el)
+    dl.load_state_dict(list(reversed(states)))
+    batches = [ids.tolist() for _, _, ids in dl]
+    got = [i for ids in batches for i in ids]
+    counts.append(len(batches))
+    seen.extend(got)
+    dl.close()
+t.eq((len(seen), len(set(seen))), (10000, 10000), "world 3 on two nodes "
+     "from world 2's gathered states: epoch 0's every sample once")
+t.eq(len(set(counts)), 1, "the 3 new ranks got as many batches each")
+t.raises(loader.Error, lambda: loader.torch.DataLoader(
+    D, rank=0, world=3, **KW).load_state_dict(states),
+    "gathered states without a stream name are refused", "named stream")
 
 b = next(iter(loader.torch.DataLoader(D, epochs=1, **KW)))
 t.eq((sorted(b), b["image"].dtype, b["label"].dtype),
