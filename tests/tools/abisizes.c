@@ -40,6 +40,11 @@ int main(void)
 	FIELD(loader_opts, fresh);
 	FIELD(loader_opts, reconnect_ms);
 	FIELD(loader_opts, ragged_bytes);
+	FIELD(loader_opts, from_world);
+	FIELD(loader_opts, from_plan_end);
+	FIELD(loader_opts, from_epoch);
+	FIELD(loader_opts, from_batch);
+	FIELD(loader_opts, from_plan);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

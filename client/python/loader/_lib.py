@@ -11,7 +11,7 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 2
+NEED_MINOR = 3
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
