@@ -1180,6 +1180,7 @@ static int named_given(struct open_job *j, struct stream_config *c,
 	uint32_t lo = UINT32_MAX, gw = j->given_world, rend;
 	bool have = !j->fresh && !j->renew;
 	uint64_t rec, from;
+	bool dropped = false;
 	XXH3_state_t *x;
 	int err;
 
@@ -1241,8 +1242,10 @@ static int named_given(struct open_job *j, struct stream_config *c,
 			j->named.name, gw, j->given_plan_end, j->given_plan,
 			rec ? "another plan" : "no record of that world", gw,
 			j->given_plan_end);
-	if (!j->given_plan || lo >= j->given_plan_end)
+	if (!j->given_plan || lo >= j->given_plan_end) {
+		dropped = old->plan_words != 0;
 		state_job_clear(old);
+	}
 	c->plan = old->plan;
 	c->plan_words = old->plan_words;
 	old->dataset_id = dsid;
@@ -1266,10 +1269,11 @@ static int named_given(struct open_job *j, struct stream_config *c,
 	}
 	/*
 	 * The same world: each rank at its own position. A record of
-	 * another job (or none) is renewed alike by every rank of this one,
-	 * starting where its least rank does.
+	 * another job (or none, or one whose plan the positions do not
+	 * need) is renewed alike by every rank of this one, starting where
+	 * its least rank does.
 	 */
-	if (!have || old->world != world) {
+	if (!have || old->world != world || dropped) {
 		j->renew = true;
 		old->start_epoch = lo;
 		old->start_batch = 0;
