@@ -69,7 +69,7 @@ enum proto_type {
 	PROTO_SAVED_OK = 14,
 	PROTO_FORGET = 15, /* drop a saved named stream */
 	PROTO_FORGET_OK = 16,
-	PROTO_REMOTE = 17, /* the dataset is in an object store */
+	PROTO_REMOTE = 17,    /* the dataset is in an object store */
 	PROTO_POSITIONS = 18, /* where an earlier world's ranks stopped */
 	PROTO_TYPE_END
 };
@@ -192,9 +192,9 @@ struct proto_position {
 	uint64_t batch;
 };
 struct proto_positions {
-	uint32_t world; /* 1..65536, the same in every message */
-	uint32_t first; /* the ranks given so far */
-	uint32_t count; /* 1..PROTO_POSITIONS_MAX, first + count <= world */
+	uint32_t world;	   /* 1..65536, the same in every message */
+	uint32_t first;	   /* the ranks given so far */
+	uint32_t count;	   /* 1..PROTO_POSITIONS_MAX, first + count <= world */
 	uint32_t plan_end; /* the plan's, as OPEN_OK gave them */
 	uint64_t plan;
 	struct proto_position pos[PROTO_POSITIONS_MAX];

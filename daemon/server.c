@@ -899,8 +899,8 @@ static void on_positions(struct session *ss, const struct proto_hdr *h,
 		snprintf(why, sizeof(why),
 			 "POSITIONS of world %" PRIu32 " (1..%d)", m->world,
 			 STREAM_MAX_WORLD);
-	else if (ss->pos && (m->plan != ss->pos_plan ||
-			     m->plan_end != ss->pos_plan_end))
+	else if (ss->pos &&
+		 (m->plan != ss->pos_plan || m->plan_end != ss->pos_plan_end))
 		snprintf(why, sizeof(why),
 			 "POSITIONS with another plan than the ranks before");
 	else if ((ss->pos && m->world != ss->pos_world) ||
@@ -909,8 +909,8 @@ static void on_positions(struct session *ss, const struct proto_hdr *h,
 		 m->count > m->world - m->first)
 		snprintf(why, sizeof(why),
 			 "POSITIONS first %" PRIu32 " count %" PRIu32
-			 " world %" PRIu32
-			 " does not follow the %" PRIu32 " ranks received",
+			 " world %" PRIu32 " does not follow the %" PRIu32
+			 " ranks received",
 			 m->first, m->count, m->world, ss->pos_got);
 	for (uint32_t i = 0; !why[0] && i < m->count; i++)
 		if (m->pos[i].reserved)
@@ -1864,10 +1864,11 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	if ((m->flags & PROTO_OPEN_POSITIONS) ?
 		    !ss->pos || ss->pos_got != ss->pos_world :
 		    ss->pos != NULL) {
-		reply_error(ss, h->seq, LOADER_EPROTO,
-			    m->flags & PROTO_OPEN_POSITIONS ?
-				    "an OPEN from positions before all of them were sent" :
-				    "POSITIONS were sent, and the OPEN is not from positions");
+		reply_error(
+			ss, h->seq, LOADER_EPROTO,
+			m->flags & PROTO_OPEN_POSITIONS ?
+				"an OPEN from positions before all of them were sent" :
+				"POSITIONS were sent, and the OPEN is not from positions");
 		return;
 	}
 	if (!ss->remote &&
