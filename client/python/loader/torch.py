@@ -9,6 +9,15 @@
             loss = step(batch["image"], batch["label"])
     torch.save(dl.state_dict(), "loader.pt") # (seed, epoch, next batch)
 
+A job on several nodes that may come back with another world gathers
+every rank's state at its checkpoint and gives the list to each new
+rank of a named stream (DataLoader(..., name="job")):
+
+    states = [None] * dist.get_world_size()
+    dist.all_gather_object(states, dl.state_dict())   # saved by rank 0
+    ...
+    dl.load_state_dict(states)    # any world, any nodes: each sample once
+
 The tensors view the daemon's shared memory (torch.from_dlpack, no
 copy), except bytes fields, which stay loader.Ragged objects; each
 keeps its batch's slot of the ring until it is freed, so a
