@@ -27,11 +27,19 @@ static const struct {
 	uint16_t type;
 	uint32_t size;
 } sizes[] = {
-	{ PROTO_HELLO, 8 },	{ PROTO_HELLO_OK, 24 }, { PROTO_FILES, 16 },
-	{ PROTO_OPEN, 984 },	{ PROTO_OPEN_OK, 48 },	{ PROTO_STATS, 0 },
-	{ PROTO_STATS_OK, 64 }, { PROTO_ERROR, 0 },	{ 0, 0 },
+	{ PROTO_HELLO, 8 },
+	{ PROTO_HELLO_OK, 24 },
+	{ PROTO_FILES, 16 },
+	{ PROTO_OPEN, 984 },
+	{ PROTO_OPEN_OK, 64 },
+	{ PROTO_STATS, 0 },
+	{ PROTO_STATS_OK, 64 },
+	{ PROTO_ERROR, 0 },
+	{ 0, 0 },
 	{ PROTO_REMOTE, 5780 },
-	{ PROTO_TYPE_END, 0 },	{ 0xffff, 0 },
+	{ PROTO_POSITIONS, 8216 },
+	{ PROTO_TYPE_END, 0 },
+	{ 0xffff, 0 },
 };
 
 Test(proto, payload_sizes)
