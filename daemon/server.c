@@ -115,6 +115,16 @@ struct uid_use {
 
 struct open_job;
 
+/*
+ * POSITIONS received: where an earlier world's ranks stopped, pos[0..
+ * got - 1] of world, and the plan they ran under (OPEN_OK's).
+ */
+struct given {
+	struct proto_position *pos;
+	uint32_t world, got, plan_end;
+	uint64_t plan;
+};
+
 struct session {
 	struct server *srv;
 	uv_poll_t poll;
@@ -130,10 +140,7 @@ struct session {
 	struct open_job *opening; /* an OPEN in flight, or NULL */
 	/* A dataset in an object store and the client's credentials. */
 	struct proto_remote *remote;
-	/* POSITIONS: an earlier world's ranks, pos_got of pos_world so far. */
-	struct proto_position *pos;
-	uint32_t pos_world, pos_got, pos_plan_end;
-	uint64_t pos_plan;
+	struct given given; /* POSITIONS so far */
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
@@ -182,11 +189,8 @@ struct open_job {
 	bool renew;
 	uint32_t *from_epoch; /* the old world's positions (a new world) */
 	uint64_t *from_batch;
-	/* The session's POSITIONS, taken: given[0..given_world - 1]. */
-	struct proto_position *given;
-	uint32_t given_world, given_plan_end;
-	uint64_t given_plan;
-	uint64_t plan; /* the stream's, for OPEN_OK (plan_id()) */
+	struct given given; /* the session's POSITIONS, taken (all of them) */
+	uint64_t plan;	    /* the stream's, for OPEN_OK (plan_id()) */
 	uint32_t plan_end;
 	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
@@ -732,8 +736,8 @@ static void session_end(struct session *ss, const char *why)
 	close_files(ss);
 	remote_free(ss->remote);
 	ss->remote = NULL;
-	free(ss->pos);
-	ss->pos = NULL;
+	free(ss->given.pos);
+	ss->given.pos = NULL;
 	*ss->pprev = ss->next;
 	if (ss->next)
 		ss->next->pprev = ss->pprev;
@@ -890,6 +894,7 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 static void on_positions(struct session *ss, const struct proto_hdr *h,
 			 const struct proto_positions *m)
 {
+	struct given *g = &ss->given;
 	char why[200] = "";
 
 	if (!ss->hello || ss->stream || ss->opening)
@@ -899,39 +904,37 @@ static void on_positions(struct session *ss, const struct proto_hdr *h,
 		snprintf(why, sizeof(why),
 			 "POSITIONS of world %" PRIu32 " (1..%d)", m->world,
 			 STREAM_MAX_WORLD);
-	else if (ss->pos &&
-		 (m->plan != ss->pos_plan || m->plan_end != ss->pos_plan_end))
+	else if (g->pos && (m->plan != g->plan || m->plan_end != g->plan_end))
 		snprintf(why, sizeof(why),
 			 "POSITIONS with another plan than the ranks before");
-	else if ((ss->pos && m->world != ss->pos_world) ||
-		 m->first != ss->pos_got || !m->count ||
-		 m->count > PROTO_POSITIONS_MAX ||
+	else if ((g->pos && m->world != g->world) || m->first != g->got ||
+		 !m->count || m->count > PROTO_POSITIONS_MAX ||
 		 m->count > m->world - m->first)
 		snprintf(why, sizeof(why),
 			 "POSITIONS first %" PRIu32 " count %" PRIu32
 			 " world %" PRIu32 " does not follow the %" PRIu32
 			 " ranks received",
-			 m->first, m->count, m->world, ss->pos_got);
+			 m->first, m->count, m->world, g->got);
 	for (uint32_t i = 0; !why[0] && i < m->count; i++)
 		if (m->pos[i].reserved)
 			snprintf(why, sizeof(why),
 				 "POSITIONS: rank %" PRIu32
 				 " has reserved bits set",
 				 m->first + i);
-	if (!why[0] && !ss->pos) {
-		ss->pos = mem_calloc(m->world, sizeof(*ss->pos));
-		if (!ss->pos)
+	if (!why[0] && !g->pos) {
+		g->pos = mem_calloc(m->world, sizeof(*g->pos));
+		if (!g->pos)
 			snprintf(why, sizeof(why), "out of memory");
-		ss->pos_world = m->world;
-		ss->pos_plan = m->plan;
-		ss->pos_plan_end = m->plan_end;
+		g->world = m->world;
+		g->plan = m->plan;
+		g->plan_end = m->plan_end;
 	}
 	if (why[0]) {
 		reply_error(ss, h->seq, LOADER_EPROTO, why);
 		return;
 	}
-	memcpy(ss->pos + m->first, m->pos, m->count * sizeof(*m->pos));
-	ss->pos_got += m->count;
+	memcpy(g->pos + m->first, m->pos, m->count * sizeof(*m->pos));
+	g->got += m->count;
 }
 
 /* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
@@ -991,24 +994,75 @@ static int named_finished(struct open_job *j, uint32_t end)
 }
 
 /*
+ * This rank starts at (epoch, batch), and runs to the job's end (0:
+ * endless); a start at or past the end says the name is finished.
+ */
+static int named_start(struct open_job *j, struct stream_config *c,
+		       uint32_t epoch, uint64_t batch, uint32_t end)
+{
+	if (end && epoch >= end)
+		return named_finished(j, end);
+	c->start_epoch = epoch;
+	c->start_batch = batch;
+	c->epochs = end ? end - epoch : 0;
+	return 0;
+}
+
+/*
+ * The ranks of world `from` stopped at j->from_epoch[r], from_batch[r]:
+ * the rest of their epochs is dealt to this world (order.h, "Elastic
+ * resume"), from the least of those epochs; the record is renewed.
+ */
+static int named_go_on(struct open_job *j, struct stream_config *c,
+		       uint32_t from, uint32_t end)
+{
+	uint32_t lo = UINT32_MAX;
+	int err;
+
+	for (uint32_t r = 0; r < from; r++)
+		if (j->from_epoch[r] < lo)
+			lo = j->from_epoch[r];
+	err = named_start(j, c, lo, 0, end);
+	if (err)
+		return err;
+	c->from_world = from;
+	c->from_epoch = j->from_epoch;
+	c->from_batch = j->from_batch;
+	j->renew = true;
+	plog(PLOG_INFO,
+	     "%s: stream \"%s\" goes on from world %" PRIu32
+	     " with world %" PRIu32 " (rank %" PRIu32 "), from epoch %" PRIu32,
+	     j->ss->label, j->named.name, from, c->world ? c->world : 1,
+	     c->rank, lo);
+	return 0;
+}
+
+/* Room for the positions of an old world of n ranks. */
+static int named_from_alloc(struct open_job *j, uint32_t n)
+{
+	j->from_epoch = mem_calloc(n, sizeof(*j->from_epoch));
+	j->from_batch = mem_calloc(n, sizeof(*j->from_batch));
+	if (!j->from_epoch || !j->from_batch)
+		return diag_set(&j->d, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
  * A job saved with another world goes on with this one: every rank of
  * the old world must have a position here (ranks on other nodes have
- * theirs in their own loaderd), and the rest of their epochs is dealt
- * to the new world (order.h, "Elastic resume").
+ * theirs in their own loaderd, unless the OPEN gives them).
  */
 static int named_from_world(struct open_job *j, struct stream_config *c,
 			    const struct state_pos *pos, uint32_t end)
 {
 	const struct state_job *old = &j->job;
-	struct named *n = &j->named;
 	char missing[96] = "";
-	uint32_t lo = UINT32_MAX, nmiss = 0;
+	uint32_t nmiss = 0;
 	size_t at = 0;
+	int err = named_from_alloc(j, old->world);
 
-	j->from_epoch = mem_calloc(old->world, sizeof(*j->from_epoch));
-	j->from_batch = mem_calloc(old->world, sizeof(*j->from_batch));
-	if (!j->from_epoch || !j->from_batch)
-		return diag_set(&j->d, -ENOMEM, "out of memory");
+	if (err)
+		return err;
 	for (uint32_t r = 0; r < old->world; r++) {
 		if (!pos[r].generation) {
 			if (nmiss++ < 8 && at < sizeof(missing) - 12)
@@ -1019,8 +1073,6 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 		}
 		j->from_epoch[r] = pos[r].epoch;
 		j->from_batch[r] = pos[r].batch;
-		if (pos[r].epoch < lo)
-			lo = pos[r].epoch;
 	}
 	if (nmiss)
 		return diag_set(
@@ -1029,23 +1081,9 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 			" and this loaderd has no position of %" PRIu32
 			" of its ranks (%s%s): they ran on another node or never opened; go on with world %" PRIu32
 			", or open it with a fresh start",
-			n->name, old->world, nmiss, missing,
+			j->named.name, old->world, nmiss, missing,
 			nmiss > 8 ? ", ..." : "", old->world);
-	if (end && lo >= end)
-		return named_finished(j, end);
-	c->from_world = old->world;
-	c->from_epoch = j->from_epoch;
-	c->from_batch = j->from_batch;
-	c->start_epoch = lo;
-	c->start_batch = 0;
-	c->epochs = end ? end - lo : 0;
-	j->renew = true;
-	plog(PLOG_INFO,
-	     "%s: stream \"%s\" goes on from world %" PRIu32
-	     " with world %" PRIu32 " (rank %" PRIu32 "), from epoch %" PRIu32,
-	     j->ss->label, n->name, old->world, c->world ? c->world : 1,
-	     c->rank, lo);
-	return 0;
+	return named_go_on(j, c, old->world, end);
 }
 
 /*
@@ -1114,7 +1152,7 @@ static int named_resolve(struct open_job *j, struct stream_config *c)
 			   old->start_epoch != c->start_epoch ||
 			   old->start_batch != c->start_batch;
 	}
-	if (!err && j->given)
+	if (!err && j->given.pos)
 		err = named_given(j, c, dsid, oid, world, end);
 	else if (!err)
 		err = named_resume(j, c, pos, dsid, oid, world, end);
@@ -1138,6 +1176,19 @@ static uint64_t plan_id(const uint64_t *plan, size_t words, uint32_t *end)
 		if ((uint32_t)*w >= *end)
 			*end = (uint32_t)*w + 1;
 	id = XXH3_64bits(plan, words * sizeof(*plan));
+	return id ? id : 1;
+}
+
+/* The identity of what an OPEN's POSITIONS say (never 0). */
+static uint64_t given_id(const struct given *g)
+{
+	struct {
+		uint32_t world, plan_end;
+		uint64_t plan;
+	} k = { g->world, g->plan_end, g->plan };
+	uint64_t id = XXH3_64bits_withSeed(g->pos, g->world * sizeof(*g->pos),
+					   XXH3_64bits(&k, sizeof(k)));
+
 	return id ? id : 1;
 }
 
@@ -1176,12 +1227,11 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		       uint32_t end)
 {
 	struct state_job *old = &j->job;
-	struct state_pos *pos;
-	uint32_t lo = UINT32_MAX, gw = j->given_world, rend;
-	bool have = !j->fresh && !j->renew;
-	uint64_t rec, from;
-	bool dropped = false;
-	XXH3_state_t *x;
+	const struct given *g = &j->given;
+	const struct proto_position *mine = &g->pos[c->rank];
+	uint32_t lo = UINT32_MAX, rend;
+	bool have = !j->fresh && !j->renew, dropped = false;
+	uint64_t rec, from = given_id(g);
 	int err;
 
 	if (have) {
@@ -1189,21 +1239,6 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		if (err)
 			return err;
 	}
-	for (uint32_t r = 0; r < gw; r++)
-		if (j->given[r].epoch < lo)
-			lo = j->given[r].epoch;
-	/* What the job goes on from: the positions and their plan. */
-	x = XXH3_createState();
-	if (!x)
-		return diag_set(&j->d, -ENOMEM, "out of memory");
-	XXH3_64bits_reset(x);
-	XXH3_64bits_update(x, &gw, sizeof(gw));
-	XXH3_64bits_update(x, &j->given_plan, sizeof(j->given_plan));
-	XXH3_64bits_update(x, &j->given_plan_end, sizeof(j->given_plan_end));
-	XXH3_64bits_update(x, j->given, gw * sizeof(*j->given));
-	from = XXH3_64bits_digest(x);
-	XXH3_freeState(x);
-	from = from ? from : 1;
 	if (have && old->world == world && old->from_id == from) {
 		/*
 		 * Another rank of this job went on from these very positions
@@ -1213,25 +1248,24 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		j->resumed = true;
 		c->plan = old->plan;
 		c->plan_words = old->plan_words;
-		c->start_epoch = gw == world ? j->given[c->rank].epoch :
-					       old->start_epoch;
-		c->start_batch = gw == world ? j->given[c->rank].batch :
-					       old->start_batch;
-		if (end && c->start_epoch >= end)
-			return named_finished(j, end);
-		c->epochs = end ? end - c->start_epoch : 0;
-		return 0;
+		return g->world == world ? named_start(j, c, mine->epoch,
+						       mine->batch, end) :
+					   named_start(j, c, old->start_epoch,
+						       old->start_batch, end);
 	}
 	old->from_id = from;
+	for (uint32_t r = 0; r < g->world; r++)
+		if (g->pos[r].epoch < lo)
+			lo = g->pos[r].epoch;
 	/*
 	 * The earlier world's plan matters while a rank is in an epoch it
 	 * deals: this loaderd must have it (a record of that world, of the
 	 * same plan). Past its epochs, no plan is the same as it.
 	 */
-	rec = have && old->world == gw ?
+	rec = have && old->world == g->world ?
 		      plan_id(old->plan, old->plan_words, &rend) :
 		      0;
-	if (j->given_plan && lo < j->given_plan_end && rec != j->given_plan)
+	if (g->plan && lo < g->plan_end && rec != g->plan)
 		return diag_set(
 			&j->d, LOADER_EUSAGE,
 			"stream \"%s\": the positions given are of world %" PRIu32
@@ -1239,10 +1273,10 @@ static int named_given(struct open_job *j, struct stream_config *c,
 			" (plan %016" PRIx64
 			"), and this loaderd has %s: open it on a node that ran world %" PRIu32
 			", or give positions of epoch %" PRIu32 " or later",
-			j->named.name, gw, j->given_plan_end, j->given_plan,
-			rec ? "another plan" : "no record of that world", gw,
-			j->given_plan_end);
-	if (!j->given_plan || lo >= j->given_plan_end) {
+			j->named.name, g->world, g->plan_end, g->plan,
+			rec ? "another plan" : "no record of that world",
+			g->world, g->plan_end);
+	if (!g->plan || lo >= g->plan_end) {
 		dropped = old->plan_words != 0;
 		state_job_clear(old);
 	}
@@ -1251,21 +1285,16 @@ static int named_given(struct open_job *j, struct stream_config *c,
 	old->dataset_id = dsid;
 	old->opts_id = oid;
 	j->resumed = true;
-	if (gw != world) {
-		pos = mem_calloc(gw, sizeof(*pos));
-		if (!pos)
-			return diag_set(&j->d, -ENOMEM, "out of memory");
-		for (uint32_t r = 0; r < gw; r++)
-			pos[r] = (struct state_pos){
-				.generation = 1,
-				.epoch = j->given[r].epoch,
-				.batch = j->given[r].batch,
-			};
-		old->world = gw;
-		err = named_from_world(j, c, pos, end);
-		old->world = world;
-		free(pos);
-		return err;
+	if (g->world != world) {
+		old->world = world; /* the renewed record's */
+		err = named_from_alloc(j, g->world);
+		if (err)
+			return err;
+		for (uint32_t r = 0; r < g->world; r++) {
+			j->from_epoch[r] = g->pos[r].epoch;
+			j->from_batch[r] = g->pos[r].batch;
+		}
+		return named_go_on(j, c, g->world, end);
 	}
 	/*
 	 * The same world: each rank at its own position. A record of
@@ -1279,18 +1308,15 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		old->start_batch = 0;
 	}
 	old->world = world;
-	if (end && j->given[c->rank].epoch >= end)
-		return named_finished(j, end);
-	c->start_epoch = j->given[c->rank].epoch;
-	c->start_batch = j->given[c->rank].batch;
-	c->epochs = end ? end - c->start_epoch : 0;
-	plog(PLOG_INFO,
-	     "%s: stream \"%s\" rank %" PRIu32
-	     " goes on from the position given, epoch %" PRIu32
-	     " batch %" PRIu64,
-	     j->ss->label, j->named.name, c->rank, c->start_epoch,
-	     c->start_batch);
-	return 0;
+	err = named_start(j, c, mine->epoch, mine->batch, end);
+	if (!err)
+		plog(PLOG_INFO,
+		     "%s: stream \"%s\" rank %" PRIu32
+		     " goes on from the position given, epoch %" PRIu32
+		     " batch %" PRIu64,
+		     j->ss->label, j->named.name, c->rank, mine->epoch,
+		     mine->batch);
+	return err;
 }
 
 /* named_resolve() with the job's record and positions read. */
@@ -1336,12 +1362,7 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
 	}
-	if (end && p.epoch >= end)
-		return named_finished(j, end);
-	c->start_epoch = p.epoch;
-	c->start_batch = p.batch;
-	c->epochs = end ? end - p.epoch : 0;
-	return 0;
+	return named_start(j, c, p.epoch, p.batch, end);
 }
 
 /*
@@ -1562,8 +1583,8 @@ out:
 	free(j->from_batch);
 	j->from_epoch = NULL;
 	j->from_batch = NULL;
-	free(j->given);
-	j->given = NULL;
+	free(j->given.pos);
+	j->given.pos = NULL;
 }
 
 /*
@@ -1628,8 +1649,8 @@ static void open_done(uv_work_t *req, int status)
 	ss->opening = NULL;
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
-	free(j->given);
-	j->given = NULL;
+	free(j->given.pos);
+	j->given.pos = NULL;
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -1862,8 +1883,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		return;
 	}
 	if ((m->flags & PROTO_OPEN_POSITIONS) ?
-		    !ss->pos || ss->pos_got != ss->pos_world :
-		    ss->pos != NULL) {
+		    !ss->given.pos || ss->given.got != ss->given.world :
+		    ss->given.pos != NULL) {
 		reply_error(
 			ss, h->seq, LOADER_EPROTO,
 			m->flags & PROTO_OPEN_POSITIONS ?
@@ -1920,10 +1941,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->remote = ss->remote;
-	j->given = ss->pos;
-	j->given_world = ss->pos_world;
-	j->given_plan = ss->pos_plan;
-	j->given_plan_end = ss->pos_plan_end;
+	j->given = ss->given;
 	j->budget = budget;
 	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
@@ -1959,9 +1977,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	u->streams++;
 	ss->files_charged = 0;
 	ss->remote = NULL;
-	ss->pos = NULL;
-	ss->pos_world = ss->pos_got = ss->pos_plan_end = 0;
-	ss->pos_plan = 0;
+	ss->given = (struct given){ 0 };
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
 	ss->opening = j;
