@@ -1483,8 +1483,9 @@ static void open_work(uv_work_t *req)
 		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
 		cfg.addressing = (int)j->remote->addressing;
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
-		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
-				      &j->fds, &j->nfds, &j->staged, &j->d);
+		j->err =
+			rcache_stage(srv->rcache, &cfg, j->remote->url, &j->fds,
+				     &j->nfds, &c.rread, &j->staged, &j->d);
 		aws_cfg_wipe(&cfg);
 		remote_free(j->remote);
 		j->remote = NULL;
@@ -1528,6 +1529,7 @@ static void open_work(uv_work_t *req)
 		if (j->err) {
 			for (uint32_t i = 0; i < j->nfds; i++)
 				close(j->fds[i]);
+			rread_free(c.rread);
 			goto out;
 		}
 	}
@@ -1717,12 +1719,13 @@ static void open_done(uv_work_t *req, int status)
 		     "%s: %s: %" PRIu32 " shards: %" PRIu32
 		     " from the shard cache, %" PRIu32 " fetched (%" PRIu64
 		     " bytes), %" PRIu32
-		     " fetched by another stream meanwhile; %" PRIu64
+		     " fetched by another stream meanwhile, %" PRIu32
+		     " read in place (no room in the cache); %" PRIu64
 		     " HEADs, %" PRIu64 " retries, %" PRIu64 " bytes evicted",
 		     ss->label, j->dataset, j->staged.shards, j->staged.hits,
 		     j->staged.fetched, j->staged.bytes_fetched,
-		     j->staged.waited, j->staged.heads, j->staged.retries,
-		     j->staged.evicted);
+		     j->staged.waited, j->staged.direct, j->staged.heads,
+		     j->staged.retries, j->staged.evicted);
 	plog(PLOG_INFO,
 	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
 	     " batches per epoch, ring %" PRIu64 " bytes",

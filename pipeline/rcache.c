@@ -37,6 +37,7 @@
 #include "dataset.h"
 #include "loader_error.h"
 #include "rcache.h"
+#include "rread.h"
 #include "shard.h"
 #include "verify.h"
 
@@ -285,18 +286,21 @@ static bool in_flight(const struct rcache *c, const char *name)
 
 /*
  * Make room for need more bytes, under the lock, removing the oldest
- * shards not in keep[0..nkeep) and not being fetched. Returns 0, or
- * LOADER_ETOOBIG with what stays in d.
+ * shards not in keep[0..nkeep) and not being fetched. *room receives
+ * the bytes free under the budget after it (UINT64_MAX: no budget),
+ * which may be less than need.
  */
 static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
-		 size_t nkeep, uint64_t *evicted, struct diag *d)
+		 size_t nkeep, uint64_t *evicted, uint64_t *room,
+		 struct diag *d)
 {
 	struct entry *v = NULL;
 	uint64_t total;
 	size_t n = 0;
 	int err;
 
-	if (!c->p.budget || !need)
+	*room = UINT64_MAX;
+	if (!c->p.budget)
 		return 0;
 	err = list_entries(c, &v, &n, &total);
 	if (err)
@@ -314,14 +318,7 @@ static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
 		*evicted += v[i].bytes;
 	}
 	free(v);
-	if (total + need > c->p.budget)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"%" PRIu64
-			" bytes of shards to fetch, and the shard cache (%s) holds %" PRIu64
-			" bytes that stages in progress need, over its budget of %" PRIu64
-			" bytes (loaderd --cache-disk)",
-			need, c->dir, total, c->p.budget);
+	*room = total < c->p.budget ? c->p.budget - total : 0;
 	return 0;
 }
 
@@ -409,6 +406,7 @@ struct item {
 	int tmpfd;
 	char tmp[32];
 	bool mine;
+	bool direct; /* read in place (rread.h): the cache has no room */
 };
 
 static void cache_name(const struct aws_cfg *cfg, const char *bucket,
@@ -518,10 +516,10 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 		       struct diag *d)
 {
 	struct s3_fetch *f = NULL;
-	uint32_t *which = NULL, nf = 0, theirs = 0;
+	uint32_t *which = NULL, nf = 0, m = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
 	size_t nkeep = 0;
-	uint64_t need = 0;
+	uint64_t need = 0, room;
 	int err = 0;
 
 	f = calloc(n, sizeof(*f));
@@ -533,9 +531,7 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 	}
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < n; i++) {
-		struct flight *fl;
-
-		if (v[i].fd >= 0)
+		if (v[i].fd >= 0 || v[i].direct)
 			continue;
 		if (in_flight(c, v[i].name)) {
 			theirs++;
@@ -547,20 +543,36 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 			memcpy(keep[nkeep++], v[i].name, NAME_LEN);
 			continue;
 		}
-		fl = calloc(1, sizeof(*fl));
-		if (!fl) {
-			pthread_mutex_unlock(&c->mu);
-			err = diag_set(d, -ENOMEM, "out of memory");
-			goto out;
-		}
-		memcpy(fl->name, v[i].name, NAME_LEN);
-		fl->next = c->flights;
-		c->flights = fl;
-		v[i].mine = true;
 		which[nf++] = i;
 		need += v[i].o.size;
 	}
-	err = evict(c, need, keep, nkeep, &st->evicted, d);
+	err = evict(c, need, keep, nkeep, &st->evicted, &room, d);
+	/*
+	 * What the budget has no room for is read in place, the same
+	 * shards at every stage while the cache keeps the others: a
+	 * fixed part of the dataset stays cached, as in the node cache.
+	 */
+	for (uint32_t k = 0; !err && k < nf; k++) {
+		struct item *it = &v[which[k]];
+		struct flight *fl;
+
+		if (it->o.size > room) {
+			it->direct = true;
+			continue;
+		}
+		fl = calloc(1, sizeof(*fl));
+		if (!fl) {
+			err = diag_set(d, -ENOMEM, "out of memory");
+			break;
+		}
+		room -= it->o.size;
+		memcpy(fl->name, it->name, NAME_LEN);
+		fl->next = c->flights;
+		c->flights = fl;
+		it->mine = true;
+		which[m++] = which[k];
+	}
+	nf = m;
 	pthread_mutex_unlock(&c->mu);
 	if (err)
 		goto out;
@@ -682,9 +694,141 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 	return 0;
 }
 
+/*
+ * A shard read in place is given to the stream as a memfd of the
+ * object's size that holds its header and its tail (footer and trailer),
+ * fetched with ranged GETs: the tail's last TAIL bytes first, then, when
+ * the trailer places the footer before them, the rest of it.
+ */
+#define TAIL (64u << 10)
+
+static uint64_t le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static int put_range(int fd, const struct rread_range *g, const char *bucket,
+		     const char *key, struct diag *d)
+{
+	for (uint64_t done = 0; done < g->len;) {
+		ssize_t w = pwrite(fd, g->buf + done, g->len - done,
+				   (off_t)(g->off + done));
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return diag_set(d, w < 0 ? -errno : -EIO,
+					"s3://%s/%s: its memfd: %s", bucket,
+					key, strerror(w < 0 ? errno : EIO));
+		done += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
+		       const char *bucket, struct item *v, uint32_t n,
+		       struct rread **rr, struct rcache_stats *st,
+		       struct diag *d)
+{
+	struct rread_range *g = NULL;
+	uint32_t nd = 0, ng = 0;
+	int err = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		nd += v[i].direct;
+	if (!nd)
+		return 0;
+	g = calloc(2 * (size_t)nd, sizeof(*g));
+	if (!g)
+		return diag_set(d, -ENOMEM, "out of memory");
+	err = rread_new(rr, cfg, bucket, n, &c->p.s3, d);
+	/* Header and tail of each: one range for a small object. */
+	for (uint32_t i = 0; !err && i < n; i++) {
+		uint64_t size = v[i].o.size, tail = size < TAIL ? size : TAIL;
+		XXH128_hash_t h;
+		uint64_t id[2];
+
+		if (!v[i].direct)
+			continue;
+		/* The cache name's hash is the shard's identity. */
+		h = XXH3_128bits(v[i].name, strlen(v[i].name));
+		id[0] = h.high64;
+		id[1] = h.low64;
+		err = rread_add(*rr, i, v[i].key, &v[i].o, id, d);
+		if (!err && size < SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE)
+			err = diag_set(d, LOADER_EFORMAT,
+				       "s3://%s/%s: %" PRIu64
+				       " bytes is too short for a shard",
+				       bucket, v[i].key, size);
+		if (err)
+			break;
+		v[i].fd = memfd_create("s3-shard", MFD_CLOEXEC);
+		if (v[i].fd < 0 || ftruncate(v[i].fd, (off_t)size)) {
+			err = diag_set(d, -errno, "memfd for s3://%s/%s: %s",
+				       bucket, v[i].key, strerror(errno));
+			break;
+		}
+		if (size - tail > 0)
+			g[ng++] = (struct rread_range){
+				.shard = i, .off = 0, .len = SHARD_HEADER_SIZE
+			};
+		g[ng++] = (struct rread_range){ .shard = i,
+						.off = size - tail,
+						.len = tail };
+	}
+	for (uint32_t k = 0; !err && k < ng; k++) {
+		g[k].buf = malloc(g[k].len);
+		if (!g[k].buf)
+			err = diag_set(d, -ENOMEM, "out of memory");
+	}
+	if (!err)
+		err = rread_get(*rr, g, ng, d);
+	for (uint32_t k = 0; !err && k < ng; k++)
+		err = put_range(v[g[k].shard].fd, &g[k], bucket,
+				v[g[k].shard].key, d);
+	/* A footer longer than the tail: the rest of it. */
+	for (uint32_t k = 0; !err && k < ng; k++) {
+		struct rread_range *t = &g[k];
+		uint64_t foff;
+
+		if (t->off + t->len != v[t->shard].o.size ||
+		    t->len < SHARD_TRAILER_SIZE)
+			continue;
+		foff = le64(t->buf + t->len - SHARD_TRAILER_SIZE);
+		/* A footer out of place is shard_open()'s to report. */
+		if (foff >= t->off || foff < SHARD_HEADER_SIZE)
+			continue;
+		free(t->buf);
+		t->len = t->off - foff;
+		t->off = foff;
+		t->buf = malloc(t->len);
+		if (!t->buf) {
+			err = diag_set(d, -ENOMEM,
+				       "out of memory (a footer of %" PRIu64
+				       " bytes)",
+				       t->len);
+			break;
+		}
+		err = rread_get(*rr, t, 1, d);
+		if (!err)
+			err = put_range(v[t->shard].fd, t, bucket,
+					v[t->shard].key, d);
+	}
+	st->direct = nd;
+	for (uint32_t k = 0; k < ng; k++)
+		free(g[k].buf);
+	free(g);
+	return err;
+}
+
 static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		      const char *bucket, const char *prefix, int **fds,
-		      uint32_t *nfds, struct rcache_stats *st, struct diag *d)
+		      uint32_t *nfds, struct rread **rr,
+		      struct rcache_stats *st, struct diag *d)
 {
 	struct dataset *ds = NULL;
 	struct verify_ctx *vc = NULL;
@@ -753,15 +897,6 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		total += v[i].o.size;
 		cache_name(cfg, bucket, &v[i]);
 	}
-	if (c->p.budget && total > c->p.budget) {
-		err = diag_set(
-			d, LOADER_ETOOBIG,
-			"s3://%s/%s: its shards take %" PRIu64
-			" bytes, over the shard cache's budget of %" PRIu64
-			" bytes (loaderd --cache-disk)",
-			bucket, prefix, total, c->p.budget);
-		goto out;
-	}
 	for (int round = 0; round < ROUNDS; round++) {
 		bool all = true;
 
@@ -769,7 +904,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		if (err)
 			goto out;
 		for (uint32_t i = 0; i < n; i++)
-			all = all && v[i].fd >= 0;
+			all = all && (v[i].fd >= 0 || v[i].direct);
 		if (all)
 			break;
 		if (round + 1 == ROUNDS) {
@@ -780,6 +915,9 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 			goto out;
 		}
 	}
+	err = open_direct(c, cfg, bucket, v, n, rr, st, d);
+	if (err)
+		goto out;
 	*fds = malloc((n + 1) * sizeof(int));
 	if (!*fds) {
 		err = diag_set(d, -ENOMEM, "out of memory");
@@ -799,6 +937,10 @@ out:
 				close(v[i].fd);
 	if (mfd >= 0)
 		close(mfd);
+	if (err) {
+		rread_free(*rr);
+		*rr = NULL;
+	}
 	verify_ctx_free(vc);
 	dataset_free(ds);
 	free(v);
@@ -808,8 +950,8 @@ out:
 }
 
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 int **fds, uint32_t *nfds, struct rcache_stats *st,
-		 struct diag *d)
+		 int **fds, uint32_t *nfds, struct rread **rr,
+		 struct rcache_stats *st, struct diag *d)
 {
 	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
 	struct rcache_stats mine = { 0 };
@@ -818,6 +960,7 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 
 	*fds = NULL;
 	*nfds = 0;
+	*rr = NULL;
 	if (!st)
 		st = &mine;
 	memset(st, 0, sizeof(*st));
@@ -831,7 +974,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	 * looked at again once: the new version is a new cache file.
 	 */
 	for (int i = 0; i < 2; i++) {
-		err = stage_once(c, s, cfg, bucket, prefix, fds, nfds, st, d);
+		err = stage_once(c, s, cfg, bucket, prefix, fds, nfds, rr, st,
+				 d);
 		if (err != -ESTALE)
 			break;
 		/* Forget what these credentials were told of it. */

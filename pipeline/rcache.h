@@ -26,8 +26,10 @@
  * and ETag against the HEAD, its footer against the manifest, every
  * record's checksum), and only then renamed into place. The cache keeps
  * to a byte budget: before fetching, it removes the least recently
- * staged shards that no stage in progress needs; a dataset larger than
- * the budget is refused, naming both sizes.
+ * staged shards that no stage in progress needs. What still has no room
+ * (a dataset larger than the budget) is read in place (rread.h): the
+ * shards the cache holds stay there, stage after stage, and the others
+ * are read from the store record by record as the stream needs them.
  *
  * Thread-safe: stages run at once, and one shard wanted by two is
  * fetched once, the second waiting for the first.
@@ -39,6 +41,7 @@
 
 #include "awscfg.h"
 #include "diag.h"
+#include "rread.h"
 #include "s3.h"
 
 struct rcache;
@@ -59,6 +62,7 @@ struct rcache_stats {
 	uint64_t heads;		/* HEAD requests made (others remembered) */
 	uint64_t retries;	/* requests retried */
 	uint64_t evicted;	/* shard bytes removed to make room */
+	uint32_t direct;	/* read in place: no room (rread.h) */
 };
 
 /*
@@ -73,15 +77,17 @@ void rcache_free(struct rcache *c);
  * Stage the dataset at url (s3://bucket/prefix) with cfg's credentials.
  * On success *fds is a malloc'd array of *nfds descriptors, the caller's
  * to close and free: [0] the manifest, [1..] the shards in manifest
- * order. st (may be NULL) receives what was done. Returns 0 or a
+ * order. Shards the budget has no room for are read in place: *rr is
+ * then the caller's struct rread for them (rread.h), else NULL. st (may
+ * be NULL) receives what was done. Returns 0 or a
  * negative code, with d naming the object (s3://bucket/key) at fault:
  * -EACCES where cfg's credentials may not read it, -ENOENT, -ESTALE if
- * it kept changing, LOADER_ETOOBIG over the budget, LOADER_ECHECKSUM or
+ * it kept changing, LOADER_ECHECKSUM or
  * LOADER_EFORMAT for a fetched copy that is not what the manifest says.
  */
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 int **fds, uint32_t *nfds, struct rcache_stats *st,
-		 struct diag *d);
+		 int **fds, uint32_t *nfds, struct rread **rr,
+		 struct rcache_stats *st, struct diag *d);
 
 /* Bytes of shards in the cache now. */
 uint64_t rcache_bytes(struct rcache *c);

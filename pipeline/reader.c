@@ -32,6 +32,7 @@
 #include "ncache.h"
 #include "order.h"
 #include "plog.h"
+#include "rread.h"
 #include "shard.h"
 #include "stream_priv.h"
 
@@ -302,6 +303,32 @@ static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 }
 
 /*
+ * The extents of shards read in place (s->rq[0..nq), in extent order
+ * among extents 0..next-1), from the store: each extent's outcome into
+ * it. The first failure of the stream is logged, naming the object; the
+ * records' errors go to the bad-sample policy as any read's.
+ */
+static void read_in_place(struct stream *s, uint32_t nq, uint32_t next)
+{
+	struct diag d = { "" };
+	int err = rread_get(s->c.rread, s->rq, nq, &d);
+
+	for (uint32_t x = 0, k = 0; x < next && k < nq; x++) {
+		struct stream_ext *e = &s->ext[x];
+
+		if (!rread_has(s->c.rread, e->shard))
+			continue;
+		e->err = s->rq[k].err;
+		e->done = e->err ? 0 : e->want;
+		k++;
+	}
+	if (err && !s->rread_told) {
+		s->rread_told = true;
+		plog(PLOG_WARN, "%s: reading in place: %s", s->label, d.msg);
+	}
+}
+
+/*
  * Read extents 0..next-1 into the arena from position *pos on (moved past
  * them): each one placed (block-aligned with O_DIRECT), its records'
  * places set in pb (if not NULL), queued, and all of them waited for.
@@ -311,6 +338,7 @@ static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
 			uint64_t *pos, struct stream_pb *pb)
 {
+	uint32_t nq = 0;
 	int err = 0;
 
 	for (uint32_t x = 0; x < next && !err; x++) {
@@ -332,15 +360,23 @@ static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
 		for (uint32_t m = e->first; pb && m < e->last; m++)
 			pb->rec[s->refs[m].k] =
 				e->buf + (s->refs[m].off - e->off);
-		err = io_queue(io, s, x);
+		if (rread_has(s->c.rread, e->shard))
+			s->rq[nq++] = (struct rread_range){ .shard = e->shard,
+							    .off = e->off,
+							    .len = e->want,
+							    .buf = e->buf };
+		else
+			err = io_queue(io, s, x);
 		*pos += len;
 	}
+	if (io->have_ring && !err)
+		err = io_submit(io);
+	/* The store's reads run while the kernel does the local ones. */
+	if (nq && !err)
+		read_in_place(s, nq, next);
 	if (io->have_ring) {
-		int r = err ? 0 : io_submit(io);
+		int r = io_drain(io, s);
 
-		if (r)
-			err = r;
-		r = io_drain(io, s);
 		if (!err)
 			err = r;
 	}
@@ -594,7 +630,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 
 		if (!e->err)
 			continue;
-		if (e->err == -EIO && !s->c.direct && e->last - e->first > 1) {
+		if (e->err == -EIO && !s->c.direct && e->last - e->first > 1 &&
+		    !rread_has(s->c.rread, e->shard)) {
 			retry_records(s, pb, e);
 			continue;
 		}

@@ -86,10 +86,17 @@ int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t max,
 int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
 	       size_t *len, struct s3_obj *got, struct diag *d);
 
-/* One object of a batch fetched by s3_get_many(). */
+/* One object, or one range of it, of a batch fetched by s3_get_many(). */
 struct s3_fetch {
 	const char *key;
 	int fd; /* written from offset 0, truncated to size; -1: HEAD only */
+	/*
+	 * With buf, only the len bytes from off, into buf (fd unused): a
+	 * ranged GET, which fails unless all of them came from the object
+	 * want names.
+	 */
+	unsigned char *buf;
+	uint64_t off, len;
 	struct s3_obj want; /* size and ETag; an empty etag: any */
 	struct s3_obj got;  /* what came */
 	int err;	    /* 0 or the object's error */

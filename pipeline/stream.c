@@ -26,6 +26,7 @@
 #include "order.h"
 #include "plog.h"
 #include "pool.h"
+#include "rread.h"
 #include "schema.h"
 #include "shard.h"
 #include "stream_priv.h"
@@ -369,7 +370,10 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 	s->pb = mem_calloc(s->npb, sizeof(*s->pb));
 	s->refs = mem_calloc(b, sizeof(*s->refs));
 	s->ext = mem_calloc(b, sizeof(*s->ext));
-	if (!s->arena || !s->pb || !s->refs || !s->ext)
+	if (s->c.rread)
+		s->rq = mem_calloc(b, sizeof(*s->rq));
+	if (!s->arena || !s->pb || !s->refs || !s->ext ||
+	    (s->c.rread && !s->rq))
 		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
 				s->arena_size);
 	for (uint32_t i = 0; i < s->npb; i++) {
@@ -444,6 +448,24 @@ static void attach_cache(struct stream *s)
 	for (uint32_t i = 0; i < n; i++) {
 		struct stat st;
 
+		/*
+		 * A shard read in place is its object's version: the name
+		 * the shard cache would give it (rread.h).
+		 */
+		if (rread_has(s->c.rread, i)) {
+			uint64_t id[2];
+
+			rread_ident(s->c.rread, i, id);
+			f[i] = (struct ncache_file){
+				.dev = 0,
+				.ino = id[1],
+				.size = shard_file_size(s->sh[i]),
+				.mtime_ns = (int64_t)id[0],
+				.ctime_ns = -1,
+				.records = shard_count(s->sh[i]),
+			};
+			continue;
+		}
 		if (fstat(s->fds[i + 1], &st)) {
 			free(f);
 			return;
@@ -700,7 +722,8 @@ static int open_dataset(struct stream *s, struct diag *d)
 			return err;
 		}
 		counts[i] = shard_count(s->sh[i]);
-		if (s->c.direct) {
+		/* A shard read in place is not read through its fd. */
+		if (s->c.direct && !rread_has(s->c.rread, i)) {
 			int fl = fcntl(s->fds[i + 1], F_GETFL);
 
 			/* The client closed its copies: the flag is ours alone. */
@@ -863,6 +886,7 @@ void stream_free(struct stream *s)
 	free(s->pb);
 	free(s->refs);
 	free(s->ext);
+	free(s->rq);
 	free(s->arena);
 	/* The threads are gone: nothing points into the set any more. */
 	ncache_detach(s->cset);
@@ -878,6 +902,7 @@ void stream_free(struct stream *s)
 	for (uint32_t i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	free(s->fds);
+	rread_free(s->c.rread);
 	free(s);
 }
 
@@ -890,12 +915,14 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!s) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
+		rread_free(c->rread);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->bad_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
+	s->c.rread = c->rread; /* stream_free() frees it */
 	if (!s->fds) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);

@@ -117,6 +117,13 @@ struct stream_config {
 	 * read, records read are added while it has room.
 	 */
 	struct ncache *cache;
+	/*
+	 * Shards of an object-store dataset read in place (rread.h), or
+	 * NULL. The stream takes it (stream_new() frees it, even when it
+	 * fails): the reader asks it for those shards' records, and their
+	 * descriptors hold only header and footer.
+	 */
+	struct rread *rread;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint32_t io_depth;	 /* reads in flight, 1..64; 0: 64 */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */

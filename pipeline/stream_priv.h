@@ -61,6 +61,8 @@ struct stream_ref {
 };
 
 /* One read: refs [first, last) of a shard, [off, end) of its file. */
+struct rread_range;
+
 struct stream_ext {
 	uint32_t shard;
 	uint32_t first, last;
@@ -166,6 +168,9 @@ struct stream {
 	uint64_t win_off[STREAM_WIN_RUNS];
 	struct stream_ref *refs; /* reader scratch, batch_size entries */
 	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
+	/* Reads of shards read in place (rread.h): as many, or NULL. */
+	struct rread_range *rq;
+	bool rread_told; /* a failed read in place was logged */
 
 	/*
 	 * lock and cond guard the arena and pb positions, stop, and who

@@ -14,7 +14,8 @@
 # wrong secret or none are refused, cached or not) and are found in no
 # log, cache or state file; throttling, resets and short bodies are
 # retried; a changed object is fetched anew; a damaged one is refused
-# naming it, and nothing of it is kept; the cache keeps to its budget.
+# naming it, and nothing of it is kept; the cache keeps to its budget,
+# and a dataset larger than it streams, the rest read in place.
 . "$top_srcdir/tests/integration/tap.sh"
 . "$top_srcdir/tests/integration/ceph.sh"
 
@@ -28,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 60
+plan 72
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -61,9 +62,14 @@ upload() {
 	echo "$_st" | grep -qv '^\(200\)*$' && return 1
 	return 0
 }
-# gets PREFIX: bytes of shard GETs the store served for PREFIX so far.
+# gets PREFIX: bytes of shard GETs the store served for PREFIX so far;
+# ranged PREFIX: those of ranged GETs (reads in place).
 gets() {
 	awk -v p="/data/$1/shard-" '$1 == "GET" && index($2, p) == 1 && $3 == 200 { n += $4 }
+		END { print n + 0 }' "$T/px.log"
+}
+ranged() {
+	awk -v p="/data/$1/shard-" '$1 == "GET" && index($2, p) == 1 && $3 == 206 { n += $4 }
 		END { print n + 0 }' "$T/px.log"
 }
 
@@ -265,11 +271,54 @@ is "$(ls -A "$T/d.sock.cache/s3" | wc -l)" "$n0" "and nothing of it is left in t
 pid=$DAEMON_PID
 stop_daemon "$pid" "$LOG"
 
-# --- the budget ------------------------------------------------------------
-start_daemon "$T/small.sock" --cache-disk 1M
-out=$("$LDCLIENT" "$T/small.sock" "$URL" 2>&1)
-like "$out" "its shards take $DSB bytes, over the shard cache's budget of 1048576" \
-	"a dataset larger than the shard cache is refused, naming both sizes"
+# --- the budget: a dataset larger than the shard cache -----------------------
+# The shards that fit are fetched into the cache, the others are read in
+# place, batch by batch, with ranged GETs; the same ones at every stage.
+upload "$T/fm/test" fmh || echo "# upload fmh failed"
+HALF=$((DSB / 2))
+start_daemon "$T/small.sock" --cache-disk $HALF
+SLOG=$T/small.sock.log
+same_batches "$T/small.sock" "twice the shard cache's budget, quasi order, 2 epochs" \
+	s3://data/fmh "$T/fm/test" --order quasi --seed 3 --epochs 2
+l1=$(grep 's3://data/fmh: ' "$SLOG" | head -1)
+like "$l1" "$NSH shards: 0 from the shard cache, [1-9][0-9]* fetched .*, [1-9][0-9]* read in place" \
+	"the shards that fit are fetched into the shard cache, the others read in place"
+nin=$(echo "$l1" | sed -n 's/.*, \([0-9]*\) read in place.*/\1/p')
+used=$(cat "$T/small.sock.cache/s3"/*.shard | wc -c)
+ok "the shard cache holds $used bytes, within its budget of $HALF" \
+	test "$used" -le $HALF
+before=$(ranged fmh)
+same_batches "$T/small.sock" "twice the budget, random order" \
+	s3://data/fmh "$T/fm/test" --order random --seed 5
+like "$(grep 's3://data/fmh: ' "$SLOG" | tail -1)" \
+	"$NSH shards: $((NSH - nin)) from the shard cache, 0 fetched .*, $nin read in place" \
+	"the next stream finds the same shards cached: the part kept does not churn"
+inb=$(($(ranged fmh) - before))
+ind=$((DSB - used))
+ok "its epoch read $inb bytes in place, of the $ind bytes of shards not cached" \
+	test "$inb" -ge $((ind * 9 / 10)) -a "$inb" -le $((ind * 2))
+last=$(awk '$1 == "GET" && $3 == 206 && index($2, "/data/fmh/shard-") == 1 { print $2 }' \
+	"$T/px.log" | tail -1)
+last=${last##*/}
+# Replaced in the store while a slow stream is part-way through it.
+"$LDCLIENT" --order sequential --sleep-ms 60 "$T/small.sock" s3://data/fmh \
+	>"$T/chg" 2>&1 &
+p1=$!
+sleep 0.3
+put "$T/fm9/test/$last" "fmh/$last" >/dev/null
+wait $p1
+out=$(cat "$T/chg")
+like "$(grep 'reading in place' "$SLOG")" \
+	"reading in place: s3://data/fmh/$last: GET HTTP 412: the object changed" \
+	"a shard that changes mid-epoch fails its reads, naming the object"
+like "$out" 'error|bad' "and the stream reports it by its bad-sample policy"
+put "$T/fm/test/$last" "fmh/$last" >/dev/null
+printf '503 2 GET /data/fmh/\nshort 1 GET /data/fmh/%s\n' "$last" >"$T/px.faults"
+same_batches "$T/small.sock" "reads in place through 503 SlowDown and a short body" \
+	s3://data/fmh "$T/fm/test" --order quasi --seed 4
+is "$(awk '{ n += $2 } END { print n + 0 }' "$T/px.faults")" 0 \
+	"every fault asked for was met by a read in place or the stage"
+: >"$T/px.faults"
 kill $DAEMON_PID
 upload "$T/fm/test" fmb || echo "# upload fmb failed"
 start_daemon "$T/mid.sock" --cache-disk $((DSB * 3 / 2))
