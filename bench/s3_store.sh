@@ -21,6 +21,13 @@
 #              with decoding costs the decoder its cycles.
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
+#   half       a shard cache of half the dataset (--cache-disk), so that
+#              half the shards are read in place (ranged GETs, batch by
+#              batch): raw in the quasi order, the first epoch (the
+#              stage fetches the half that fits) and the next; the JPEG
+#              corpus in the quasi and the random order, the next epoch;
+#              each against the same order from local disk. No goal:
+#              what reading in place costs.
 #
 # Each cold measurement starts a fresh daemon with a fresh cache
 # directory.
@@ -106,6 +113,8 @@ fresh() {
 }
 
 fm_bytes=$(cat "$w"/fm/train/*.lds | wc -c)
+jp_bytes=$(cat "$w"/jp/*.lds 2>/dev/null | wc -c)
+: >"$w/r.half"
 : >"$w/r.raw"
 : >"$w/r.jpeg"
 : >"$w/r.two"
@@ -141,6 +150,22 @@ while [ $i -lt "$runs" ]; do
 	two=$(sed -n 's/.*s3:\/\/bench\/fm\/train: .* fetched (\([0-9]*\) bytes).*/\1/p' "$w/daemon.log" |
 		awk '{ n += $1 } END { print n + 0 }')
 	echo "$one $two" >>"$w/r.two"
+	fresh --cache-disk $((fm_bytes / 2))
+	hq1=$(epoch "$w/s.sock" s3://bench/fm/train --order quasi --batch 256)
+	hq2=$(epoch "$w/s.sock" s3://bench/fm/train --order quasi --batch 256)
+	hql=$(epoch "$w/s.sock" "$w/fm/train" --order quasi --batch 256)
+	hj=
+	if [ "$sets" = "raw jpeg" ]; then
+		fresh --cache-disk $((jp_bytes / 2))
+		epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$PIPE" --order quasi >/dev/null
+		hj="$(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$PIPE" --order quasi)"
+		hj="$hj $(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$PIPE" --order quasi)"
+		hj="$hj $(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$PIPE" --order random)"
+		hj="$hj $(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$PIPE" --order random)"
+	fi
+	# wall and open: raw quasi first, next, local; jpeg quasi next,
+	# local, random next, local.
+	echo "$hq1 $hq2 $hql $hj" >>"$w/r.half"
 	i=$((i + 1))
 done
 
@@ -175,5 +200,20 @@ one=$(med 1 "$w/r.two") two=$(med 2 "$w/r.two")
 printf '%-40s %10s %10s %8s\n' "bytes fetched: 1 stream" "$one" - 1.00
 printf '%-40s %10s %10s %8s\n' "bytes fetched: 2 streams at once" "$two" - \
 	"$(awk -v a="$one" -v b="$two" 'BEGIN { printf "%.2f", a ? b / a : 0 }')"
+hq1=$(med 1 "$w/r.half") hq2=$(med 3 "$w/r.half") hql=$(med 5 "$w/r.half")
+awk -v b="$fm_bytes" -v a="$hq1" -v n="$hq2" -v l="$hql" 'BEGIN {
+	printf "%-40s %10.3f %10.1f %8s\n", "raw half cached: local quasi epoch", l, b / l / 1e6, "1.00"
+	printf "%-40s %10.3f %10.1f %8.2f\n", "raw half cached: quasi, first epoch", a, b / a / 1e6, l / a
+	printf "%-40s %10.3f %10.1f %8.2f\n", "raw half cached: quasi, next epoch", n, b / n / 1e6, l / n
+}'
+if [ "$(awk '{ print NF; exit }' "$w/r.half")" -ge 14 ]; then
+	jq=$(med 7 "$w/r.half") jql=$(med 9 "$w/r.half")
+	jr=$(med 11 "$w/r.half") jrl=$(med 13 "$w/r.half")
+	awk -v b="$jp_bytes" -v q="$jq" -v ql="$jql" -v r="$jr" -v rl="$jrl" 'BEGIN {
+		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg half cached: quasi, next epoch", q, b / q / 1e6, ql / q
+		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg half cached: random, next epoch", r, b / r / 1e6, rl / r
+		printf "(against local disk epochs of %.3f s quasi, %.3f s random)\n", ql, rl
+	}'
+fi
 echo "(goals: raw cold >= 0.80 x curl, jpeg cold >= 0.90 x local, 2 streams = 1.00 x bytes; medians of $runs runs)"
 exit 0

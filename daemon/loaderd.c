@@ -129,7 +129,7 @@ static const struct opt loaderd_table[] = {
 	  "the node cache: stored records shared by every stream on the same dataset files, kept as first read (0: none)",
 	  0, 0, 0 },
 	{ "cache-disk", 0, OPT_SIZE, O(cache_disk), "10G", "BYTES",
-	  "the shard cache of s3:// datasets, in the cache directory's s3/: shards kept on disk for every stream, least recently used removed first (0: no bound)",
+	  "the shard cache of s3:// datasets, in the cache directory's s3/: shards kept on disk for every stream, least recently used removed first; what has no room is read in place (0: no bound)",
 	  0, 0, 0 },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",

@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 72
+plan 74
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -319,6 +319,19 @@ same_batches "$T/small.sock" "reads in place through 503 SlowDown and a short bo
 is "$(awk '{ n += $2 } END { print n + 0 }' "$T/px.faults")" 0 \
 	"every fault asked for was met by a read in place or the stage"
 : >"$T/px.faults"
+kill $DAEMON_PID
+# Two streams staging it at once into an empty cache: what one fetches
+# counts against the budget the other sees.
+start_daemon "$T/small2.sock" --cache-disk $HALF
+"$LDCLIENT" --order quasi --seed 1 "$T/small2.sock" s3://data/fmh >"$T/h1" 2>&1 &
+p1=$!
+"$LDCLIENT" --order quasi --seed 2 "$T/small2.sock" s3://data/fmh >"$T/h2" 2>&1
+wait $p1
+is "$(grep -c '^total batches 40 samples 10000' "$T/h1" "$T/h2" | cut -d: -f2 | tr '\n' ' ')" "1 1 " \
+	"two streams staging a dataset larger than the cache at once both stream"
+used=$(cat "$T/small2.sock.cache/s3"/*.shard | wc -c)
+ok "and the shard cache holds $used bytes, within its budget of $HALF" \
+	test "$used" -le $HALF
 kill $DAEMON_PID
 upload "$T/fm/test" fmb || echo "# upload fmb failed"
 start_daemon "$T/mid.sock" --cache-disk $((DSB * 3 / 2))

@@ -534,7 +534,10 @@ class Stream:
     ~/.aws/credentials and ~/.aws/config, as loaderctl finds them, and
     sent to the daemon, which fetches the whole dataset into its shard
     cache with them (never with its own) before the first batch; the open
-    waits at least 30 minutes for that unless timeout_ms is negative.
+    waits at least 30 minutes for that unless timeout_ms is negative. Of
+    a dataset larger than the cache, the shards that do not fit are read
+    in place, from the store, as each batch needs them (order="quasi"
+    reads them in long runs).
     Errors name the object, s3://BUCKET/KEY (loader(7), libloader(3),
     loaderd(8) S3 DATASETS).
     """
