@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 74
+plan 76
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -322,7 +322,7 @@ is "$(awk '{ n += $2 } END { print n + 0 }' "$T/px.faults")" 0 \
 kill $DAEMON_PID
 # Two streams staging it at once into an empty cache: what one fetches
 # counts against the budget the other sees.
-start_daemon "$T/small2.sock" --cache-disk $HALF
+start_daemon "$T/small2.sock" --cache-disk $HALF --cache-memory 64M
 "$LDCLIENT" --order quasi --seed 1 "$T/small2.sock" s3://data/fmh >"$T/h1" 2>&1 &
 p1=$!
 "$LDCLIENT" --order quasi --seed 2 "$T/small2.sock" s3://data/fmh >"$T/h2" 2>&1
@@ -332,6 +332,14 @@ is "$(grep -c '^total batches 40 samples 10000' "$T/h1" "$T/h2" | cut -d: -f2 | 
 used=$(cat "$T/small2.sock.cache/s3"/*.shard | wc -c)
 ok "and the shard cache holds $used bytes, within its budget of $HALF" \
 	test "$used" -le $HALF
+# Records read in place went into the node cache under their object's
+# version: the next stream reads nothing from the store.
+before=$(ranged fmh)
+out=$("$LDCLIENT" --hash --order random --seed 7 "$T/small2.sock" s3://data/fmh 2>&1 | grep '^epoch')
+is "$out" "$("$LDCLIENT" --hash --order random --seed 7 "$T/small2.sock" "$T/fm/test" 2>&1 | grep '^epoch')" \
+	"a later stream of it gives the same batches"
+is "$(($(ranged fmh) - before))" $((nin * (64 + 65536))) \
+	"from the node cache, which holds what the earlier streams read in place: the store served only the stage's header and tail of each shard read in place"
 kill $DAEMON_PID
 upload "$T/fm/test" fmb || echo "# upload fmb failed"
 start_daemon "$T/mid.sock" --cache-disk $((DSB * 3 / 2))
