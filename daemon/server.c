@@ -167,6 +167,7 @@ struct open_job {
 	/* Or the session's REMOTE, taken: staged by open_work(). */
 	struct proto_remote *remote;
 	uint32_t remote_files; /* descriptors the stage gave the stream */
+	bool cancel;	       /* set when the session ends: the stage stops */
 	struct rcache_stats staged;
 	uint64_t budget; /* ring bytes the uid may still take */
 	/* Memory the stream may take (ring included), and whose limit. */
@@ -724,8 +725,10 @@ static void session_end(struct session *ss, const char *why)
 	 * descriptors); one already running cannot be, and uv_cancel() says
 	 * so with UV_EBUSY: it completes, and open_done() frees its stream.
 	 */
-	if (ss->opening)
+	if (ss->opening) {
+		__atomic_store_n(&ss->opening->cancel, true, __ATOMIC_RELAXED);
 		(void)uv_cancel((uv_req_t *)&ss->opening->req);
+	}
 	u = uid_find(ss->srv, ss->cred.uid);
 	if (u) {
 		u->files -= ss->files_charged;
@@ -1483,9 +1486,16 @@ static void open_work(uv_work_t *req)
 		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
 		cfg.addressing = (int)j->remote->addressing;
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
-		j->err =
-			rcache_stage(srv->rcache, &cfg, j->remote->url, &j->fds,
-				     &j->nfds, &c.rread, &j->staged, &j->d);
+		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
+				      &j->cancel, &j->fds, &j->nfds, &c.rread,
+				      &j->staged, &j->d);
+		if (j->err == -ECANCELED)
+			plog(PLOG_INFO,
+			     "%s: %s: staging stopped, the client gone: %" PRIu32
+			     " of %" PRIu32 " shards fetched (%" PRIu64
+			     " bytes), kept in the shard cache",
+			     j->ss->label, j->remote->url, j->staged.fetched,
+			     j->staged.shards, j->staged.bytes_fetched);
 		aws_cfg_wipe(&cfg);
 		remote_free(j->remote);
 		j->remote = NULL;

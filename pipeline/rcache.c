@@ -743,8 +743,8 @@ static int put_range(int fd, const struct rread_range *g, const char *bucket,
 
 static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 		       const char *bucket, struct item *v, uint32_t n,
-		       struct rread **rr, struct rcache_stats *st,
-		       struct diag *d)
+		       const bool *cancel, struct rread **rr,
+		       struct rcache_stats *st, struct diag *d)
 {
 	struct rread_range *g = NULL;
 	uint32_t nd = 0, ng = 0;
@@ -769,6 +769,9 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 			p.parallel = RREAD_PARALLEL;
 		err = rread_new(rr, cfg, bucket, n, &p, d);
 	}
+	/* The stage's cancel while it stages; the stream sets its own. */
+	if (!err)
+		rread_set_cancel(*rr, cancel);
 	/* Header and tail of each: one range for a small object. */
 	for (uint32_t i = 0; !err && i < n; i++) {
 		uint64_t size = v[i].o.size, tail = size < TAIL ? size : TAIL;
@@ -842,6 +845,8 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 					v[t->shard].key, d);
 	}
 	st->direct = nd;
+	if (*rr)
+		rread_set_cancel(*rr, NULL);
 	for (uint32_t k = 0; k < ng; k++)
 		free(g[k].buf);
 	free(g);
@@ -849,9 +854,10 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 }
 
 static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
-		      const char *bucket, const char *prefix, int **fds,
-		      uint32_t *nfds, struct rread **rr,
-		      struct rcache_stats *st, struct diag *d)
+		      const char *bucket, const char *prefix,
+		      const bool *cancel, int **fds, uint32_t *nfds,
+		      struct rread **rr, struct rcache_stats *st,
+		      struct diag *d)
 {
 	struct dataset *ds = NULL;
 	struct verify_ctx *vc = NULL;
@@ -938,7 +944,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 			goto out;
 		}
 	}
-	err = open_direct(c, cfg, bucket, v, n, rr, st, d);
+	err = open_direct(c, cfg, bucket, v, n, cancel, rr, st, d);
 	if (err)
 		goto out;
 	*fds = malloc((n + 1) * sizeof(int));
@@ -973,9 +979,10 @@ out:
 }
 
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 int **fds, uint32_t *nfds, struct rread **rr,
-		 struct rcache_stats *st, struct diag *d)
+		 const bool *cancel, int **fds, uint32_t *nfds,
+		 struct rread **rr, struct rcache_stats *st, struct diag *d)
 {
+	struct s3_params sp = c->p.s3;
 	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
 	struct rcache_stats mine = { 0 };
 	struct s3 *s = NULL;
@@ -987,9 +994,10 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	if (!st)
 		st = &mine;
 	memset(st, 0, sizeof(*st));
+	sp.cancel = cancel;
 	err = aws_url_parse(url, bucket, prefix, d);
 	if (!err)
-		err = s3_new(&s, cfg, bucket, &c->p.s3, d);
+		err = s3_new(&s, cfg, bucket, &sp, d);
 	if (err)
 		return err;
 	/*
@@ -997,8 +1005,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	 * looked at again once: the new version is a new cache file.
 	 */
 	for (int i = 0; i < 2; i++) {
-		err = stage_once(c, s, cfg, bucket, prefix, fds, nfds, rr, st,
-				 d);
+		err = stage_once(c, s, cfg, bucket, prefix, cancel, fds, nfds,
+				 rr, st, d);
 		if (err != -ESTALE)
 			break;
 		/* Forget what these credentials were told of it. */

@@ -37,6 +37,7 @@
 #ifndef LD_RCACHE_H
 #define LD_RCACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "awscfg.h"
@@ -79,15 +80,17 @@ void rcache_free(struct rcache *c);
  * to close and free: [0] the manifest, [1..] the shards in manifest
  * order. Shards the budget has no room for are read in place: *rr is
  * then the caller's struct rread for them (rread.h), else NULL. st (may
- * be NULL) receives what was done. Returns 0 or a
+ * be NULL) receives what was done. When *cancel (may be NULL) is set
+ * meanwhile, the stage ends within about 100 ms with -ECANCELED,
+ * leaving in the cache only the shards it fetched whole. Returns 0 or a
  * negative code, with d naming the object (s3://bucket/key) at fault:
  * -EACCES where cfg's credentials may not read it, -ENOENT, -ESTALE if
  * it kept changing, LOADER_ECHECKSUM or
  * LOADER_EFORMAT for a fetched copy that is not what the manifest says.
  */
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 int **fds, uint32_t *nfds, struct rread **rr,
-		 struct rcache_stats *st, struct diag *d);
+		 const bool *cancel, int **fds, uint32_t *nfds,
+		 struct rread **rr, struct rcache_stats *st, struct diag *d);
 
 /* Bytes of shards in the cache now. */
 uint64_t rcache_bytes(struct rcache *c);

@@ -144,6 +144,11 @@ int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d)
 	return err;
 }
 
+void rread_set_cancel(struct rread *r, const bool *cancel)
+{
+	s3_set_cancel(r->s3, cancel);
+}
+
 struct s3_counts rread_counts(const struct rread *r)
 {
 	return s3_counts(r->s3);

@@ -72,6 +72,9 @@ void rread_ident(const struct rread *r, uint32_t i, uint64_t id[2]);
  */
 int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d);
 
+/* From now on, reads end with -ECANCELED when *cancel is set (s3.h). */
+void rread_set_cancel(struct rread *r, const bool *cancel);
+
 /* Requests, retries and bytes so far. */
 struct s3_counts rread_counts(const struct rread *r);
 

@@ -227,6 +227,11 @@ void s3_free(struct s3 *s)
 	free(s);
 }
 
+void s3_set_cancel(struct s3 *s, const bool *cancel)
+{
+	s->p.cancel = cancel;
+}
+
 struct s3_counts s3_counts(const struct s3 *s)
 {
 	return s->n;
@@ -635,6 +640,12 @@ static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
 		int still, msgs, wait_ms;
 		CURLMsg *m;
 
+		if (s->p.cancel &&
+		    __atomic_load_n(s->p.cancel, __ATOMIC_RELAXED)) {
+			err = diag_set(d, -ECANCELED, "s3://%s/%s: cancelled",
+				       s->bucket, rs[0]->key ? rs[0]->key : "");
+			goto out;
+		}
 		for (size_t i = 0; i < n && active < s->p.parallel; i++) {
 			struct req *r = rs[i];
 
@@ -693,6 +704,9 @@ static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
 		} else if (next != UINT64_MAX && next - now < 100) {
 			wait_ms = next > now ? (int)(next - now) : 0;
 		}
+		/* A backoff is slept in steps, to see a cancel. */
+		if (wait_ms > 100)
+			wait_ms = 100;
 		if (active)
 			curl_multi_poll(s->multi, NULL, 0, wait_ms, NULL);
 		else if (wait_ms)

@@ -14,7 +14,8 @@
  *
  * Errors: -EACCES (403), -ENOENT (404), -ESTALE (412: the object is not
  * the one asked for any more), -EIO (retries spent; d says the last
- * cause), LOADER_ETOOBIG (larger than the caller allowed), -ENOMEM.
+ * cause), LOADER_ETOOBIG (larger than the caller allowed), -ENOMEM,
+ * -ECANCELED (s3_params.cancel was set).
  * Every message names the object as s3://bucket/key. No secret is ever
  * put into a message.
  *
@@ -23,6 +24,7 @@
 #ifndef LD_S3_H
 #define LD_S3_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +50,12 @@ struct s3_params {
 	unsigned parallel; /* requests in flight at once; 0: 8 */
 	/* Multipart upload above this size, in parts of it; 0: 64 MiB */
 	uint64_t part_bytes;
+	/*
+	 * Set (by another thread) when the caller no longer wants what is
+	 * in progress: the operation ends within about 100 ms with
+	 * -ECANCELED, its transfers dropped. NULL: never.
+	 */
+	const bool *cancel;
 };
 
 struct s3;
@@ -126,6 +134,9 @@ int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
 
 /* Make the bucket (409, it exists and is ours, is no error). */
 int s3_make_bucket(struct s3 *s, struct diag *d);
+
+/* From now on, end operations when *cancel is set (NULL: never). */
+void s3_set_cancel(struct s3 *s, const bool *cancel);
 
 /* Requests made and retried, and bytes received, since s3_new(). */
 struct s3_counts {

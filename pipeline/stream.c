@@ -923,6 +923,9 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
 	s->c.rread = c->rread; /* stream_free() frees it */
+	/* A read in place in flight when the stream stops ends then. */
+	if (s->c.rread)
+		rread_set_cancel(s->c.rread, &s->stop);
 	if (!s->fds) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);

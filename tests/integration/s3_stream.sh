@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 76
+plan 77
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -231,13 +231,24 @@ is "$(grep -c '^total batches 40 samples 10000' "$T/two1" "$T/two2" | cut -d: -f
 is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes once"
 # A client that leaves while its dataset is staged (throttled by the
 # store): the daemon finishes or ends the stage, and serves on.
-printf '503 3 HEAD\n' >"$T/px.faults"
+# Every GET of its shards throttled: on its own the stage would give up
+# after 6 tries each (about 3 s); the client's leaving stops it at once.
+n0=$(wc -l <"$T/px.log")
+printf '503 40 GET /data/fm2/shard-\n' >"$T/px.faults"
 rm -f "$T/two.sock.cache/s3"/*.shard
 "$LDCLIENT" "$T/two.sock" s3://data/fm2 >/dev/null 2>&1 &
 p1=$!
-wait_for 'HEAD /data/fm2/shard-[0-9]*\.lds 503' "$T/px.log"
+i=0
+while ! tail -n +$((n0 + 1)) "$T/px.log" | grep -q 'GET /data/fm2/shard-[0-9]*\.lds 503' &&
+	[ $i -lt 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
 kill -9 $p1 2>/dev/null
 wait $p1 2>/dev/null
+ok "the stage of a client gone mid-stage stops, and says so" \
+	wait_for "s3://data/fm2: staging stopped, the client gone: 0 of $NSH shards fetched" \
+	"$T/two.sock.log"
 : >"$T/px.faults"
 out=$("$LDCLIENT" --hash "$T/two.sock" s3://data/fm2 2>&1 | grep '^epoch')
 like "$out" '^epoch 0 batches 40 samples 10000' \
@@ -298,13 +309,20 @@ ind=$((DSB - used))
 ok "its epoch read $inb bytes in place, of the $ind bytes of shards not cached" \
 	test "$inb" -ge $((ind * 9 / 10)) -a "$inb" -le $((ind * 2))
 last=$(awk '$1 == "GET" && $3 == 206 && index($2, "/data/fmh/shard-") == 1 { print $2 }' \
-	"$T/px.log" | tail -1)
+	"$T/px.log" | sort | tail -1)
 last=${last##*/}
-# Replaced in the store while a slow stream is part-way through it.
+# Replaced in the store while a slow stream is part-way through it: once
+# its stage is done, and long before it reaches the last shard read in
+# place (the reader runs at most a ring and a read-ahead ahead).
+n0=$(grep -c 's3://data/fmh: ' "$SLOG")
 "$LDCLIENT" --order sequential --sleep-ms 60 "$T/small.sock" s3://data/fmh \
 	>"$T/chg" 2>&1 &
 p1=$!
-sleep 0.3
+i=0
+while [ "$(grep -c 's3://data/fmh: ' "$SLOG")" -le "$n0" ] && [ $i -lt 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
 put "$T/fm9/test/$last" "fmh/$last" >/dev/null
 wait $p1
 out=$(cat "$T/chg")
