@@ -48,6 +48,25 @@ int fdio_pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int fdio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 int fdio_regular_size(int fd, uint64_t max, uint64_t *size)
 {
 	struct stat st;

@@ -11,6 +11,7 @@
 
 int fdio_write_all(int fd, const void *buf, size_t len);
 int fdio_pread_all(int fd, void *buf, size_t len, uint64_t off);
+int fdio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /*
  * Check that fd is open on a regular file of at most max bytes, the test

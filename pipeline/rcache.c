@@ -35,6 +35,7 @@
 
 #include "clock.h"
 #include "dataset.h"
+#include "fdio.h"
 #include "loader_error.h"
 #include "rcache.h"
 #include "rread.h"
@@ -671,7 +672,7 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 			struct dataset **ds, struct s3_obj *got, struct diag *d)
 {
 	void *buf = NULL;
-	size_t len = 0, done = 0;
+	size_t len = 0;
 	int err, fd;
 
 	*mfd = -1;
@@ -683,17 +684,9 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 		free(buf);
 		return diag_set(d, -errno, "memfd_create: %s", strerror(errno));
 	}
-	while (done < len) {
-		ssize_t w = write(fd, (char *)buf + done, len - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err = diag_set(d, -errno, "memfd: %s", strerror(errno));
-			break;
-		}
-		done += (size_t)w;
-	}
+	err = fdio_write_all(fd, buf, len);
+	if (err)
+		diag_set(d, err, "memfd: %s", strerror(-err));
 	free(buf);
 	if (!err)
 		err = dataset_load_fd(ds, fd, key, d);
@@ -714,31 +707,14 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 #define TAIL	       (64u << 10)
 #define RREAD_PARALLEL 32 /* requests in flight for reads in place */
 
-static uint64_t le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static int put_range(int fd, const struct rread_range *g, const char *bucket,
 		     const char *key, struct diag *d)
 {
-	for (uint64_t done = 0; done < g->len;) {
-		ssize_t w = pwrite(fd, g->buf + done, g->len - done,
-				   (off_t)(g->off + done));
+	int err = fdio_pwrite_all(fd, g->buf, g->len, g->off);
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return diag_set(d, w < 0 ? -errno : -EIO,
-					"s3://%s/%s: its memfd: %s", bucket,
-					key, strerror(w < 0 ? errno : EIO));
-		done += (uint64_t)w;
-	}
-	return 0;
+	return err ? diag_set(d, err, "s3://%s/%s: its memfd: %s", bucket, key,
+			      strerror(-err)) :
+		     0;
 }
 
 static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
@@ -747,6 +723,7 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 		       struct rcache_stats *st, struct diag *d)
 {
 	struct rread_range *g = NULL;
+	struct s3_params p = c->p.s3;
 	uint32_t nd = 0, ng = 0;
 	int err = 0;
 
@@ -757,18 +734,14 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 	g = calloc(2 * (size_t)nd, sizeof(*g));
 	if (!g)
 		return diag_set(d, -ENOMEM, "out of memory");
-	{
-		/*
-		 * A batch's reads are many small requests, whose latency
-		 * more of them at once hides (32: 15% faster than 8 here,
-		 * against a gateway on the same 2 cores; 64 no better).
-		 */
-		struct s3_params p = c->p.s3;
-
-		if (p.parallel < RREAD_PARALLEL)
-			p.parallel = RREAD_PARALLEL;
-		err = rread_new(rr, cfg, bucket, n, &p, d);
-	}
+	/*
+	 * A batch's reads are many small requests, whose latency more of
+	 * them at once hides (32: 15% faster than 8 here, against a
+	 * gateway on the same 2 cores; 64 no better).
+	 */
+	if (p.parallel < RREAD_PARALLEL)
+		p.parallel = RREAD_PARALLEL;
+	err = rread_new(rr, cfg, bucket, n, &p, d);
 	/* The stage's cancel while it stages; the stream sets its own. */
 	if (!err)
 		rread_set_cancel(*rr, cancel);
@@ -824,7 +797,8 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 		if (t->off + t->len != v[t->shard].o.size ||
 		    t->len < SHARD_TRAILER_SIZE)
 			continue;
-		foff = le64(t->buf + t->len - SHARD_TRAILER_SIZE);
+		foff = shard_trailer_footer(t->buf + t->len -
+					    SHARD_TRAILER_SIZE);
 		/* A footer out of place is shard_open()'s to report. */
 		if (foff >= t->off || foff < SHARD_HEADER_SIZE)
 			continue;

@@ -768,6 +768,19 @@ static void get_init(struct req *r, int fd, uint64_t max,
 		snprintf(r->if_match, sizeof(r->if_match), "%s", want->etag);
 }
 
+/* Did the store send another version than want's ETag? Sets r's error. */
+static bool etag_changed(struct req *r, const struct s3_obj *want)
+{
+	if (!want || !want->etag[0] || !r->obj.etag[0] ||
+	    !strcmp(want->etag, r->obj.etag))
+		return false;
+	r->err = -ESTALE;
+	snprintf(r->why, sizeof(r->why),
+		 "the object changed (ETag %s, %s was asked for)", r->obj.etag,
+		 want->etag);
+	return true;
+}
+
 /* After a GET into a file: the size is right, and the file is that long. */
 static int get_check(struct req *r, const struct s3_obj *want)
 {
@@ -781,14 +794,8 @@ static int get_check(struct req *r, const struct s3_obj *want)
 		return r->err;
 	}
 	/* If-Match made the store check it; a store that did not is caught. */
-	if (want && want->etag[0] && r->obj.etag[0] &&
-	    strcmp(want->etag, r->obj.etag)) {
-		r->err = -ESTALE;
-		snprintf(r->why, sizeof(r->why),
-			 "the object changed (ETag %s, %s was asked for)",
-			 r->obj.etag, want->etag);
+	if (etag_changed(r, want))
 		return r->err;
-	}
 	r->obj.size = r->got;
 	if (!r->to_mem && ftruncate(r->out_fd, (off_t)r->got)) {
 		r->err = -errno;
@@ -824,12 +831,8 @@ static int range_check(struct req *r, const struct s3_fetch *f)
 			 "the object has %" PRIu64 " bytes, %" PRIu64
 			 " were expected",
 			 r->obj.size, f->want.size);
-	} else if (f->want.etag[0] && r->obj.etag[0] &&
-		   strcmp(f->want.etag, r->obj.etag)) {
-		r->err = -ESTALE;
-		snprintf(r->why, sizeof(r->why),
-			 "the object changed (ETag %s, %s was asked for)",
-			 r->obj.etag, f->want.etag);
+	} else {
+		etag_changed(r, &f->want);
 	}
 	return r->err;
 }

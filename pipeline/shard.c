@@ -432,6 +432,11 @@ static int check_header(struct shard *sh, const unsigned char *h,
 	return 0;
 }
 
+uint64_t shard_trailer_footer(const unsigned char *trailer)
+{
+	return get64(trailer);
+}
+
 static int check_trailer(struct shard *sh, const unsigned char *t,
 			 uint64_t *foff, uint64_t *fsize, struct diag *d)
 {

@@ -132,6 +132,13 @@ struct wds_index;
 int shard_open_wds(struct shard **out, int fd, const char *name,
 		   const struct wds_index *ix, struct diag *d);
 
+/*
+ * Where a shard's trailer (its last SHARD_TRAILER_SIZE bytes) says the
+ * footer begins, unchecked: for a reader that fetches the footer before
+ * it has the file (shard_open() checks it all).
+ */
+uint64_t shard_trailer_footer(const unsigned char *trailer);
+
 /* Close a shard (not its fd). NULL is a no-op. */
 void shard_close(struct shard *sh);
 
