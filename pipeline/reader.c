@@ -322,7 +322,8 @@ static void read_in_place(struct stream *s, uint32_t nq, uint32_t next)
 		e->done = e->err ? 0 : e->want;
 		k++;
 	}
-	if (err && !s->rread_told) {
+	/* Cancelled: the stream is stopping, which is no failure to tell. */
+	if (err && err != -ECANCELED && !s->rread_told) {
 		s->rread_told = true;
 		plog(PLOG_WARN, "%s: reading in place: %s", s->label, d.msg);
 	}
