@@ -192,10 +192,14 @@ cp=$!
 wait_for '^id ' "$T/c1"
 sleep 1
 kill -9 "$DAEMON_PID"
+# Gone whole before another opens its state, as systemd has it.
+wait "$DAEMON_PID" 2>/dev/null
 wait "$cp" 2>/dev/null
 got=$(awk '$1 == "id" { b[$2 * 100 + $3] = 1 } END { n = 0; for (k in b) n++; print n }' "$T/c1")
 ok "daemon restarts on the same state" start_daemon "$T/d2.sock" --state-dir "$ST"
-out=$("$LDCLIENT" --name crash $ARGS --kill-after 0 "$T/d2.sock" "$D" 2>&1)
+"$LDCLIENT" --name crash $ARGS --kill-after 0 "$T/d2.sock" "$D" >"$T/c2" 2>&1 &
+wait_exit $! 120
+out=$(cat "$T/c2")
 at=$(printf '%s\n' "$out" | sed -n 's/^start \([0-9]*\) \([0-9]*\) resumed 1$/\1 \2/p')
 set -- $at
 pos=$(( ${1:-0} * 100 + ${2:-0} ))
@@ -220,7 +224,7 @@ ride() {
 	wait "$DAEMON_PID" 2>/dev/null
 	sleep 0.5
 	start_daemon "$T/d2.sock" --state-dir "$ST"
-	wait "$rp"
+	wait_exit "$rp" 120
 	rc=$?
 	grep '^batch ' "$T/$name" | sort >"$T/$name.sorted"
 	return $rc

@@ -115,6 +115,34 @@ wait_for() {
 
 LDCLIENT=$top_builddir/tests/tools/ldclient
 
+# wait_exit PID SECS: wait for the background PID to end, at most SECS s;
+# the status is its own. One still running then is stopped, after its
+# threads' stacks and the daemon's (DAEMON_PID, with gdb where there is
+# one) and the daemon log's tail have gone to the TAP log as comments:
+# a hang fails its check within SECS, saying where it waits.
+wait_exit() {
+	_i=0
+	while kill -0 "$1" 2>/dev/null && [ $_i -lt $(($2 * 10)) ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "# pid $1 still running after $2 s; daemon $DAEMON_PID"
+		if command -v gdb >/dev/null 2>&1; then
+			for _p in "$1" "$DAEMON_PID"; do
+				echo "# stacks of $_p:"
+				gdb -p "$_p" -batch -ex 'thread apply all bt' 2>&1 |
+					grep -E '^(#|Thread)' | head -80 | sed 's/^/#   /'
+			done
+		fi
+		[ -n "${sock-}" ] && tail -20 "$sock.log" 2>/dev/null | sed 's/^/#   log: /'
+		kill -9 "$1" 2>/dev/null
+		wait "$1" 2>/dev/null
+		return 124
+	fi
+	wait "$1"
+}
+
 # stop_daemon PID LOG: check that LOG has no sanitizer report or crash,
 # that SIGTERM stops PID within 5 s and that it exits with status 0 (3
 # checks).
