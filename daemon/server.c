@@ -1486,16 +1486,18 @@ static void open_work(uv_work_t *req)
 		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
 		cfg.addressing = (int)j->remote->addressing;
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
+		struct rcache_staged out;
+
 		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
-				      &j->cancel, &j->fds, &j->nfds, &c.rread,
+				      j->ss->label, &j->cancel, &out,
 				      &j->staged, &j->d);
+		j->fds = out.fds;
+		j->nfds = out.nfds;
+		c.rread = out.rr;
+		c.rfill = out.fill;
 		if (j->err == -ECANCELED)
-			plog(PLOG_INFO,
-			     "%s: %s: staging stopped, the client gone: %" PRIu32
-			     " of %" PRIu32 " shards fetched (%" PRIu64
-			     " bytes), kept in the shard cache",
-			     j->ss->label, j->remote->url, j->staged.fetched,
-			     j->staged.shards, j->staged.bytes_fetched);
+			plog(PLOG_INFO, "%s: %s: staging stopped, the client gone",
+			     j->ss->label, j->remote->url);
 		aws_cfg_wipe(&cfg);
 		remote_free(j->remote);
 		j->remote = NULL;
@@ -1540,6 +1542,8 @@ static void open_work(uv_work_t *req)
 			for (uint32_t i = 0; i < j->nfds; i++)
 				close(j->fds[i]);
 			rread_free(c.rread);
+			rfill_cancel(c.rfill);
+			rfill_put(c.rfill);
 			goto out;
 		}
 	}
@@ -1727,8 +1731,8 @@ static void open_done(uv_work_t *req, int status)
 	if (j->remote_files)
 		plog(PLOG_INFO,
 		     "%s: %s: %" PRIu32 " shards: %" PRIu32
-		     " from the shard cache, %" PRIu32 " fetched (%" PRIu64
-		     " bytes), %" PRIu32
+		     " from the shard cache, %" PRIu32 " fetching (%" PRIu64
+		     " bytes) as the stream reads, %" PRIu32
 		     " fetched by another stream meanwhile, %" PRIu32
 		     " read in place (no room in the cache); %" PRIu64
 		     " HEADs, %" PRIu64 " retries, %" PRIu64 " bytes evicted",

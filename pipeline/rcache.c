@@ -37,7 +37,9 @@
 #include "dataset.h"
 #include "fdio.h"
 #include "loader_error.h"
+#include "plog.h"
 #include "rcache.h"
+#include "rfill.h"
 #include "rread.h"
 #include "shard.h"
 #include "verify.h"
@@ -64,6 +66,8 @@ struct use {
 	uint64_t tick;
 };
 
+struct fill_job;
+
 struct rcache {
 	int dfd;
 	char *dir;
@@ -76,6 +80,7 @@ struct rcache {
 	size_t nuses, capuses;
 	uint64_t tick;
 	uint64_t seed;
+	struct fill_job *jobs; /* fetches still running, by the lock */
 };
 
 static uint64_t now_ms(void)
@@ -136,11 +141,15 @@ int rcache_new(struct rcache **out, const char *dir,
 	return 0;
 }
 
+static void stop_jobs(struct rcache *c);
+
 void rcache_free(struct rcache *c)
 {
 	if (!c)
 		return;
 	if (c->dfd >= 0) {
+		/* Fetches still running stop; their partial files go. */
+		stop_jobs(c);
 		close(c->dfd);
 		pthread_mutex_destroy(&c->mu);
 		pthread_cond_destroy(&c->cv);
@@ -417,8 +426,20 @@ struct item {
 	int tmpfd;
 	char tmp[32];
 	bool mine;
-	bool direct; /* read in place (rread.h): the cache has no room */
+	bool direct;   /* read in place (rread.h): the cache has no room */
+	bool arriving; /* fetched while the stream reads it (rfill.h) */
+	uint64_t tail; /* direct or arriving: where its fetched tail starts */
+	uint32_t idx;  /* arriving, in its fetch: the shard's index */
 };
+
+/* The shard's identity to the node cache: its cache name's hash. */
+static void item_id(const struct item *it, uint64_t id[2])
+{
+	XXH128_hash_t h = XXH3_128bits(it->name, strlen(it->name));
+
+	id[0] = h.high64;
+	id[1] = h.low64;
+}
 
 static void cache_name(const struct aws_cfg *cfg, const char *bucket,
 		       struct item *it)
@@ -521,28 +542,34 @@ static int open_cached(struct rcache *c, const char *name, uint64_t size)
 	return fd;
 }
 
-static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
-		       const struct dataset *ds, struct item *v, uint32_t n,
-		       struct verify_ctx *vc, struct rcache_stats *st,
-		       struct diag *d)
+/*
+ * A round: the shards in the cache are opened; if other stages are
+ * fetching some, they are waited for, this stage taking none meanwhile
+ * (a stage never waits while holding shards others may wait for, so
+ * stages cannot wait on each other); else this stage takes the others,
+ * as many as fit the budget (the rest is read in place), each given a
+ * temporary file of its size. They are fetched after the stage
+ * (fill_main()), while the stream reads them.
+ */
+static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
+		       struct rcache_stats *st, struct diag *d)
 {
-	struct s3_fetch *f = NULL;
-	uint32_t *which = NULL, nf = 0, m = 0, theirs = 0;
+	uint32_t *which = NULL, nf = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
 	size_t nkeep = 0;
 	uint64_t need = 0, room;
 	int err = 0;
 
-	f = calloc(n, sizeof(*f));
-	which = calloc(n, sizeof(*which));
-	keep = calloc(n, sizeof(*keep));
-	if (!f || !which || !keep) {
-		err = diag_set(d, -ENOMEM, "out of memory");
-		goto out;
+	which = calloc(n ? n : 1, sizeof(*which));
+	keep = calloc(n ? n : 1, sizeof(*keep));
+	if (!which || !keep) {
+		free(which);
+		free(keep);
+		return diag_set(d, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < n; i++) {
-		if (v[i].fd >= 0 || v[i].direct)
+		if (v[i].fd >= 0 || v[i].direct || v[i].arriving)
 			continue;
 		if (in_flight(c, v[i].name)) {
 			theirs++;
@@ -556,6 +583,16 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 		}
 		which[nf++] = i;
 		need += v[i].o.size;
+	}
+	if (theirs) {
+		/* Wait for the other stages; the next round looks again. */
+		for (uint32_t i = 0; i < n; i++)
+			while (v[i].fd < 0 && !v[i].mine &&
+			       in_flight(c, v[i].name))
+				pthread_cond_wait(&c->cv, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+		st->waited += theirs;
+		goto out;
 	}
 	err = evict(c, need, keep, nkeep, &st->evicted, &room, d);
 	/*
@@ -582,89 +619,45 @@ static int fetch_round(struct rcache *c, struct s3 *s, const char *bucket,
 		fl->next = c->flights;
 		c->flights = fl;
 		it->mine = true;
-		which[m++] = which[k];
+		it->arriving = true;
+		st->fetched++;
+		st->bytes_fetched += it->o.size;
 	}
-	nf = m;
 	pthread_mutex_unlock(&c->mu);
-	if (err)
-		goto out;
-	for (uint32_t k = 0; k < nf; k++) {
-		struct item *it = &v[which[k]];
+	for (uint32_t i = 0; !err && i < n; i++) {
+		struct item *it = &v[i];
 
+		if (!it->arriving || it->tmpfd >= 0)
+			continue;
 		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%u-%u",
-			 (int)getpid(), (unsigned)(uintptr_t)it & 0xffffu,
-			 which[k]);
+			 (int)getpid(), (unsigned)(uintptr_t)it & 0xffffu, i);
 		it->tmpfd = openat(c->dfd, it->tmp,
 				   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (it->tmpfd < 0) {
+		if (it->tmpfd < 0 || ftruncate(it->tmpfd, (off_t)it->o.size))
 			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
 				       strerror(errno));
-			goto out;
-		}
-		f[k].key = it->key;
-		f[k].fd = it->tmpfd;
-		f[k].want = it->o;
-	}
-	if (nf) {
-		err = s3_get_many(s, f, nf, d);
-		if (err)
-			goto out;
-	}
-	for (uint32_t k = 0; k < nf; k++) {
-		struct item *it = &v[which[k]];
-
-		st->bytes_fetched += f[k].got.size;
-		err = check_copy(ds, which[k], it, bucket, vc, d);
-		if (err)
-			goto out;
-		if (renameat(c->dfd, it->tmp, c->dfd, it->name)) {
-			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->name,
-				       strerror(errno));
-			goto out;
-		}
-		it->tmp[0] = '\0';
-		pthread_mutex_lock(&c->mu);
-		use_note(c, it->name);
-		pthread_mutex_unlock(&c->mu);
-		it->fd = openat(c->dfd, it->name, O_RDONLY | O_CLOEXEC);
-		if (it->fd < 0) {
-			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->name,
-				       strerror(errno));
-			goto out;
-		}
-		st->fetched++;
-	}
-	if (theirs) {
-		/*
-		 * Wait for the other stages; the next round looks again.
-		 * Ours are out of the list first, or two stages each
-		 * waiting on the other's would wait for ever.
-		 */
-		drop_flights(c, v, n);
-		pthread_mutex_lock(&c->mu);
-		for (uint32_t i = 0; i < n; i++)
-			while (v[i].fd < 0 && !v[i].mine &&
-			       in_flight(c, v[i].name))
-				pthread_cond_wait(&c->cv, &c->mu);
-		pthread_mutex_unlock(&c->mu);
-		st->waited += theirs;
 	}
 out:
-	for (uint32_t k = 0; k < nf; k++) {
-		struct item *it = &v[which[k]];
-
-		if (it->tmpfd >= 0)
-			close(it->tmpfd);
-		it->tmpfd = -1;
-		if (it->tmp[0])
-			(void)unlinkat(c->dfd, it->tmp, 0);
-		it->tmp[0] = '\0';
-	}
-	drop_flights(c, v, n);
-	free(f);
 	free(which);
 	free(keep);
 	return err;
+}
+
+/*
+ * Shards this stage took and will not fetch after all (the stage
+ * failed): their temporary files go, and others may take them.
+ */
+static void abandon(struct rcache *c, struct item *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].tmpfd >= 0)
+			close(v[i].tmpfd);
+		v[i].tmpfd = -1;
+		if (v[i].tmp[0])
+			(void)unlinkat(c->dfd, v[i].tmp, 0);
+		v[i].tmp[0] = '\0';
+	}
+	drop_flights(c, v, n);
 }
 
 /* The manifest, fetched with the caller's credentials, in a memfd. */
@@ -699,102 +692,97 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 }
 
 /*
- * A shard read in place is given to the stream as a memfd of the
- * object's size that holds its header and its tail (footer and trailer),
- * fetched with ranged GETs: the tail's last TAIL bytes first, then, when
- * the trailer places the footer before them, the rest of it.
+ * A shard read in place, or still arriving, is given to the stream as a
+ * file of the object's size (a memfd, or its temporary file in the
+ * cache) that holds its header and its tail (footer and trailer) when
+ * the stream opens it. They come by ranged GETs: the last TAIL bytes
+ * first, then, when the trailer places the footer before them, the rest
+ * of it.
  */
 #define TAIL	       (64u << 10)
 #define RREAD_PARALLEL 32 /* requests in flight for reads in place */
 
-static int put_range(int fd, const struct rread_range *g, const char *bucket,
-		     const char *key, struct diag *d)
+/* Where shard it's header and tail go. */
+static int ends_fd(const struct item *it)
+{
+	return it->direct ? it->fd : it->tmpfd;
+}
+
+static int put_range(int fd, const struct s3_fetch *g, const char *bucket,
+		     struct diag *d)
 {
 	int err = fdio_pwrite_all(fd, g->buf, g->len, g->off);
 
-	return err ? diag_set(d, err, "s3://%s/%s: its memfd: %s", bucket, key,
-			      strerror(-err)) :
+	return err ? diag_set(d, err, "s3://%s/%s: its copy: %s", bucket,
+			      g->key, strerror(-err)) :
 		     0;
 }
 
-static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
-		       const char *bucket, struct item *v, uint32_t n,
-		       const bool *cancel, struct rread **rr,
-		       struct rcache_stats *st, struct diag *d)
+/*
+ * Header and tail of every shard read in place or arriving, written
+ * where it goes; it->tail is then the first byte of the tail fetched.
+ */
+static int get_ends(struct s3 *s, const char *bucket, struct item *v,
+		    uint32_t n, struct rcache_stats *st, struct diag *d)
 {
-	struct rread_range *g = NULL;
-	struct s3_params p = c->p.s3;
-	uint32_t nd = 0, ng = 0;
+	struct s3_fetch *g = NULL;
+	uint32_t *of = NULL, ng = 0, nt;
 	int err = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		nd += v[i].direct;
-	if (!nd)
-		return 0;
-	g = calloc(2 * (size_t)nd, sizeof(*g));
-	if (!g)
-		return diag_set(d, -ENOMEM, "out of memory");
-	/*
-	 * A batch's reads are many small requests, whose latency more of
-	 * them at once hides (32: 15% faster than 8 here, against a
-	 * gateway on the same 2 cores; 64 no better).
-	 */
-	if (p.parallel < RREAD_PARALLEL)
-		p.parallel = RREAD_PARALLEL;
-	err = rread_new(rr, cfg, bucket, n, &p, d);
-	/* The stage's cancel while it stages; the stream sets its own. */
-	if (!err)
-		rread_set_cancel(*rr, cancel);
+	g = calloc(2 * (size_t)n + 1, sizeof(*g));
+	of = calloc(2 * (size_t)n + 1, sizeof(*of));
+	if (!g || !of) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
 	/* Header and tail of each: one range for a small object. */
-	for (uint32_t i = 0; !err && i < n; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		uint64_t size = v[i].o.size, tail = size < TAIL ? size : TAIL;
-		XXH128_hash_t h;
-		uint64_t id[2];
 
-		if (!v[i].direct)
+		if (!v[i].direct && !v[i].arriving)
 			continue;
-		/* The cache name's hash is the shard's identity. */
-		h = XXH3_128bits(v[i].name, strlen(v[i].name));
-		id[0] = h.high64;
-		id[1] = h.low64;
-		err = rread_add(*rr, i, v[i].key, &v[i].o, id, d);
-		if (!err && size < SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE)
+		if (size < SHARD_HEADER_SIZE + SHARD_TRAILER_SIZE) {
 			err = diag_set(d, LOADER_EFORMAT,
 				       "s3://%s/%s: %" PRIu64
 				       " bytes is too short for a shard",
 				       bucket, v[i].key, size);
-		if (err)
-			break;
-		v[i].fd = memfd_create("s3-shard", MFD_CLOEXEC);
-		if (v[i].fd < 0 || ftruncate(v[i].fd, (off_t)size)) {
-			err = diag_set(d, -errno, "memfd for s3://%s/%s: %s",
-				       bucket, v[i].key, strerror(errno));
-			break;
+			goto out;
 		}
-		if (size - tail > 0)
-			g[ng++] = (struct rread_range){
-				.shard = i, .off = 0, .len = SHARD_HEADER_SIZE
-			};
-		g[ng++] = (struct rread_range){ .shard = i,
-						.off = size - tail,
-						.len = tail };
+		v[i].tail = size - tail;
+		if (size - tail > 0) {
+			of[ng] = i;
+			g[ng++] = (struct s3_fetch){ .key = v[i].key,
+						     .fd = -1,
+						     .off = 0,
+						     .len = SHARD_HEADER_SIZE,
+						     .want = v[i].o };
+		}
+		of[ng] = i;
+		g[ng++] = (struct s3_fetch){ .key = v[i].key,
+					     .fd = -1,
+					     .off = size - tail,
+					     .len = tail,
+					     .want = v[i].o };
 	}
-	for (uint32_t k = 0; !err && k < ng; k++) {
+	for (uint32_t k = 0; k < ng; k++) {
 		g[k].buf = malloc(g[k].len);
-		if (!g[k].buf)
+		if (!g[k].buf) {
 			err = diag_set(d, -ENOMEM, "out of memory");
+			goto out;
+		}
 	}
-	if (!err)
-		err = rread_get(*rr, g, ng, d);
+	if (ng)
+		err = s3_get_many(s, g, ng, d);
 	for (uint32_t k = 0; !err && k < ng; k++)
-		err = put_range(v[g[k].shard].fd, &g[k], bucket,
-				v[g[k].shard].key, d);
+		err = put_range(ends_fd(&v[of[k]]), &g[k], bucket, d);
 	/* A footer longer than the tail: the rest of it. */
-	for (uint32_t k = 0; !err && k < ng; k++) {
-		struct rread_range *t = &g[k];
+	nt = ng;
+	for (uint32_t k = 0; !err && k < nt; k++) {
+		struct s3_fetch *t = &g[k];
+		struct item *it = &v[of[k]];
 		uint64_t foff;
 
-		if (t->off + t->len != v[t->shard].o.size ||
+		if (t->off + t->len != it->o.size ||
 		    t->len < SHARD_TRAILER_SIZE)
 			continue;
 		foff = shard_trailer_footer(t->buf + t->len -
@@ -813,28 +801,382 @@ static int open_direct(struct rcache *c, const struct aws_cfg *cfg,
 				       t->len);
 			break;
 		}
-		err = rread_get(*rr, t, 1, d);
+		err = s3_get_many(s, t, 1, d);
 		if (!err)
-			err = put_range(v[t->shard].fd, t, bucket,
-					v[t->shard].key, d);
+			err = put_range(ends_fd(it), t, bucket, d);
+		it->tail = foff;
 	}
-	st->direct = nd;
-	if (*rr)
-		rread_set_cancel(*rr, NULL);
-	for (uint32_t k = 0; k < ng; k++)
+out:
+	for (uint32_t k = 0; g && k < ng; k++)
 		free(g[k].buf);
 	free(g);
+	free(of);
+	(void)st;
 	return err;
+}
+
+/*
+ * Shards with no room in the cache: a memfd of the object's size each,
+ * and the caller's struct rread that reads their records.
+ */
+static int open_direct(const struct aws_cfg *cfg, const struct rcache *c,
+		       const char *bucket, struct item *v, uint32_t n,
+		       struct rread **rr, struct rcache_stats *st,
+		       struct diag *d)
+{
+	struct s3_params p = c->p.s3;
+	uint32_t nd = 0;
+	int err;
+
+	for (uint32_t i = 0; i < n; i++)
+		nd += v[i].direct;
+	if (!nd)
+		return 0;
+	/*
+	 * A batch's reads are many small requests, whose latency more of
+	 * them at once hides (32: 15% faster than 8 here, against a
+	 * gateway on the same 2 cores; 64 no better).
+	 */
+	if (p.parallel < RREAD_PARALLEL)
+		p.parallel = RREAD_PARALLEL;
+	p.cancel = NULL; /* the stream sets its own */
+	err = rread_new(rr, cfg, bucket, n, &p, d);
+	for (uint32_t i = 0; !err && i < n; i++) {
+		if (!v[i].direct)
+			continue;
+		err = rread_add(*rr, i, v[i].key, &v[i].o, d);
+		if (err)
+			break;
+		v[i].fd = memfd_create("s3-shard", MFD_CLOEXEC);
+		if (v[i].fd < 0 || ftruncate(v[i].fd, (off_t)v[i].o.size))
+			err = diag_set(d, -errno, "memfd for s3://%s/%s: %s",
+				       bucket, v[i].key, strerror(errno));
+	}
+	st->direct = nd;
+	return err;
+}
+
+/* ---- fetching while the stream reads ----------------------------------- */
+
+/* The fetch of a stage's arriving shards, on a thread of its own. */
+struct fill_job {
+	struct rcache *c;
+	struct s3 *s; /* the client's credentials, wiped at the end */
+	struct dataset *ds;
+	struct rfill *f;
+	struct item *v; /* the arriving shards */
+	uint32_t n, nshards;
+	char bucket[AWS_BUCKET_MAX];
+	char url[AWS_BUCKET_MAX + AWS_PREFIX_MAX + 8];
+	char label[64];
+	uint64_t bytes; /* came: the stage's ends, then the bodies */
+	uint64_t t0;
+	pthread_t thread;
+	bool over;
+	struct fill_job *next;
+};
+
+/* s3_fetch.progress: bytes of shard *i came. */
+struct fill_arg {
+	struct rfill *f;
+	uint32_t i;
+};
+
+static void fill_came(void *arg, uint64_t end)
+{
+	struct fill_arg *a = arg;
+
+	rfill_came(a->f, a->i, end);
+}
+
+/*
+ * Shard it (index i of the dataset) is done: whole and checked, it is
+ * renamed into the cache; else its file goes. Either way it is no
+ * longer in flight, and its readers learn of it.
+ */
+static bool fill_done(struct fill_job *j, struct item *it, uint32_t i,
+		      int err, const char *why)
+{
+	struct rcache *c = j->c;
+	struct diag d = { "" };
+	bool kept = false;
+
+	if (!err) {
+		struct verify_ctx *vc = NULL;
+
+		err = verify_ctx_new(&vc) ?
+			      diag_set(&d, -ENOMEM, "out of memory") :
+			      check_copy(j->ds, i, it, j->bucket, vc, &d);
+		verify_ctx_free(vc);
+		if (!err && renameat(c->dfd, it->tmp, c->dfd, it->name))
+			err = diag_set(&d, -errno, "%s/%s: %s", c->dir,
+				       it->name, strerror(errno));
+		why = d.msg;
+	}
+	if (!err) {
+		it->tmp[0] = '\0';
+		kept = true;
+		pthread_mutex_lock(&c->mu);
+		use_note(c, it->name);
+		pthread_mutex_unlock(&c->mu);
+	}
+	close(it->tmpfd);
+	it->tmpfd = -1;
+	if (it->tmp[0])
+		(void)unlinkat(c->dfd, it->tmp, 0);
+	it->tmp[0] = '\0';
+	drop_flights(c, it, 1);
+	rfill_end(j->f, i, err, why);
+	return kept;
+}
+
+static void *fill_main(void *arg)
+{
+	struct fill_job *j = arg;
+	struct s3_fetch *g = calloc(j->n ? j->n : 1, sizeof(*g));
+	struct fill_arg *ga = calloc(j->n ? j->n : 1, sizeof(*ga));
+	uint32_t *pick = calloc(j->n ? j->n : 1, sizeof(*pick));
+	bool *started = calloc(j->n ? j->n : 1, sizeof(*started));
+	unsigned par = j->c->p.s3.parallel ? j->c->p.s3.parallel : 8;
+	uint32_t left = j->n, kept = 0, failed = 0;
+	char first[DIAG_MAX] = "";
+	int stop = 0;
+
+	if (!g || !ga || !pick || !started) {
+		snprintf(first, sizeof(first), "out of memory");
+		stop = -ENOMEM;
+	}
+	/*
+	 * A group at a time, of the parallel count: the shards a reader
+	 * waits for first, then in manifest order.
+	 */
+	while (left && !stop) {
+		uint32_t np = 0, ng = 0;
+		struct diag d = { "" };
+		int err = 0;
+
+		for (int pass = 0; pass < 2; pass++)
+			for (uint32_t k = 0; k < j->n && np < par; k++)
+				if (!started[k] &&
+				    (pass || rfill_wanted(j->f, j->v[k].idx))) {
+					started[k] = true;
+					pick[np++] = k;
+				}
+		for (uint32_t p = 0; p < np; p++) {
+			struct item *it = &j->v[pick[p]];
+
+			if (it->tail <= SHARD_HEADER_SIZE)
+				continue; /* the stage's ends were all of it */
+			ga[ng] = (struct fill_arg){ j->f, it->idx };
+			g[ng] = (struct s3_fetch){
+				.key = it->key,
+				.fd = it->tmpfd,
+				.off = SHARD_HEADER_SIZE,
+				.len = it->tail - SHARD_HEADER_SIZE,
+				.want = it->o,
+				.progress = fill_came,
+				.arg = &ga[ng],
+			};
+			ng++;
+		}
+		if (ng)
+			err = s3_get_many(j->s, g, ng, &d);
+		if (err == -ECANCELED)
+			stop = err;
+		for (uint32_t p = 0, q = 0; p < np; p++) {
+			struct item *it = &j->v[pick[p]];
+			const char *why = d.msg;
+			int e = 0;
+
+			if (it->tail > SHARD_HEADER_SIZE) {
+				e = g[q].err;
+				why = g[q].why;
+				q++;
+			}
+			/* What came whole is kept, a cancel or not. */
+			if (rfill_have(j->f, it->idx) >= it->tail)
+				e = 0;
+			else if (!e)
+				e = err ? err : -EIO;
+			if (e && !first[0])
+				snprintf(first, sizeof(first), "%s", why);
+			if (fill_done(j, it, it->idx, e, why)) {
+				kept++;
+				j->bytes += it->tail - SHARD_HEADER_SIZE;
+			} else {
+				failed++;
+			}
+			left--;
+		}
+	}
+	/* Stopped: the shards not started will not come. */
+	for (uint32_t k = 0; k < j->n; k++)
+		if (!started || !started[k]) {
+			fill_done(j, &j->v[k], j->v[k].idx, -ECANCELED,
+				  "the stream ended");
+			failed++;
+		}
+	if (!failed)
+		plog(PLOG_INFO,
+		     "%s: %s: %" PRIu32 " shards fetched (%" PRIu64
+		     " bytes) into the shard cache in %.2f s, %" PRIu64
+		     " retries",
+		     j->label, j->url, kept, j->bytes,
+		     (double)(clock_mono_ns() - j->t0) / 1e9,
+		     s3_counts(j->s).retries);
+	else if (stop == -ECANCELED)
+		plog(PLOG_INFO,
+		     "%s: %s: fetching stopped, its stream ended: %" PRIu32
+		     " of %" PRIu32 " shards fetched (%" PRIu64
+		     " bytes), kept in the shard cache",
+		     j->label, j->url, kept, j->n, j->bytes);
+	else
+		plog(PLOG_WARN,
+		     "%s: %s: %" PRIu32 " of %" PRIu32
+		     " shards could not be fetched (their records fail as bad samples): %s",
+		     j->label, j->url, failed, j->n, first);
+	free(g);
+	free(ga);
+	free(pick);
+	free(started);
+	s3_free(j->s);
+	j->s = NULL;
+	dataset_free(j->ds);
+	j->ds = NULL;
+	free(j->v);
+	j->v = NULL;
+	pthread_mutex_lock(&j->c->mu);
+	j->over = true;
+	pthread_mutex_unlock(&j->c->mu);
+	return NULL;
+}
+
+/* Join the fetches that ended (all of them, with all). */
+static void reap_jobs(struct rcache *c, bool all)
+{
+	for (;;) {
+		struct fill_job **pp, *j = NULL;
+
+		pthread_mutex_lock(&c->mu);
+		for (pp = &c->jobs; *pp; pp = &(*pp)->next)
+			if ((*pp)->over || all) {
+				j = *pp;
+				*pp = j->next;
+				break;
+			}
+		pthread_mutex_unlock(&c->mu);
+		if (!j)
+			return;
+		pthread_join(j->thread, NULL);
+		rfill_put(j->f);
+		free(j);
+	}
+}
+
+static void stop_jobs(struct rcache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	for (struct fill_job *j = c->jobs; j; j = j->next)
+		rfill_cancel(j->f);
+	pthread_mutex_unlock(&c->mu);
+	reap_jobs(c, true);
+}
+
+/*
+ * The arriving shards (their ends in place): each given to the stream
+ * as its temporary file, read-only, and fetched by a thread of their
+ * own. The job takes ds, and the items' files and flights.
+ */
+static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
+		      const char *bucket, const char *prefix,
+		      const char *label, struct dataset **ds, struct item *v,
+		      uint32_t n, struct rfill *fill, struct diag *d)
+{
+	struct s3_params sp = c->p.s3;
+	struct fill_job *j;
+	uint32_t na = 0, k = 0;
+	int err;
+
+	for (uint32_t i = 0; i < n; i++)
+		na += v[i].arriving;
+	if (!na)
+		return 0;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->v = calloc(na, sizeof(*j->v)))) {
+		free(j);
+		return diag_set(d, -ENOMEM, "out of memory");
+	}
+	j->f = rfill_get(fill);
+	sp.cancel = rfill_cancelled(fill);
+	err = s3_new(&j->s, cfg, bucket, &sp, d);
+	for (uint32_t i = 0; !err && i < n; i++) {
+		if (!v[i].arriving)
+			continue;
+		v[i].fd = openat(c->dfd, v[i].tmp, O_RDONLY | O_CLOEXEC);
+		if (v[i].fd < 0) {
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir,
+				       v[i].tmp, strerror(errno));
+			break;
+		}
+		rfill_add(fill, i, SHARD_HEADER_SIZE, v[i].tail);
+		j->bytes += SHARD_HEADER_SIZE + (v[i].o.size - v[i].tail);
+	}
+	if (err) {
+		s3_free(j->s);
+		rfill_put(j->f);
+		free(j->v);
+		free(j);
+		return err;
+	}
+	/* The job has the files and flights from here on. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (!v[i].arriving)
+			continue;
+		j->v[k] = v[i];
+		j->v[k].idx = i;
+		j->v[k].fd = -1;
+		k++;
+		v[i].tmpfd = -1;
+		v[i].tmp[0] = '\0';
+		v[i].mine = false;
+	}
+	j->c = c;
+	j->n = na;
+	j->nshards = n;
+	j->ds = *ds;
+	snprintf(j->bucket, sizeof(j->bucket), "%s", bucket);
+	snprintf(j->url, sizeof(j->url), "s3://%s%s%s", bucket,
+		 prefix[0] ? "/" : "", prefix);
+	snprintf(j->label, sizeof(j->label), "%s", label ? label : "stage");
+	j->t0 = clock_mono_ns();
+	if (pthread_create(&j->thread, NULL, fill_main, j)) {
+		/* The items are the job's: undo it by hand. */
+		for (uint32_t q = 0; q < na; q++) {
+			close(j->v[q].tmpfd);
+			(void)unlinkat(c->dfd, j->v[q].tmp, 0);
+			v[j->v[q].idx].mine = true;
+		}
+		drop_flights(c, v, n);
+		s3_free(j->s);
+		rfill_put(j->f);
+		free(j->v);
+		free(j);
+		return diag_set(d, -EAGAIN, "no thread to fetch with");
+	}
+	*ds = NULL;
+	pthread_mutex_lock(&c->mu);
+	j->next = c->jobs;
+	c->jobs = j;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
 }
 
 static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		      const char *bucket, const char *prefix,
-		      const bool *cancel, int **fds, uint32_t *nfds,
-		      struct rread **rr, struct rcache_stats *st,
-		      struct diag *d)
+		      const char *label, struct rcache_staged *out,
+		      struct rcache_stats *st, struct diag *d)
 {
 	struct dataset *ds = NULL;
-	struct verify_ctx *vc = NULL;
 	struct item *v = NULL;
 	struct s3_fetch *h = NULL;
 	uint32_t *hi = NULL, nh = 0, n = 0;
@@ -853,7 +1195,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 	v = calloc(n ? n : 1, sizeof(*v));
 	h = calloc(n ? n : 1, sizeof(*h));
 	hi = calloc(n ? n : 1, sizeof(*hi));
-	if (!v || !h || !hi || verify_ctx_new(&vc)) {
+	if (!v || !h || !hi) {
 		err = diag_set(d, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -900,14 +1242,24 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		total += v[i].o.size;
 		cache_name(cfg, bucket, &v[i]);
 	}
+	err = rfill_new(&out->fill, n, d);
+	for (uint32_t i = 0; !err && i < n; i++) {
+		uint64_t id[2];
+
+		item_id(&v[i], id);
+		rfill_name(out->fill, i, id);
+	}
+	if (err)
+		goto out;
 	for (int round = 0; round < ROUNDS; round++) {
 		bool all = true;
 
-		err = fetch_round(c, s, bucket, ds, v, n, vc, st, d);
+		err = fetch_round(c, v, n, st, d);
 		if (err)
 			goto out;
 		for (uint32_t i = 0; i < n; i++)
-			all = all && (v[i].fd >= 0 || v[i].direct);
+			all = all && (v[i].fd >= 0 || v[i].direct ||
+				      v[i].arriving);
 		if (all)
 			break;
 		if (round + 1 == ROUNDS) {
@@ -918,33 +1270,43 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 			goto out;
 		}
 	}
-	err = open_direct(c, cfg, bucket, v, n, cancel, rr, st, d);
+	err = open_direct(cfg, c, bucket, v, n, &out->rr, st, d);
+	if (!err)
+		err = get_ends(s, bucket, v, n, st, d);
+	if (!err)
+		err = start_fill(c, cfg, bucket, prefix, label, &ds, v, n,
+				 out->fill, d);
 	if (err)
 		goto out;
-	*fds = malloc((n + 1) * sizeof(int));
-	if (!*fds) {
+	out->fds = malloc((n + 1) * sizeof(int));
+	if (!out->fds) {
 		err = diag_set(d, -ENOMEM, "out of memory");
 		goto out;
 	}
-	(*fds)[0] = mfd;
+	out->fds[0] = mfd;
 	mfd = -1;
 	for (uint32_t i = 0; i < n; i++) {
-		(*fds)[i + 1] = v[i].fd;
+		out->fds[i + 1] = v[i].fd;
 		v[i].fd = -1;
 	}
-	*nfds = n + 1;
+	out->nfds = n + 1;
 out:
-	if (v)
+	if (v) {
 		for (uint32_t i = 0; i < n; i++)
 			if (v[i].fd >= 0)
 				close(v[i].fd);
+		abandon(c, v, n);
+	}
 	if (mfd >= 0)
 		close(mfd);
 	if (err) {
-		rread_free(*rr);
-		*rr = NULL;
+		rread_free(out->rr);
+		out->rr = NULL;
+		/* Its stream will not come: the fetch stops. */
+		rfill_cancel(out->fill);
+		rfill_put(out->fill);
+		out->fill = NULL;
 	}
-	verify_ctx_free(vc);
 	dataset_free(ds);
 	free(v);
 	free(h);
@@ -953,8 +1315,9 @@ out:
 }
 
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const bool *cancel, int **fds, uint32_t *nfds,
-		 struct rread **rr, struct rcache_stats *st, struct diag *d)
+		 const char *label, const bool *cancel,
+		 struct rcache_staged *out, struct rcache_stats *st,
+		 struct diag *d)
 {
 	struct s3_params sp = c->p.s3;
 	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
@@ -962,12 +1325,11 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	struct s3 *s = NULL;
 	int err;
 
-	*fds = NULL;
-	*nfds = 0;
-	*rr = NULL;
+	memset(out, 0, sizeof(*out));
 	if (!st)
 		st = &mine;
 	memset(st, 0, sizeof(*st));
+	reap_jobs(c, false);
 	sp.cancel = cancel;
 	err = aws_url_parse(url, bucket, prefix, d);
 	if (!err)
@@ -979,8 +1341,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	 * looked at again once: the new version is a new cache file.
 	 */
 	for (int i = 0; i < 2; i++) {
-		err = stage_once(c, s, cfg, bucket, prefix, cancel, fds, nfds,
-				 rr, st, d);
+		memset(st, 0, sizeof(*st));
+		err = stage_once(c, s, cfg, bucket, prefix, label, out, st, d);
 		if (err != -ESTALE)
 			break;
 		/* Forget what these credentials were told of it. */

@@ -24,7 +24,11 @@
  *
  * A fetched shard is written under a temporary name, checked (its size
  * and ETag against the HEAD, its footer against the manifest, every
- * record's checksum), and only then renamed into place. The cache keeps
+ * record's checksum), and only then renamed into place. The stage does
+ * not wait for that: it fetches each shard's header and tail, gives the
+ * stream the temporary file, and the records arrive while the stream
+ * reads them (rfill.h), so that a cold epoch's decoding overlaps its
+ * fetching. The cache keeps
  * to a byte budget: before fetching, it removes the least recently
  * staged shards that no stage in progress needs. What still has no room
  * (a dataset larger than the budget) is read in place (rread.h): the
@@ -42,6 +46,7 @@
 
 #include "awscfg.h"
 #include "diag.h"
+#include "rfill.h"
 #include "rread.h"
 #include "s3.h"
 
@@ -57,9 +62,9 @@ struct rcache_params {
 struct rcache_stats {
 	uint32_t shards;	/* in the dataset */
 	uint32_t hits;		/* served from the cache */
-	uint32_t fetched;	/* fetched from the store by this stage */
+	uint32_t fetched;	/* fetched by this stage, as its stream reads */
 	uint32_t waited;	/* fetched by another stage meanwhile */
-	uint64_t bytes_fetched; /* shard bytes this stage fetched */
+	uint64_t bytes_fetched; /* their bytes */
 	uint64_t heads;		/* HEAD requests made (others remembered) */
 	uint64_t retries;	/* requests retried */
 	uint64_t evicted;	/* shard bytes removed to make room */
@@ -74,23 +79,35 @@ int rcache_new(struct rcache **out, const char *dir,
 	       const struct rcache_params *p, struct diag *d);
 void rcache_free(struct rcache *c);
 
+/* What a stage gives its stream. */
+struct rcache_staged {
+	int *fds;	    /* [0] the manifest, [1..] the shards, in order */
+	uint32_t nfds;
+	struct rread *rr;   /* shards read in place, or NULL */
+	struct rfill *fill; /* shards still arriving, or NULL */
+};
+
 /*
  * Stage the dataset at url (s3://bucket/prefix) with cfg's credentials.
- * On success *fds is a malloc'd array of *nfds descriptors, the caller's
- * to close and free: [0] the manifest, [1..] the shards in manifest
- * order. Shards the budget has no room for are read in place: *rr is
- * then the caller's struct rread for them (rread.h), else NULL. st (may
+ * On success out->fds is a malloc'd array of out->nfds descriptors, the
+ * caller's to close and free: [0] the manifest, [1..] the shards in
+ * manifest order. Shards the budget has no room for are read in place:
+ * out->rr is then the caller's struct rread for them (rread.h). Shards
+ * not in the cache are fetched after the call, on a thread of the
+ * cache's, while the stream reads them: out->fill is then the caller's
+ * reference (rfill.h), whose rfill_cancel() stops the fetch when the
+ * stream ends; that thread logs, under label, what it fetched. st (may
  * be NULL) receives what was done. When *cancel (may be NULL) is set
- * meanwhile, the stage ends within about 100 ms with -ECANCELED,
- * leaving in the cache only the shards it fetched whole. Returns 0 or a
- * negative code, with d naming the object (s3://bucket/key) at fault:
- * -EACCES where cfg's credentials may not read it, -ENOENT, -ESTALE if
- * it kept changing, LOADER_ECHECKSUM or
- * LOADER_EFORMAT for a fetched copy that is not what the manifest says.
+ * meanwhile, the stage ends within about 100 ms with -ECANCELED. Returns
+ * 0 or a negative code, with d naming the object (s3://bucket/key) at
+ * fault: -EACCES where cfg's credentials may not read it, -ENOENT,
+ * -ESTALE if it kept changing, LOADER_EFORMAT for a shard that is not
+ * what the manifest says.
  */
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const bool *cancel, int **fds, uint32_t *nfds,
-		 struct rread **rr, struct rcache_stats *st, struct diag *d);
+		 const char *label, const bool *cancel,
+		 struct rcache_staged *out, struct rcache_stats *st,
+		 struct diag *d);
 
 /* Bytes of shards in the cache now. */
 uint64_t rcache_bytes(struct rcache *c);

@@ -32,6 +32,7 @@
 #include "ncache.h"
 #include "order.h"
 #include "plog.h"
+#include "rfill.h"
 #include "rread.h"
 #include "shard.h"
 #include "stream_priv.h"
@@ -330,6 +331,30 @@ static void read_in_place(struct stream *s, uint32_t nq, uint32_t next)
 }
 
 /*
+ * An extent of a shard still arriving (rfill.h): wait for its bytes.
+ * Returns 0 when they came, else sets the extent's error (the records'
+ * go to the bad-sample policy) and returns it. The stream's first shard
+ * that will not come is logged.
+ */
+static int await(struct stream *s, struct stream_ext *e)
+{
+	struct diag d = { "" };
+	int err = rfill_wait(s->c.rfill, e->shard, e->off, e->off + e->want,
+			     &s->stop, &d);
+
+	if (!err)
+		return 0;
+	e->err = err;
+	e->done = 0;
+	if (err != -ECANCELED && !s->rfill_told) {
+		s->rfill_told = true;
+		plog(PLOG_WARN, "%s: a shard did not arrive: %s", s->label,
+		     d.msg);
+	}
+	return err;
+}
+
+/*
  * Read extents 0..next-1 into the arena from position *pos on (moved past
  * them): each one placed (block-aligned with O_DIRECT), its records'
  * places set in pb (if not NULL), queued, and all of them waited for.
@@ -361,6 +386,9 @@ static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
 		for (uint32_t m = e->first; pb && m < e->last; m++)
 			pb->rec[s->refs[m].k] =
 				e->buf + (s->refs[m].off - e->off);
+		*pos += len;
+		if (rfill_has(s->c.rfill, e->shard) && await(s, e))
+			continue;
 		if (rread_has(s->c.rread, e->shard))
 			s->rq[nq++] = (struct rread_range){ .shard = e->shard,
 							    .off = e->off,
@@ -368,7 +396,6 @@ static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
 							    .buf = e->buf };
 		else
 			err = io_queue(io, s, x);
-		*pos += len;
 	}
 	if (io->have_ring && !err)
 		err = io_submit(io);
@@ -632,7 +659,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		if (!e->err)
 			continue;
 		if (e->err == -EIO && !s->c.direct && e->last - e->first > 1 &&
-		    !rread_has(s->c.rread, e->shard)) {
+		    !rread_has(s->c.rread, e->shard) &&
+		    !rfill_has(s->c.rfill, e->shard)) {
 			retry_records(s, pb, e);
 			continue;
 		}

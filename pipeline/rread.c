@@ -16,7 +16,6 @@
 struct rshard {
 	char *key; /* NULL: not read in place */
 	struct s3_obj o;
-	uint64_t id[2];
 };
 
 struct rread {
@@ -66,7 +65,7 @@ void rread_free(struct rread *r)
 }
 
 int rread_add(struct rread *r, uint32_t i, const char *key,
-	      const struct s3_obj *o, const uint64_t id[2], struct diag *d)
+	      const struct s3_obj *o, struct diag *d)
 {
 	if (i >= r->n || r->sh[i].key)
 		return diag_set(d, LOADER_EUSAGE,
@@ -75,8 +74,6 @@ int rread_add(struct rread *r, uint32_t i, const char *key,
 	if (!r->sh[i].key)
 		return diag_set(d, -ENOMEM, "out of memory");
 	r->sh[i].o = *o;
-	r->sh[i].id[0] = id[0];
-	r->sh[i].id[1] = id[1];
 	r->count++;
 	return 0;
 }
@@ -89,12 +86,6 @@ bool rread_has(const struct rread *r, uint32_t i)
 uint32_t rread_count(const struct rread *r)
 {
 	return r ? r->count : 0;
-}
-
-void rread_ident(const struct rread *r, uint32_t i, uint64_t id[2])
-{
-	id[0] = r->sh[i].id[0];
-	id[1] = r->sh[i].id[1];
 }
 
 int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d)

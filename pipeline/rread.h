@@ -49,21 +49,15 @@ int rread_new(struct rread **out, const struct aws_cfg *cfg, const char *bucket,
 	      uint32_t nshards, const struct s3_params *p, struct diag *d);
 void rread_free(struct rread *r);
 
-/*
- * Shard i is read in place: the object key, version o. id is what makes
- * it the same shard to the node cache (ncache.h): its cache name's hash.
- */
+/* Shard i is read in place: the object key, version o. */
 int rread_add(struct rread *r, uint32_t i, const char *key,
-	      const struct s3_obj *o, const uint64_t id[2], struct diag *d);
+	      const struct s3_obj *o, struct diag *d);
 
 /* Is shard i read in place? (NULL r: no shard is.) */
 bool rread_has(const struct rread *r, uint32_t i);
 
 /* Shards read in place. */
 uint32_t rread_count(const struct rread *r);
-
-/* Shard i's identity for the node cache (rread_add()'s id). */
-void rread_ident(const struct rread *r, uint32_t i, uint64_t id[2]);
 
 /*
  * Read the n ranges, many at once. Returns 0 when every one came, else

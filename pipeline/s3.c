@@ -66,13 +66,18 @@ struct req {
 	int in_fd;
 	uint64_t in_off, in_len, in_pos;
 	/*
-	 * The body received: into out_fd, into mem when to_mem, or into the
-	 * caller's buf of buf_cap bytes (a ranged GET).
+	 * The body received: into out_fd from out_off, into mem when
+	 * to_mem, or into the caller's buf; buf_cap bytes at most for a
+	 * ranged GET (0: no bound).
 	 */
 	bool to_mem;
 	int out_fd;
+	uint64_t out_off;
 	unsigned char *buf;
 	uint64_t buf_cap;
+	/* Told of each part of the body written into out_fd (s3.h). */
+	void (*progress)(void *arg, uint64_t end);
+	void *progress_arg;
 	uint64_t max; /* 0: no bound */
 	char *mem;
 	size_t mem_cap;
@@ -314,15 +319,14 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 			 "larger than the %" PRIu64 " bytes allowed", r->max);
 		return 0;
 	}
+	if (r->buf_cap && r->got + len > r->buf_cap) {
+		r->err = -EIO;
+		snprintf(r->why, sizeof(r->why),
+			 "more than the %" PRIu64 " bytes of the range asked for came",
+			 r->buf_cap);
+		return 0;
+	}
 	if (r->buf) {
-		if (r->got + len > r->buf_cap) {
-			r->err = -EIO;
-			snprintf(r->why, sizeof(r->why),
-				 "more than the %" PRIu64
-				 " bytes of the range asked for came",
-				 r->buf_cap);
-			return 0;
-		}
 		memcpy(r->buf + r->got, buf, len);
 	} else if (r->to_mem) {
 		if (r->got + len + 1 > r->mem_cap) {
@@ -349,7 +353,7 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 
 		while (done < len) {
 			ssize_t w = pwrite(r->out_fd, buf + done, len - done,
-					   (off_t)(r->got + done));
+					   (off_t)(r->out_off + r->got + done));
 
 			if (w < 0 && errno == EINTR)
 				continue;
@@ -364,6 +368,13 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 		}
 	}
 	r->got += len;
+	/*
+	 * Bytes of the version asked for (If-Match made the store check
+	 * it; one that did not is not believed) are there to read.
+	 */
+	if (r->progress && !r->buf && !r->to_mem &&
+	    (!r->if_match[0] || !strcmp(r->if_match, r->obj.etag)))
+		r->progress(r->progress_arg, r->out_off + r->got);
 	return len;
 }
 
@@ -896,6 +907,12 @@ int s3_get_mem(struct s3 *s, const char *key, size_t max, void **buf,
 	return err;
 }
 
+/* A range of the object, into memory or into the file at its offset? */
+static bool is_range(const struct s3_fetch *f)
+{
+	return f->buf || (f->fd >= 0 && f->len);
+}
+
 int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 {
 	struct req *rv = calloc(n ? n : 1, sizeof(*rv));
@@ -909,14 +926,17 @@ int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 	for (size_t i = 0; i < n; i++) {
 		rs[i] = &rv[i];
 		get_init(&rv[i], f[i].fd, 0, &f[i].want);
-		if (f[i].buf) {
+		rv[i].progress = f[i].progress;
+		rv[i].progress_arg = f[i].arg;
+		if (is_range(&f[i])) {
 			if (!f[i].len) {
 				err = diag_set(d, LOADER_EUSAGE,
 					       "s3://%s/%s: an empty range",
 					       s->bucket, f[i].key);
 				goto out;
 			}
-			rv[i].out_fd = -1;
+			rv[i].out_fd = f[i].buf ? -1 : f[i].fd;
+			rv[i].out_off = f[i].buf ? 0 : f[i].off;
 			rv[i].buf = f[i].buf;
 			rv[i].buf_cap = f[i].len;
 			snprintf(rv[i].range, sizeof(rv[i].range),
@@ -936,7 +956,7 @@ int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 		struct diag one;
 		int e;
 
-		if (f[i].buf)
+		if (is_range(&f[i]))
 			range_check(&rv[i], &f[i]);
 		else if (f[i].fd >= 0)
 			get_check(&rv[i], &f[i].want);

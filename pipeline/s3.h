@@ -99,12 +99,20 @@ struct s3_fetch {
 	const char *key;
 	int fd; /* written from offset 0, truncated to size; -1: HEAD only */
 	/*
-	 * With buf, only the len bytes from off, into buf (fd unused): a
-	 * ranged GET, which fails unless all of them came from the object
-	 * want names.
+	 * With buf, only the len bytes from off, into buf (fd unused); with
+	 * len and no buf, those bytes written into fd at off (not
+	 * truncated). A ranged GET fails unless all of them came from the
+	 * object want names.
 	 */
 	unsigned char *buf;
 	uint64_t off, len;
+	/*
+	 * Called (on the caller's thread, inside s3_get_many()) as the body
+	 * is written into fd: the bytes of the file up to end came, of the
+	 * version want names. A retry writes them again from the start.
+	 */
+	void (*progress)(void *arg, uint64_t end);
+	void *arg;
 	struct s3_obj want; /* size and ETag; an empty etag: any */
 	struct s3_obj got;  /* what came */
 	int err;	    /* 0 or the object's error */

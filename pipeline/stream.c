@@ -26,6 +26,7 @@
 #include "order.h"
 #include "plog.h"
 #include "pool.h"
+#include "rfill.h"
 #include "rread.h"
 #include "schema.h"
 #include "shard.h"
@@ -449,13 +450,13 @@ static void attach_cache(struct stream *s)
 		struct stat st;
 
 		/*
-		 * A shard read in place is its object's version: the name
-		 * the shard cache would give it (rread.h).
+		 * A shard of an object store is its object's version,
+		 * however it is read (rfill.h).
 		 */
-		if (rread_has(s->c.rread, i)) {
+		if (rfill_named(s->c.rfill, i)) {
 			uint64_t id[2];
 
-			rread_ident(s->c.rread, i, id);
+			rfill_ident(s->c.rfill, i, id);
 			f[i] = (struct ncache_file){
 				.dev = 0,
 				.ino = id[1],
@@ -722,8 +723,12 @@ static int open_dataset(struct stream *s, struct diag *d)
 			return err;
 		}
 		counts[i] = shard_count(s->sh[i]);
-		/* A shard read in place is not read through its fd. */
-		if (s->c.direct && !rread_has(s->c.rread, i)) {
+		/*
+		 * A shard read in place is not read through its fd; one
+		 * arriving is read from the page cache it is written to.
+		 */
+		if (s->c.direct && !rread_has(s->c.rread, i) &&
+		    !rfill_has(s->c.rfill, i)) {
 			int fl = fcntl(s->fds[i + 1], F_GETFL);
 
 			/* The client closed its copies: the flag is ours alone. */
@@ -903,6 +908,8 @@ void stream_free(struct stream *s)
 		close(s->fds[i]);
 	free(s->fds);
 	rread_free(s->c.rread);
+	rfill_cancel(s->c.rfill);
+	rfill_put(s->c.rfill);
 	free(s);
 }
 
@@ -916,6 +923,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
 		rread_free(c->rread);
+		rfill_cancel(c->rfill);
+		rfill_put(c->rfill);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&s->lock, NULL);
@@ -923,6 +932,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
 	s->c.rread = c->rread; /* stream_free() frees it */
+	s->c.rfill = c->rfill; /* and drops this */
 	/* A read in place in flight when the stream stops ends then. */
 	if (s->c.rread)
 		rread_set_cancel(s->c.rread, &s->stop);

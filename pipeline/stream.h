@@ -124,6 +124,14 @@ struct stream_config {
 	 * descriptors hold only header and footer.
 	 */
 	struct rread *rread;
+	/*
+	 * An object-store dataset's shards (rfill.h): their identities to
+	 * the node cache, and which are still arriving in the shard cache;
+	 * NULL for other datasets. The stream takes this reference
+	 * (stream_new() drops it, even when it fails), and cancels their
+	 * fetch when it ends: the reader waits for the bytes it reads.
+	 */
+	struct rfill *rfill;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint32_t io_depth;	 /* reads in flight, 1..64; 0: 64 */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */

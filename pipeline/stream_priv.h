@@ -171,6 +171,7 @@ struct stream {
 	/* Reads of shards read in place (rread.h): as many, or NULL. */
 	struct rread_range *rq;
 	bool rread_told; /* a failed read in place was logged */
+	bool rfill_told; /* a shard that did not arrive was logged */
 
 	/*
 	 * lock and cond guard the arena and pb positions, stop, and who

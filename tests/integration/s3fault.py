@@ -20,6 +20,10 @@ none) get the fault, the request being "METHOD PATH", and the line's count goes 
          the body, then the connection closed
   etag   the request is passed on, but the response's ETag is replaced
          (a store whose object changed between two requests)
+  slow   the body sent 16 KiB at a time, 50 ms apart (a slow link)
+  norange  a ranged GET answered 200 without Content-Range, as a store
+         that ignores Range answers (the request keeps its Range: it
+         is signed)
 """
 import http.client
 import http.server
@@ -28,6 +32,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import urllib.parse
 
 UP = urllib.parse.urlsplit(sys.argv[1])
@@ -100,9 +105,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         conn.request(self.command, self.path, body=body, headers=headers)
         r = conn.getresponse()
         data = r.read() if self.command != "HEAD" else b""
-        self.send_response(r.status, r.reason)
+        status, reason = r.status, r.reason
+        if fault == "norange" and status == 206:
+            status, reason = 200, "OK"
+        self.send_response(status, reason)
         for k, v in r.getheaders():
             if k.lower() in ("transfer-encoding", "connection"):
+                continue
+            if k.lower() == "content-range" and fault == "norange":
                 continue
             if k.lower() == "etag" and fault == "etag":
                 v = '"00000000000000000000000000000000"'
@@ -120,9 +130,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log("%s %s short %d" % (self.command, self.path, len(data) // 2))
             conn.close()
             return
-        if data:
+        if fault == "slow":
+            for i in range(0, len(data), 16384):
+                self.wfile.write(data[i:i + 16384])
+                self.wfile.flush()
+                time.sleep(0.05)
+        elif data:
             self.wfile.write(data)
-        log("%s %s %d %d" % (self.command, self.path, r.status, len(data)))
+        log("%s %s %d %d" % (self.command, self.path, status, len(data)))
         conn.close()
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = relay

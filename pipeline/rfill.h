@@ -1,0 +1,93 @@
+/*
+ * rfill.h - shards of an object-store dataset still arriving in the shard
+ * cache while their stream reads them.
+ *
+ * A cold stage does not hold its stream back until every shard is in the
+ * cache. It fetches each shard's header and tail (footer and trailer)
+ * first, into the shard's temporary file, and gives the stream that file;
+ * the records then arrive in the background (rcache.c), each shard from
+ * its start, those the reader waits for first. The reader (reader.c)
+ * waits for the bytes of each extent it reads (rfill_wait()), so the
+ * first batch comes as soon as its records have, and fetching overlaps
+ * decoding.
+ *
+ * Nothing unchecked is served: every record the reader takes is checked
+ * against its checksum, as any shard's are, and a shard goes into the
+ * cache only whole and checked (its footer against the manifest, every
+ * record's checksum).
+ *
+ * It also names every shard of the stage to the node cache (ncache.h) by
+ * its object's version, the hash of its cache name: whether the stream
+ * reads it from the cache, as it arrives or in place, and whichever
+ * credentials staged it, the records are the same.
+ *
+ * Shared by the stream's reader thread and the fetching thread, each
+ * holding a reference; the last rfill_put() frees it.
+ */
+#ifndef LD_RFILL_H
+#define LD_RFILL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+
+struct rfill;
+
+int rfill_new(struct rfill **out, uint32_t nshards, struct diag *d);
+/* Another reference to f (returned). */
+struct rfill *rfill_get(struct rfill *f);
+/* Drop a reference (NULL: nothing). */
+void rfill_put(struct rfill *f);
+
+/* Shard i's identity to the node cache. */
+void rfill_name(struct rfill *f, uint32_t i, const uint64_t id[2]);
+
+/* Has shard i an identity? (NULL f: none has.) */
+bool rfill_named(const struct rfill *f, uint32_t i);
+
+/*
+ * Shard i arrives: bytes [0, have) and [tail, its end) are there now,
+ * those between will come.
+ */
+void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail);
+
+/* Is shard i one that arrives? (NULL f: none is.) */
+bool rfill_has(const struct rfill *f, uint32_t i);
+
+/* Shard i's identity for the node cache. */
+void rfill_ident(const struct rfill *f, uint32_t i, uint64_t id[2]);
+
+/* The fetch: bytes [0, end) of shard i came (end only grows). */
+void rfill_came(struct rfill *f, uint32_t i, uint64_t end);
+
+/* How far shard i's bytes from its start came. */
+uint64_t rfill_have(struct rfill *f, uint32_t i);
+
+/*
+ * Shard i is whole (err 0), or will not come: err, and why (naming the
+ * object). Wakes its readers.
+ */
+void rfill_end(struct rfill *f, uint32_t i, int err, const char *why);
+
+/* Has a reader waited for shard i? The fetch takes those first. */
+bool rfill_wanted(struct rfill *f, uint32_t i);
+
+/*
+ * The reader: wait until bytes [off, end) of shard i are there. Returns
+ * 0; the shard's error, with d saying why, if they will not come; or
+ * -ECANCELED once *stop (may be NULL) is set.
+ */
+int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
+	       const bool *stop, struct diag *d);
+
+/*
+ * Its stream is done with it: the fetch stops within about 100 ms,
+ * keeping the shards whose bytes all came.
+ */
+void rfill_cancel(struct rfill *f);
+
+/* The flag rfill_cancel() sets, for s3_params.cancel. */
+const bool *rfill_cancelled(struct rfill *f);
+
+#endif /* LD_RFILL_H */
