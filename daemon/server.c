@@ -1496,7 +1496,8 @@ static void open_work(uv_work_t *req)
 		c.rread = out.rr;
 		c.rfill = out.fill;
 		if (j->err == -ECANCELED)
-			plog(PLOG_INFO, "%s: %s: staging stopped, the client gone",
+			plog(PLOG_INFO,
+			     "%s: %s: staging stopped, the client gone",
 			     j->ss->label, j->remote->url);
 		aws_cfg_wipe(&cfg);
 		remote_free(j->remote);

@@ -894,8 +894,8 @@ static void fill_came(void *arg, uint64_t end)
  * renamed into the cache; else its file goes. Either way it is no
  * longer in flight, and its readers learn of it.
  */
-static bool fill_done(struct fill_job *j, struct item *it, uint32_t i,
-		      int err, const char *why)
+static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
+		      const char *why)
 {
 	struct rcache *c = j->c;
 	struct diag d = { "" };
@@ -1088,9 +1088,9 @@ static void stop_jobs(struct rcache *c)
  * own. The job takes ds, and the items' files and flights.
  */
 static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
-		      const char *bucket, const char *prefix,
-		      const char *label, struct dataset **ds, struct item *v,
-		      uint32_t n, struct rfill *fill, struct diag *d)
+		      const char *bucket, const char *prefix, const char *label,
+		      struct dataset **ds, struct item *v, uint32_t n,
+		      struct rfill *fill, struct diag *d)
 {
 	struct s3_params sp = c->p.s3;
 	struct fill_job *j;
@@ -1114,8 +1114,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 			continue;
 		v[i].fd = openat(c->dfd, v[i].tmp, O_RDONLY | O_CLOEXEC);
 		if (v[i].fd < 0) {
-			err = diag_set(d, -errno, "%s/%s: %s", c->dir,
-				       v[i].tmp, strerror(errno));
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir, v[i].tmp,
+				       strerror(errno));
 			break;
 		}
 		rfill_add(fill, i, SHARD_HEADER_SIZE, v[i].tail);
@@ -1172,9 +1172,9 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 }
 
 static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
-		      const char *bucket, const char *prefix,
-		      const char *label, struct rcache_staged *out,
-		      struct rcache_stats *st, struct diag *d)
+		      const char *bucket, const char *prefix, const char *label,
+		      struct rcache_staged *out, struct rcache_stats *st,
+		      struct diag *d)
 {
 	struct dataset *ds = NULL;
 	struct item *v = NULL;
@@ -1258,8 +1258,8 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		if (err)
 			goto out;
 		for (uint32_t i = 0; i < n; i++)
-			all = all && (v[i].fd >= 0 || v[i].direct ||
-				      v[i].arriving);
+			all = all &&
+			      (v[i].fd >= 0 || v[i].direct || v[i].arriving);
 		if (all)
 			break;
 		if (round + 1 == ROUNDS) {

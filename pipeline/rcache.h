@@ -81,7 +81,7 @@ void rcache_free(struct rcache *c);
 
 /* What a stage gives its stream. */
 struct rcache_staged {
-	int *fds;	    /* [0] the manifest, [1..] the shards, in order */
+	int *fds; /* [0] the manifest, [1..] the shards, in order */
 	uint32_t nfds;
 	struct rread *rr;   /* shards read in place, or NULL */
 	struct rfill *fill; /* shards still arriving, or NULL */

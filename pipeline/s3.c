@@ -322,7 +322,8 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 	if (r->buf_cap && r->got + len > r->buf_cap) {
 		r->err = -EIO;
 		snprintf(r->why, sizeof(r->why),
-			 "more than the %" PRIu64 " bytes of the range asked for came",
+			 "more than the %" PRIu64
+			 " bytes of the range asked for came",
 			 r->buf_cap);
 		return 0;
 	}
