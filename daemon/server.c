@@ -1471,7 +1471,9 @@ static void open_work(uv_work_t *req)
 	/*
 	 * A dataset in an object store: staged into the shard cache with
 	 * the client's credentials, it is then what a client's FILES would
-	 * have been. The credentials are wiped as soon as that is done.
+	 * have been. The credentials are wiped here as soon as that is
+	 * done (the fetch of the shards still arriving keeps its own copy
+	 * until they have, rfill.h).
 	 */
 	if (j->remote) {
 		struct aws_cfg cfg = { 0 };

@@ -532,9 +532,11 @@ class Stream:
     the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...) or
     ~/.aws/credentials and ~/.aws/config, as loaderctl finds them, and
-    sent to the daemon, which fetches the whole dataset into its shard
-    cache with them (never with its own) before the first batch; the open
-    waits at least 30 minutes for that unless timeout_ms is negative. Of
+    sent to the daemon, which fetches the dataset into its shard cache
+    with them (never with its own): the shards' headers and footers
+    before the stream starts, their records as it reads them. The open
+    waits at least 30 minutes for the daemon unless timeout_ms is
+    negative. Of
     a dataset larger than the cache, the shards that do not fit are read
     in place, from the store, as each batch needs them (order="quasi"
     reads them in long runs).
