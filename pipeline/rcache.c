@@ -869,7 +869,7 @@ struct fill_job {
 	char bucket[AWS_BUCKET_MAX];
 	char url[AWS_BUCKET_MAX + AWS_PREFIX_MAX + 8];
 	char label[64];
-	uint64_t bytes; /* came: the stage's ends, then the bodies */
+	uint64_t bytes; /* of the shards kept */
 	uint64_t t0;
 	pthread_t thread;
 	bool over;
@@ -1002,7 +1002,7 @@ static void *fill_main(void *arg)
 				snprintf(first, sizeof(first), "%s", why);
 			if (fill_done(j, it, it->idx, e, why)) {
 				kept++;
-				j->bytes += it->tail - SHARD_HEADER_SIZE;
+				j->bytes += it->o.size;
 			} else {
 				failed++;
 			}
@@ -1119,7 +1119,6 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 			break;
 		}
 		rfill_add(fill, i, SHARD_HEADER_SIZE, v[i].tail);
-		j->bytes += SHARD_HEADER_SIZE + (v[i].o.size - v[i].tail);
 	}
 	if (err) {
 		s3_free(j->s);
