@@ -35,7 +35,13 @@
 # Each cold measurement starts a fresh daemon with a fresh cache
 # directory.
 #
-#   bench/s3_store.sh [RUNS]     (default 3; medians)
+# STORE_CORES=K puts the store's processes on the last K cores and
+# everything else (loaderd, its clients, curl) on the others, as a
+# cluster's store runs on machines of its own: the cold JPEG epoch then
+# shows what overlapping the fetch with decoding gives when the fetch
+# does not take the decoder's cores. Default 0: all share every core.
+#
+#   [STORE_CORES=K] bench/s3_store.sh [RUNS]     (default 3; medians)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-3}
@@ -53,6 +59,19 @@ PIPE='decode | rrc 32 | u8'
 
 say "starting Ceph on loopback"
 CEPH_MEMSTORE_BYTES=2147483648 ceph_start "$w/ceph" >/dev/null
+ncpu=$(nproc)
+store_cores=${STORE_CORES:-0}
+if [ "$store_cores" -gt 0 ]; then
+	[ "$store_cores" -lt "$ncpu" ] ||
+		skip "STORE_CORES=$store_cores leaves none of the $ncpu cores to loaderd"
+	command -v taskset >/dev/null 2>&1 || skip "taskset not installed"
+	for p in $CEPH_PIDS; do
+		taskset -a -p -c $((ncpu - store_cores))-$((ncpu - 1)) "$p" >/dev/null
+	done
+	# This shell, and so loaderd, its clients and curl.
+	taskset -p -c 0-$((ncpu - store_cores - 1)) $$ >/dev/null
+	say "the store on cores $((ncpu - store_cores))-$((ncpu - 1)), the rest on 0-$((ncpu - store_cores - 1))"
+fi
 curl -sf -o /dev/null --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
 	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
 	-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$AWS_ENDPOINT_URL/bench"
@@ -217,14 +236,22 @@ if [ -s "$w/r.jpeg" ]; then
 	sc=$(med 5 "$w/r.jpeg") lc=$(med 6 "$w/r.jpeg") ll=$(med 7 "$w/r.jpeg")
 	jb=$(cat "$w"/jp/*.lds | wc -c)
 	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" -v sc="$sc" -v lc="$lc" \
-		-v ll="$ll" -v n="$(nproc)" 'BEGIN {
+		-v ll="$ll" -v n="$ncpu" -v k="$store_cores" 'BEGIN {
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg: local disk epoch", jl, b / jl / 1e6, "1.00"
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg cold: the open (HEADs, ends)", js, b / js / 1e6, "-"
 		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg cold: open + epoch", jc, b / jc / 1e6, jl / jc
 		printf "CPU seconds: local epoch loaderd %.2f; cold epoch loaderd %.2f + store %.2f\n", ll, lc, sc
-		best = (lc + sc) / n
+		if (k) {
+			best = lc / (n - k)
+			if (best < sc / k) best = sc / k
+		} else {
+			best = (lc + sc) / n
+		}
 		if (best < jl) best = jl
-		printf "jpeg cold ceiling on these %d cores (all that CPU overlapped): %.2f x local\n", n, jl / best
+		if (k)
+			printf "jpeg cold ceiling, loaderd on %d cores and the store on %d (all that CPU overlapped): %.2f x local\n", n - k, k, jl / best
+		else
+			printf "jpeg cold ceiling on these %d cores (all that CPU overlapped): %.2f x local\n", n, jl / best
 	}'
 fi
 one=$(med 1 "$w/r.two") two=$(med 2 "$w/r.two")

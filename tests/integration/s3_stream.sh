@@ -239,16 +239,23 @@ is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes 
 n0=$(wc -l <"$T/px.log")
 printf '503 40 GET /data/fm2/shard-\n' >"$T/px.faults"
 rm -f "$T/two.sock.cache/s3"/*.shard
-"$LDCLIENT" "$T/two.sock" s3://data/fm2 >/dev/null 2>&1 &
-p1=$!
-i=0
-while ! tail -n +$((n0 + 1)) "$T/px.log" | grep -q 'GET /data/fm2/shard-[0-9]*\.lds 503' &&
-	[ $i -lt 200 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-kill -9 $p1 2>/dev/null
-wait $p1 2>/dev/null
+# killed_when CMD...: a client of s3://data/fm2 on two.sock, killed with
+# SIGKILL once CMD succeeds (tried for up to 20 s).
+killed_when() {
+	"$LDCLIENT" "$T/two.sock" s3://data/fm2 >/dev/null 2>&1 &
+	_p=$!
+	_i=0
+	while ! "$@" && [ $_i -lt 400 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
+	kill -9 $_p 2>/dev/null
+	wait $_p 2>/dev/null
+}
+throttled() {
+	tail -n +$((n0 + 1)) "$T/px.log" | grep -q 'GET /data/fm2/shard-[0-9]*\.lds 503'
+}
+killed_when throttled
 ok "the stage of a client gone mid-stage stops, and says so" \
 	wait_for "s3://data/fm2: staging stopped, the client gone" "$T/two.sock.log"
 : >"$T/px.faults"
@@ -260,16 +267,10 @@ like "$out" '^epoch 0 batches 40 samples 10000' \
 printf 'slow 100 GET /data/fm2/shard-\n' >"$T/px.faults"
 rm -f "$T/two.sock.cache/s3"/*.shard
 n0=$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")
-"$LDCLIENT" "$T/two.sock" s3://data/fm2 >/dev/null 2>&1 &
-p1=$!
-i=0
-while [ "$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")" -le "$n0" ] &&
-	[ $i -lt 400 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-kill -9 $p1 2>/dev/null
-wait $p1 2>/dev/null
+opened() {
+	[ "$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")" -gt "$n0" ]
+}
+killed_when opened
 ok "a client gone while its shards arrive stops their fetch, and the daemon says so" \
 	wait_for "s3://data/fm2: fetching stopped, its stream ended: 0 of $NSH shards fetched" \
 	"$T/two.sock.log"
