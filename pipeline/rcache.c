@@ -869,24 +869,62 @@ struct fill_job {
 	char bucket[AWS_BUCKET_MAX];
 	char url[AWS_BUCKET_MAX + AWS_PREFIX_MAX + 8];
 	char label[64];
-	uint64_t bytes; /* of the shards kept */
+	uint64_t bytes;	       /* of the shards kept */
+	struct fchunk *chunks; /* the records' ranges, shard by shard */
+	uint32_t nchunks;
+	struct fshard_run *runs; /* one per arriving shard */
 	uint64_t t0;
 	pthread_t thread;
 	bool over;
 	struct fill_job *next;
 };
 
-/* s3_fetch.progress: bytes of shard *i came. */
-struct fill_arg {
-	struct rfill *f;
-	uint32_t i;
+/*
+ * The records of each shard arrive in chunks of CHUNK bytes, ranged GETs
+ * fetched up to the parallel count at once, in the order the reader
+ * needs them: the chunks of the shards it waits for first, then the
+ * others, each shard's from its start. So the region the reader is at
+ * comes at the store's whole rate, even from a single large shard (a
+ * GET at a time from a shard of 256 MiB, loaderctl pack's default,
+ * would leave the store's parallelism unused), and a shard's bytes come
+ * from its start on.
+ */
+#define CHUNK (8u << 20)
+
+struct fchunk {
+	struct fill_job *j;
+	uint32_t item; /* in j->v */
+	uint64_t off, len;
+	uint64_t got; /* bytes from off written (this try) */
+	bool started;
 };
 
+/* Per arriving shard: its chunks [c0, c0 + nc), and how far they came. */
+struct fshard_run {
+	uint32_t c0, nc;
+	uint32_t first; /* the first chunk not whole */
+	uint32_t left;	/* chunks not ended */
+	int err;
+	char why[DIAG_MAX];
+};
+
+/*
+ * s3_fetch.progress of a chunk: the shard's bytes from its start came
+ * as far as its whole chunks and the first one's progress reach.
+ */
 static void fill_came(void *arg, uint64_t end)
 {
-	struct fill_arg *a = arg;
+	struct fchunk *ch = arg, *v = ch->j->chunks;
+	struct fshard_run *r = &ch->j->runs[ch->item];
+	struct item *it = &ch->j->v[ch->item];
+	uint64_t at;
 
-	rfill_came(a->f, a->i, end);
+	ch->got = end - ch->off;
+	while (r->first < r->c0 + r->nc && v[r->first].got == v[r->first].len)
+		r->first++;
+	at = r->first < r->c0 + r->nc ? v[r->first].off + v[r->first].got :
+					it->tail;
+	rfill_came(ch->j->f, it->idx, at);
 }
 
 /*
@@ -930,90 +968,103 @@ static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
 	return kept;
 }
 
+/* Chunks of shards a reader waits for first, then the others. */
+static uint32_t fill_pick(struct fill_job *j, uint32_t *pick, uint32_t max)
+{
+	uint32_t np = 0;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t k = 0; k < j->nchunks && np < max; k++) {
+			struct fchunk *ch = &j->chunks[k];
+
+			if (ch->started ||
+			    (!pass && !rfill_wanted(j->f, j->v[ch->item].idx)))
+				continue;
+			ch->started = true;
+			pick[np++] = k;
+		}
+	return np;
+}
+
 static void *fill_main(void *arg)
 {
 	struct fill_job *j = arg;
-	struct s3_fetch *g = calloc(j->n ? j->n : 1, sizeof(*g));
-	struct fill_arg *ga = calloc(j->n ? j->n : 1, sizeof(*ga));
-	uint32_t *pick = calloc(j->n ? j->n : 1, sizeof(*pick));
-	bool *started = calloc(j->n ? j->n : 1, sizeof(*started));
 	unsigned par = j->c->p.s3.parallel ? j->c->p.s3.parallel : 8;
-	uint32_t left = j->n, kept = 0, failed = 0;
+	struct s3_fetch *g = calloc(par, sizeof(*g));
+	uint32_t *pick = calloc(par, sizeof(*pick));
+	uint32_t kept = 0, failed = 0, open = j->n;
 	char first[DIAG_MAX] = "";
 	int stop = 0;
 
-	if (!g || !ga || !pick || !started) {
+	if (!g || !pick || !j->runs || (j->nchunks && !j->chunks)) {
 		snprintf(first, sizeof(first), "out of memory");
 		stop = -ENOMEM;
 	}
-	/*
-	 * A group at a time, of the parallel count: the shards a reader
-	 * waits for first, then in manifest order.
-	 */
-	while (left && !stop) {
-		uint32_t np = 0, ng = 0;
+	/* Shards whose header and tail were all of them are whole now. */
+	for (uint32_t k = 0; !stop && k < j->n; k++)
+		if (!j->runs[k].nc) {
+			if (fill_done(j, &j->v[k], j->v[k].idx, 0, NULL))
+				kept++, j->bytes += j->v[k].o.size;
+			else
+				failed++;
+			open--;
+		}
+	while (open && !stop) {
+		uint32_t np = fill_pick(j, pick, par);
 		struct diag d = { "" };
 		int err = 0;
 
-		for (int pass = 0; pass < 2; pass++)
-			for (uint32_t k = 0; k < j->n && np < par; k++)
-				if (!started[k] &&
-				    (pass || rfill_wanted(j->f, j->v[k].idx))) {
-					started[k] = true;
-					pick[np++] = k;
-				}
-		for (uint32_t p = 0; p < np; p++) {
-			struct item *it = &j->v[pick[p]];
+		for (uint32_t q = 0; q < np; q++) {
+			struct fchunk *ch = &j->chunks[pick[q]];
+			struct item *it = &j->v[ch->item];
 
-			if (it->tail <= SHARD_HEADER_SIZE)
-				continue; /* the stage's ends were all of it */
-			ga[ng] = (struct fill_arg){ j->f, it->idx };
-			g[ng] = (struct s3_fetch){
+			g[q] = (struct s3_fetch){
 				.key = it->key,
 				.fd = it->tmpfd,
-				.off = SHARD_HEADER_SIZE,
-				.len = it->tail - SHARD_HEADER_SIZE,
+				.off = ch->off,
+				.len = ch->len,
 				.want = it->o,
 				.progress = fill_came,
-				.arg = &ga[ng],
+				.arg = ch,
 			};
-			ng++;
 		}
-		if (ng)
-			err = s3_get_many(j->s, g, ng, &d);
+		if (np)
+			err = s3_get_many(j->s, g, np, &d);
 		if (err == -ECANCELED)
 			stop = err;
-		for (uint32_t p = 0, q = 0; p < np; p++) {
-			struct item *it = &j->v[pick[p]];
-			const char *why = d.msg;
-			int e = 0;
+		for (uint32_t q = 0; q < np; q++) {
+			struct fchunk *ch = &j->chunks[pick[q]];
+			struct fshard_run *r = &j->runs[ch->item];
+			struct item *it = &j->v[ch->item];
+			int e = g[q].err;
 
-			if (it->tail > SHARD_HEADER_SIZE) {
-				e = g[q].err;
-				why = g[q].why;
-				q++;
-			}
 			/* What came whole is kept, a cancel or not. */
-			if (rfill_have(j->f, it->idx) >= it->tail)
+			if (ch->got == ch->len)
 				e = 0;
 			else if (!e)
 				e = err ? err : -EIO;
-			if (e && !first[0])
-				snprintf(first, sizeof(first), "%s", why);
-			if (fill_done(j, it, it->idx, e, why)) {
-				kept++;
-				j->bytes += it->o.size;
-			} else {
-				failed++;
+			if (e && !r->err) {
+				r->err = e;
+				snprintf(r->why, sizeof(r->why), "%s",
+					 g[q].why[0] ? g[q].why : d.msg);
 			}
-			left--;
+			if (--r->left)
+				continue;
+			if (r->err && !first[0])
+				snprintf(first, sizeof(first), "%s", r->why);
+			if (fill_done(j, it, it->idx, r->err, r->why))
+				kept++, j->bytes += it->o.size;
+			else
+				failed++;
+			open--;
 		}
 	}
-	/* Stopped: the shards not started will not come. */
+	/* Stopped: the shards not whole will not come. */
 	for (uint32_t k = 0; k < j->n; k++)
-		if (!started || !started[k]) {
-			fill_done(j, &j->v[k], j->v[k].idx, -ECANCELED,
-				  "the stream ended");
+		if (j->v[k].tmpfd >= 0) {
+			fill_done(j, &j->v[k], j->v[k].idx,
+				  stop ? stop : -ECANCELED,
+				  stop == -ENOMEM ? first : "the stream ended");
 			failed++;
 		}
 	if (!failed)
@@ -1036,15 +1087,17 @@ static void *fill_main(void *arg)
 		     " shards could not be fetched (their records fail as bad samples): %s",
 		     j->label, j->url, failed, j->n, first);
 	free(g);
-	free(ga);
 	free(pick);
-	free(started);
 	s3_free(j->s);
 	j->s = NULL;
 	dataset_free(j->ds);
 	j->ds = NULL;
 	free(j->v);
 	j->v = NULL;
+	free(j->chunks);
+	j->chunks = NULL;
+	free(j->runs);
+	j->runs = NULL;
 	pthread_mutex_lock(&j->c->mu);
 	j->over = true;
 	pthread_mutex_unlock(&j->c->mu);
@@ -1139,6 +1192,32 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		v[i].tmp[0] = '\0';
 		v[i].mine = false;
 	}
+	/* The records' chunks, shard by shard, each from its start. */
+	for (uint32_t q = 0; q < na; q++)
+		if (j->v[q].tail > SHARD_HEADER_SIZE)
+			j->nchunks +=
+				(uint32_t)((j->v[q].tail - SHARD_HEADER_SIZE +
+					    CHUNK - 1) /
+					   CHUNK);
+	j->chunks = calloc(j->nchunks ? j->nchunks : 1, sizeof(*j->chunks));
+	j->runs = calloc(na, sizeof(*j->runs));
+	for (uint32_t q = 0, m = 0; j->chunks && j->runs && q < na; q++) {
+		struct fshard_run *r = &j->runs[q];
+
+		r->c0 = r->first = m;
+		for (uint64_t off = SHARD_HEADER_SIZE; off < j->v[q].tail;
+		     off += CHUNK) {
+			uint64_t len = j->v[q].tail - off;
+
+			j->chunks[m++] = (struct fchunk){
+				.j = j,
+				.item = q,
+				.off = off,
+				.len = len < CHUNK ? len : CHUNK,
+			};
+		}
+		r->nc = r->left = m - r->c0;
+	}
 	j->c = c;
 	j->n = na;
 	j->nshards = n;
@@ -1159,6 +1238,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		s3_free(j->s);
 		rfill_put(j->f);
 		free(j->v);
+		free(j->chunks);
+		free(j->runs);
 		free(j);
 		return diag_set(d, -EAGAIN, "no thread to fetch with");
 	}

@@ -2,8 +2,10 @@
  * rfill.c - shards still arriving in the shard cache (rfill.h).
  *
  * One lock for all shards: the fetch reports progress a few times per
- * 16 KiB chunk at most, and the reader asks once per extent. Waiters
- * are counted, so that progress with nobody waiting wakes nobody.
+ * 16 KiB chunk at most, and the reader asks once per extent. Progress
+ * wakes the waiters of a shard only once it reaches the least of what
+ * they wait for: a reader waiting for the far end of a shard is not
+ * woken at every chunk, taking the cores the fetch and the store need.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@ struct fshard {
 	bool named, on, ended, wanted;
 	int err;
 	uint64_t have, tail;
+	uint64_t need; /* the least end a waiter waits for; 0: none waits */
 	uint64_t id[2];
 	char *why; /* when err */
 };
@@ -25,7 +28,7 @@ struct fshard {
 struct rfill {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	unsigned refs, waiters;
+	unsigned refs;
 	bool cancel;
 	uint32_t n;
 	struct fshard *sh;
@@ -120,8 +123,10 @@ void rfill_came(struct rfill *f, uint32_t i, uint64_t end)
 	pthread_mutex_lock(&f->mu);
 	if (end > f->sh[i].have) {
 		f->sh[i].have = end;
-		if (f->waiters)
+		if (f->sh[i].need && end >= f->sh[i].need) {
+			f->sh[i].need = 0;
 			pthread_cond_broadcast(&f->cv);
+		}
 	}
 	pthread_mutex_unlock(&f->mu);
 }
@@ -174,6 +179,7 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	pthread_mutex_lock(&f->mu);
 	while (!came(sh, off, end)) {
 		struct timespec ts;
+		uint64_t want;
 
 		if (sh->ended) {
 			err = sh->err;
@@ -186,6 +192,9 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 			break;
 		}
 		sh->wanted = true;
+		want = end < sh->tail ? end : sh->tail;
+		if (!sh->need || want < sh->need)
+			sh->need = want;
 		/* A stop is seen within 100 ms. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_nsec += 100 * 1000000L;
@@ -193,9 +202,7 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		f->waiters++;
 		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-		f->waiters--;
 	}
 	pthread_mutex_unlock(&f->mu);
 	return err;

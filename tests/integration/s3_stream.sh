@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 82
+plan 85
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -118,6 +118,15 @@ AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$T/px.port")
 unset AWS_S3_ADDRESSING_STYLE
 once_per_epoch "$T/d.sock" "$URL" 3 2 10000 \
 	"ranks 0..2 of world 3 deliver each sample once per epoch" --order random --seed 4
+# One shard of many chunks (the train set, 47 MB): its records arrive in
+# 8 MiB ranges fetched at once, the stream reading each as it comes.
+"$LOADERCTL" pack --split train --shard-size 64M "$src" "$T/big" >/dev/null
+upload "$T/big/train" big || echo "# upload big failed"
+BIGB=$(cat "$T/big/train"/*.lds | wc -c)
+same_batches "$T/d.sock" "a shard of $BIGB bytes, in chunks" s3://data/big "$T/big/train" \
+	--order sequential --batch 500
+ok "it came whole into the shard cache" \
+	wait_for "s3://data/big: 1 shards fetched ($BIGB bytes) into the shard cache" "$LOG"
 
 # --- the Python package and the reference trainer ----------------------
 # pylabels DATASET: the labels of one random epoch through loader.Stream.
