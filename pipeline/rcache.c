@@ -725,13 +725,15 @@ static int put_range(int fd, const struct s3_fetch *g, const char *bucket,
 static int get_ends(struct s3 *s, const char *bucket, struct item *v,
 		    uint32_t n, struct rcache_stats *st, struct diag *d)
 {
-	struct s3_fetch *g = NULL;
-	uint32_t *of = NULL, ng = 0, nt;
+	struct s3_fetch *g = NULL, *x = NULL;
+	uint32_t *of = NULL, *ox = NULL, ng = 0, nx = 0;
 	int err = 0;
 
 	g = calloc(2 * (size_t)n + 1, sizeof(*g));
 	of = calloc(2 * (size_t)n + 1, sizeof(*of));
-	if (!g || !of) {
+	x = calloc((size_t)n + 1, sizeof(*x));
+	ox = calloc((size_t)n + 1, sizeof(*ox));
+	if (!g || !of || !x || !ox) {
 		err = diag_set(d, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -775,9 +777,8 @@ static int get_ends(struct s3 *s, const char *bucket, struct item *v,
 		err = s3_get_many(s, g, ng, d);
 	for (uint32_t k = 0; !err && k < ng; k++)
 		err = put_range(ends_fd(&v[of[k]]), &g[k], bucket, d);
-	/* A footer longer than the tail: the rest of it. */
-	nt = ng;
-	for (uint32_t k = 0; !err && k < nt; k++) {
+	/* Footers longer than the tail: the rest of each, all at once. */
+	for (uint32_t k = 0; !err && k < ng; k++) {
 		struct s3_fetch *t = &g[k];
 		struct item *it = &v[of[k]];
 		uint64_t foff;
@@ -801,16 +802,21 @@ static int get_ends(struct s3 *s, const char *bucket, struct item *v,
 				       t->len);
 			break;
 		}
-		err = s3_get_many(s, t, 1, d);
-		if (!err)
-			err = put_range(ends_fd(it), t, bucket, d);
 		it->tail = foff;
+		x[nx] = *t; /* the buffer stays g[k]'s */
+		ox[nx++] = of[k];
 	}
+	if (!err && nx)
+		err = s3_get_many(s, x, nx, d);
+	for (uint32_t k = 0; !err && k < nx; k++)
+		err = put_range(ends_fd(&v[ox[k]]), &x[k], bucket, d);
 out:
 	for (uint32_t k = 0; g && k < ng; k++)
 		free(g[k].buf);
 	free(g);
 	free(of);
+	free(x);
+	free(ox);
 	(void)st;
 	return err;
 }
@@ -1411,6 +1417,12 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	memset(st, 0, sizeof(*st));
 	reap_jobs(c, false);
 	sp.cancel = cancel;
+	/*
+	 * The stage's requests are small (HEADs, headers, tails): more of
+	 * them at once hide their latency, as for reads in place.
+	 */
+	if (sp.parallel < RREAD_PARALLEL)
+		sp.parallel = RREAD_PARALLEL;
 	err = aws_url_parse(url, bucket, prefix, d);
 	if (!err)
 		err = s3_new(&s, cfg, bucket, &sp, d);
