@@ -1497,6 +1497,7 @@ static void open_work(uv_work_t *req)
 		j->nfds = out.nfds;
 		c.rread = out.rr;
 		c.rfill = out.fill;
+		c.origin = j->dataset; /* its URL: errors name the object */
 		if (j->err == -ECANCELED)
 			plog(PLOG_INFO,
 			     "%s: %s: staging stopped, the client gone",

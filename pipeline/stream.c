@@ -679,7 +679,7 @@ static void schema_brief(const struct schema *sc, char *buf, size_t n)
 	}
 }
 
-static int open_dataset(struct stream *s, struct diag *d)
+static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 {
 	uint64_t *counts;
 	struct order_params op;
@@ -710,12 +710,16 @@ static int open_dataset(struct stream *s, struct diag *d)
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		size_t ol = origin ? strlen(origin) : 0;
+		char name[256];
+
+		snprintf(name, sizeof(name), "%s%s%s", origin ? origin : "",
+			 ol && origin[ol - 1] != '/' ? "/" : "",
+			 s->ds->shards[i].file);
 		err = s->c.tar || s->c.lmdb ?
-			      shard_open_wds(&s->sh[i], s->fds[i + 1],
-					     s->ds->shards[i].file, s->wix[i],
-					     d) :
-			      shard_open(&s->sh[i], s->fds[i + 1],
-					 s->ds->shards[i].file, d);
+			      shard_open_wds(&s->sh[i], s->fds[i + 1], name,
+					     s->wix[i], d) :
+			      shard_open(&s->sh[i], s->fds[i + 1], name, d);
 		if (!err)
 			err = dataset_check_shard(s->ds, i, s->sh[i], d);
 		if (err) {
@@ -949,6 +953,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	s->c.pipeline = NULL;
 	s->c.label = NULL;
 	s->c.plan = NULL;
+	s->c.origin = NULL;
 	if (c->plan && c->plan_words) {
 		s->plan = mem_alloc(c->plan_words * sizeof(uint64_t));
 		if (!s->plan) {
@@ -966,7 +971,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!err)
 		err = setup_pipeline(s, c->pipeline, c->max_pixels, d);
 	if (!err)
-		err = open_dataset(s, d);
+		err = open_dataset(s, c->origin, d);
 	if (!err)
 		err = setup_outputs(s, d);
 	if (!err) {

@@ -132,6 +132,12 @@ struct stream_config {
 	 * fetch when it ends: the reader waits for the bytes it reads.
 	 */
 	struct rfill *rfill;
+	/*
+	 * Where the shards are, for messages, or NULL: an object-store
+	 * dataset's URL (s3://bucket/prefix), so that a shard's errors
+	 * name its object. Used by stream_new() only.
+	 */
+	const char *origin;
 	bool direct;		 /* read the shards with O_DIRECT */
 	uint32_t io_depth;	 /* reads in flight, 1..64; 0: 64 */
 	uint64_t prefetch_bytes; /* 0: default (64 MiB) */
