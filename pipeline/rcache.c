@@ -723,7 +723,7 @@ static int put_range(int fd, const struct s3_fetch *g, const char *bucket,
  * where it goes; it->tail is then the first byte of the tail fetched.
  */
 static int get_ends(struct s3 *s, const char *bucket, struct item *v,
-		    uint32_t n, struct rcache_stats *st, struct diag *d)
+		    uint32_t n, struct diag *d)
 {
 	struct s3_fetch *g = NULL, *x = NULL;
 	uint32_t *of = NULL, *ox = NULL, ng = 0, nx = 0;
@@ -817,7 +817,6 @@ out:
 	free(of);
 	free(x);
 	free(ox);
-	(void)st;
 	return err;
 }
 
@@ -869,9 +868,10 @@ struct fill_job {
 	struct rcache *c;
 	struct s3 *s; /* the client's credentials, wiped at the end */
 	struct dataset *ds;
+	struct verify_ctx *vc; /* checks each shard that came whole */
 	struct rfill *f;
 	struct item *v; /* the arriving shards */
-	uint32_t n, nshards;
+	uint32_t n;
 	char bucket[AWS_BUCKET_MAX];
 	char url[AWS_BUCKET_MAX + AWS_PREFIX_MAX + 8];
 	char label[64];
@@ -946,12 +946,8 @@ static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
 	bool kept = false;
 
 	if (!err) {
-		struct verify_ctx *vc = NULL;
-
-		err = verify_ctx_new(&vc) ?
-			      diag_set(&d, -ENOMEM, "out of memory") :
-			      check_copy(j->ds, i, it, j->bucket, vc, &d);
-		verify_ctx_free(vc);
+		err = j->vc ? check_copy(j->ds, i, it, j->bucket, j->vc, &d) :
+			      diag_set(&d, -ENOMEM, "out of memory");
 		if (!err && renameat(c->dfd, it->tmp, c->dfd, it->name))
 			err = diag_set(&d, -errno, "%s/%s: %s", c->dir,
 				       it->name, strerror(errno));
@@ -1098,6 +1094,8 @@ static void *fill_main(void *arg)
 	j->s = NULL;
 	dataset_free(j->ds);
 	j->ds = NULL;
+	verify_ctx_free(j->vc);
+	j->vc = NULL;
 	free(j->v);
 	j->v = NULL;
 	free(j->chunks);
@@ -1226,8 +1224,9 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 	}
 	j->c = c;
 	j->n = na;
-	j->nshards = n;
 	j->ds = *ds;
+	if (verify_ctx_new(&j->vc))
+		j->vc = NULL; /* each shard's check then fails: no memory */
 	snprintf(j->bucket, sizeof(j->bucket), "%s", bucket);
 	snprintf(j->url, sizeof(j->url), "s3://%s%s%s", bucket,
 		 prefix[0] ? "/" : "", prefix);
@@ -1358,7 +1357,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 	}
 	err = open_direct(cfg, c, bucket, v, n, &out->rr, st, d);
 	if (!err)
-		err = get_ends(s, bucket, v, n, st, d);
+		err = get_ends(s, bucket, v, n, d);
 	if (!err)
 		err = start_fill(c, cfg, bucket, prefix, label, &ds, v, n,
 				 out->fill, d);

@@ -131,16 +131,6 @@ void rfill_came(struct rfill *f, uint32_t i, uint64_t end)
 	pthread_mutex_unlock(&f->mu);
 }
 
-uint64_t rfill_have(struct rfill *f, uint32_t i)
-{
-	uint64_t have;
-
-	pthread_mutex_lock(&f->mu);
-	have = f->sh[i].have;
-	pthread_mutex_unlock(&f->mu);
-	return have;
-}
-
 void rfill_end(struct rfill *f, uint32_t i, int err, const char *why)
 {
 	pthread_mutex_lock(&f->mu);

@@ -61,9 +61,6 @@ void rfill_ident(const struct rfill *f, uint32_t i, uint64_t id[2]);
 /* The fetch: bytes [0, end) of shard i came (end only grows). */
 void rfill_came(struct rfill *f, uint32_t i, uint64_t end);
 
-/* How far shard i's bytes from its start came. */
-uint64_t rfill_have(struct rfill *f, uint32_t i);
-
 /*
  * Shard i is whole (err 0), or will not come: err, and why (naming the
  * object). Wakes its readers.

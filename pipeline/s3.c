@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 
 #include "clock.h"
+#include "fdio.h"
 #include "loader_error.h"
 #include "rng.h"
 #include "s3.h"
@@ -350,22 +351,14 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 		/* The XML replies are searched as strings (xml_text()). */
 		r->mem[r->got + len] = '\0';
 	} else {
-		size_t done = 0;
+		int err = fdio_pwrite_all(r->out_fd, buf, len,
+					  r->out_off + r->got);
 
-		while (done < len) {
-			ssize_t w = pwrite(r->out_fd, buf + done, len - done,
-					   (off_t)(r->out_off + r->got + done));
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				r->err = w < 0 ? -errno : -EIO;
-				snprintf(r->why, sizeof(r->why),
-					 "writing the local copy: %s",
-					 strerror(-r->err));
-				return 0;
-			}
-			done += (size_t)w;
+		if (err) {
+			r->err = err;
+			snprintf(r->why, sizeof(r->why),
+				 "writing the local copy: %s", strerror(-err));
+			return 0;
 		}
 	}
 	r->got += len;
