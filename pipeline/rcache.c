@@ -988,6 +988,20 @@ static uint32_t fill_pick(struct fill_job *j, uint32_t *pick, uint32_t max)
 	return np;
 }
 
+/*
+ * What a fetch holds but its rfill and its place in the list: the
+ * client's credentials (wiped), the manifest, its shards and chunks.
+ */
+static void fill_job_drop(struct fill_job *j)
+{
+	s3_free(j->s);
+	dataset_free(j->ds);
+	verify_ctx_free(j->vc);
+	free(j->v);
+	free(j->chunks);
+	free(j->runs);
+}
+
 static void *fill_main(void *arg)
 {
 	struct fill_job *j = arg;
@@ -1090,18 +1104,7 @@ static void *fill_main(void *arg)
 		     j->label, j->url, failed, j->n, first);
 	free(g);
 	free(pick);
-	s3_free(j->s);
-	j->s = NULL;
-	dataset_free(j->ds);
-	j->ds = NULL;
-	verify_ctx_free(j->vc);
-	j->vc = NULL;
-	free(j->v);
-	j->v = NULL;
-	free(j->chunks);
-	j->chunks = NULL;
-	free(j->runs);
-	j->runs = NULL;
+	fill_job_drop(j);
 	pthread_mutex_lock(&j->c->mu);
 	j->over = true;
 	pthread_mutex_unlock(&j->c->mu);
@@ -1178,9 +1181,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		rfill_add(fill, i, SHARD_HEADER_SIZE, v[i].tail);
 	}
 	if (err) {
-		s3_free(j->s);
+		fill_job_drop(j);
 		rfill_put(j->f);
-		free(j->v);
 		free(j);
 		return err;
 	}
@@ -1240,11 +1242,9 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 			v[j->v[q].idx].mine = true;
 		}
 		drop_flights(c, v, n);
-		s3_free(j->s);
+		j->ds = NULL; /* still the caller's */
+		fill_job_drop(j);
 		rfill_put(j->f);
-		free(j->v);
-		free(j->chunks);
-		free(j->runs);
 		free(j);
 		return diag_set(d, -EAGAIN, "no thread to fetch with");
 	}
