@@ -322,10 +322,14 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 	}
 	if (r->buf_cap && r->got + len > r->buf_cap) {
 		r->err = -EIO;
-		snprintf(r->why, sizeof(r->why),
-			 "more than the %" PRIu64
-			 " bytes of the range asked for came",
-			 r->buf_cap);
+		if (r->status == 200)
+			snprintf(r->why, sizeof(r->why),
+				 "the store sent the whole object for a range");
+		else
+			snprintf(r->why, sizeof(r->why),
+				 "more than the %" PRIu64
+				 " bytes of the range asked for came",
+				 r->buf_cap);
 		return 0;
 	}
 	if (r->buf) {
@@ -491,6 +495,8 @@ static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 		curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
 	} else if (strcmp(r->method, "GET")) {
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	} else if (r->out_fd >= 0 && !r->buf && !r->to_mem) {
+		curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
 	}
 	return 0;
 nomem:
@@ -625,22 +631,31 @@ static void req_rewind(struct req *r)
 }
 
 /*
- * Run the n requests to their end, at most the client's parallel count
- * at once. Returns 0 (each request's outcome is in its err and why), or
- * a code of the run itself (out of memory, curl's multi failing).
+ * Where a run takes its requests from: next() hands out the next one
+ * (NULL: none now; it is asked again as slots free), and ended() (may
+ * be NULL) is told of each one done. A request is set up when taken.
  */
-static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
+struct feed {
+	struct req *(*next)(void *arg);
+	void (*ended)(void *arg, struct req *r);
+	void *arg;
+};
+
+/*
+ * Run the requests feed hands out to their end, at most the client's
+ * parallel count at once, taking the next as soon as one ends. Returns
+ * 0 (each request's outcome is in its err and why), or a code of the
+ * run itself (cancelled, out of memory, curl's multi failing); then
+ * the requests still held are cleaned up, unended.
+ */
+static int run_fed(struct s3 *s, const struct feed *fd, struct diag *d)
 {
-	size_t left = n, active = 0;
+	struct req *held[S3_PARALLEL_MAX];
+	size_t nheld = 0, active = 0;
 	bool ended;
 	int err = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		err = req_setup(s, rs[i], d);
-		if (err)
-			goto out;
-	}
-	while (left) {
+	for (;;) {
 		uint64_t now = mono_ms(), next = UINT64_MAX;
 		int still, msgs, wait_ms;
 		CURLMsg *m;
@@ -648,13 +663,29 @@ static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
 		if (s->p.cancel &&
 		    __atomic_load_n(s->p.cancel, __ATOMIC_RELAXED)) {
 			err = diag_set(d, -ECANCELED, "s3://%s/%s: cancelled",
-				       s->bucket, rs[0]->key ? rs[0]->key : "");
+				       s->bucket,
+				       nheld && held[0]->key ? held[0]->key :
+							       "");
 			goto out;
 		}
-		for (size_t i = 0; i < n && active < s->p.parallel; i++) {
-			struct req *r = rs[i];
+		while (nheld < s->p.parallel) {
+			struct req *r = fd->next(fd->arg);
 
-			if (r->done || r->active)
+			if (!r)
+				break;
+			err = req_setup(s, r, d);
+			if (err) {
+				req_clean(r);
+				goto out;
+			}
+			held[nheld++] = r;
+		}
+		if (!nheld)
+			break;
+		for (size_t i = 0; i < nheld; i++) {
+			struct req *r = held[i];
+
+			if (r->active)
 				continue;
 			if (r->due_ms > now) {
 				if (r->due_ms < next)
@@ -690,11 +721,17 @@ static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
 			r->active = false;
 			active--;
 			ended = true;
-			if (r->done)
-				left--;
+			if (!r->done)
+				continue;
+			for (size_t i = 0; i < nheld; i++)
+				if (held[i] == r) {
+					held[i] = held[--nheld];
+					break;
+				}
+			req_clean(r);
+			if (fd->ended)
+				fd->ended(fd->arg, r);
 		}
-		if (!left)
-			break;
 		/*
 		 * A slot came free: start the next request before waiting,
 		 * or with none left in flight the wait below would sleep its
@@ -718,13 +755,34 @@ static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
 			usleep((useconds_t)wait_ms * 1000u);
 	}
 out:
-	for (size_t i = 0; i < n; i++) {
-		if (rs[i]->active)
-			curl_multi_remove_handle(s->multi, rs[i]->e);
-		rs[i]->active = false;
-		req_clean(rs[i]);
+	for (size_t i = 0; i < nheld; i++) {
+		if (held[i]->active)
+			curl_multi_remove_handle(s->multi, held[i]->e);
+		held[i]->active = false;
+		req_clean(held[i]);
 	}
 	return err;
+}
+
+struct run_list {
+	struct req **rs;
+	size_t n, taken;
+};
+
+static struct req *list_next(void *arg)
+{
+	struct run_list *l = arg;
+
+	return l->taken < l->n ? l->rs[l->taken++] : NULL;
+}
+
+/* Run the n requests to their end, as run_fed() does. */
+static int run(struct s3 *s, struct req **rs, size_t n, struct diag *d)
+{
+	struct run_list l = { .rs = rs, .n = n };
+	struct feed fd = { .next = list_next, .arg = &l };
+
+	return run_fed(s, &fd, d);
 }
 
 /* The outcome of a finished request as a return code, named in d. */
@@ -907,6 +965,46 @@ static bool is_range(const struct s3_fetch *f)
 	return f->buf || (f->fd >= 0 && f->len);
 }
 
+/* The request for fetch f. */
+static int fetch_req(struct s3 *s, const struct s3_fetch *f, struct req *r,
+		     struct diag *d)
+{
+	get_init(r, f->fd, 0, &f->want);
+	r->progress = f->progress;
+	r->progress_arg = f->arg;
+	if (is_range(f)) {
+		if (!f->len)
+			return diag_set(d, LOADER_EUSAGE,
+					"s3://%s/%s: an empty range", s->bucket,
+					f->key);
+		r->out_fd = f->buf ? -1 : f->fd;
+		r->out_off = f->buf ? 0 : f->off;
+		r->buf = f->buf;
+		r->buf_cap = f->len;
+		snprintf(r->range, sizeof(r->range),
+			 "bytes=%" PRIu64 "-%" PRIu64, f->off,
+			 f->off + f->len - 1);
+	} else if (f->fd < 0) {
+		r->method = "HEAD";
+	}
+	return req_url(s, r, f->key, NULL, d);
+}
+
+/* Fetch f's outcome, from its ended request r. */
+static int fetch_end(struct s3 *s, struct s3_fetch *f, struct req *r)
+{
+	struct diag one;
+
+	if (is_range(f))
+		range_check(r, f);
+	else if (f->fd >= 0)
+		get_check(r, &f->want);
+	f->err = req_result(s, r, &one);
+	f->got = r->obj;
+	snprintf(f->why, sizeof(f->why), "%s", f->err ? one.msg : "");
+	return f->err;
+}
+
 int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 {
 	struct req *rv = calloc(n ? n : 1, sizeof(*rv));
@@ -917,53 +1015,99 @@ int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d)
 		err = diag_set(d, -ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !err; i++) {
 		rs[i] = &rv[i];
-		get_init(&rv[i], f[i].fd, 0, &f[i].want);
-		rv[i].progress = f[i].progress;
-		rv[i].progress_arg = f[i].arg;
-		if (is_range(&f[i])) {
-			if (!f[i].len) {
-				err = diag_set(d, LOADER_EUSAGE,
-					       "s3://%s/%s: an empty range",
-					       s->bucket, f[i].key);
-				goto out;
-			}
-			rv[i].out_fd = f[i].buf ? -1 : f[i].fd;
-			rv[i].out_off = f[i].buf ? 0 : f[i].off;
-			rv[i].buf = f[i].buf;
-			rv[i].buf_cap = f[i].len;
-			snprintf(rv[i].range, sizeof(rv[i].range),
-				 "bytes=%" PRIu64 "-%" PRIu64, f[i].off,
-				 f[i].off + f[i].len - 1);
-		} else if (f[i].fd < 0) {
-			rv[i].method = "HEAD";
-		}
-		err = req_url(s, &rv[i], f[i].key, NULL, d);
-		if (err)
-			goto out;
+		err = fetch_req(s, &f[i], &rv[i], d);
 	}
-	err = run(s, rs, n, d);
+	if (!err)
+		err = run(s, rs, n, d);
 	if (err)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		struct diag one;
-		int e;
-
-		if (is_range(&f[i]))
-			range_check(&rv[i], &f[i]);
-		else if (f[i].fd >= 0)
-			get_check(&rv[i], &f[i].want);
-		e = req_result(s, &rv[i], &one);
-		f[i].err = e;
-		f[i].got = rv[i].obj;
-		snprintf(f[i].why, sizeof(f[i].why), "%s", e ? one.msg : "");
-		if (e && !err)
-			err = diag_set(d, e, "%s", one.msg);
-	}
+	for (size_t i = 0; i < n; i++)
+		if (fetch_end(s, &f[i], &rv[i]) && !err)
+			err = diag_set(d, f[i].err, "%s", f[i].why);
 out:
 	free(rv);
 	free(rs);
+	return err;
+}
+
+/* A request and its fetch, in one of s3_get_fed()'s slots. */
+struct fed_slot {
+	struct req r;
+	struct s3_fetch f;
+	bool used;
+};
+
+struct fed {
+	struct s3 *s;
+	struct fed_slot slot[S3_PARALLEL_MAX];
+	bool (*next)(void *arg, struct s3_fetch *f);
+	void (*done)(void *arg, struct s3_fetch *f);
+	void *arg;
+	struct diag *d;
+	int err; /* setting a request up failed */
+};
+
+static struct req *fed_next(void *arg)
+{
+	struct fed *x = arg;
+
+	for (size_t i = 0; i < S3_PARALLEL_MAX && !x->err; i++) {
+		struct fed_slot *sl = &x->slot[i];
+
+		if (sl->used)
+			continue;
+		memset(sl, 0, sizeof(*sl));
+		if (!x->next(x->arg, &sl->f))
+			return NULL;
+		x->err = fetch_req(x->s, &sl->f, &sl->r, x->d);
+		if (x->err)
+			return NULL;
+		sl->used = true;
+		return &sl->r;
+	}
+	return NULL;
+}
+
+static void fed_ended(void *arg, struct req *r)
+{
+	struct fed *x = arg;
+	struct fed_slot *sl = (struct fed_slot *)(void *)r;
+
+	fetch_end(x->s, &sl->f, r);
+	sl->used = false;
+	x->done(x->arg, &sl->f);
+}
+
+int s3_get_fed(struct s3 *s, bool (*next)(void *arg, struct s3_fetch *f),
+	       void (*done)(void *arg, struct s3_fetch *f), void *arg,
+	       struct diag *d)
+{
+	struct fed *x = calloc(1, sizeof(*x));
+	struct feed fd = { .next = fed_next, .ended = fed_ended, .arg = x };
+	int err;
+
+	if (!x)
+		return diag_set(d, -ENOMEM, "out of memory");
+	*x = (struct fed){
+		.s = s, .next = next, .done = done, .arg = arg, .d = d
+	};
+	err = run_fed(s, &fd, d);
+	if (!err)
+		err = x->err;
+	/* Stopped: those still held end with the run's error. */
+	for (size_t i = 0; err && i < S3_PARALLEL_MAX; i++) {
+		struct fed_slot *sl = &x->slot[i];
+
+		if (!sl->used)
+			continue;
+		sl->f.err = err;
+		sl->f.got = sl->r.obj;
+		snprintf(sl->f.why, sizeof(sl->f.why), "%s", d->msg);
+		done(arg, &sl->f);
+	}
+	free(x);
 	return err;
 }
 

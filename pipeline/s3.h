@@ -128,6 +128,20 @@ struct s3_fetch {
 int s3_get_many(struct s3 *s, struct s3_fetch *f, size_t n, struct diag *d);
 
 /*
+ * Fetch what next() hands out (it fills f and returns true; false: none
+ * now), up to the client's parallel count at once, asking for the next
+ * as soon as one ends, so that the store is never left with a slot
+ * idle while others finish. done() is told of each one's outcome (f's
+ * err, why and got, as for s3_get_many()); both run on the caller's
+ * thread, inside this call. Returns 0 once next() has none and none is
+ * in flight, or the run's error (-ECANCELED: cancelled), after done()
+ * was told of each one still in flight, with that error.
+ */
+int s3_get_fed(struct s3 *s, bool (*next)(void *arg, struct s3_fetch *f),
+	       void (*done)(void *arg, struct s3_fetch *f), void *arg,
+	       struct diag *d);
+
+/*
  * Store size bytes of fd (from offset 0) as key: one PUT up to the part
  * size, else a multipart upload whose parts go up in parallel, aborted
  * if it fails. Every part carries its Content-MD5, which the store
