@@ -4,9 +4,10 @@
 # loopback (tests/integration/ceph.sh; the OSD keeps objects in memory):
 #
 #   raw cold   a stream's first epoch of Fashion-MNIST train from an empty
-#              shard cache (the open: HEADs and each shard's header and
-#              tail; then the records arrive, 8 shards at a time, while
-#              the epoch runs, and every shard is checked whole) against
+#              shard cache (the open: HEADs and each shard's first MiB
+#              and tail; then the records arrive, 8 MiB ranges 8 at a
+#              time, while the epoch runs, and every shard is checked
+#              whole) against
 #              curl fetching the same shard objects, 8 at a time, to
 #              /dev/null: the store's aggregate GET rate, against the
 #              open and the records' arrival (the daemon logs how long
@@ -225,7 +226,7 @@ fetch=$(awk '{ print $3 + $8 }' "$w/r.raw" | median)
 printf '%-40s %10s %10s %8s\n' case seconds MB/s ratio
 awk -v b="$fm_bytes" -v c="$c" -v cold="$cold" -v st="$stage" -v f="$fetch" -v warm="$warm" -v l="$local" 'BEGIN {
 	printf "%-40s %10.3f %10.1f %8s\n", "raw: curl, 8 parallel GETs", c, b / c / 1e6, "1.00"
-	printf "%-40s %10.3f %10.1f %8s\n", "raw cold: the open (HEADs, ends)", st, b / st / 1e6, "-"
+	printf "%-40s %10.3f %10.1f %8s\n", "raw cold: open (HEADs, ends, 1st MiB)", st, b / st / 1e6, "-"
 	printf "%-40s %10.3f %10.1f %8.2f\n", "raw cold: open + records arriving", f, b / f / 1e6, c / f
 	printf "%-40s %10.3f %10.1f %8.2f\n", "raw cold: open + epoch", cold, b / cold / 1e6, c / cold
 	printf "%-40s %10.3f %10.1f %8s\n", "raw: local disk epoch", l, b / l / 1e6, "1.00"
@@ -238,7 +239,7 @@ if [ -s "$w/r.jpeg" ]; then
 	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" -v sc="$sc" -v lc="$lc" \
 		-v ll="$ll" -v n="$ncpu" -v k="$store_cores" 'BEGIN {
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg: local disk epoch", jl, b / jl / 1e6, "1.00"
-		printf "%-40s %10.3f %10.1f %8s\n", "jpeg cold: the open (HEADs, ends)", js, b / js / 1e6, "-"
+		printf "%-40s %10.3f %10.1f %8s\n", "jpeg cold: open (HEADs, ends, 1st MiB)", js, b / js / 1e6, "-"
 		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg cold: open + epoch", jc, b / jc / 1e6, jl / jc
 		printf "CPU seconds: local epoch loaderd %.2f; cold epoch loaderd %.2f + store %.2f\n", ll, lc, sc
 		if (k) {

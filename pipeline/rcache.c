@@ -429,7 +429,9 @@ struct item {
 	bool direct;   /* read in place (rread.h): the cache has no room */
 	bool arriving; /* fetched while the stream reads it (rfill.h) */
 	uint64_t tail; /* direct or arriving: where its fetched tail starts */
+	uint64_t head; /* direct or arriving: the bytes fetched from 0 */
 	uint32_t idx;  /* arriving, in its fetch: the shard's index */
+	uint64_t records; /* the manifest's count */
 };
 
 /* The shard's identity to the node cache: its cache name's hash. */
@@ -695,27 +697,37 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
  * A shard read in place, or still arriving, is given to the stream as a
  * file of the object's size (a memfd, or its temporary file in the
  * cache) that holds its header and its tail (footer and trailer) when
- * the stream opens it. They come by ranged GETs: the last TAIL bytes
- * first, then, when the trailer places the footer before them, the rest
- * of it.
+ * the stream opens it. They come by ranged GETs, all at once:
+ *
+ * - the header; of a shard arriving, its first HEAD_FIRST bytes, the
+ *   first records with it. A GET whose body is a few bytes is answered
+ *   late by a server that writes headers and body apart with Nagle's
+ *   algorithm on (Ceph's RGW by default): the small body waits for the
+ *   acknowledgement that a kept-alive connection delays (40 ms on
+ *   Linux). A body of many segments is not held so.
+ * - the tail: TAIL bytes more than the index of as many records as the
+ *   manifest counts, so that one GET holds the footer of a shard
+ *   without large dictionaries; then, when the trailer places the
+ *   footer before it, the rest of the footer.
  */
 #define TAIL	       (64u << 10)
+#define HEAD_FIRST     (1u << 20)
 #define RREAD_PARALLEL 32 /* requests in flight for reads in place */
+
+/* The bytes of shard it's tail to fetch first. */
+static uint64_t tail_len(const struct item *it)
+{
+	uint64_t want = TAIL;
+
+	if (it->records <= SHARD_MAX_RECORDS)
+		want += it->records * SHARD_INDEX_ENTRY;
+	return want < it->o.size ? want : it->o.size;
+}
 
 /* Where shard it's header and tail go. */
 static int ends_fd(const struct item *it)
 {
 	return it->direct ? it->fd : it->tmpfd;
-}
-
-static int put_range(int fd, const struct s3_fetch *g, const char *bucket,
-		     struct diag *d)
-{
-	int err = fdio_pwrite_all(fd, g->buf, g->len, g->off);
-
-	return err ? diag_set(d, err, "s3://%s/%s: its copy: %s", bucket,
-			      g->key, strerror(-err)) :
-		     0;
 }
 
 /*
@@ -726,20 +738,19 @@ static int get_ends(struct s3 *s, const char *bucket, struct item *v,
 		    uint32_t n, struct diag *d)
 {
 	struct s3_fetch *g = NULL, *x = NULL;
-	uint32_t *of = NULL, *ox = NULL, ng = 0, nx = 0;
+	uint32_t *of = NULL, ng = 0, nx = 0;
 	int err = 0;
 
 	g = calloc(2 * (size_t)n + 1, sizeof(*g));
 	of = calloc(2 * (size_t)n + 1, sizeof(*of));
 	x = calloc((size_t)n + 1, sizeof(*x));
-	ox = calloc((size_t)n + 1, sizeof(*ox));
-	if (!g || !of || !x || !ox) {
+	if (!g || !of || !x) {
 		err = diag_set(d, -ENOMEM, "out of memory");
 		goto out;
 	}
 	/* Header and tail of each: one range for a small object. */
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t size = v[i].o.size, tail = size < TAIL ? size : TAIL;
+		uint64_t size = v[i].o.size, tail = tail_len(&v[i]);
 
 		if (!v[i].direct && !v[i].arriving)
 			continue;
@@ -751,72 +762,62 @@ static int get_ends(struct s3 *s, const char *bucket, struct item *v,
 			goto out;
 		}
 		v[i].tail = size - tail;
-		if (size - tail > 0) {
+		v[i].head = SHARD_HEADER_SIZE;
+		if (v[i].arriving)
+			v[i].head = HEAD_FIRST;
+		if (v[i].head > v[i].tail)
+			v[i].head = v[i].tail;
+		if (v[i].head) {
 			of[ng] = i;
 			g[ng++] = (struct s3_fetch){ .key = v[i].key,
-						     .fd = -1,
+						     .fd = ends_fd(&v[i]),
 						     .off = 0,
-						     .len = SHARD_HEADER_SIZE,
+						     .len = v[i].head,
 						     .want = v[i].o };
 		}
 		of[ng] = i;
 		g[ng++] = (struct s3_fetch){ .key = v[i].key,
-					     .fd = -1,
+					     .fd = ends_fd(&v[i]),
 					     .off = size - tail,
 					     .len = tail,
 					     .want = v[i].o };
 	}
-	for (uint32_t k = 0; k < ng; k++) {
-		g[k].buf = malloc(g[k].len);
-		if (!g[k].buf) {
-			err = diag_set(d, -ENOMEM, "out of memory");
-			goto out;
-		}
-	}
 	if (ng)
 		err = s3_get_many(s, g, ng, d);
-	for (uint32_t k = 0; !err && k < ng; k++)
-		err = put_range(ends_fd(&v[of[k]]), &g[k], bucket, d);
 	/* Footers longer than the tail: the rest of each, all at once. */
 	for (uint32_t k = 0; !err && k < ng; k++) {
 		struct s3_fetch *t = &g[k];
 		struct item *it = &v[of[k]];
+		unsigned char tr[SHARD_TRAILER_SIZE];
 		uint64_t foff;
 
 		if (t->off + t->len != it->o.size ||
 		    t->len < SHARD_TRAILER_SIZE)
 			continue;
-		foff = shard_trailer_footer(t->buf + t->len -
-					    SHARD_TRAILER_SIZE);
+		err = fdio_pread_all(t->fd, tr, sizeof(tr),
+				     it->o.size - sizeof(tr));
+		if (err) {
+			err = diag_set(d, err, "s3://%s/%s: its copy: %s",
+				       bucket, it->key, strerror(-err));
+			break;
+		}
+		foff = shard_trailer_footer(tr);
 		/* A footer out of place is shard_open()'s to report. */
 		if (foff >= t->off || foff < SHARD_HEADER_SIZE)
 			continue;
-		free(t->buf);
-		t->len = t->off - foff;
-		t->off = foff;
-		t->buf = malloc(t->len);
-		if (!t->buf) {
-			err = diag_set(d, -ENOMEM,
-				       "out of memory (a footer of %" PRIu64
-				       " bytes)",
-				       t->len);
-			break;
-		}
 		it->tail = foff;
-		x[nx] = *t; /* the buffer stays g[k]'s */
-		ox[nx++] = of[k];
+		if (it->head > foff)
+			it->head = foff;
+		x[nx] = *t;
+		x[nx].len = t->off - foff;
+		x[nx++].off = foff;
 	}
 	if (!err && nx)
 		err = s3_get_many(s, x, nx, d);
-	for (uint32_t k = 0; !err && k < nx; k++)
-		err = put_range(ends_fd(&v[ox[k]]), &x[k], bucket, d);
 out:
-	for (uint32_t k = 0; g && k < ng; k++)
-		free(g[k].buf);
 	free(g);
 	free(of);
 	free(x);
-	free(ox);
 	return err;
 }
 
@@ -878,8 +879,11 @@ struct fill_job {
 	uint64_t bytes;	       /* of the shards kept */
 	struct fchunk *chunks; /* the records' ranges, shard by shard */
 	uint32_t nchunks;
+	uint32_t cursor;	 /* chunks before it have all started */
 	struct fshard_run *runs; /* one per arriving shard */
 	uint64_t t0;
+	uint32_t kept, failed, open; /* shards, as the fetch goes */
+	char first[DIAG_MAX];	     /* the first shard's failure */
 	pthread_t thread;
 	bool over;
 	struct fill_job *next;
@@ -894,6 +898,16 @@ struct fill_job {
  * GET at a time from a shard of 256 MiB, loaderctl pack's default,
  * would leave the store's parallelism unused), and a shard's bytes come
  * from its start on.
+ *
+ * A chunk's GET starts as soon as another ends (s3_get_fed()): fetched
+ * in rounds, every round waited for its slowest chunk, and its chunks,
+ * started together, ended together, so that the reader saw nothing of
+ * a round until all of it came.
+ *
+ * The chunks start HEAD_FIRST bytes into the shard, which puts their
+ * bounds off the 4 MiB stripes Ceph's RGW stores objects in: chunks on
+ * those bounds (4 or 8 MiB in) took twice as long to come here, and so
+ * did chunks of 1, 2 and 4 MiB first.
  */
 #define CHUNK (8u << 20)
 
@@ -909,6 +923,7 @@ struct fchunk {
 struct fshard_run {
 	uint32_t c0, nc;
 	uint32_t first; /* the first chunk not whole */
+	uint32_t next;	/* the first chunk not started */
 	uint32_t left;	/* chunks not ended */
 	int err;
 	char why[DIAG_MAX];
@@ -970,22 +985,30 @@ static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
 	return kept;
 }
 
-/* Chunks of shards a reader waits for first, then the others. */
-static uint32_t fill_pick(struct fill_job *j, uint32_t *pick, uint32_t max)
+/*
+ * The next chunk: of a shard a reader waits for first, else the first
+ * not started. A shard's chunks start in order either way.
+ */
+static bool fill_pick(struct fill_job *j, uint32_t *pick)
 {
-	uint32_t np = 0;
+	for (uint32_t q = 0; q < j->n; q++) {
+		struct fshard_run *r = &j->runs[q];
 
-	for (int pass = 0; pass < 2; pass++)
-		for (uint32_t k = 0; k < j->nchunks && np < max; k++) {
-			struct fchunk *ch = &j->chunks[k];
-
-			if (ch->started ||
-			    (!pass && !rfill_wanted(j->f, j->v[ch->item].idx)))
-				continue;
-			ch->started = true;
-			pick[np++] = k;
+		if (r->next < r->c0 + r->nc &&
+		    rfill_wanted(j->f, j->v[q].idx)) {
+			*pick = r->next++;
+			j->chunks[*pick].started = true;
+			return true;
 		}
-	return np;
+	}
+	while (j->cursor < j->nchunks && j->chunks[j->cursor].started)
+		j->cursor++;
+	if (j->cursor == j->nchunks)
+		return false;
+	*pick = j->cursor;
+	j->chunks[*pick].started = true;
+	j->runs[j->chunks[*pick].item].next++;
+	return true;
 }
 
 /*
@@ -1002,93 +1025,101 @@ static void fill_job_drop(struct fill_job *j)
 	free(j->runs);
 }
 
+/* s3_get_fed()'s next: the next chunk to fetch. */
+static bool fill_next(void *arg, struct s3_fetch *g)
+{
+	struct fill_job *j = arg;
+	struct fchunk *ch;
+	struct item *it;
+	uint32_t k;
+
+	if (!fill_pick(j, &k))
+		return false;
+	ch = &j->chunks[k];
+	it = &j->v[ch->item];
+	*g = (struct s3_fetch){
+		.key = it->key,
+		.fd = it->tmpfd,
+		.off = ch->off,
+		.len = ch->len,
+		.want = it->o,
+		.progress = fill_came,
+		.arg = ch,
+	};
+	return true;
+}
+
+/* The shard's run ended: the shard is kept or dropped. */
+static void fill_shard_end(struct fill_job *j, struct item *it,
+			   struct fshard_run *r)
+{
+	if (r->err && !j->first[0])
+		snprintf(j->first, sizeof(j->first), "%s", r->why);
+	if (fill_done(j, it, it->idx, r->err, r->why))
+		j->kept++, j->bytes += it->o.size;
+	else
+		j->failed++;
+	j->open--;
+}
+
+/* s3_get_fed()'s done: a chunk ended. */
+static void fill_chunk_end(void *arg, struct s3_fetch *g)
+{
+	struct fill_job *j = arg;
+	struct fchunk *ch = g->arg;
+	struct fshard_run *r = &j->runs[ch->item];
+	int e = g->err;
+
+	/* What came whole is kept, a cancel or not. */
+	if (ch->got == ch->len)
+		e = 0;
+	else if (!e)
+		e = -EIO;
+	if (e && !r->err) {
+		r->err = e;
+		snprintf(r->why, sizeof(r->why), "%s",
+			 g->why[0] ? g->why : strerror(-e));
+	}
+	if (!--r->left)
+		fill_shard_end(j, &j->v[ch->item], r);
+}
+
 static void *fill_main(void *arg)
 {
 	struct fill_job *j = arg;
-	unsigned par = j->c->p.s3.parallel ? j->c->p.s3.parallel : 8;
-	struct s3_fetch *g = calloc(par, sizeof(*g));
-	uint32_t *pick = calloc(par, sizeof(*pick));
-	uint32_t kept = 0, failed = 0, open = j->n;
-	char first[DIAG_MAX] = "";
+	struct diag d = { "" };
 	int stop = 0;
 
-	if (!g || !pick || !j->runs || (j->nchunks && !j->chunks)) {
-		snprintf(first, sizeof(first), "out of memory");
+	j->open = j->n;
+	if (!j->runs || (j->nchunks && !j->chunks)) {
+		snprintf(j->first, sizeof(j->first), "out of memory");
 		stop = -ENOMEM;
 	}
 	/* Shards whose header and tail were all of them are whole now. */
 	for (uint32_t k = 0; !stop && k < j->n; k++)
-		if (!j->runs[k].nc) {
-			if (fill_done(j, &j->v[k], j->v[k].idx, 0, NULL))
-				kept++, j->bytes += j->v[k].o.size;
-			else
-				failed++;
-			open--;
-		}
-	while (open && !stop) {
-		uint32_t np = fill_pick(j, pick, par);
-		struct diag d = { "" };
-		int err = 0;
+		if (!j->runs[k].nc)
+			fill_shard_end(j, &j->v[k], &j->runs[k]);
+	if (!stop && j->open) {
+		int err = s3_get_fed(j->s, fill_next, fill_chunk_end, j, &d);
 
-		for (uint32_t q = 0; q < np; q++) {
-			struct fchunk *ch = &j->chunks[pick[q]];
-			struct item *it = &j->v[ch->item];
-
-			g[q] = (struct s3_fetch){
-				.key = it->key,
-				.fd = it->tmpfd,
-				.off = ch->off,
-				.len = ch->len,
-				.want = it->o,
-				.progress = fill_came,
-				.arg = ch,
-			};
-		}
-		if (np)
-			err = s3_get_many(j->s, g, np, &d);
-		if (err == -ECANCELED)
-			stop = err;
-		for (uint32_t q = 0; q < np; q++) {
-			struct fchunk *ch = &j->chunks[pick[q]];
-			struct fshard_run *r = &j->runs[ch->item];
-			struct item *it = &j->v[ch->item];
-			int e = g[q].err;
-
-			/* What came whole is kept, a cancel or not. */
-			if (ch->got == ch->len)
-				e = 0;
-			else if (!e)
-				e = err ? err : -EIO;
-			if (e && !r->err) {
-				r->err = e;
-				snprintf(r->why, sizeof(r->why), "%s",
-					 g[q].why[0] ? g[q].why : d.msg);
-			}
-			if (--r->left)
-				continue;
-			if (r->err && !first[0])
-				snprintf(first, sizeof(first), "%s", r->why);
-			if (fill_done(j, it, it->idx, r->err, r->why))
-				kept++, j->bytes += it->o.size;
-			else
-				failed++;
-			open--;
-		}
+		stop = err;
+		if (err && err != -ECANCELED && !j->first[0])
+			snprintf(j->first, sizeof(j->first), "%s", d.msg);
 	}
 	/* Stopped: the shards not whole will not come. */
 	for (uint32_t k = 0; k < j->n; k++)
 		if (j->v[k].tmpfd >= 0) {
-			fill_done(j, &j->v[k], j->v[k].idx,
-				  stop ? stop : -ECANCELED,
-				  stop == -ENOMEM ? first : "the stream ended");
-			failed++;
+			fill_done(j, &j->v[k], j->v[k].idx, stop,
+				  stop == -ECANCELED ? "the stream ended" :
+						       j->first);
+			j->failed++;
 		}
-	if (!failed)
+	if (!j->failed)
 		plog(PLOG_INFO,
 		     "%s: %s: %" PRIu32 " shards fetched (%" PRIu64
 		     " bytes) into the shard cache in %.2f s, %" PRIu64
 		     " retries",
-		     j->label, j->url, kept, j->bytes,
+		     j->label, j->url, j->kept, j->bytes,
 		     (double)(clock_mono_ns() - j->t0) / 1e9,
 		     s3_counts(j->s).retries);
 	else if (stop == -ECANCELED)
@@ -1096,14 +1127,12 @@ static void *fill_main(void *arg)
 		     "%s: %s: fetching stopped, its stream ended: %" PRIu32
 		     " of %" PRIu32 " shards fetched (%" PRIu64
 		     " bytes), kept in the shard cache",
-		     j->label, j->url, kept, j->n, j->bytes);
+		     j->label, j->url, j->kept, j->n, j->bytes);
 	else
 		plog(PLOG_WARN,
 		     "%s: %s: %" PRIu32 " of %" PRIu32
 		     " shards could not be fetched (their records fail as bad samples): %s",
-		     j->label, j->url, failed, j->n, first);
-	free(g);
-	free(pick);
+		     j->label, j->url, j->failed, j->n, j->first);
 	fill_job_drop(j);
 	pthread_mutex_lock(&j->c->mu);
 	j->over = true;
@@ -1178,7 +1207,7 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 				       strerror(errno));
 			break;
 		}
-		rfill_add(fill, i, SHARD_HEADER_SIZE, v[i].tail);
+		rfill_add(fill, i, v[i].head, v[i].tail);
 	}
 	if (err) {
 		fill_job_drop(j);
@@ -1200,18 +1229,17 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 	}
 	/* The records' chunks, shard by shard, each from its start. */
 	for (uint32_t q = 0; q < na; q++)
-		if (j->v[q].tail > SHARD_HEADER_SIZE)
-			j->nchunks +=
-				(uint32_t)((j->v[q].tail - SHARD_HEADER_SIZE +
-					    CHUNK - 1) /
-					   CHUNK);
+		if (j->v[q].tail > j->v[q].head)
+			j->nchunks += (uint32_t)((j->v[q].tail - j->v[q].head +
+						  CHUNK - 1) /
+						 CHUNK);
 	j->chunks = calloc(j->nchunks ? j->nchunks : 1, sizeof(*j->chunks));
 	j->runs = calloc(na, sizeof(*j->runs));
 	for (uint32_t q = 0, m = 0; j->chunks && j->runs && q < na; q++) {
 		struct fshard_run *r = &j->runs[q];
 
-		r->c0 = r->first = m;
-		for (uint64_t off = SHARD_HEADER_SIZE; off < j->v[q].tail;
+		r->c0 = r->first = r->next = m;
+		for (uint64_t off = j->v[q].head; off < j->v[q].tail;
 		     off += CHUNK) {
 			uint64_t len = j->v[q].tail - off;
 
@@ -1289,6 +1317,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 				 prefix[0] ? "/" : "", ds->shards[i].file);
 
 		v[i].fd = v[i].tmpfd = -1;
+		v[i].records = ds->shards[i].records;
 		if (l < 0 || (size_t)l >= sizeof(v[i].key)) {
 			err = diag_set(d, LOADER_EUSAGE,
 				       "s3://%s/%s: key too long", bucket,
