@@ -54,9 +54,16 @@ struct memo {
 	struct s3_obj o;
 };
 
+/*
+ * A shard a stage is fetching. Once its records arrive (start_fill()),
+ * another stage may read it as it comes: f, fi and tmp say where.
+ */
 struct flight {
 	char name[NAME_LEN];
 	uint64_t bytes;
+	struct rfill *f; /* the fetch's; NULL until then */
+	uint32_t fi;
+	char tmp[32];
 	struct flight *next;
 };
 
@@ -287,12 +294,24 @@ uint64_t rcache_bytes(struct rcache *c)
 	return total;
 }
 
+static struct flight *flight_of(const struct rcache *c, const char *name)
+{
+	for (struct flight *f = c->flights; f; f = f->next)
+		if (!strcmp(f->name, name))
+			return f;
+	return NULL;
+}
+
 static bool in_flight(const struct rcache *c, const char *name)
 {
-	for (const struct flight *f = c->flights; f; f = f->next)
-		if (!strcmp(f->name, name))
-			return true;
-	return false;
+	return flight_of(c, name) != NULL;
+}
+
+/* May another stage read fl's shard as it arrives, now? */
+static bool joinable(const struct flight *fl)
+{
+	return fl->f &&
+	       !__atomic_load_n(rfill_cancelled(fl->f), __ATOMIC_RELAXED);
 }
 
 /*
@@ -553,8 +572,31 @@ static int open_cached(struct rcache *c, const char *name, uint64_t size)
  * temporary file of its size. They are fetched after the stage
  * (fill_main()), while the stream reads them.
  */
+/*
+ * Shard i of this stage is fl's, arriving: read it from fl's file as it
+ * comes, linked to fl's fetch. Under the lock. Returns 0 or an error
+ * (the stage then waits for the flight to end).
+ */
+static int join_flight(struct rcache *c, struct flight *fl, struct rfill *fill,
+		       struct item *it, uint32_t i)
+{
+	int fd = openat(c->dfd, fl->tmp, O_RDONLY | O_CLOEXEC), err;
+
+	/* Gone: whole and renamed, or dropped, an instant ago. */
+	if (fd < 0)
+		return -errno;
+	err = rfill_link(fill, i, fl->f, fl->fi);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	it->fd = fd;
+	return 0;
+}
+
 static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
-		       struct rcache_stats *st, struct diag *d)
+		       struct rfill *fill, struct rcache_stats *st,
+		       struct diag *d)
 {
 	uint32_t *which = NULL, nf = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
@@ -571,9 +613,16 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 	}
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < n; i++) {
+		struct flight *fl;
+
 		if (v[i].fd >= 0 || v[i].direct || v[i].arriving)
 			continue;
-		if (in_flight(c, v[i].name)) {
+		fl = flight_of(c, v[i].name);
+		if (fl && joinable(fl) && !join_flight(c, fl, fill, &v[i], i)) {
+			st->waited++;
+			continue;
+		}
+		if (fl) {
 			theirs++;
 			continue;
 		}
@@ -587,11 +636,18 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 		need += v[i].o.size;
 	}
 	if (theirs) {
-		/* Wait for the other stages; the next round looks again. */
-		for (uint32_t i = 0; i < n; i++)
+		/*
+		 * Wait for the other stages (until their shards arrive as
+		 * the stream reads, or are done); the next round looks
+		 * again.
+		 */
+		for (uint32_t i = 0; i < n; i++) {
+			struct flight *fl;
+
 			while (v[i].fd < 0 && !v[i].mine &&
-			       in_flight(c, v[i].name))
+			       (fl = flight_of(c, v[i].name)) && !joinable(fl))
 				pthread_cond_wait(&c->cv, &c->mu);
+		}
 		pthread_mutex_unlock(&c->mu);
 		st->waited += theirs;
 		goto out;
@@ -1166,7 +1222,7 @@ static void stop_jobs(struct rcache *c)
 {
 	pthread_mutex_lock(&c->mu);
 	for (struct fill_job *j = c->jobs; j; j = j->next)
-		rfill_cancel(j->f);
+		rfill_stop(j->f);
 	pthread_mutex_unlock(&c->mu);
 	reap_jobs(c, true);
 }
@@ -1262,9 +1318,22 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		 prefix[0] ? "/" : "", prefix);
 	snprintf(j->label, sizeof(j->label), "%s", label ? label : "stage");
 	j->t0 = clock_mono_ns();
+	/* Other stages may read these shards as they arrive, from now. */
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t q = 0; q < na; q++) {
+		struct flight *fl = flight_of(c, j->v[q].name);
+
+		fl->f = j->f;
+		fl->fi = j->v[q].idx;
+		memcpy(fl->tmp, j->v[q].tmp, sizeof(fl->tmp));
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 	if (pthread_create(&j->thread, NULL, fill_main, j)) {
 		/* The items are the job's: undo it by hand. */
 		for (uint32_t q = 0; q < na; q++) {
+			rfill_end(j->f, j->v[q].idx, -EAGAIN,
+				  "no thread to fetch with");
 			close(j->v[q].tmpfd);
 			(void)unlinkat(c->dfd, j->v[q].tmp, 0);
 			v[j->v[q].idx].mine = true;
@@ -1368,7 +1437,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 	for (int round = 0; round < ROUNDS; round++) {
 		bool all = true;
 
-		err = fetch_round(c, v, n, st, d);
+		err = fetch_round(c, v, n, out->fill, st, d);
 		if (err)
 			goto out;
 		for (uint32_t i = 0; i < n; i++)

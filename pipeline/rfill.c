@@ -23,15 +23,26 @@ struct fshard {
 	uint64_t need; /* the least end a waiter waits for; 0: none waits */
 	uint64_t id[2];
 	char *why; /* when err */
+	/* Linked: the shard arrives in another stage's fetch, as its src_i. */
+	struct rfill *src;
+	uint32_t src_i;
 };
 
 struct rfill {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	unsigned refs;
+	/*
+	 * Streams its fetch is for: its own (until rfill_cancel()) and
+	 * those linked to it. The fetch stops when none is left.
+	 */
+	unsigned users;
+	bool released;
 	bool cancel;
 	uint32_t n;
 	struct fshard *sh;
+	struct rfill **srcs; /* the fetches linked to, a reference each */
+	uint32_t nsrcs;
 };
 
 int rfill_new(struct rfill **out, uint32_t nshards, struct diag *d)
@@ -52,6 +63,7 @@ int rfill_new(struct rfill **out, uint32_t nshards, struct diag *d)
 	pthread_cond_init(&f->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	f->refs = 1;
+	f->users = 1;
 	f->n = nshards;
 	*out = f;
 	return 0;
@@ -78,6 +90,9 @@ void rfill_put(struct rfill *f)
 		return;
 	for (uint32_t i = 0; i < f->n; i++)
 		free(f->sh[i].why);
+	for (uint32_t k = 0; k < f->nsrcs; k++)
+		rfill_put(f->srcs[k]);
+	free(f->srcs);
 	free(f->sh);
 	pthread_cond_destroy(&f->cv);
 	pthread_mutex_destroy(&f->mu);
@@ -106,6 +121,37 @@ void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail)
 	f->sh[i].have = have;
 	f->sh[i].tail = tail;
 	pthread_mutex_unlock(&f->mu);
+}
+
+int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si)
+{
+	struct rfill **more;
+	uint32_t k;
+
+	for (k = 0; k < f->nsrcs && f->srcs[k] != src; k++)
+		;
+	if (k == f->nsrcs) {
+		more = realloc(f->srcs, (f->nsrcs + 1) * sizeof(*more));
+		if (!more)
+			return -ENOMEM;
+		f->srcs = more;
+		pthread_mutex_lock(&src->mu);
+		if (!src->users) {
+			/* Its fetch is stopping: nothing more will come. */
+			pthread_mutex_unlock(&src->mu);
+			return -ECANCELED;
+		}
+		src->users++;
+		src->refs++;
+		pthread_mutex_unlock(&src->mu);
+		f->srcs[f->nsrcs++] = src;
+	}
+	pthread_mutex_lock(&f->mu);
+	f->sh[i].src = src;
+	f->sh[i].src_i = si;
+	f->sh[i].on = true;
+	pthread_mutex_unlock(&f->mu);
+	return 0;
 }
 
 bool rfill_has(const struct rfill *f, uint32_t i)
@@ -166,6 +212,9 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	struct fshard *sh = &f->sh[i];
 	int err = 0;
 
+	/* Set before the stream has f, never unset. */
+	if (sh->src)
+		return rfill_wait(sh->src, sh->src_i, off, end, stop, d);
 	pthread_mutex_lock(&f->mu);
 	while (!came(sh, off, end)) {
 		struct timespec ts;
@@ -198,7 +247,34 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	return err;
 }
 
+/* One stream fewer uses f's fetch; with none left, it stops. */
+static void unuse(struct rfill *f)
+{
+	pthread_mutex_lock(&f->mu);
+	if (f->users && !--f->users)
+		__atomic_store_n(&f->cancel, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->mu);
+}
+
 void rfill_cancel(struct rfill *f)
+{
+	bool first;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	first = !f->released;
+	f->released = true;
+	pthread_mutex_unlock(&f->mu);
+	if (!first)
+		return;
+	unuse(f);
+	/* Set before the stream had f: no lock needed. */
+	for (uint32_t k = 0; k < f->nsrcs; k++)
+		unuse(f->srcs[k]);
+}
+
+void rfill_stop(struct rfill *f)
 {
 	if (f)
 		__atomic_store_n(&f->cancel, true, __ATOMIC_RELAXED);

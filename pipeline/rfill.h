@@ -52,6 +52,15 @@ bool rfill_named(const struct rfill *f, uint32_t i);
  */
 void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail);
 
+/*
+ * Shard i arrives in another stage's fetch, as src's shard si (the same
+ * object, in the same temporary file): the reader waits on src, and
+ * src's fetch goes on until every stream linked to it is done too.
+ * Before the stream has f. Returns 0, -ENOMEM, or -ECANCELED when src's
+ * fetch is stopping (no stream left to it): wait for it to end instead.
+ */
+int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si);
+
 /* Is shard i one that arrives? (NULL f: none is.) */
 bool rfill_has(const struct rfill *f, uint32_t i);
 
@@ -79,10 +88,15 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	       const bool *stop, struct diag *d);
 
 /*
- * Its stream is done with it: the fetch stops within about 100 ms,
- * keeping the shards whose bytes all came.
+ * Its stream is done with it (again: nothing). The fetch stops within
+ * about 100 ms, keeping the shards whose bytes all came, once no stream
+ * linked to it (rfill_link()) is left either; so do the fetches f is
+ * linked to.
  */
 void rfill_cancel(struct rfill *f);
+
+/* Stop the fetch now, whoever uses it (the daemon stops). */
+void rfill_stop(struct rfill *f);
 
 /* The flag rfill_cancel() sets, for s3_params.cancel. */
 const bool *rfill_cancelled(struct rfill *f);

@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 85
+plan 88
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -241,6 +241,43 @@ wait $p1
 is "$(grep -c '^total batches 40 samples 10000' "$T/two1" "$T/two2" | cut -d: -f2 | tr '\n' ' ')" "1 1 " \
 	"two streams opened at once on a cold daemon both stream"
 is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes once"
+# A stream opened while another's shards arrive (sent slowly) reads them
+# as they come, from that fetch: its open does not wait for the fetch to
+# end, and the fetch goes on for it after the first stream is gone.
+rm -f "$T/two.sock.cache/s3"/*.shard
+printf 'slow 100 GET /data/fm2/shard-\n' >"$T/px.faults"
+before=$(gets fm2)
+# stages N: the two.sock log has more than N stage lines of fm2.
+stages() {
+	[ "$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")" -gt "$1" ]
+}
+n0=$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")
+f0=$(grep -c "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log")
+"$LDCLIENT" --seed 1 --order random "$T/two.sock" s3://data/fm2 >"$T/lk1" 2>&1 &
+p1=$!
+i=0
+while ! stages "$n0" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"$LDCLIENT" --seed 2 --order random "$T/two.sock" s3://data/fm2 >"$T/lk2" 2>&1 &
+p2=$!
+i=0
+while ! stages $((n0 + 1)) && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+f1=$(grep -c "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log")
+like "$f1 $(grep "s3://data/fm2: $NSH shards:" "$T/two.sock.log" | tail -1)" \
+	"^$f0 .*0 fetching .*, $NSH fetched by another stream meanwhile" \
+	"a stream opened while another's shards arrive starts before they have all come"
+kill -9 $p1 2>/dev/null
+wait $p1 2>/dev/null
+wait_exit $p2 120
+: >"$T/px.faults"
+is "$(grep -c '^total batches 40 samples 10000' "$T/lk2")" 1 \
+	"and streams them whole, though the stream that fetches them was killed"
+i=0
+while [ "$(grep -c "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log")" -le "$f0" ] &&
+	[ $i -lt 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes once, for both"
 # A client that leaves while its dataset is staged (throttled by the
 # store): the daemon finishes or ends the stage, and serves on.
 # Every GET of its shards throttled: on its own the stage would give up

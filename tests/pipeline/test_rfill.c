@@ -156,3 +156,72 @@ Test(rfill, cancel_flag)
 	rfill_put(f);
 	rfill_put(NULL);
 }
+
+/*
+ * A second stage's shard linked to a fetch in progress: its reader waits
+ * on that fetch, which goes on until both streams are done with it.
+ */
+Test(rfill, linked_shard_waits_on_its_fetch)
+{
+	struct rfill *src = one(64, 1000), *f;
+	const bool *c = rfill_cancelled(src);
+	struct diag d = { "" };
+	bool stop = true;
+
+	cr_assert_eq(rfill_new(&f, 5, &d), 0, "%s", d.msg);
+	cr_assert_eq(rfill_link(f, 4, src, 1), 0);
+	cr_assert_eq(rfill_link(f, 2, src, 1), 0, "a second link, one use");
+	cr_assert(rfill_has(f, 4));
+	cr_assert(!rfill_has(f, 3));
+	cr_assert_eq(rfill_wait(f, 4, 0, 64, &stop, &d), 0, "the header");
+	cr_assert_eq(rfill_wait(f, 4, 64, 200, &stop, &d), -ECANCELED);
+	rfill_came(src, 1, 200);
+	cr_assert_eq(rfill_wait(f, 4, 64, 200, &stop, &d), 0,
+		     "what came to its fetch");
+	rfill_cancel(src);
+	cr_assert(!*c, "the fetch goes on for the linked stream");
+	rfill_cancel(src);
+	cr_assert(!*c, "a stream done twice is done once");
+	rfill_end(src, 1, -EIO, "s3://b/k: GET HTTP 500");
+	cr_assert_eq(rfill_wait(f, 4, 300, 400, &stop, &d), -EIO);
+	cr_assert(strstr(d.msg, "HTTP 500"), "%s", d.msg);
+	/* The source's own reference goes; the link keeps it. */
+	rfill_put(src);
+	rfill_cancel(f);
+	cr_assert(*c, "both streams done: the fetch stops");
+	rfill_put(f);
+}
+
+Test(rfill, no_link_to_a_stopping_fetch)
+{
+	struct rfill *src = one(64, 1000), *f, *g;
+	struct diag d = { "" };
+
+	cr_assert_eq(rfill_new(&f, 2, &d), 0, "%s", d.msg);
+	cr_assert_eq(rfill_new(&g, 2, &d), 0, "%s", d.msg);
+	cr_assert_eq(rfill_link(f, 0, src, 1), 0);
+	rfill_cancel(src);
+	rfill_cancel(f);
+	cr_assert(*rfill_cancelled(src));
+	cr_assert_eq(rfill_link(g, 0, src, 1), -ECANCELED);
+	cr_assert(!rfill_has(g, 0));
+	rfill_put(g);
+	rfill_put(f);
+	rfill_put(src);
+}
+
+Test(rfill, stop_whoever_uses_it)
+{
+	struct rfill *src = one(64, 1000), *f;
+	struct diag d = { "" };
+
+	cr_assert_eq(rfill_new(&f, 2, &d), 0, "%s", d.msg);
+	cr_assert_eq(rfill_link(f, 0, src, 1), 0);
+	rfill_stop(src);
+	cr_assert(*rfill_cancelled(src), "the daemon stops: the fetch stops");
+	rfill_stop(NULL);
+	rfill_cancel(f);
+	rfill_cancel(src);
+	rfill_put(f);
+	rfill_put(src);
+}
