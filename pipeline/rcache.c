@@ -963,7 +963,7 @@ struct fill_job {
  * The chunks start HEAD_FIRST bytes into the shard, which puts their
  * bounds off the 4 MiB stripes Ceph's RGW stores objects in: chunks on
  * those bounds (4 or 8 MiB in) took twice as long to come here, and so
- * did chunks of 1, 2 and 4 MiB first.
+ * did chunks of 1, 2 and 4 MiB first, which put every later one on them.
  */
 #define CHUNK (8u << 20)
 
