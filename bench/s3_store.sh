@@ -5,7 +5,7 @@
 #
 #   raw cold   a stream's first epoch of Fashion-MNIST train from an empty
 #              shard cache (the open: HEADs and each shard's first MiB
-#              and tail; then the records arrive, 8 MiB ranges 8 at a
+#              and tail; then the records arrive, 4 MiB ranges 8 at a
 #              time, while the epoch runs, and every shard is checked
 #              whole) against
 #              curl fetching the same shard objects, 8 at a time, to

@@ -961,11 +961,15 @@ struct fill_job {
  * a round until all of it came.
  *
  * The chunks start HEAD_FIRST bytes into the shard, which puts their
- * bounds off the 4 MiB stripes Ceph's RGW stores objects in: chunks on
- * those bounds (4 or 8 MiB in) took twice as long to come here, and so
- * did chunks of 1, 2 and 4 MiB first, which put every later one on them.
+ * bounds off the 4 MiB stripes Ceph's RGW stores objects in: chunks of
+ * 8 MiB on those bounds (4 or 8 MiB in) took twice as long to come here,
+ * and so did chunks of 1, 2 and 4 MiB first, which put every later one
+ * on them. 4 MiB chunks came faster than 8 MiB ones (the JPEG corpus's
+ * 204 MB shard: 0.54-0.64 s against 0.63-0.98 s, 5 runs each, with the
+ * readers waiting 0.02-0.07 s for them against 0.06-0.19 s). 16 at
+ * once was no faster than 8.
  */
-#define CHUNK (8u << 20)
+#define CHUNK (4u << 20)
 
 struct fchunk {
 	struct fill_job *j;
@@ -1174,10 +1178,10 @@ static void *fill_main(void *arg)
 		plog(PLOG_INFO,
 		     "%s: %s: %" PRIu32 " shards fetched (%" PRIu64
 		     " bytes) into the shard cache in %.2f s, %" PRIu64
-		     " retries",
+		     " retries; the readers waited %.2f s for them",
 		     j->label, j->url, j->kept, j->bytes,
 		     (double)(clock_mono_ns() - j->t0) / 1e9,
-		     s3_counts(j->s).retries);
+		     s3_counts(j->s).retries, rfill_waited(j->f));
 	else if (stop == -ECANCELED)
 		plog(PLOG_INFO,
 		     "%s: %s: fetching stopped, its stream ended: %" PRIu32

@@ -40,6 +40,7 @@ struct rfill {
 	bool released;
 	bool cancel;
 	uint32_t n;
+	uint64_t waited_ns; /* readers, waiting for bytes to come */
 	struct fshard *sh;
 	struct rfill **srcs; /* the fetches linked to, a reference each */
 	uint32_t nsrcs;
@@ -210,6 +211,7 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	       const bool *stop, struct diag *d)
 {
 	struct fshard *sh = &f->sh[i];
+	uint64_t t0 = 0;
 	int err = 0;
 
 	/* Set before the stream has f, never unset. */
@@ -236,6 +238,9 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 			sh->need = want;
 		/* A stop is seen within 100 ms. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (!t0)
+			t0 = (uint64_t)ts.tv_sec * 1000000000u +
+			     (uint64_t)ts.tv_nsec;
 		ts.tv_nsec += 100 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
@@ -243,8 +248,25 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 		}
 		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
 	}
+	if (t0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		f->waited_ns += (uint64_t)ts.tv_sec * 1000000000u +
+				(uint64_t)ts.tv_nsec - t0;
+	}
 	pthread_mutex_unlock(&f->mu);
 	return err;
+}
+
+double rfill_waited(struct rfill *f)
+{
+	uint64_t ns;
+
+	pthread_mutex_lock(&f->mu);
+	ns = f->waited_ns;
+	pthread_mutex_unlock(&f->mu);
+	return (double)ns / 1e9;
 }
 
 /* One stream fewer uses f's fetch; with none left, it stops. */

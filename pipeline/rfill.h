@@ -88,6 +88,12 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	       const bool *stop, struct diag *d);
 
 /*
+ * The seconds readers have spent in rfill_wait() on f's shards, waiting
+ * for their bytes (those linked elsewhere count there).
+ */
+double rfill_waited(struct rfill *f);
+
+/*
  * Its stream is done with it (again: nothing). The fetch stops within
  * about 100 ms, keeping the shards whose bytes all came, once no stream
  * linked to it (rfill_link()) is left either; so do the fetches f is

@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 88
+plan 89
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -278,6 +278,9 @@ while [ "$(grep -c "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log")" -le 
 	i=$((i + 1))
 done
 is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes once, for both"
+like "$(grep "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log" | tail -1)" \
+	'the readers waited ([1-9][0-9]*\.[0-9]*|0\.[0-9]*[1-9][0-9]*) s for them$' \
+	"and says how long the streams waited for the slow store"
 # A client that leaves while its dataset is staged (throttled by the
 # store): the daemon finishes or ends the stage, and serves on.
 # Every GET of its shards throttled: on its own the stage would give up

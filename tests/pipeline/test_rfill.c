@@ -61,6 +61,7 @@ Test(rfill, there_already)
 	cr_assert_eq(rfill_wait(f, 1, 100, 500, &stop, &d), 0,
 		     "progress only grows");
 	cr_assert(!rfill_wanted(f, 1), "nobody had to wait");
+	cr_assert(rfill_waited(f) == 0.0, "nobody waited");
 	/* Up to the tail is all: the tail itself was there. */
 	rfill_came(f, 1, 1000);
 	cr_assert_eq(rfill_wait(f, 1, 900, 1100, NULL, &d), 0);
@@ -132,13 +133,19 @@ Test(rfill, woken_by_the_fetch)
 	struct diag d = { "" };
 	pthread_t t;
 	bool stop = false;
+	int64_t t0 = clock_mono_ns();
+	double took;
 
 	cr_assert_eq(pthread_create(&t, NULL, feed, &fd), 0);
 	for (uint64_t end = 100; end <= 1000; end += 150) {
 		cr_assert_eq(rfill_wait(f, 1, end - 36, end, &stop, &d), 0,
 			     "%s", d.msg);
 	}
+	took = (double)(clock_mono_ns() - t0) / 1e9;
 	cr_assert(rfill_wanted(f, 1), "the fetch was told a reader waited");
+	/* 1000 bytes at 64 per 2 ms: the reader waited most of 28 ms. */
+	cr_assert(rfill_waited(f) >= 0.014 && rfill_waited(f) <= took,
+		  "waited %.3f s of %.3f", rfill_waited(f), took);
 	pthread_join(t, NULL);
 	rfill_put(fd.f);
 	rfill_put(f);
