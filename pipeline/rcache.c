@@ -1035,6 +1035,8 @@ static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
 		use_note(c, it->name);
 		pthread_mutex_unlock(&c->mu);
 	}
+	if (err && why && why != j->first && !j->first[0])
+		snprintf(j->first, sizeof(j->first), "%s", why);
 	close(it->tmpfd);
 	it->tmpfd = -1;
 	if (it->tmp[0])

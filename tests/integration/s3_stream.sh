@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 89
+plan 92
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -119,7 +119,7 @@ unset AWS_S3_ADDRESSING_STYLE
 once_per_epoch "$T/d.sock" "$URL" 3 2 10000 \
 	"ranks 0..2 of world 3 deliver each sample once per epoch" --order random --seed 4
 # One shard of many chunks (the train set, 47 MB): its records arrive in
-# 8 MiB ranges fetched at once, the stream reading each as it comes.
+# 4 MiB ranges fetched at once, the stream reading each as it comes.
 "$LOADERCTL" pack --split train --shard-size 64M "$src" "$T/big" >/dev/null
 upload "$T/big/train" big || echo "# upload big failed"
 BIGB=$(cat "$T/big/train"/*.lds | wc -c)
@@ -127,6 +127,23 @@ same_batches "$T/d.sock" "a shard of $BIGB bytes, in chunks" s3://data/big "$T/b
 	--order sequential --batch 500
 ok "it came whole into the shard cache" \
 	wait_for "s3://data/big: 1 shards fetched ($BIGB bytes) into the shard cache" "$LOG"
+# A byte damaged inside a chunk: its record fails its checksum as the
+# bytes come; the stream skips it, and the shard is not kept.
+mkdir "$T/bigbad"
+cp "$T/big/train"/* "$T/bigbad/"
+"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(20000000); b = f.read(1); f.seek(20000000)
+f.write(bytes([b[0] ^ 0x55]))' "$T/bigbad/shard-00000.lds"
+upload "$T/bigbad" bigbad || echo "# upload bigbad failed"
+out=$("$LDCLIENT" --on-bad skip --order sequential --batch 500 "$T/d.sock" s3://data/bigbad 2>&1)
+like "$?: $out" '^0: .*total batches' "a shard with a record damaged mid-chunk streams, skipping it"
+ok "and the copy is refused for that record" \
+	wait_for 's3://data/bigbad: 1 of 1 shards could not be fetched .*: 1 of its [0-9]* records do not match their checksums as fetched' "$LOG"
+kept=0
+for f in "$T/d.sock.cache/s3"/*; do
+	cmp -s "$f" "$T/bigbad/shard-00000.lds" && kept=$((kept + 1))
+done
+is "$kept" 0 "and is not in the shard cache"
 
 # --- the Python package and the reference trainer ----------------------
 # pylabels DATASET: the labels of one random epoch through loader.Stream.
