@@ -32,6 +32,10 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#if defined(__x86_64__)
+/* The AVX2/AVX-512 kernels when the CPU has them (as shard.c). */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "clock.h"
 #include "dataset.h"
@@ -496,8 +500,71 @@ static uint64_t obj_hash(const struct aws_cfg *cfg, const char *bucket,
  * A fetched copy of shard i is the shard the manifest names: footer,
  * schema and count, and every record's checksum.
  */
+/*
+ * The checksums of sh's records that ok does not mark as checked
+ * already: read back from fd, runs of adjacent records up to 1 MiB at a
+ * time. Counts those that do not match in *bad.
+ */
+static int check_rest(const struct shard *sh, int fd, const uint8_t *ok,
+		      uint64_t *bad, struct diag *d)
+{
+	uint64_t n = shard_count(sh), k = 0;
+	unsigned char *buf = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	while (!err && k < n) {
+		struct shard_rec r, e;
+		uint64_t m = k, span;
+
+		if (ok[k] || shard_rec(sh, k, &r)) {
+			k++;
+			continue;
+		}
+		/* Records k..m-1: adjacent in the file, none checked. */
+		span = r.length;
+		for (m = k + 1; m < n && !ok[m] && !shard_rec(sh, m, &e) &&
+				e.offset == r.offset + span &&
+				span + e.length <= (1u << 20);
+		     m++)
+			span += e.length;
+		if (span > cap) {
+			unsigned char *nb = realloc(buf, span);
+
+			if (!nb) {
+				err = diag_set(d, -ENOMEM, "out of memory");
+				break;
+			}
+			buf = nb;
+			cap = span;
+		}
+		err = fdio_pread_all(fd, buf, span, r.offset);
+		if (err) {
+			diag_set(d, err,
+				 "%s: reading %" PRIu64
+				 " bytes at offset %" PRIu64 ": %s",
+				 shard_name(sh), span, r.offset,
+				 strerror(-err));
+			break;
+		}
+		for (const unsigned char *p = buf; k < m; k++) {
+			shard_rec(sh, k, &e);
+			*bad += shard_check_sum(sh, k, p, e.length, NULL) != 0;
+			p += e.length;
+		}
+	}
+	free(buf);
+	return err;
+}
+
+/*
+ * A shard whose bytes have all come, before it goes into the cache: its
+ * footer against the manifest, and every record's checksum; those that
+ * ok marks were checked as they came (NULL: none was).
+ */
 static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
-		      const char *bucket, struct verify_ctx *vc, struct diag *d)
+		      const char *bucket, struct verify_ctx *vc,
+		      const uint8_t *ok, struct diag *d)
 {
 	struct verify_opts vo = { 0 };
 	struct verify_stats vs = { 0 };
@@ -509,8 +576,12 @@ static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
 	err = shard_open(&sh, it->tmpfd, label, d);
 	if (!err)
 		err = dataset_check_shard(ds, i, sh, d);
-	if (!err)
+	if (!err && ok) {
+		err = check_rest(sh, it->tmpfd, ok, &vs.bad, d);
+		vs.records = shard_count(sh);
+	} else if (!err) {
 		err = verify_shard(vc, sh, it->tmpfd, &vo, &vs, d);
+	}
 	if (!err && vs.bad)
 		err = diag_set(
 			d, LOADER_ECHECKSUM,
@@ -977,9 +1048,20 @@ struct fchunk {
 	uint64_t off, len;
 	uint64_t got; /* bytes from off written (this try) */
 	bool started;
+	/*
+	 * The checksum of the record the bytes come to (rec; in: its
+	 * first byte came), and the file offset the next byte is for.
+	 */
+	XXH3_state_t *xs;
+	uint64_t at, rec;
+	bool in;
 };
 
-/* Per arriving shard: its chunks [c0, c0 + nc), and how far they came. */
+/*
+ * Per arriving shard: its chunks [c0, c0 + nc), and how far they came;
+ * its records as the tail gives them, and which of them matched their
+ * checksums as their bytes came (ok; NULL: none checked so).
+ */
 struct fshard_run {
 	uint32_t c0, nc;
 	uint32_t first; /* the first chunk not whole */
@@ -987,7 +1069,92 @@ struct fshard_run {
 	uint32_t left;	/* chunks not ended */
 	int err;
 	char why[DIAG_MAX];
+	struct shard *sh;
+	uint8_t *ok;
 };
+
+/* The first of sh's records at or after offset off (by its index). */
+static uint64_t rec_at(const struct shard *sh, uint64_t off)
+{
+	uint64_t lo = 0, hi = shard_count(sh);
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		struct shard_rec r;
+
+		if (!shard_rec(sh, mid, &r) && r.offset < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * s3_fetch.data of a chunk: each record whose bytes all come in it, in
+ * order, is checked against its checksum as they do, so that the shard's
+ * check when it is whole need not read them back (the bytes hashed are
+ * those written). Records that began in the chunk before, or end in the
+ * next, and any whose bytes do not come in order, are left to that
+ * check.
+ */
+static void fill_data(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct fchunk *ch = arg;
+	struct fshard_run *r = &ch->j->runs[ch->item];
+	const unsigned char *p = buf;
+	uint64_t n;
+
+	if (!r->ok)
+		return;
+	if (!ch->xs) {
+		ch->xs = XXH3_createState();
+		if (!ch->xs)
+			return;
+		ch->at = UINT64_MAX;
+	}
+	if (off != ch->at) {
+		/* The chunk's first bytes, or a try again from its start. */
+		ch->at = off;
+		ch->in = false;
+		ch->rec = rec_at(r->sh, off);
+	}
+	n = shard_count(r->sh);
+	while (len && ch->rec < n) {
+		struct shard_rec rec;
+		uint64_t left;
+		size_t k;
+
+		if (shard_rec(r->sh, ch->rec, &rec))
+			break;
+		if (!ch->in) {
+			if (rec.offset < ch->at) {
+				ch->rec++; /* its start did not come here */
+				continue;
+			}
+			if (rec.offset - ch->at >= len)
+				break;
+			p += rec.offset - ch->at;
+			len -= rec.offset - ch->at;
+			ch->at = rec.offset;
+			XXH3_64bits_reset(ch->xs);
+			ch->in = true;
+		}
+		left = rec.offset + rec.length - ch->at;
+		k = len < left ? len : (size_t)left;
+		XXH3_64bits_update(ch->xs, p, k);
+		p += k;
+		len -= k;
+		ch->at += k;
+		if (k == left) {
+			if (XXH3_64bits_digest(ch->xs) == rec.xxh3)
+				r->ok[ch->rec] = 1;
+			ch->rec++;
+			ch->in = false;
+		}
+	}
+	ch->at += len;
+}
 
 /*
  * s3_fetch.progress of a chunk: the shard's bytes from its start came
@@ -1013,15 +1180,16 @@ static void fill_came(void *arg, uint64_t end)
  * renamed into the cache; else its file goes. Either way it is no
  * longer in flight, and its readers learn of it.
  */
-static bool fill_done(struct fill_job *j, struct item *it, uint32_t i, int err,
-		      const char *why)
+static bool fill_done(struct fill_job *j, struct item *it, uint32_t i,
+		      const uint8_t *ok, int err, const char *why)
 {
 	struct rcache *c = j->c;
 	struct diag d = { "" };
 	bool kept = false;
 
 	if (!err) {
-		err = j->vc ? check_copy(j->ds, i, it, j->bucket, j->vc, &d) :
+		err = j->vc ? check_copy(j->ds, i, it, j->bucket, j->vc, ok,
+					 &d) :
 			      diag_set(&d, -ENOMEM, "out of memory");
 		if (!err && renameat(c->dfd, it->tmp, c->dfd, it->name))
 			err = diag_set(&d, -errno, "%s/%s: %s", c->dir,
@@ -1082,6 +1250,12 @@ static void fill_job_drop(struct fill_job *j)
 	s3_free(j->s);
 	dataset_free(j->ds);
 	verify_ctx_free(j->vc);
+	for (uint32_t k = 0; j->runs && k < j->n; k++) {
+		shard_close(j->runs[k].sh);
+		free(j->runs[k].ok);
+	}
+	for (uint32_t k = 0; j->chunks && k < j->nchunks; k++)
+		XXH3_freeState(j->chunks[k].xs);
 	free(j->v);
 	free(j->chunks);
 	free(j->runs);
@@ -1106,6 +1280,7 @@ static bool fill_next(void *arg, struct s3_fetch *g)
 		.len = ch->len,
 		.want = it->o,
 		.progress = fill_came,
+		.data = fill_data,
 		.arg = ch,
 	};
 	return true;
@@ -1117,7 +1292,7 @@ static void fill_shard_end(struct fill_job *j, struct item *it,
 {
 	if (r->err && !j->first[0])
 		snprintf(j->first, sizeof(j->first), "%s", r->why);
-	if (fill_done(j, it, it->idx, r->err, r->why))
+	if (fill_done(j, it, it->idx, r->ok, r->err, r->why))
 		j->kept++, j->bytes += it->o.size;
 	else
 		j->failed++;
@@ -1142,6 +1317,8 @@ static void fill_chunk_end(void *arg, struct s3_fetch *g)
 		snprintf(r->why, sizeof(r->why), "%s",
 			 g->why[0] ? g->why : strerror(-e));
 	}
+	XXH3_freeState(ch->xs);
+	ch->xs = NULL;
 	if (!--r->left)
 		fill_shard_end(j, &j->v[ch->item], r);
 }
@@ -1161,6 +1338,21 @@ static void *fill_main(void *arg)
 	for (uint32_t k = 0; !stop && k < j->n; k++)
 		if (!j->runs[k].nc)
 			fill_shard_end(j, &j->v[k], &j->runs[k]);
+	/*
+	 * The others' records, to check as they come; a shard whose tail
+	 * does not open is checked whole at its end (and fails).
+	 */
+	for (uint32_t k = 0; !stop && k < j->n; k++) {
+		struct fshard_run *r = &j->runs[k];
+		struct diag od = { "" };
+
+		if (!r->nc ||
+		    shard_open(&r->sh, j->v[k].tmpfd, j->v[k].key, &od)) {
+			r->sh = NULL;
+			continue;
+		}
+		r->ok = calloc(shard_count(r->sh) ? shard_count(r->sh) : 1, 1);
+	}
 	if (!stop && j->open) {
 		int err = s3_get_fed(j->s, fill_next, fill_chunk_end, j, &d);
 
@@ -1171,7 +1363,7 @@ static void *fill_main(void *arg)
 	/* Stopped: the shards not whole will not come. */
 	for (uint32_t k = 0; k < j->n; k++)
 		if (j->v[k].tmpfd >= 0) {
-			fill_done(j, &j->v[k], j->v[k].idx, stop,
+			fill_done(j, &j->v[k], j->v[k].idx, NULL, stop,
 				  stop == -ECANCELED ? "the stream ended" :
 						       j->first);
 			j->failed++;

@@ -78,6 +78,7 @@ struct req {
 	uint64_t buf_cap;
 	/* Told of each part of the body written into out_fd (s3.h). */
 	void (*progress)(void *arg, uint64_t end);
+	void (*data)(void *arg, uint64_t off, const void *buf, size_t len);
 	void *progress_arg;
 	uint64_t max; /* 0: no bound */
 	char *mem;
@@ -355,9 +356,11 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 		/* The XML replies are searched as strings (xml_text()). */
 		r->mem[r->got + len] = '\0';
 	} else {
-		int err = fdio_pwrite_all(r->out_fd, buf, len,
-					  r->out_off + r->got);
+		int err;
 
+		if (r->data)
+			r->data(r->progress_arg, r->out_off + r->got, buf, len);
+		err = fdio_pwrite_all(r->out_fd, buf, len, r->out_off + r->got);
 		if (err) {
 			r->err = err;
 			snprintf(r->why, sizeof(r->why),
@@ -971,6 +974,7 @@ static int fetch_req(struct s3 *s, const struct s3_fetch *f, struct req *r,
 {
 	get_init(r, f->fd, 0, &f->want);
 	r->progress = f->progress;
+	r->data = f->data;
 	r->progress_arg = f->arg;
 	if (is_range(f)) {
 		if (!f->len)

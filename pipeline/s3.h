@@ -112,6 +112,11 @@ struct s3_fetch {
 	 * version want names. A retry writes them again from the start.
 	 */
 	void (*progress)(void *arg, uint64_t end);
+	/*
+	 * Called likewise with each piece of the body as it is written
+	 * into fd, at the file's offset off (NULL: not called).
+	 */
+	void (*data)(void *arg, uint64_t off, const void *buf, size_t len);
 	void *arg;
 	struct s3_obj want; /* size and ETag; an empty etag: any */
 	struct s3_obj got;  /* what came */
