@@ -497,10 +497,6 @@ static uint64_t obj_hash(const struct aws_cfg *cfg, const char *bucket,
 }
 
 /*
- * A fetched copy of shard i is the shard the manifest names: footer,
- * schema and count, and every record's checksum.
- */
-/*
  * The checksums of sh's records that ok does not mark as checked
  * already: read back from fd, runs of adjacent records up to 1 MiB at a
  * time. Counts those that do not match in *bad.
@@ -558,9 +554,9 @@ static int check_rest(const struct shard *sh, int fd, const uint8_t *ok,
 }
 
 /*
- * A shard whose bytes have all come, before it goes into the cache: its
- * footer against the manifest, and every record's checksum; those that
- * ok marks were checked as they came (NULL: none was).
+ * A fetched copy of shard i is the shard the manifest names: footer,
+ * schema and count, and every record's checksum; those that ok marks
+ * were checked as their bytes came (NULL: none was).
  */
 static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
 		      const char *bucket, struct verify_ctx *vc,
