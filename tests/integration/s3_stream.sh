@@ -62,6 +62,16 @@ upload() {
 	echo "$_st" | grep -qv '^\(200\)*$' && return 1
 	return 0
 }
+# damaged SRC NAME OFFSET: SRC's dataset, with the byte at OFFSET of its
+# first shard flipped, copied to $T/NAME and uploaded as NAME.
+damaged() {
+	mkdir "$T/$2"
+	cp "$1"/* "$T/$2/"
+	"$PY" -c 'import sys
+f = open(sys.argv[1], "r+b"); o = int(sys.argv[2]); f.seek(o); b = f.read(1)
+f.seek(o); f.write(bytes([b[0] ^ 0x55]))' "$T/$2/shard-00000.lds" "$3"
+	upload "$T/$2" "$2"
+}
 # gets PREFIX: bytes of shard GETs, whole or ranged, the store served for
 # PREFIX so far; ranged PREFIX: those of ranged GETs (reads in place, and
 # the parts of shards fetched as their stream reads them).
@@ -129,12 +139,7 @@ ok "it came whole into the shard cache" \
 	wait_for "s3://data/big: 1 shards fetched ($BIGB bytes) into the shard cache" "$LOG"
 # A byte damaged inside a chunk: its record fails its checksum as the
 # bytes come; the stream skips it, and the shard is not kept.
-mkdir "$T/bigbad"
-cp "$T/big/train"/* "$T/bigbad/"
-"$PY" -c 'import sys
-f = open(sys.argv[1], "r+b"); f.seek(20000000); b = f.read(1); f.seek(20000000)
-f.write(bytes([b[0] ^ 0x55]))' "$T/bigbad/shard-00000.lds"
-upload "$T/bigbad" bigbad || echo "# upload bigbad failed"
+damaged "$T/big/train" bigbad 20000000 || echo "# upload bigbad failed"
 out=$("$LDCLIENT" --on-bad skip --order sequential --batch 500 "$T/d.sock" s3://data/bigbad 2>&1)
 like "$?: $out" '^0: .*total batches' "a shard with a record damaged mid-chunk streams, skipping it"
 ok "and the copy is refused for that record" \
@@ -367,12 +372,7 @@ out=$("$LDCLIENT" --hash --order sequential "$T/d.sock" "$URL" 2>&1 | grep '^epo
 is "$out" "$("$LDCLIENT" --hash --order sequential "$T/d.sock" "$T/fm9/test" 2>&1 | grep '^epoch')" \
 	"an ETag that changes between HEAD and GET: looked at again, streamed right"
 : >"$T/px.faults"
-mkdir "$T/bad"
-cp "$T/fm/test"/* "$T/bad/"
-"$PY" -c 'import sys
-f = open(sys.argv[1], "r+b"); f.seek(1000); b = f.read(1); f.seek(1000)
-f.write(bytes([b[0] ^ 0x55]))' "$T/bad/shard-00000.lds"
-upload "$T/bad" bad || echo "# upload bad failed"
+damaged "$T/fm/test" bad 1000 || echo "# upload bad failed"
 out=$("$LDCLIENT" "$T/d.sock" s3://data/bad 2>&1)
 like "$out" 's3://data/bad/shard-00000.lds: .*checksum' \
 	"a damaged shard is refused naming its object (its records checked as they are read)"
