@@ -631,15 +631,6 @@ static int open_cached(struct rcache *c, const char *name, uint64_t size)
 }
 
 /*
- * A round: the shards in the cache are opened; if other stages are
- * fetching some, they are waited for, this stage taking none meanwhile
- * (a stage never waits while holding shards others may wait for, so
- * stages cannot wait on each other); else this stage takes the others,
- * as many as fit the budget (the rest is read in place), each given a
- * temporary file of its size. They are fetched after the stage
- * (fill_main()), while the stream reads them.
- */
-/*
  * Shard i of this stage is fl's, arriving: read it from fl's file as it
  * comes, linked to fl's fetch. Under the lock. Returns 0 or an error
  * (the stage then waits for the flight to end).
@@ -661,6 +652,17 @@ static int join_flight(struct rcache *c, struct flight *fl, struct rfill *fill,
 	return 0;
 }
 
+/*
+ * A round: the shards in the cache are opened; shards other stages are
+ * fetching whose records have started to arrive are read as they come
+ * (join_flight()); if other stages are fetching others, they are waited
+ * for, this stage taking none meanwhile (a stage never waits while
+ * holding shards others may wait for, so stages cannot wait on each
+ * other); else this stage takes the others,
+ * as many as fit the budget (the rest is read in place), each given a
+ * temporary file of its size. They are fetched after the stage
+ * (fill_main()), while the stream reads them.
+ */
 static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 		       struct rfill *fill, struct rcache_stats *st,
 		       struct diag *d)
@@ -1043,7 +1045,6 @@ struct fchunk {
 	uint32_t item; /* in j->v */
 	uint64_t off, len;
 	uint64_t got; /* bytes from off written (this try) */
-	bool started;
 	/*
 	 * The checksum of the record the bytes come to (rec; in: its
 	 * first byte came), and the file offset the next byte is for.
@@ -1223,17 +1224,16 @@ static bool fill_pick(struct fill_job *j, uint32_t *pick)
 		if (r->next < r->c0 + r->nc &&
 		    rfill_wanted(j->f, j->v[q].idx)) {
 			*pick = r->next++;
-			j->chunks[*pick].started = true;
 			return true;
 		}
 	}
-	while (j->cursor < j->nchunks && j->chunks[j->cursor].started)
+	/* The cursor's chunk, when not started, is its shard's next. */
+	while (j->cursor < j->nchunks &&
+	       j->cursor < j->runs[j->chunks[j->cursor].item].next)
 		j->cursor++;
 	if (j->cursor == j->nchunks)
 		return false;
-	*pick = j->cursor;
-	j->chunks[*pick].started = true;
-	j->runs[j->chunks[*pick].item].next++;
+	*pick = j->runs[j->chunks[j->cursor].item].next++;
 	return true;
 }
 
@@ -1286,8 +1286,6 @@ static bool fill_next(void *arg, struct s3_fetch *g)
 static void fill_shard_end(struct fill_job *j, struct item *it,
 			   struct fshard_run *r)
 {
-	if (r->err && !j->first[0])
-		snprintf(j->first, sizeof(j->first), "%s", r->why);
 	if (fill_done(j, it, it->idx, r->ok, r->err, r->why))
 		j->kept++, j->bytes += it->o.size;
 	else
