@@ -17,6 +17,8 @@
 
 /* O_DIRECT reads are whole blocks at block offsets into aligned memory. */
 #define STREAM_DIRECT_ALIGN 4096
+/* An x86-64 transparent huge page: the arena's alignment from this size on. */
+#define STREAM_HUGE_PAGE (2u << 20)
 /* Runs of records a quasi window may have to be read whole (reader.c). */
 #define STREAM_WIN_RUNS 8
 /*
