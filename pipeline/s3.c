@@ -26,6 +26,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -42,6 +46,9 @@
 #define S3_MIN_PART	(5u << 20) /* S3's least part, but for the last */
 #define S3_MAX_PARTS	10000
 
+/* Connections whose sockets are known (s3.socks); more go untracked. */
+#define S3_SOCKS (2 * S3_PARALLEL_MAX)
+
 struct s3 {
 	struct aws_cfg cfg;
 	char bucket[AWS_BUCKET_MAX];
@@ -52,6 +59,17 @@ struct s3 {
 	CURLM *multi;
 	struct s3_counts n;
 	struct rng rng; /* the backoffs' jitter */
+	/*
+	 * The sockets of libcurl's connections, and each one's local port
+	 * once asked (0 before): how a request finds its connection's
+	 * socket (on_prereq()) to acknowledge a response's headers at once
+	 * (on_header()).
+	 */
+	struct {
+		curl_socket_t fd;
+		int port;
+	} socks[S3_SOCKS];
+	unsigned nsocks;
 };
 
 /* One HTTP request, and everything needed to run it again. */
@@ -92,6 +110,8 @@ struct req {
 	char errbody[S3_ERRBODY];
 	size_t errlen;
 	/* The run. */
+	struct s3 *s3;
+	curl_socket_t sock; /* its connection's, or CURL_SOCKET_BAD */
 	CURL *e;
 	struct curl_slist *hdrs;
 	unsigned attempt;
@@ -272,6 +292,20 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *arg)
 	const char *v;
 	size_t vl;
 
+	/*
+	 * The headers' end. A gateway that sends a small body apart from
+	 * its headers and with Nagle's algorithm on (Ceph's beast without
+	 * tcp_nodelay=1) holds the body until they are acknowledged, and
+	 * Linux delays that acknowledgement on a kept-alive connection by
+	 * up to 40 ms: a 1,000-byte ranged GET took 44 ms, against 2 ms
+	 * with the acknowledgement sent now. TCP_QUICKACK sends it.
+	 */
+	if ((len == 2 && buf[0] == '\r') || (len == 1 && buf[0] == '\n')) {
+		if (r->sock != CURL_SOCKET_BAD)
+			(void)setsockopt(r->sock, IPPROTO_TCP, TCP_QUICKACK,
+					 &(int){ 1 }, sizeof(int));
+		return len;
+	}
 	/* A new response (after a 100 Continue, say) starts afresh. */
 	if (len > 5 && !strncmp(buf, "HTTP/", 5)) {
 		r->have_len = false;
@@ -422,6 +456,70 @@ static int on_seek(void *arg, curl_off_t off, int origin)
 
 /* ---- running requests -------------------------------------------------- */
 
+/* libcurl opened a socket for a connection: remember it. */
+static int on_sockopt(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	struct s3 *s = arg;
+
+	if (purpose == CURLSOCKTYPE_IPCXN && s->nsocks < S3_SOCKS) {
+		s->socks[s->nsocks].fd = fd;
+		s->socks[s->nsocks].port = 0;
+		s->nsocks++;
+	}
+	return CURL_SOCKOPT_OK;
+}
+
+/* libcurl is done with a connection: close its socket, forget it. */
+static int on_closesocket(void *arg, curl_socket_t fd)
+{
+	struct s3 *s = arg;
+
+	for (unsigned i = 0; i < s->nsocks; i++)
+		if (s->socks[i].fd == fd) {
+			s->socks[i] = s->socks[--s->nsocks];
+			break;
+		}
+	return close(fd);
+}
+
+static int local_port(curl_socket_t fd)
+{
+	struct sockaddr_storage a;
+	socklen_t n = sizeof(a);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &n))
+		return -1;
+	if (a.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&a)->sin_port);
+	if (a.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+	return -1;
+}
+
+/*
+ * The request's connection is made (or taken from the pool): find its
+ * socket by the local port libcurl reports.
+ */
+static int on_prereq(void *arg, char *ip, char *local_ip, int port, int lport)
+{
+	struct req *r = arg;
+	struct s3 *s = r->s3;
+
+	(void)ip;
+	(void)local_ip;
+	(void)port;
+	r->sock = CURL_SOCKET_BAD;
+	for (unsigned i = 0; i < s->nsocks; i++) {
+		if (!s->socks[i].port)
+			s->socks[i].port = local_port(s->socks[i].fd);
+		if (s->socks[i].port == lport) {
+			r->sock = s->socks[i].fd;
+			break;
+		}
+	}
+	return CURL_PREREQFUNC_OK;
+}
+
 static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 {
 	char h[AWS_TOKEN_MAX + 64];
@@ -431,6 +529,8 @@ static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 	if (!e)
 		return diag_set(d, -ENOMEM, "out of memory (curl)");
 	r->e = e;
+	r->s3 = s;
+	r->sock = CURL_SOCKET_BAD;
 #define ADD(str)                                                               \
 	do {                                                                   \
 		t = curl_slist_append(l, (str));                               \
@@ -475,6 +575,12 @@ static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+	curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, s);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_closesocket);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, s);
+	curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+	curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
 	if (s->cfg.access_key[0]) {
 		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
 		curl_easy_setopt(e, CURLOPT_USERNAME, s->cfg.access_key);

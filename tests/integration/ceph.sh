@@ -5,10 +5,8 @@
 #   ceph_missing          prints why no cluster can start here (nothing
 #                         when one can): the caller skips (exit 77)
 #   ceph_start DIR        one monitor, one memstore OSD and radosgw (beast
-#                         frontend on 127.0.0.1, tcp_nodelay=1: without it
-#                         the gateway holds each small body back until the
-#                         client's delayed ACK, 40 ms a request), all
-#                         under DIR, and an S3
+#                         frontend on 127.0.0.1, as configured by default:
+#                         Nagle's algorithm on), all under DIR, and an S3
 #                         user; sets and exports AWS_ENDPOINT_URL,
 #                         AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
 #                         AWS_REGION, and CEPH_PIDS. Returns non-zero,
@@ -106,7 +104,7 @@ keyring = $CEPH_DIR/keyring
 mon data = $CEPH_DIR/mon
 osd data = $CEPH_DIR/osd
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$_rgw tcp_nodelay=1
+rgw frontends = beast endpoint=127.0.0.1:$_rgw
 rgw dns name = localhost
 rgw data = $CEPH_DIR/rgw
 EOF
