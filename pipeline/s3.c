@@ -46,6 +46,16 @@
 #define S3_MIN_PART	(5u << 20) /* S3's least part, but for the last */
 #define S3_MAX_PARTS	10000
 
+/*
+ * A body written into a file goes in pieces of this many bytes (struct
+ * req's stage): libcurl hands it over 16 KiB at a time, and writing
+ * 204 MB into a new file here took 0.08 s in 16 KiB writes against
+ * 0.04 s in 64 KiB ones (dd). Not larger: a stage above malloc's mmap
+ * threshold is new pages for every request, and 1 MiB ones made a cold
+ * JPEG epoch's fetch take 0.9-1.4 s instead of 0.4.
+ */
+#define S3_STAGE (64u << 10)
+
 /* Connections whose sockets are known (s3.socks); more go untracked. */
 #define S3_SOCKS (2 * S3_PARALLEL_MAX)
 
@@ -102,6 +112,9 @@ struct req {
 	char *mem;
 	size_t mem_cap;
 	uint64_t got;
+	/* The last staged of the got bytes, not yet written into out_fd. */
+	unsigned char *stage;
+	size_t staged;
 	/* The response. */
 	long status;
 	struct s3_obj obj;
@@ -332,6 +345,61 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *arg)
 	return len;
 }
 
+static int body_pwrite(struct req *r, const void *buf, size_t len, uint64_t off)
+{
+	int err = fdio_pwrite_all(r->out_fd, buf, len, off);
+
+	if (err) {
+		r->err = err;
+		snprintf(r->why, sizeof(r->why), "writing the local copy: %s",
+			 strerror(-err));
+	}
+	return err;
+}
+
+/* Write what is staged: it ends at the got bytes. */
+static int body_flush(struct req *r)
+{
+	if (!r->staged)
+		return 0;
+	if (body_pwrite(r, r->stage, r->staged,
+			r->out_off + r->got - r->staged))
+		return -1;
+	r->staged = 0;
+	return 0;
+}
+
+/*
+ * The len bytes of the body after the got received, into out_fd: staged
+ * until S3_STAGE bytes are, then written at once.
+ */
+static int body_write(struct req *r, const char *buf, size_t len)
+{
+	if (!r->stage) {
+		r->stage = malloc(S3_STAGE);
+		if (!r->stage)
+			return body_pwrite(r, buf, len, r->out_off + r->got);
+	}
+	if (r->staged + len > S3_STAGE && body_flush(r))
+		return -1;
+	if (len >= S3_STAGE)
+		return body_pwrite(r, buf, len, r->out_off + r->got);
+	memcpy(r->stage + r->staged, buf, len);
+	r->staged += len;
+	return 0;
+}
+
+/*
+ * Bytes of the version asked for (If-Match made the store check it;
+ * one that did not is not believed) are there to read in out_fd.
+ */
+static void body_progress(struct req *r)
+{
+	if (r->progress &&
+	    (!r->if_match[0] || !strcmp(r->if_match, r->obj.etag)))
+		r->progress(r->progress_arg, r->out_off + r->got - r->staged);
+}
+
 static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 {
 	struct req *r = arg;
@@ -390,26 +458,19 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *arg)
 		/* The XML replies are searched as strings (xml_text()). */
 		r->mem[r->got + len] = '\0';
 	} else {
-		int err;
+		size_t staged = r->staged;
 
 		if (r->data)
 			r->data(r->progress_arg, r->out_off + r->got, buf, len);
-		err = fdio_pwrite_all(r->out_fd, buf, len, r->out_off + r->got);
-		if (err) {
-			r->err = err;
-			snprintf(r->why, sizeof(r->why),
-				 "writing the local copy: %s", strerror(-err));
+		if (body_write(r, buf, len))
 			return 0;
-		}
+		r->got += len;
+		/* Staged whole: no byte more in out_fd than before. */
+		if (r->staged != staged + len)
+			body_progress(r);
+		return len;
 	}
 	r->got += len;
-	/*
-	 * Bytes of the version asked for (If-Match made the store check
-	 * it; one that did not is not believed) are there to read.
-	 */
-	if (r->progress && !r->buf && !r->to_mem &&
-	    (!r->if_match[0] || !strcmp(r->if_match, r->obj.etag)))
-		r->progress(r->progress_arg, r->out_off + r->got);
 	return len;
 }
 
@@ -620,6 +681,9 @@ static void req_clean(struct req *r)
 	r->e = NULL;
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
+	free(r->stage);
+	r->stage = NULL;
+	r->staged = 0;
 }
 
 /* The store's <Code> in an error body, or "". */
@@ -666,6 +730,8 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 
 	s->n.bytes_in += r->got;
 	curl_easy_getinfo(r->e, CURLINFO_RESPONSE_CODE, &r->status);
+	if (!r->err && rc == CURLE_OK && r->staged && !body_flush(r))
+		body_progress(r);
 	if (r->err) {
 		/* Ours (a bound, a local write): no retry changes it. */
 	} else if (rc != CURLE_OK) {
@@ -729,6 +795,7 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 static void req_rewind(struct req *r)
 {
 	r->got = 0;
+	r->staged = 0;
 	r->in_pos = 0;
 	r->errlen = 0;
 	r->errbody[0] = '\0';
