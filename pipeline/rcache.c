@@ -1110,13 +1110,23 @@ static void fill_data(void *arg, uint64_t off, const void *buf, size_t len)
 			return;
 		ch->at = UINT64_MAX;
 	}
+	n = shard_count(r->sh);
 	if (off != ch->at) {
-		/* The chunk's first bytes, or a try again from its start. */
+		/*
+		 * The chunk's first bytes, or a try again from its start: what
+		 * an earlier try checked is written over, and checked again.
+		 */
+		struct shard_rec rec;
+
 		ch->at = off;
 		ch->in = false;
 		ch->rec = rec_at(r->sh, off);
+		for (uint64_t k = ch->rec;
+		     k < n && !shard_rec(r->sh, k, &rec) &&
+		     rec.offset < ch->off + ch->len;
+		     k++)
+			r->ok[k] = 0;
 	}
-	n = shard_count(r->sh);
 	while (len && ch->rec < n) {
 		struct shard_rec rec;
 		uint64_t left;
@@ -1144,8 +1154,7 @@ static void fill_data(void *arg, uint64_t off, const void *buf, size_t len)
 		len -= k;
 		ch->at += k;
 		if (k == left) {
-			if (XXH3_64bits_digest(ch->xs) == rec.xxh3)
-				r->ok[ch->rec] = 1;
+			r->ok[ch->rec] = XXH3_64bits_digest(ch->xs) == rec.xxh3;
 			ch->rec++;
 			ch->in = false;
 		}

@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 92
+plan 95
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -140,8 +140,10 @@ ok "it came whole into the shard cache" \
 # A byte damaged inside a chunk: its record fails its checksum as the
 # bytes come; the stream skips it, and the shard is not kept.
 damaged "$T/big/train" bigbad 20000000 || echo "# upload bigbad failed"
-out=$("$LDCLIENT" --on-bad skip --order sequential --batch 500 "$T/d.sock" s3://data/bigbad 2>&1)
-like "$?: $out" '^0: .*total batches' "a shard with a record damaged mid-chunk streams, skipping it"
+out=$("$LDCLIENT" --on-bad skip --stats --order sequential --batch 500 "$T/d.sock" s3://data/bigbad 2>&1)
+like "$?: $out" '^0: .*total batches 120 ' "a shard with a record damaged mid-chunk streams"
+like "$out" '^stats bad_samples 1 ' \
+	"skipping that record, and only it"
 ok "and the copy is refused for that record" \
 	wait_for 's3://data/bigbad: 1 of 1 shards could not be fetched .*: 1 of its [0-9]* records do not match their checksums as fetched' "$LOG"
 kept=0
@@ -149,6 +151,17 @@ for f in "$T/d.sock.cache/s3"/*; do
 	cmp -s "$f" "$T/bigbad/shard-00000.lds" && kept=$((kept + 1))
 done
 is "$kept" 0 "and is not in the shard cache"
+# A chunk cut short, then damaged when fetched again: what the cut try
+# checked is checked again, so the copy is refused.
+upload "$T/big/train" bigflip || echo "# upload bigflip failed"
+printf 'short 1 bigflip/shard-00000.lds bytes=5242880-\nflip 1 bigflip/shard-00000.lds bytes=5242880-\n' \
+	>"$T/px.faults"
+"$LDCLIENT" --on-bad skip --order sequential --batch 500 "$T/d.sock" s3://data/bigflip >/dev/null 2>&1
+ok "a chunk damaged on its second try makes the copy refused" \
+	wait_for 's3://data/bigflip: 1 of 1 shards could not be fetched .*: 1 of its [0-9]* records do not match their checksums as fetched' "$LOG"
+is "$(grep -c 'bigflip/shard-00000.lds short ' "$T/px.log") $(grep -c 's3://data/bigflip: .*shards fetched (' "$LOG")" \
+	"1 0" "(the chunk was cut once; the shard was not kept)"
+: >"$T/px.faults"
 
 # --- the Python package and the reference trainer ----------------------
 # pylabels DATASET: the labels of one random epoch through loader.Stream.

@@ -12,7 +12,9 @@ and logged to LOG as "METHOD PATH STATUS BYTES".
 
 FAULTS is a file read before each request; each line is "KIND COUNT
 [MATCH]": the next COUNT requests whose path contains MATCH (any, if
-none) get the fault, the request being "METHOD PATH", and the line's count goes down as they do. Kinds:
+none) get the fault, the request being "METHOD PATH", or "METHOD PATH
+RANGE" with a Range header's value (bytes=A-B), and the line's count
+goes down as they do. Kinds:
   503    a 503 SlowDown error, as S3 sends when throttling
   500    a 500 InternalError
   reset  the connection closed with no response
@@ -21,6 +23,8 @@ none) get the fault, the request being "METHOD PATH", and the line's count goes 
   etag   the request is passed on, but the response's ETag is replaced
          (a store whose object changed between two requests)
   slow   the body sent 16 KiB at a time, 50 ms apart (a slow link)
+  flip   the body with its byte a quarter of the way in changed (a
+         store or link that damages what it sends)
   norange  a ranged GET answered 200 without Content-Range, as a store
          that ignores Range answers (the request keeps its Range: it
          is signed)
@@ -90,7 +94,10 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     def relay(self):
         length = int(self.headers.get("Content-Length", 0) or 0)
         body = self.rfile.read(length) if length else None
-        fault = take_fault(self.command + " " + self.path)
+        request = self.command + " " + self.path
+        if self.headers.get("Range"):
+            request += " " + self.headers.get("Range")
+        fault = take_fault(request)
         if fault == "reset":
             log("%s %s reset 0" % (self.command, self.path))
             self.close_connection = True
@@ -105,6 +112,10 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         conn.request(self.command, self.path, body=body, headers=headers)
         r = conn.getresponse()
         data = r.read() if self.command != "HEAD" else b""
+        if fault == "flip" and data:
+            data = bytearray(data)
+            data[len(data) // 4] ^= 0x55
+            data = bytes(data)
         status, reason = r.status, r.reason
         if fault == "norange" and status == 206:
             status, reason = 200, "OK"
