@@ -25,4 +25,14 @@ static inline double clock_mono_s(void)
 	return (double)clock_mono_ns() * 1e-9;
 }
 
+/* The calling thread's CPU time in nanoseconds (a system call); 0 on error. */
+static inline uint64_t clock_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 #endif /* LD_CLOCK_H */

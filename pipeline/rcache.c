@@ -1374,10 +1374,12 @@ static void *fill_main(void *arg)
 	if (!j->failed)
 		plog(PLOG_INFO,
 		     "%s: %s: %" PRIu32 " shards fetched (%" PRIu64
-		     " bytes) into the shard cache in %.2f s, %" PRIu64
+		     " bytes) into the shard cache in %.2f s (%.2f s of this"
+		     " thread's CPU), %" PRIu64
 		     " retries; the readers waited %.2f s for them",
 		     j->label, j->url, j->kept, j->bytes,
 		     (double)(clock_mono_ns() - j->t0) / 1e9,
+		     (double)clock_thread_cpu_ns() / 1e9,
 		     s3_counts(j->s).retries, rfill_waited(j->f));
 	else if (stop == -ECANCELED)
 		plog(PLOG_INFO,

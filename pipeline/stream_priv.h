@@ -9,8 +9,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
+#include "clock.h"
 #include "diag.h"
 #include "schema.h"
 #include "stream.h"
@@ -210,13 +210,10 @@ static inline uint64_t align_up(uint64_t v, uint64_t a)
 /* Store the calling thread's CPU time in *c (one system call). */
 static inline void stream_note_cpu(uint64_t *c)
 {
-	struct timespec ts;
+	uint64_t ns = clock_thread_cpu_ns();
 
-	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-		__atomic_store_n(c,
-				 (uint64_t)ts.tv_sec * 1000000000u +
-					 (uint64_t)ts.tv_nsec,
-				 __ATOMIC_RELAXED);
+	if (ns)
+		__atomic_store_n(c, ns, __ATOMIC_RELAXED);
 }
 
 static inline bool stream_stopping(struct stream *s)
