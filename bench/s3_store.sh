@@ -26,7 +26,9 @@
 #              the store's processes (radosgw, ceph-osd, ceph-mon) and
 #              loaderd spend give the ceiling on these cores: the store
 #              runs beside the decoder here, so the fetch, overlapped
-#              with decoding, still costs the decoder its cycles.
+#              with decoding, still costs the decoder its cycles. Those
+#              of loaderd's fetch thread (its log says) are shown too:
+#              most of what a cold epoch costs loaderd over a local one.
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
 #   half       a shard cache of half the dataset (--cache-disk), so that
@@ -127,15 +129,29 @@ epoch() {
 
 # jpeg_pair SPEC: on the daemon fresh just started, a cold epoch of the
 # JPEG corpus through the pipeline SPEC, then a local one; prints the wall and open
-# seconds of each, and the CPU seconds of the store and of loaderd in
-# the cold epoch and of loaderd in the local.
+# seconds of each, the CPU seconds of the store and of loaderd in
+# the cold epoch and of loaderd in the local, and those of the thread
+# that fetched the corpus (of loaderd's cold ones; the daemon logs them).
 jpeg_pair() {
+	_n0=$(jp_fetches) _ln=$(($(wc -l <"$w/daemon.log") + 1))
 	_s0=$(cpu_of $CEPH_PIDS) _l0=$(cpu_of "$DPID")
 	_c=$(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$1")
+	_i=0
+	while [ "$(jp_fetches)" -le "$_n0" ] && [ $_i -lt 200 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
 	_s1=$(cpu_of $CEPH_PIDS) _l1=$(cpu_of "$DPID")
 	_l=$(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$1")
 	_l2=$(cpu_of "$DPID")
-	echo "$_c $_l $(delta "$_s0" "$_s1") $(delta "$_l0" "$_l1") $(delta "$_l1" "$_l2")"
+	_f=$(tail -n +"$_ln" "$w/daemon.log" |
+		sed -n 's/.*s3:\/\/bench\/jp: .* fetched (.*(\([0-9.]*\) s of this thread.s CPU).*/\1/p' |
+		tail -1)
+	echo "$_c $_l $(delta "$_s0" "$_s1") $(delta "$_l0" "$_l1") $(delta "$_l1" "$_l2") ${_f:-0}"
+}
+# jp_fetches: how many fetches of s3://bench/jp the daemon log says ended.
+jp_fetches() {
+	grep -c 's3://bench/jp: .*\(fetched (\|fetching stopped\|could not\)' "$w/daemon.log" || :
 }
 
 # cpu_of PID...: the CPU seconds (user + system) the processes have used.
@@ -251,14 +267,14 @@ awk -v b="$fm_bytes" -v c="$c" -v cold="$cold" -v st="$stage" -v f="$fetch" -v w
 jpeg_rows() {
 	[ -s "$2" ] || return 0
 	jc=$(med 1 "$2") js=$(med 2 "$2") jl=$(med 3 "$2")
-	sc=$(med 5 "$2") lc=$(med 6 "$2") ll=$(med 7 "$2")
+	sc=$(med 5 "$2") lc=$(med 6 "$2") ll=$(med 7 "$2") fc=$(med 8 "$2")
 	jb=$(cat "$w"/jp/*.lds | wc -c)
 	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" -v sc="$sc" -v lc="$lc" \
-		-v ll="$ll" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
+		-v ll="$ll" -v fc="$fc" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p ": local disk epoch", jl, b / jl / 1e6, "1.00"
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p " cold: open", js, b / js / 1e6, "-"
 		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg " p " cold: open + epoch", jc, b / jc / 1e6, jl / jc
-		printf "  CPU seconds: local epoch loaderd %.2f; cold epoch loaderd %.2f + store %.2f\n", ll, lc, sc
+		printf "  CPU seconds: local epoch loaderd %.2f; cold epoch loaderd %.2f (its fetch thread %.2f) + store %.2f\n", ll, lc, fc, sc
 		if (k) {
 			best = lc / (n - k)
 			if (best < sc / k) best = sc / k
