@@ -133,14 +133,10 @@ epoch() {
 # the cold epoch and of loaderd in the local, and those of the thread
 # that fetched the corpus (of loaderd's cold ones; the daemon logs them).
 jpeg_pair() {
-	_n0=$(jp_fetches) _ln=$(($(wc -l <"$w/daemon.log") + 1))
+	_n0=$(fetch_ends s3://bench/jp) _ln=$(($(wc -l <"$w/daemon.log") + 1))
 	_s0=$(cpu_of $CEPH_PIDS) _l0=$(cpu_of "$DPID")
 	_c=$(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$1")
-	_i=0
-	while [ "$(jp_fetches)" -le "$_n0" ] && [ $_i -lt 200 ]; do
-		sleep 0.05
-		_i=$((_i + 1))
-	done
+	wait_fetch s3://bench/jp "$_n0"
 	_s1=$(cpu_of $CEPH_PIDS) _l1=$(cpu_of "$DPID")
 	_l=$(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$1")
 	_l2=$(cpu_of "$DPID")
@@ -149,9 +145,19 @@ jpeg_pair() {
 		tail -1)
 	echo "$_c $_l $(delta "$_s0" "$_s1") $(delta "$_l0" "$_l1") $(delta "$_l1" "$_l2") ${_f:-0}"
 }
-# jp_fetches: how many fetches of s3://bench/jp the daemon log says ended.
-jp_fetches() {
-	grep -c 's3://bench/jp: .*\(fetched (\|fetching stopped\|could not\)' "$w/daemon.log" || :
+# fetch_ends URL: how many fetches of URL the daemon log says ended.
+fetch_ends() {
+	grep -c "$1: .*\\(fetched (\\|fetching stopped\\|could not\\)" "$w/daemon.log" || :
+}
+# wait_fetch URL N: wait (10 s at most) until more than N fetches of URL
+# have ended (a stream's shards arrive on a thread of the daemon's, which
+# may end just after the stream does).
+wait_fetch() {
+	_i=0
+	while [ "$(fetch_ends "$1")" -le "$2" ] && [ $_i -lt 200 ]; do
+		sleep 0.05
+		_i=$((_i + 1))
+	done
 }
 
 # cpu_of PID...: the CPU seconds (user + system) the processes have used.
@@ -163,17 +169,11 @@ cpu_of() {
 # delta A B: B - A.
 delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", b - a }'; }
 
-# fetched: the bytes the daemon log says were fetched into the shard
-# cache for s3://bench/fm/train, once its fetches have ended (a stream's
-# shards arrive on a thread of the daemon's, which may end just after
-# the stream does).
+# fetched: the bytes the daemon log (emptied before the stream) says were
+# fetched into the shard cache for s3://bench/fm/train, once its fetches
+# have ended.
 fetched() {
-	_i=0
-	while ! grep -q 's3://bench/fm/train: .*\(fetched (\|fetching stopped\|could not\)' \
-		"$w/daemon.log" && [ $_i -lt 200 ]; do
-		sleep 0.05
-		_i=$((_i + 1))
-	done
+	wait_fetch s3://bench/fm/train 0
 	sed -n 's/.*s3:\/\/bench\/fm\/train: .* fetched (\([0-9]*\) bytes).*/\1/p' "$w/daemon.log" |
 		awk '{ n += $1 } END { print n + 0 }'
 }
