@@ -20,7 +20,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +33,7 @@
 
 #include "bench_storage.h"
 #include "clock.h"
+#include "cores.h"
 #include "ctl.h"
 #include "daemon_query.h"
 #include "dataset.h"
@@ -382,15 +382,6 @@ static double cpu_seconds(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-static uint32_t online_cores(void)
-{
-	cpu_set_t set;
-
-	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
-		return (uint32_t)CPU_COUNT(&set);
-	return (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-}
-
 /* Run the stream to the end (epochs) or for the time asked. */
 static int run_stream(const struct bp_cli *o, struct bp_files *f,
 		      struct stream_config *c, struct bp_run *r, struct diag *d)
@@ -404,7 +395,7 @@ static int run_stream(const struct bp_cli *o, struct bp_files *f,
 	uint64_t p0, o0;
 	int err;
 
-	r->cores = online_cores();
+	r->cores = cores_usable();
 	r->threads = (uint32_t)(o->threads   ? o->threads :
 				r->cores > 1 ? r->cores - 1 :
 					       1);
@@ -570,7 +561,7 @@ static int run_daemon(const struct bp_cli *o, const struct bp_files *f,
 	if (fd < 0)
 		return diag_set(d, fd, "%s", why);
 	r->daemon = true;
-	r->cores = online_cores();
+	r->cores = cores_usable();
 	err = daemon_read(fd, &seq, &a, why, sizeof(why));
 	if (err) {
 		err = diag_set(d, err, "%s", why);

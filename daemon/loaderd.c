@@ -22,6 +22,7 @@
 #include <systemd/sd-daemon.h>
 #include <uv.h>
 
+#include "cores.h"
 #include "fault.h"
 #include "loader_error.h"
 #include "opts.h"
@@ -96,7 +97,7 @@ static const struct opt loaderd_table[] = {
 	  "stay in the foreground (as under systemd); otherwise detach once listening",
 	  0, 0, OPT_F_CLI_ONLY },
 	{ "threads", 't', OPT_U64, O(threads), "0", "N",
-	  "decode threads shared by all streams (0: one per core, less one)", 0,
+	  "decode threads shared by all streams (0: one per core it may run on, less one)", 0,
 	  1024, 0 },
 	{ "log-level", 'l', OPT_CHOICE, O(log_level), "info",
 	  "err|warn|info|debug",
@@ -644,7 +645,7 @@ int main(int argc, char **argv)
 	uv_loop_t *loop;
 	char path[108], state[PATH_MAX], cache[PATH_MAX];
 	int help, err, notify = -1, rc = 0, fd;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t cores = cores_usable();
 	uint32_t threads;
 	bool curl_ok;
 	struct group *gr;
@@ -721,7 +722,8 @@ int main(int argc, char **argv)
 		.gid = gr ? (long)gr->gr_gid : -1,
 	};
 	threads = ld.o.threads ? (uint32_t)ld.o.threads :
-				 (uint32_t)(cores > 1 ? cores - 1 : 1);
+				 cores > 1 ? cores - 1 :
+					     1;
 	/* Shards are descriptors: take all the process may have. */
 	if (!getrlimit(RLIMIT_NOFILE, &nofile) &&
 	    nofile.rlim_cur < nofile.rlim_max) {
