@@ -29,6 +29,16 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # field KEY LINE: the value of KEY=... in LINE.
 field() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
+# cpu_threads PID NAME: the CPU seconds (user + system) of PID's threads
+# whose names begin with NAME (loaderd names its own: ld-decode/N, the
+# decode pool; ld-fetch; ld-read; ld-stream; see loaderd(8)). Threads
+# that have ended count no more.
+cpu_threads() {
+	cat /proc/"$1"/task/*/stat 2>/dev/null |
+		awk -v t="$(getconf CLK_TCK)" -v p="($2" 'index($2, p) == 1 { n += $14 + $15 }
+			END { printf "%.2f\n", n / t }'
+}
+
 # start_daemon SOCK ARGS...: $b/loaderd in the foreground on SOCK, its log
 # in $w/daemon.log; returns once the socket is there. DPID is its pid,
 # added to $pids.

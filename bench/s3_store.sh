@@ -28,7 +28,9 @@
 #              runs beside the decoder here, so the fetch, overlapped
 #              with decoding, still costs the decoder its cycles. Those
 #              of loaderd's fetch thread (its log says) are shown too:
-#              most of what a cold epoch costs loaderd over a local one.
+#              most of what a cold epoch costs loaderd over a local one;
+#              and those of its decode pool (threads ld-decode/N), in
+#              the cold epoch and the local.
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
 #   half       a shard cache of half the dataset (--cache-disk), so that
@@ -130,20 +132,23 @@ epoch() {
 # jpeg_pair SPEC: on the daemon fresh just started, a cold epoch of the
 # JPEG corpus through the pipeline SPEC, then a local one; prints the wall and open
 # seconds of each, the CPU seconds of the store and of loaderd in
-# the cold epoch and of loaderd in the local, and those of the thread
-# that fetched the corpus (of loaderd's cold ones; the daemon logs them).
+# the cold epoch and of loaderd in the local, those of the thread
+# that fetched the corpus (of loaderd's cold ones; the daemon logs them)
+# and the seconds the stream's reader waited for it (logged too), and the
+# CPU seconds of loaderd's decode pool in the cold epoch and in the local.
 jpeg_pair() {
 	_n0=$(fetch_ends s3://bench/jp) _ln=$(($(wc -l <"$w/daemon.log") + 1))
-	_s0=$(cpu_of $CEPH_PIDS) _l0=$(cpu_of "$DPID")
+	_s0=$(cpu_of $CEPH_PIDS) _l0=$(cpu_of "$DPID") _p0=$(cpu_threads "$DPID" ld-decode)
 	_c=$(epoch "$w/s.sock" s3://bench/jp --batch 32 --pipeline "$1")
 	wait_fetch s3://bench/jp "$_n0"
-	_s1=$(cpu_of $CEPH_PIDS) _l1=$(cpu_of "$DPID")
+	_s1=$(cpu_of $CEPH_PIDS) _l1=$(cpu_of "$DPID") _p1=$(cpu_threads "$DPID" ld-decode)
 	_l=$(epoch "$w/s.sock" "$w/jp" --batch 32 --pipeline "$1")
-	_l2=$(cpu_of "$DPID")
+	_l2=$(cpu_of "$DPID") _p2=$(cpu_threads "$DPID" ld-decode)
 	_f=$(tail -n +"$_ln" "$w/daemon.log" |
-		sed -n 's/.*s3:\/\/bench\/jp: .* fetched (.*(\([0-9.]*\) s of this thread.s CPU).*/\1/p' |
+		sed -n 's/.*s3:\/\/bench\/jp: .* fetched (.*(\([0-9.]*\) s of this thread.s CPU).* waited \([0-9.]*\) s .*/\1 \2/p' |
 		tail -1)
-	echo "$_c $_l $(delta "$_s0" "$_s1") $(delta "$_l0" "$_l1") $(delta "$_l1" "$_l2") ${_f:-0}"
+	echo "$_c $_l $(delta "$_s0" "$_s1") $(delta "$_l0" "$_l1") $(delta "$_l1" "$_l2") ${_f:-0 0}" \
+		"$(delta "$_p0" "$_p1") $(delta "$_p1" "$_p2")"
 }
 # fetch_ends URL: how many fetches of URL the daemon log says ended.
 fetch_ends() {
@@ -268,13 +273,15 @@ jpeg_rows() {
 	[ -s "$2" ] || return 0
 	jc=$(med 1 "$2") js=$(med 2 "$2") jl=$(med 3 "$2")
 	sc=$(med 5 "$2") lc=$(med 6 "$2") ll=$(med 7 "$2") fc=$(med 8 "$2")
+	rw=$(med 9 "$2") pc=$(med 10 "$2") pl=$(med 11 "$2")
 	jb=$(cat "$w"/jp/*.lds | wc -c)
 	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" -v sc="$sc" -v lc="$lc" \
-		-v ll="$ll" -v fc="$fc" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
+		-v ll="$ll" -v fc="$fc" -v pc="$pc" -v pl="$pl" -v rw="$rw" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p ": local disk epoch", jl, b / jl / 1e6, "1.00"
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p " cold: open", js, b / js / 1e6, "-"
 		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg " p " cold: open + epoch", jc, b / jc / 1e6, jl / jc
-		printf "  CPU seconds: local epoch loaderd %.2f; cold epoch loaderd %.2f (its fetch thread %.2f) + store %.2f\n", ll, lc, fc, sc
+		printf "  CPU seconds: local epoch loaderd %.2f (decode pool %.2f); cold epoch loaderd %.2f (decode pool %.2f, fetch thread %.2f) + store %.2f\n", ll, pl, lc, pc, fc, sc
+		printf "  in the cold epoch, the reader waited %.3f s for the fetch\n", rw
 		if (k) {
 			best = lc / (n - k)
 			if (best < sc / k) best = sc / k

@@ -335,6 +335,7 @@ static void *saver_main(void *arg)
 {
 	struct saver *sv = arg;
 
+	pthread_setname_np(pthread_self(), "ld-save");
 	for (;;) {
 		uint64_t rel = producer_released(sv->prod);
 

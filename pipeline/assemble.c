@@ -590,6 +590,7 @@ void *assembler_main(void *arg)
 	uint32_t threads = s->c.threads;
 	uint64_t t = clock_mono_ns();
 
+	pthread_setname_np(pthread_self(), "ld-stream");
 	/*
 	 * Four clock reads a batch (vDSO, no system call) tell where the
 	 * stream's time goes: see struct stream_stats.

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -97,7 +98,11 @@ static void *pool_main(void *arg)
 	struct pool *p = t->p;
 	uint32_t id = t->id;
 	uint64_t t0;
+	char name[16];
 
+	/* "ld-decode/N": top -H and perf tell the decoders apart. */
+	snprintf(name, sizeof(name), "ld-decode/%u", id);
+	pthread_setname_np(pthread_self(), name);
 	free(t);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {

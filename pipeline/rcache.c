@@ -1332,6 +1332,7 @@ static void *fill_main(void *arg)
 	struct diag d = { "" };
 	int stop = 0;
 
+	pthread_setname_np(pthread_self(), "ld-fetch");
 	j->open = j->n;
 	if (!j->runs || (j->nchunks && !j->chunks)) {
 		snprintf(j->first, sizeof(j->first), "out of memory");

@@ -808,6 +808,7 @@ void *reader_main(void *arg)
 	struct stream_pb *pb;
 	int r;
 
+	pthread_setname_np(pthread_self(), "ld-read");
 	io.depth = s->c.io_depth && s->c.io_depth < STREAM_QD ? s->c.io_depth :
 								STREAM_QD;
 	r = io_uring_queue_init(STREAM_QD, &io.ring, 0);

@@ -234,6 +234,7 @@ static void *reader_main(void *arg)
 	struct verify_ctx *vc = arg;
 	uint64_t n = shard_count(vc->sh), i = 0;
 
+	pthread_setname_np(pthread_self(), "ld-verify-read");
 	while (i < n) {
 		struct verify_slot *sl;
 
