@@ -97,8 +97,8 @@ static const struct opt loaderd_table[] = {
 	  "stay in the foreground (as under systemd); otherwise detach once listening",
 	  0, 0, OPT_F_CLI_ONLY },
 	{ "threads", 't', OPT_U64, O(threads), "0", "N",
-	  "decode threads shared by all streams (0: one per core it may run on, less one)", 0,
-	  1024, 0 },
+	  "decode threads shared by all streams (0: one per core it may run on, less one)",
+	  0, 1024, 0 },
 	{ "log-level", 'l', OPT_CHOICE, O(log_level), "info",
 	  "err|warn|info|debug",
 	  "what to log: errors only, up to warnings, up to events, or everything",
@@ -721,9 +721,9 @@ int main(int argc, char **argv)
 		.mode = (unsigned)ld.o.socket_mode,
 		.gid = gr ? (long)gr->gr_gid : -1,
 	};
-	threads = ld.o.threads ? (uint32_t)ld.o.threads :
-				 cores > 1 ? cores - 1 :
-					     1;
+	threads = (uint32_t)ld.o.threads;
+	if (!threads)
+		threads = cores > 1 ? cores - 1 : 1;
 	/* Shards are descriptors: take all the process may have. */
 	if (!getrlimit(RLIMIT_NOFILE, &nofile) &&
 	    nofile.rlim_cur < nofile.rlim_max) {
