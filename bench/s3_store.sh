@@ -30,7 +30,8 @@
 #              of loaderd's fetch thread (its log says) are shown too:
 #              most of what a cold epoch costs loaderd over a local one;
 #              and those of its decode pool (threads ld-decode/N), in
-#              the cold epoch and the local.
+#              the cold epoch and the local; and how long the stream's
+#              reader waited for the fetch (the daemon logs it).
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
 #   half       a shard cache of half the dataset (--cache-disk), so that
@@ -132,10 +133,10 @@ epoch() {
 # jpeg_pair SPEC: on the daemon fresh just started, a cold epoch of the
 # JPEG corpus through the pipeline SPEC, then a local one; prints the wall and open
 # seconds of each, the CPU seconds of the store and of loaderd in
-# the cold epoch and of loaderd in the local, those of the thread
-# that fetched the corpus (of loaderd's cold ones; the daemon logs them)
-# and the seconds the stream's reader waited for it (logged too), and the
-# CPU seconds of loaderd's decode pool in the cold epoch and in the local.
+# the cold epoch and of loaderd in the local; those of the thread that
+# fetched the corpus (of loaderd's cold ones) and the seconds the stream's
+# reader waited for it, both from the daemon's log; and the CPU seconds
+# of loaderd's decode pool in the cold epoch and in the local.
 jpeg_pair() {
 	_n0=$(fetch_ends s3://bench/jp) _ln=$(($(wc -l <"$w/daemon.log") + 1))
 	_s0=$(cpu_of $CEPH_PIDS) _l0=$(cpu_of "$DPID") _p0=$(cpu_threads "$DPID" ld-decode)
