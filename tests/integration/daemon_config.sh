@@ -4,14 +4,14 @@
 # the command-line-only ones); the file's values, and the command line
 # over them; every bad line refused with file, line and reason before the
 # daemon starts; --print-config read back gives itself; the socket's
-# mode; SIGHUP applies a new limit live, names what needs a restart, and
-# keeps everything when the file is broken.
+# mode; the threads' names; SIGHUP applies a new limit live, names what
+# needs a restart, and keeps everything when the file is broken.
 . "$top_srcdir/tests/integration/tap.sh"
 
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 31
+plan 32
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -79,7 +79,7 @@ like "$out" "cache-dir: cannot make $T/afile: File exists|cache-dir: cannot make
 out=$("$LD" -f --socket "$T/never.sock" --state-dir rel/dir 2>&1)
 like "$out" 'state-dir: rel/dir: not an absolute path' "a relative state-dir: refused"
 
-# --- the socket's mode, and SIGHUP -------------------------------------------
+# --- the socket's mode, the threads' names, and SIGHUP ----------------------
 if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	"$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 	printf 'max-uid-streams = 4\nthreads = 2\n' >"$T/live.conf"
@@ -90,6 +90,11 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	hold=$!
 	DAEMONS="$DAEMONS $hold"
 	wait_for holding "$T/hold"
+	# threads = 2: two decode threads, and the stream's reader and
+	# assembler, each under its name (loaderd(8), NOTES).
+	is "$(cat /proc/$pid/task/*/comm | grep '^ld-' | sort | tr '\n' ' ')" \
+		"ld-decode/0 ld-decode/1 ld-read ld-stream " \
+		"the daemon's threads carry their names: the pool of threads = 2, the stream's two"
 	printf 'max-uid-streams = 1\nthreads = 3\nlog-level = debug\n' >"$T/live.conf"
 	kill -HUP $pid
 	wait_for 'reloaded' "$T/d.sock.log"
