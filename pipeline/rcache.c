@@ -91,6 +91,7 @@ struct rcache {
 	size_t nuses, capuses;
 	uint64_t tick;
 	uint64_t seed;
+	uint64_t tmps;	       /* temporary files named (atomic) */
 	struct fill_job *jobs; /* fetches still running, by the lock */
 };
 
@@ -756,13 +757,25 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 
 		if (!it->arriving || it->tmpfd >= 0)
 			continue;
-		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%u-%u",
-			 (int)getpid(), (unsigned)(uintptr_t)it & 0xffffu, i);
+		/*
+		 * A name no other stage of this process has used: another
+		 * stage's fetch may still be writing its own for minutes,
+		 * and one made from where this stage's items lie in memory
+		 * (freed and handed out again) could be the same.
+		 */
+		snprintf(it->tmp, sizeof(it->tmp), ".tmp-%d-%" PRIu64,
+			 (int)getpid(),
+			 __atomic_fetch_add(&c->tmps, 1, __ATOMIC_RELAXED));
 		it->tmpfd = openat(c->dfd, it->tmp,
 				   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (it->tmpfd < 0 || ftruncate(it->tmpfd, (off_t)it->o.size))
+		if (it->tmpfd < 0) {
 			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
 				       strerror(errno));
+			it->tmp[0] = '\0'; /* not ours: abandon() leaves it */
+		} else if (ftruncate(it->tmpfd, (off_t)it->o.size)) {
+			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
+				       strerror(errno));
+		}
 	}
 out:
 	free(which);
@@ -1115,9 +1128,14 @@ static void fill_data(void *arg, uint64_t off, const void *buf, size_t len)
 		/*
 		 * The chunk's first bytes, or a try again from its start: what
 		 * an earlier try checked is written over, and checked again.
+		 * Its bytes count as come only as this try writes them: a try
+		 * that came whole and then failed, followed by one that ends
+		 * before writing, must not leave the chunk whole with marks
+		 * made from bytes that never reached the file.
 		 */
 		struct shard_rec rec;
 
+		ch->got = 0;
 		ch->at = off;
 		ch->in = false;
 		ch->rec = rec_at(r->sh, off);
