@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 95
+plan 98
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -316,6 +316,27 @@ is "$(($(gets fm2) - before))" "$DSB" "and the store served the dataset's bytes 
 like "$(grep "s3://data/fm2: $NSH shards fetched" "$T/two.sock.log" | tail -1)" \
 	'the readers waited ([1-9][0-9]*\.[0-9]*|0\.[0-9]*[1-9][0-9]*) s for them$' \
 	"and says how long the streams waited for the slow store"
+# Another dataset of as many shards staged while the first's arrive (one
+# sent slowly): both stream whole. Each stage's temporary files must have
+# names of their own; names made from where a stage's items lay in memory
+# (freed, then handed out again to the next stage) could repeat, and the
+# second stage would fail with "File exists" and delete the first's file.
+upload "$T/fm/test" fm3 || echo "# upload fm3 failed"
+rm -f "$T/two.sock.cache/s3"/*.shard
+printf 'slow 1 GET /data/fm2/shard-\n' >"$T/px.faults"
+n0=$(grep -c "s3://data/fm2: $NSH shards:" "$T/two.sock.log")
+"$LDCLIENT" "$T/two.sock" s3://data/fm2 >"$T/tn1" 2>&1 &
+p1=$!
+i=0
+while ! stages "$n0" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+out=$("$LDCLIENT" "$T/two.sock" s3://data/fm3 2>&1)
+like "$out" '^total batches 40 samples 10000' \
+	"a dataset staged while another's shards arrive streams whole"
+wait_exit $p1 120
+: >"$T/px.faults"
+is "$(grep -c '^total batches 40 samples 10000' "$T/tn1")" 1 \
+	"and so does the other, its fetch undisturbed"
+is "$(grep -c 'File exists' "$T/two.sock.log")" 0 "no stage found its temporary file taken"
 # A client that leaves while its dataset is staged (throttled by the
 # store): the daemon finishes or ends the stage, and serves on.
 # Every GET of its shards throttled: on its own the stage would give up
