@@ -692,14 +692,21 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 			st->waited++;
 			continue;
 		}
-		if (fl) {
-			theirs++;
-			continue;
-		}
+		/*
+		 * In the cache; or, with a flight still there, just put
+		 * there: fill_done() renames a whole shard into the cache
+		 * before its flight goes, and one this stage counted as
+		 * another's in that instant made the stage go round again
+		 * without waiting, and fail after ROUNDS.
+		 */
 		v[i].fd = open_cached(c, v[i].name, v[i].o.size);
 		if (v[i].fd >= 0) {
 			st->hits++;
 			memcpy(keep[nkeep++], v[i].name, NAME_LEN);
+			continue;
+		}
+		if (fl) {
+			theirs++;
 			continue;
 		}
 		which[nf++] = i;
