@@ -775,13 +775,12 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 			 __atomic_fetch_add(&c->tmps, 1, __ATOMIC_RELAXED));
 		it->tmpfd = openat(c->dfd, it->tmp,
 				   O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (it->tmpfd < 0) {
+		if (it->tmpfd < 0 || ftruncate(it->tmpfd, (off_t)it->o.size)) {
 			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
 				       strerror(errno));
-			it->tmp[0] = '\0'; /* not ours: abandon() leaves it */
-		} else if (ftruncate(it->tmpfd, (off_t)it->o.size)) {
-			err = diag_set(d, -errno, "%s/%s: %s", c->dir, it->tmp,
-				       strerror(errno));
+			/* Not made here: not for abandon() to remove. */
+			if (it->tmpfd < 0)
+				it->tmp[0] = '\0';
 		}
 	}
 out:
