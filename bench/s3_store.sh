@@ -30,8 +30,17 @@
 #              of loaderd's fetch thread (its log says) are shown too:
 #              most of what a cold epoch costs loaderd over a local one;
 #              and those of its decode pool (threads ld-decode/N), in
-#              the cold epoch and the local; and how long the stream's
-#              reader waited for the fetch (the daemon logs it).
+#              the cold epoch and the local; and how much longer the
+#              cold epoch took than the local one, with what of it went
+#              to the open and how long the stream's reader waited for
+#              the fetch (the daemon logs it). With the store on cores
+#              of its own, the reader's waits came in an epoch's first
+#              60 ms, while the first ranges arrived (8 GETs at once
+#              share the store's rate): with the open, about 0.04 s
+#              that does not grow with the epoch. On 16 cores the
+#              default corpus's epoch lasts 0.2-0.4 s, and that is a
+#              tenth of it: a larger CORPUS (bench/mkcorpus.py --count
+#              10000) shows the rate a cold epoch keeps.
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
 #   half       a shard cache of half the dataset (--cache-disk), so that
@@ -272,17 +281,17 @@ awk -v b="$fm_bytes" -v c="$c" -v cold="$cold" -v st="$stage" -v f="$fetch" -v w
 # (jpeg_pair's lines) for the pipeline NAME.
 jpeg_rows() {
 	[ -s "$2" ] || return 0
-	jc=$(med 1 "$2") js=$(med 2 "$2") jl=$(med 3 "$2")
+	jc=$(med 1 "$2") js=$(med 2 "$2") jl=$(med 3 "$2") lo=$(med 4 "$2")
 	sc=$(med 5 "$2") lc=$(med 6 "$2") ll=$(med 7 "$2") fc=$(med 8 "$2")
 	rw=$(med 9 "$2") pc=$(med 10 "$2") pl=$(med 11 "$2")
 	jb=$(cat "$w"/jp/*.lds | wc -c)
 	awk -v jc="$jc" -v js="$js" -v jl="$jl" -v b="$jb" -v sc="$sc" -v lc="$lc" \
-		-v ll="$ll" -v fc="$fc" -v pc="$pc" -v pl="$pl" -v rw="$rw" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
+		-v ll="$ll" -v fc="$fc" -v pc="$pc" -v pl="$pl" -v rw="$rw" -v lo="$lo" -v n="$ncpu" -v k="$store_cores" -v p="$1" 'BEGIN {
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p ": local disk epoch", jl, b / jl / 1e6, "1.00"
 		printf "%-40s %10.3f %10.1f %8s\n", "jpeg " p " cold: open", js, b / js / 1e6, "-"
 		printf "%-40s %10.3f %10.1f %8.2f\n", "jpeg " p " cold: open + epoch", jc, b / jc / 1e6, jl / jc
 		printf "  CPU seconds: local epoch loaderd %.2f (decode pool %.2f); cold epoch loaderd %.2f (decode pool %.2f, fetch thread %.2f) + store %.2f\n", ll, pl, lc, pc, fc, sc
-		printf "  in the cold epoch, the reader waited %.3f s for the fetch\n", rw
+		printf "  the cold epoch took %.3f s longer than the local one: its open %.3f s longer, and the reader waited %.3f s for the fetch\n", jc - jl, js - lo, rw
 		if (k) {
 			best = lc / (n - k)
 			if (best < sc / k) best = sc / k
