@@ -34,13 +34,13 @@
 #              cold epoch took than the local one, with what of it went
 #              to the open and how long the stream's reader waited for
 #              the fetch (the daemon logs it). With the store on cores
-#              of its own, the reader's waits came in an epoch's first
-#              60 ms, while the first ranges arrived (8 GETs at once
-#              share the store's rate): with the open, about 0.04 s
-#              that does not grow with the epoch. On 16 cores the
-#              default corpus's epoch lasts 0.2-0.4 s, and that is a
-#              tenth of it: a larger CORPUS (bench/mkcorpus.py --count
-#              10000) shows the rate a cold epoch keeps.
+#              of its own, the reader's waits came within 70 ms of the
+#              fetch's start, while the first ranges arrived (8 GETs
+#              at once share the store's rate): with the open, about
+#              0.04 s that does not grow with the epoch. On 16 cores
+#              the default corpus's epoch lasts 0.2-0.4 s, and that is
+#              a tenth of it: a larger CORPUS (bench/mkcorpus.py
+#              --count 10000) shows the rate a cold epoch keeps.
 #   2 streams  two streams opened at once on a cold daemon: bytes fetched
 #              from the store, against one stream's. Goal: equal.
 #   half       a shard cache of half the dataset (--cache-disk), so that

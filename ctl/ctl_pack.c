@@ -98,7 +98,7 @@ static const struct opt pack_table[] = {
 	{ "parallel", 0, OPT_U64, O(parallel), "8", "N",
 	  "s3://: requests in flight at once (shards and parts)", 1, 64, 0 },
 	{ "aws-profile", 0, OPT_STR, O(aws_profile), NULL, "NAME",
-	  "s3://: the AWS profile whose credentials and endpoint to use (default: $AWS_PROFILE, else default)",
+	  "s3://: the AWS profile whose credentials, region, endpoint and addressing to use (default: $AWS_PROFILE, else $AWS_DEFAULT_PROFILE, else default)",
 	  0, 0, 0 },
 	OPT_END,
 };

@@ -282,9 +282,10 @@ static void verify_arg(struct verify_run *r, struct verify_ctx *vc,
 /*
  * A dataset (or one object) in a store: fetched whole into a staging
  * directory, checked there as a local one with the URL shown in place of
- * the directory, then removed. A dataset that is not there is a bad one,
- * as a missing directory is; a store that cannot be read (credentials,
- * bucket, network) makes verify exit 2, as it could not check.
+ * the directory, then removed. A dataset that is not there (its bucket
+ * or its manifest missing) is a bad one, as a missing directory is; a
+ * store that cannot be read (credentials, network) makes verify exit 2,
+ * as it could not check.
  */
 static void verify_s3(struct verify_run *r, struct verify_ctx *vc,
 		      const char *url)

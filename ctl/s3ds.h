@@ -45,8 +45,9 @@
 	"s3://: fetch into a staging directory made in DIR, removed when "     \
 	"done (default: $TMPDIR, else " S3DS_TMP_DEFAULT ")"
 #define S3DS_HELP_PROFILE                                                      \
-	"s3://: the AWS profile whose credentials and endpoint to use "        \
-	"(default: $AWS_PROFILE, else default)"
+	"s3://: the AWS profile whose credentials, region, endpoint and "      \
+	"addressing to use (default: $AWS_PROFILE, else "                      \
+	"$AWS_DEFAULT_PROFILE, else default)"
 /* clang-format off */
 #define S3DS_FETCH_OPTIONS                                                     \
 	{ "tmp-dir", 0, OPT_STR, O(tmp_dir), NULL, "DIR", S3DS_HELP_TMP,       \

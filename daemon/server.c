@@ -875,7 +875,7 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 		why = "REMOTE with an unknown addressing style or reserved bits";
 	else if (!ss->srv->rcache) {
 		code = -ENOTSUP;
-		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made: see its log)";
+		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made, or libcurl could not be initialised: see its log)";
 	}
 	if (why) {
 		reply_error(ss, h->seq, code, why);
