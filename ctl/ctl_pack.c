@@ -203,6 +203,7 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 		return -EINTR;
 	switch (pg->event) {
 	case PACK_BEGIN:
+		bar_end(v);
 		progress_start(&v->bar, pg->split ? pg->split : "pack",
 			       "samples", pg->total);
 		v->bar_on = true;
@@ -218,6 +219,10 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 		fprintf(stderr,
 			"loaderctl pack: stored as it is, without restart segments: %s\n",
 			pg->msg);
+		break;
+	case PACK_NOTE:
+		bar_end(v);
+		fprintf(stderr, "loaderctl pack: %s\n", pg->msg);
 		break;
 	case PACK_DONE:
 		bar_end(v);
@@ -326,15 +331,32 @@ static int pack_s3(const struct pack_opts *o, struct pack_params *p,
 				  "bytes", (json_int_t)x.bytes, "seconds",
 				  x.seconds, "requests", (json_int_t)x.requests,
 				  "retries", (json_int_t)x.retries);
-		char *t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *t;
 
+		if (j && (x.removed || x.left))
+			json_object_set_new(
+				j, "replaced",
+				json_pack("{s:I, s:I}", "shards_removed",
+					  (json_int_t)x.removed, "shards_left",
+					  (json_int_t)x.left));
+		t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		if (t)
 			printf("%s\n", t);
 		free(t);
 		json_decref(j);
 	} else {
 		s3ds_print_xfer(stdout, "uploaded", "to", s3ds_url(s), &x);
+		if (x.removed)
+			printf("removed %" PRIu64
+			       " shard%s of the dataset it replaced\n",
+			       x.removed, x.removed == 1 ? "" : "s");
 	}
+	if (x.left)
+		fprintf(stderr,
+			"loaderctl pack: %" PRIu64
+			" shard%s of the replaced dataset could not be deleted and stay%s in the store, named by nothing (first: %s)\n",
+			x.left, x.left == 1 ? "" : "s", x.left == 1 ? "s" : "",
+			x.why);
 	rc = CTL_OK;
 out:
 	if ((err == -EINTR || (err && s3ds_interrupted())) && !pushing)

@@ -26,6 +26,7 @@
 #include "dataset.h"
 #include "jrst.h"
 #include "loader_error.h"
+#include "outdir.h"
 #include "pack.h"
 #include "rng.h"
 #include "shard.h"
@@ -48,7 +49,8 @@ static const struct source_ops *const pack_sources[] = {
 struct pack_job {
 	const struct pack_params *p;
 	const struct source_ops *ops;
-	char outdir[4096];
+	char outdir[4096]; /* where the shards go: the temporary directory */
+	const char *shown; /* the dataset directory, for reports */
 	const char *split;
 	struct source *src;
 	struct schema schema;
@@ -86,7 +88,7 @@ static int report(struct pack_job *j, enum pack_event ev, uint64_t done,
 	struct pack_progress pg = {
 		.event = ev,
 		.split = j->split,
-		.outdir = j->outdir,
+		.outdir = j->shown,
 		.done = done,
 		.total = j->src->count,
 		.msg = msg,
@@ -213,66 +215,6 @@ static int prepare(struct pack_job *j)
 	return 0;
 }
 
-/* mkdir -p: create dir and any missing parents. */
-static int mkdir_p(const char *dir)
-{
-	char path[4096];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(path))
-		return -ENAMETOOLONG;
-	memcpy(path, dir, n + 1);
-	for (char *c = path + 1; *c; c++) {
-		if (*c != '/')
-			continue;
-		*c = '\0';
-		if (mkdir(path, 0777) && errno != EEXIST)
-			return -errno;
-		*c = '/';
-	}
-	if (mkdir(path, 0777) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/* Refuse to mix a new dataset into an old one, unless forced. */
-static int prepare_outdir(struct pack_job *j)
-{
-	DIR *dir;
-	const struct dirent *e;
-	char path[4200];
-	int err;
-
-	err = mkdir_p(j->outdir);
-	if (err)
-		return diag_set(&j->d, err, "%s: %s", j->outdir,
-				strerror(-err));
-	dir = opendir(j->outdir);
-	if (!dir)
-		return diag_set(&j->d, -errno, "%s: %s", j->outdir,
-				strerror(errno));
-	while ((e = readdir(dir))) {
-		bool ours = !strcmp(e->d_name, DATASET_MANIFEST) ||
-			    (!strncmp(e->d_name, "shard-", 6) &&
-			     strstr(e->d_name, ".lds"));
-
-		if (!ours)
-			continue;
-		if (!j->p->force) {
-			diag_set(
-				&j->d, -EEXIST,
-				"%s already holds a dataset (%s); pass --force to replace it",
-				j->outdir, e->d_name);
-			closedir(dir);
-			return -EEXIST;
-		}
-		snprintf(path, sizeof(path), "%s/%s", j->outdir, e->d_name);
-		unlink(path);
-	}
-	closedir(dir);
-	return 0;
-}
-
 static int add_shard_entry(struct pack_job *j, const char *name,
 			   uint64_t records, uint64_t bytes)
 {
@@ -304,6 +246,10 @@ static int finish_shard(struct pack_job *j, struct shard_writer **w, int *fd,
 
 	shard_writer_free(*w);
 	*w = NULL;
+	/* On the disk before the dataset is swapped in (outdir.h). */
+	if (!err && fsync(*fd))
+		err = diag_set(&j->d, -errno, "%s: fsync: %s", name,
+			       strerror(errno));
 	if (!err && close(*fd))
 		err = diag_set(&j->d, -errno, "%s: close: %s", name,
 			       strerror(errno));
@@ -323,12 +269,7 @@ static int open_shard(struct pack_job *j, struct shard_writer **w, int *fd,
 		dicts[k] = (struct shard_dict){ j->dict[k], j->dict_len[k] };
 	snprintf(name, n, "shard-%05" PRIu32 ".lds", j->ds.nshards);
 	snprintf(path, sizeof(path), "%s/%s", j->outdir, name);
-	/*
-	 * A new file, never through what is there: a symbolic link planted
-	 * in OUTDIR must not make us write where it points.
-	 */
-	if (unlink(path) && errno != ENOENT)
-		return diag_set(&j->d, -errno, "%s: %s", path, strerror(errno));
+	/* A new file in our own new directory, never through a link. */
 	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		   0644);
 	if (*fd < 0)
@@ -477,24 +418,15 @@ static void job_free(struct pack_job *j)
 		j->src->ops->close(j->src);
 }
 
-/* Remove the shards a failed pack wrote, so no half dataset is left. */
-static void remove_partial(const struct pack_job *j)
-{
-	char path[4200];
-
-	for (uint32_t i = 0; i < j->ds.nshards; i++) {
-		snprintf(path, sizeof(path), "%s/%s", j->outdir,
-			 j->ds.shards[i].file);
-		unlink(path);
-	}
-	snprintf(path, sizeof(path), "%s/shard-%05" PRIu32 ".lds", j->outdir,
-		 j->ds.nshards);
-	unlink(path);
-}
-
-/* Pack one split (or the whole of a source without splits) into outdir. */
-static int pack_split(const struct pack_params *p, const char *outdir,
-		      const char *split, struct diag *d)
+/*
+ * Pack one split (or the whole of a source without splits) into the
+ * directory dir, a new one of our own; shown is where it is going, for
+ * reports. st gets its figures. PACK_DONE is the caller's to report,
+ * once the dataset is in place.
+ */
+static int pack_split(const struct pack_params *p, const char *dir,
+		      const char *shown, const char *split,
+		      struct pack_stats *st, struct diag *d)
 {
 	struct source_opts so = {
 		.split = split,
@@ -504,12 +436,12 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		.quality = p->quality,
 	};
 	struct pack_job j = { .p = p, .ops = p->format, .split = split };
-	struct pack_stats st = { 0 };
 	uint64_t *order = NULL;
 	double t0 = clock_mono_s();
 	int err;
 
-	snprintf(j.outdir, sizeof(j.outdir), "%s", outdir);
+	snprintf(j.outdir, sizeof(j.outdir), "%s", dir);
+	j.shown = shown;
 	err = codec_ctx_new(&j.codec, 0);
 	if (!err && p->jpeg_restart)
 		err = jrst_enc_new(&j.jrst, 0);
@@ -519,8 +451,6 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		err = diag_set(&j.d, -ENOENT, "%s: no samples found", p->src);
 	if (!err)
 		err = prepare(&j);
-	if (!err)
-		err = prepare_outdir(&j);
 	if (!err && p->shuffle >= 0) {
 		struct rng g;
 
@@ -559,19 +489,16 @@ static int pack_split(const struct pack_params *p, const char *outdir,
 		j.ds.dir = NULL;
 	}
 	if (!err) {
-		st.records = j.ds.records;
-		st.skipped = j.skipped;
-		st.shards = j.ds.nshards;
-		st.bytes_in = j.ops->bytes_in(j.src);
-		st.bytes_out = j.bytes_out;
-		st.seconds = clock_mono_s() - t0;
-		st.jpeg_transcoded = j.jpeg_transcoded;
-		st.jpeg_as_is = j.jpeg_as_is;
-		st.jpeg_bytes_before = j.jpeg_before;
-		st.jpeg_bytes_after = j.jpeg_after;
-		err = report(&j, PACK_DONE, j.src->count, NULL, &st);
-	} else {
-		remove_partial(&j);
+		st->records = j.ds.records;
+		st->skipped = j.skipped;
+		st->shards = j.ds.nshards;
+		st->bytes_in = j.ops->bytes_in(j.src);
+		st->bytes_out = j.bytes_out;
+		st->seconds = clock_mono_s() - t0;
+		st->jpeg_transcoded = j.jpeg_transcoded;
+		st->jpeg_as_is = j.jpeg_as_is;
+		st->jpeg_bytes_before = j.jpeg_before;
+		st->jpeg_bytes_after = j.jpeg_after;
 	}
 	if (err)
 		diag_set(d, err, "%s",
@@ -616,38 +543,109 @@ static int check_params(const struct pack_params *p, struct diag *d)
 	return 0;
 }
 
+/* Pass a note of outdir.c on to the caller, once. */
+static void report_note(const struct pack_params *p, const char *split,
+			const char *outdir, char *msg)
+{
+	struct pack_progress pg = {
+		.event = PACK_NOTE,
+		.split = split,
+		.outdir = outdir,
+		.msg = msg,
+	};
+
+	if (p->progress && msg[0])
+		p->progress(&pg, p->arg);
+	msg[0] = '\0';
+}
+
+/* One dataset a pack writes: a split, or the whole source. */
+struct pack_target {
+	const char *split;
+	char path[4096];
+	struct outdir od;
+	struct pack_stats st;
+};
+
+/*
+ * Every dataset is packed into its own temporary directory first; only
+ * when all are, they are swapped into place one after the other. So a
+ * failure leaves every dataset as it was, and a kill between two swaps
+ * leaves each one whole, old or new.
+ */
 int pack_run(const struct pack_params *p, struct diag *d)
 {
 	char splits[PACK_MAX_SPLITS][32];
-	bool found = false;
-	int n, err;
+	struct pack_target *t;
+	int n = 1, nt = 0, begun = 0, packed = 0, done = 0, err;
 
 	diag_clear(d);
 	err = check_params(p, d);
 	if (err)
 		return err;
-	if (!p->format->splits)
-		return pack_split(p, p->outdir, NULL, d);
-
-	n = p->format->splits(p->src, splits, PACK_MAX_SPLITS, d);
-	if (n < 0)
-		return n;
-	err = mkdir_p(p->outdir);
-	if (err)
-		return diag_set(d, err, "%s: %s", p->outdir, strerror(-err));
-	for (int i = 0; i < n; i++) {
-		char out[4096];
-
-		if (p->split && strcmp(p->split, splits[i]))
-			continue;
-		snprintf(out, sizeof(out), "%s/%s", p->outdir, splits[i]);
-		err = pack_split(p, out, splits[i], d);
-		if (err)
-			return err;
-		found = true;
+	if (p->format->splits) {
+		n = p->format->splits(p->src, splits, PACK_MAX_SPLITS, d);
+		if (n < 0)
+			return n;
 	}
-	if (p->split && !found)
-		return diag_set(d, -ENOENT, "%s has no split \"%s\"", p->src,
-				p->split);
-	return 0;
+	t = calloc((size_t)n, sizeof(*t));
+	if (!t)
+		return diag_set(d, -ENOMEM, "out of memory");
+	for (int i = 0; i < n; i++) {
+		struct pack_target *x = &t[nt];
+
+		if (!p->format->splits) {
+			snprintf(x->path, sizeof(x->path), "%s", p->outdir);
+		} else {
+			if (p->split && strcmp(p->split, splits[i]))
+				continue;
+			x->split = splits[i];
+			snprintf(x->path, sizeof(x->path), "%s/%s", p->outdir,
+				 splits[i]);
+		}
+		nt++;
+	}
+	if (p->split && !nt) {
+		err = diag_set(d, -ENOENT, "%s has no split \"%s\"", p->src,
+			       p->split);
+		goto out;
+	}
+	/* Every refusal before any packing. */
+	for (; begun < nt; begun++) {
+		err = outdir_begin(&t[begun].od, t[begun].path, p->force, d);
+		if (err)
+			goto out;
+		report_note(p, t[begun].split, t[begun].od.target,
+			    t[begun].od.note);
+	}
+	for (; packed < nt; packed++) {
+		err = pack_split(p, t[packed].od.tmp, t[packed].od.target,
+				 t[packed].split, &t[packed].st, d);
+		if (err)
+			goto out;
+	}
+	for (; done < nt; done++) {
+		struct pack_progress pg = {
+			.event = PACK_DONE,
+			.split = t[done].split,
+			.outdir = t[done].od.target,
+			.done = t[done].st.records + t[done].st.skipped,
+			.total = t[done].st.records + t[done].st.skipped,
+			.stats = &t[done].st,
+		};
+
+		err = outdir_commit(&t[done].od, d);
+		if (err)
+			goto out;
+		report_note(p, t[done].split, t[done].od.target,
+			    t[done].od.note);
+		if (p->progress)
+			p->progress(&pg, p->arg);
+	}
+out:
+	/* What was not swapped in goes, the last made first. */
+	for (int i = begun - 1; i >= done && i >= 0; i--)
+		outdir_abort(&t[i].od);
+	free(t);
+	return err;
 }

@@ -49,7 +49,13 @@ enum pack_event {
 	PACK_SAMPLE, /* one sample was written */
 	PACK_SKIP,   /* one sample was skipped (skip_bad); msg says why */
 	PACK_ASIS,   /* a JPEG is stored as it was, not transcoded; msg: why */
-	PACK_DONE,   /* the split's shards and manifest are written; stats */
+	PACK_DONE,   /* the split's dataset is in place; stats */
+	/*
+	 * Something the caller should know of the dataset directory (msg):
+	 * a temporary directory of a killed pack removed, or what of the
+	 * replaced directory could not be removed.
+	 */
+	PACK_NOTE,
 };
 
 /* Figures of one packed split. */
@@ -83,8 +89,8 @@ struct pack_progress {
  * The progress callback. Called on the thread that runs pack_run(), once
  * per event (PACK_SAMPLE once per sample). Return 0 to go on, or a
  * negative code to stop the pack: pack_run() returns that code, after
- * removing the shards of the split in progress (a split reported
- * PACK_DONE is complete and stays).
+ * removing what it wrote; every dataset directory is left as it was.
+ * (Its return value is ignored for PACK_DONE and PACK_NOTE.)
  */
 typedef int pack_progress_fn(const struct pack_progress *p, void *arg);
 
@@ -97,9 +103,9 @@ struct pack_params {
 	const struct source_ops *format; /* from pack_source_find() */
 	const char *src;		 /* the source path */
 	/*
-	 * The dataset directory, created with its parents. A source with
-	 * splits (IDX: train, test) gets one dataset per split, in
-	 * outdir/SPLIT.
+	 * The dataset directory, created with its parents, or replaced
+	 * whole (outdir.h). A source with splits (IDX: train, test) gets one
+	 * dataset per split, in outdir/SPLIT.
 	 */
 	const char *outdir;
 	const char *split;   /* pack only this split; NULL: every split */
@@ -136,14 +142,16 @@ struct pack_params {
 const struct source_ops *pack_source_find(const char *format, const char *path);
 
 /*
- * Pack p->src into p->outdir. Splits are packed one after the other,
- * each reported by PACK_BEGIN ... PACK_DONE. Returns 0, or a negative
- * code with a message in d (which may be NULL): LOADER_EUSAGE for
- * parameters out of range, -EEXIST for a directory that already holds a
- * dataset without p->force, -ENOENT for a source without samples or a
- * split it does not have, or what reading or writing failed with. A
- * failed split leaves none of its shards behind; splits packed before it
- * stay.
+ * Pack p->src into p->outdir. Each dataset (split) is built in a
+ * temporary directory beside its own (PACK_BEGIN ... its samples), and
+ * only once all are built are they swapped into place, each reported
+ * by PACK_DONE then. Returns 0, or a negative code with a message in d
+ * (which may be NULL): LOADER_EUSAGE for parameters out of range,
+ * -EEXIST for a directory that already holds a dataset without
+ * p->force (found before any packing), -ENOENT for a source without
+ * samples or a split it does not have, or what reading or writing
+ * failed with. On failure every dataset directory is as it was: no
+ * file this run did not make is touched, and what it made is removed.
  */
 int pack_run(const struct pack_params *p, struct diag *d);
 

@@ -27,6 +27,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -366,6 +368,14 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
 
 /* ---- pack: upload ------------------------------------------------------ */
 
+/* A dataset in the store that a push replaces. */
+struct push_old {
+	const char *sub;     /* where: PREFIX[/sub] */
+	bool there;	     /* a manifest.json is there */
+	struct dataset *ds;  /* what it names, when it could be read */
+	struct dataset *now; /* the dataset that replaces it */
+};
+
 struct push_obj {
 	char key[S3_KEY_MAX];
 	char path[PATH_MAX];
@@ -511,10 +521,118 @@ static int push_many(struct s3ds *s, const struct push_obj *obj, size_t n,
 	return 0;
 }
 
-/* Add what dir/sub's manifest names, and the manifest, to the lists. */
-static int list_dataset(const struct s3ds *s, const char *dir, const char *sub,
+/* Whether ds names a shard called name. */
+static bool names_shard(const struct dataset *ds, const char *name)
+{
+	for (uint32_t i = 0; ds && i < ds->nshards; i++)
+		if (!strcmp(ds->shards[i].file, name))
+			return true;
+	return false;
+}
+
+/*
+ * The dataset a push replaces at PREFIX[/sub]: whether a manifest is
+ * there, and what it names when it can be read (a manifest that cannot
+ * be read is replaced all the same, but its shards are not known, so
+ * none is removed).
+ */
+static int remote_old(struct s3ds *s, const char *sub, struct push_old *old,
+		      struct diag *d)
+{
+	char key[S3_KEY_MAX], url[S3DS_URL_MAX + 32];
+	struct diag ignore = { "" };
+	void *buf = NULL;
+	size_t len, done = 0;
+	int fd, err;
+
+	err = key_of(s, sub, DATASET_MANIFEST, key, d);
+	if (err)
+		return err;
+	err = s3_get_mem(s->s3, key, DATASET_MANIFEST_MAX, &buf, &len, NULL, d);
+	if (err == -ENOENT && !strstr(d->msg, "(NoSuchBucket)")) {
+		diag_clear(d);
+		return 0;
+	}
+	if (err && err != LOADER_ETOOBIG)
+		return explain(s, err, d);
+	diag_clear(d);
+	old->there = true;
+	fd = err ? -1 : memfd_create("manifest", MFD_CLOEXEC);
+	while (fd >= 0 && done < len) {
+		ssize_t w = write(fd, (const char *)buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	url_of(s, sub, url, sizeof(url));
+	strncat(url, "/" DATASET_MANIFEST, sizeof(url) - strlen(url) - 1);
+	if (fd >= 0 && done == len && !lseek(fd, 0, SEEK_SET) &&
+	    dataset_load_fd(&old->ds, fd, url, &ignore))
+		old->ds = NULL;
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return 0;
+}
+
+/*
+ * Give the staged dataset ds (in local) shard names that the one it
+ * replaces does not use, "shard-TAG-NNNNN.lds" with a random TAG, and
+ * save its manifest again: its shards then go up beside the old ones,
+ * which stay readable until the new manifest is stored.
+ */
+static int retag(const char *local, struct dataset *ds,
+		 const struct push_old *old, struct diag *d)
+{
+	char name[64], from[PATH_MAX], to[PATH_MAX];
+	uint32_t tag = 0;
+	bool clash = true;
+
+	for (int tries = 0; clash && tries < 64; tries++) {
+		if (getrandom(&tag, sizeof(tag), 0) != sizeof(tag))
+			tag = (uint32_t)time(NULL) ^ (uint32_t)getpid() ^
+			      (uint32_t)tries * 2654435761u;
+		clash = false;
+		for (uint32_t i = 0; !clash && i < ds->nshards; i++) {
+			snprintf(name, sizeof(name),
+				 "shard-%08" PRIx32 "-%05" PRIu32 ".lds", tag,
+				 i);
+			clash = names_shard(old->ds, name);
+		}
+	}
+	for (uint32_t i = 0; i < ds->nshards; i++) {
+		char *dup;
+
+		snprintf(name, sizeof(name),
+			 "shard-%08" PRIx32 "-%05" PRIu32 ".lds", tag, i);
+		if (join3(from, sizeof(from), local, ds->shards[i].file,
+			  NULL) ||
+		    join3(to, sizeof(to), local, name, NULL))
+			return diag_set(d, -ENAMETOOLONG, "%s: path too long",
+					local);
+		if (rename(from, to))
+			return diag_set(d, -errno, "%s: rename: %s", from,
+					strerror(errno));
+		dup = strdup(name);
+		if (!dup)
+			return diag_set(d, -ENOMEM, "out of memory");
+		free(ds->shards[i].file);
+		ds->shards[i].file = dup;
+	}
+	return dataset_save(ds, d);
+}
+
+/*
+ * Add what dir/sub's manifest names, and the manifest, to the lists.
+ * When a dataset is there in the store already (old), the staged one's
+ * shards are renamed first, so that the two share no name.
+ */
+static int list_dataset(struct s3ds *s, const char *dir, const char *sub,
 			struct push_obj **sh, size_t *ns, struct push_obj *man,
-			struct diag *d)
+			struct push_old *old, struct diag *d)
 {
 	char local[PATH_MAX];
 	struct dataset *ds = NULL;
@@ -525,13 +643,19 @@ static int list_dataset(const struct s3ds *s, const char *dir, const char *sub,
 	if (join3(local, sizeof(local), dir, sub, NULL))
 		return diag_set(d, -ENAMETOOLONG, "%s: path too long", dir);
 	err = dataset_load(&ds, local, d);
-	if (err)
-		return err;
-	v = realloc(*sh, (*ns + ds->nshards) * sizeof(*v));
-	if (!v) {
+	if (!err)
+		err = remote_old(s, sub, old, d);
+	if (!err && old->there)
+		err = retag(local, ds, old, d);
+	if (err) {
 		dataset_free(ds);
-		return diag_set(d, -ENOMEM, "out of memory");
+		return err;
 	}
+	old->sub = sub;
+	old->now = ds;
+	v = realloc(*sh, (*ns + ds->nshards) * sizeof(*v));
+	if (!v)
+		return diag_set(d, -ENOMEM, "out of memory");
 	*sh = v;
 	for (uint32_t i = 0; i < ds->nshards; i++) {
 		struct push_obj *ob = &v[*ns];
@@ -549,7 +673,6 @@ static int list_dataset(const struct s3ds *s, const char *dir, const char *sub,
 		ob->size = (uint64_t)st.st_size;
 		++*ns;
 	}
-	dataset_free(ds);
 	if (err)
 		return err;
 	err = key_of(s, sub, DATASET_MANIFEST, man->key, d);
@@ -563,10 +686,37 @@ static int list_dataset(const struct s3ds *s, const char *dir, const char *sub,
 	return err;
 }
 
+/*
+ * Once the new manifest is stored: delete the shards the replaced one
+ * named and the new one does not. A failure leaves them in the store,
+ * named by nothing; x counts them and says why.
+ */
+static void remove_old(struct s3ds *s, const struct push_old *old,
+		       struct s3ds_xfer *x)
+{
+	char key[S3_KEY_MAX];
+	struct diag d = { "" };
+
+	for (uint32_t i = 0; old->ds && i < old->ds->nshards; i++) {
+		const char *name = old->ds->shards[i].file;
+
+		if (names_shard(old->now, name))
+			continue;
+		if (key_of(s, old->sub, name, key, &d) ||
+		    s3_delete(s->s3, key, &d)) {
+			if (!x->left++)
+				snprintf(x->why, sizeof(x->why), "%s", d.msg);
+			continue;
+		}
+		x->removed++;
+	}
+}
+
 int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	      size_t n, struct s3ds_xfer *x, struct diag *d)
 {
 	struct push_obj *sh = NULL, *man = calloc(n ? n : 1, sizeof(*man));
+	struct push_old *old = calloc(n ? n : 1, sizeof(*old));
 	struct s3_counts k0 = s3_counts(s->s3), k1;
 	struct progress pg;
 	char label[64];
@@ -576,10 +726,13 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	int err = 0;
 
 	memset(x, 0, sizeof(*x));
-	if (!man)
-		return diag_set(d, -ENOMEM, "out of memory");
+	if (!man || !old) {
+		err = diag_set(d, -ENOMEM, "out of memory");
+		goto out;
+	}
 	for (size_t i = 0; !err && i < n; i++)
-		err = list_dataset(s, dir, subs[i], &sh, &ns, &man[i], d);
+		err = list_dataset(s, dir, subs[i], &sh, &ns, &man[i], &old[i],
+				   d);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < ns; i++)
@@ -591,7 +744,8 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	err = push_many(s, sh, ns, &pg, label, sizeof(label), ns + n, 0, x, d);
 	/*
 	 * Only now, with every shard stored, the manifests: a reader that
-	 * finds one finds all it names.
+	 * finds one finds all it names. The replaced dataset's shards go
+	 * only after its manifest was replaced.
 	 */
 	for (size_t i = 0; !err && i < n; i++) {
 		if (s3ds_interrupted()) {
@@ -607,6 +761,7 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 		x->bytes += man[i].size;
 		bar_label(label, sizeof(label), "upload", ns + i + 1, ns + n);
 		progress_add(&pg, man[i].size);
+		remove_old(s, &old[i], x);
 	}
 	progress_end(&pg);
 	k1 = s3_counts(s->s3);
@@ -614,6 +769,11 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	x->retries += k1.retries - k0.retries;
 out:
 	x->seconds = progress_now() - t0;
+	for (size_t i = 0; old && i < n; i++) {
+		dataset_free(old[i].ds);
+		dataset_free(old[i].now);
+	}
+	free(old);
 	free(sh);
 	free(man);
 	return err;

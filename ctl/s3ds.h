@@ -13,7 +13,11 @@
  *                   directory (s3ds_subst()), remove the directory.
  *
  * s3ds_push() stores every shard first and each manifest.json last, so a
- * reader never finds a manifest whose shards are not all there yet.
+ * reader never finds a manifest whose shards are not all there yet. Over
+ * a dataset already there, the new shards get names the old manifest
+ * does not use (shard-TAG-NNNNN.lds), so the old dataset stays whole and
+ * readable until the new manifest replaces its own; only then are the
+ * old shards deleted.
  *
  * Messages name objects as s3://bucket/key; a refusal by the store (403)
  * names the access key id (never the secret), a missing bucket names the
@@ -70,6 +74,13 @@ struct s3ds_xfer {
 	uint64_t objects, bytes;
 	uint64_t requests, retries;
 	double seconds;
+	/*
+	 * s3ds_push() over a dataset already there: the shards of the
+	 * replaced dataset deleted, and those left (named by nothing), with
+	 * why the first was.
+	 */
+	uint64_t removed, left;
+	char why[DIAG_MAX];
 };
 
 struct s3ds;
@@ -121,7 +132,10 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
  * count at once, then, once every shard is stored, the manifests. A
  * progress bar (bytes and objects) is drawn on stderr when it is a
  * terminal. x gets what was stored. On failure no manifest is stored
- * unless every shard was, and d names the object at fault.
+ * unless every shard was, and d names the object at fault; a dataset
+ * that was there stays as it was (only shards it does not name were
+ * stored). A dataset in dir whose target holds one already has its
+ * shards renamed in dir first (see above).
  */
 int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	      size_t n, struct s3ds_xfer *x, struct diag *d);

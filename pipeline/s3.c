@@ -1543,6 +1543,28 @@ int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
 	return put_one(s, key, buf, -1, len, o, d);
 }
 
+int s3_delete(struct s3 *s, const char *key, struct diag *d)
+{
+	struct req *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return diag_set(d, -ENOMEM, "out of memory");
+	r->method = "DELETE";
+	r->to_mem = true;
+	err = req_url(s, r, key, NULL, d);
+	if (!err)
+		err = run_one(s, r, d);
+	/* Gone already is what was asked for (S3 answers 204 anyway). */
+	if (err == -ENOENT && !strstr(d->msg, "(NoSuchBucket)")) {
+		diag_clear(d);
+		err = 0;
+	}
+	free(r->mem);
+	free(r);
+	return err;
+}
+
 int s3_make_bucket(struct s3 *s, struct diag *d)
 {
 	struct req *r = calloc(1, sizeof(*r));

@@ -17,7 +17,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
 trap 'ceph_stop; rm -rf "$T"' EXIT
-plan 38
+plan 42
 
 ceph_start_checked "$T/ceph" "mon, memstore OSD and radosgw start on loopback"
 # Staging directories are made here, so that none may be left unseen.
@@ -110,13 +110,62 @@ is "$?" 2 "packing again to s3://data/fm without --force exits 2"
 like "$out" 's3://data/fm/test already holds a dataset.*--force' "and says why"
 out=$("$LOADERCTL" pack $opts --tmp-dir "$T/no-such-dir" "$src" s3://data/fm3 2>&1)
 like "$?: $out" "^2: .*staging directory in $T/no-such-dir" "--tmp-dir chooses where to stage"
-ok "--force replaces it" "$LOADERCTL" pack --force $opts --part-size 5M "$src" s3://data/fm
-same=0
-for f in "$T/local/test"/shard-*.lds "$T/local/test/manifest.json"; do
-	[ "$(s3 "$EP/data/fm/test/${f##*/}")" = 200 ] && cmp -s "$T/body" "$f" &&
-		same=$((same + 1))
+out=$("$LOADERCTL" pack --force $opts --part-size 5M "$src" s3://data/fm)
+is "$?" 0 "--force replaces it"
+like "$out" '^removed 2 shards of the dataset it replaced$' \
+	"and says it removed the replaced dataset's shards"
+# The new shards went up beside the old ones, under names the old
+# manifest did not use; the old ones are gone now.
+s3 "$EP/data/fm/test/manifest.json" >/dev/null
+names=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(s["file"] for s in json.load(open(sys.argv[1]))["shards"]))' "$T/body")
+like "$names" '^shard-[0-9a-f]{8}-00000\.lds shard-[0-9a-f]{8}-00001\.lds$' \
+	"the new manifest names shards of new names ($names)"
+same=0 i=0
+for b in $names; do
+	[ "$(s3 "$EP/data/fm/test/$b")" = 200 ] &&
+		cmp -s "$T/body" "$T/local/test/shard-0000$i.lds" && same=$((same + 1))
+	i=$((i + 1))
 done
-is "$same" 3 "and the objects are the local pack's files again"
+is "$same" 2 "each is the local pack's shard, byte for byte"
+is "$(s3 -I "$EP/data/fm/test/shard-00000.lds") $(s3 -I "$EP/data/fm/test/shard-00001.lds")" \
+	"404 404" "and the replaced dataset's shards were deleted"
+fm_shard1=$(echo "$names" | cut -d' ' -f2)
+
+# A --force pack killed (SIGKILL) at random moments: the dataset at the
+# URL is always the old one or the new one, whole, and verify passes:
+# the old shards stay readable until the new manifest is in place.
+kopt="--split test --shard-size 1M"
+"$LOADERCTL" pack $kopt --shuffle 1 "$src" s3://data/kill >/dev/null 2>&1
+t0=$(date +%s%N)
+"$LOADERCTL" pack --force $kopt --shuffle 2 "$src" s3://data/kill >/dev/null 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000 + 50))
+seed=${PACK_KILL_SEED:-$(date +%s)}
+echo "# a --force pack to s3:// takes $ms ms; kill moments from seed $seed"
+good=0 seeds=
+k=0
+while [ $k -lt 8 ]; do
+	k=$((k + 1))
+	at=$(awk -v s="$seed" -v k="$k" -v m="$ms" \
+		'BEGIN { srand((s % 100000) * 100 + k); printf "%.3f", rand() * m * 1.25 / 1000 }')
+	"$LOADERCTL" pack --force $kopt --shuffle $((k % 2 + 1)) "$src" \
+		s3://data/kill >/dev/null 2>&1 &
+	pid=$!
+	sleep "$at"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	rm -rf "$TMPDIR"/*
+	s3 "$EP/data/kill/test/manifest.json" >/dev/null
+	sd=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["packed"]["shuffle_seed"])' "$T/body" 2>/dev/null)
+	seeds="$seeds $sd"
+	if "$LOADERCTL" verify s3://data/kill/test >/dev/null 2>&1 &&
+		{ [ "$sd" = 1 ] || [ "$sd" = 2 ]; }; then
+		good=$((good + 1))
+	else
+		echo "# kill $k at $at s: verify failed or seed '$sd'"
+	fi
+done
+echo "# the dataset's shuffle seed after each kill:$seeds"
+is "$good" 8 "after 8 kills at random moments the dataset is whole, old or new, and verify passes"
 
 # The store refuses one shard (a bucket policy): no manifest is stored.
 # It refuses the manifest: every shard was stored before it was tried.
@@ -140,7 +189,7 @@ is "$(ls -A "$TMPDIR")" "" "failed packs remove their staging directories too"
 # A corrupted object: verify exits 1 and names it by its URL.
 cp "$T/local/test/shard-00001.lds" "$T/bad.lds"
 printf 'X' | dd of="$T/bad.lds" bs=1 seek=100000 conv=notrunc 2>/dev/null
-s3 -T "$T/bad.lds" "$EP/data/fm/test/shard-00001.lds" >/dev/null
+s3 -T "$T/bad.lds" "$EP/data/fm/test/$fm_shard1" >/dev/null
 out=$("$LOADERCTL" verify s3://data/fm/test 2>/dev/null)
-like "$?: $out" '^1: bad: s3://data/fm/test/shard-00001.lds: record ' \
+like "$?: $out" "^1: bad: s3://data/fm/test/$fm_shard1: record " \
 	"verify of a corrupted object exits 1 and names it by its URL"
