@@ -61,6 +61,8 @@ struct pack_job {
 	size_t zcap[SCHEMA_MAX_FIELDS];
 	struct codec_ctx *codec;
 	struct jrst_enc *jrst; /* when JPEG fields are transcoded */
+	unsigned char *pixels; /* a JPEG decoded, to check it decodes */
+	size_t pixels_cap;
 	struct dataset ds;
 	uint64_t bytes_out, skipped;
 	uint64_t jpeg_transcoded, jpeg_as_is, jpeg_before, jpeg_after;
@@ -278,10 +280,39 @@ static int open_shard(struct pack_job *j, struct shard_writer **w, int *fd,
 }
 
 /*
+ * Decode a JPEG payload whole, with the stream's decoder (its header
+ * checks, pixel limit and colour policy, as verify does): a file that
+ * fails here would fail a stream, so it is a bad sample now.
+ */
+static int check_decodes(struct pack_job *j, const struct shard_field *f,
+			 const char *where)
+{
+	const struct codec_ops *jpeg = codec_get(CODEC_JPEG);
+	struct codec_src src = { .data = f->data, .len = f->len };
+	struct codec_info info;
+	struct diag d = { { 0 } };
+	int err;
+
+	err = jpeg->probe(j->codec, &src, &info, &d);
+	if (!err && grow_buf(&j->pixels, &j->pixels_cap, info.size))
+		return diag_set(&j->d, -ENOMEM, "%s: no memory for %zu pixels",
+				where, info.size);
+	if (!err)
+		err = jpeg->decode(j->codec, &src, j->pixels, j->pixels_cap,
+				   &info, &d);
+	if (err)
+		return diag_set(&j->d, err == -ENOMEM ? err : LOADER_EDECODE,
+				"%s: does not decode: %s", where, d.msg);
+	return 0;
+}
+
+/*
  * A JPEG field's payload, transcoded to restart segments in place of the
  * original (f then points into the transcoder, valid until its next
- * call); one that cannot be is kept as it is and reported. Only running
- * out of memory or a stop from the caller is an error.
+ * call). One that cannot be transcoded but decodes (arithmetic-coded,
+ * progressive without every bit) is kept as it is and reported; one
+ * that is damaged (libjpeg's warnings count) is a bad sample:
+ * LOADER_EDECODE, naming it.
  */
 static int transcode_jpeg(struct pack_job *j, struct shard_field *f,
 			  const char *where)
@@ -293,9 +324,11 @@ static int transcode_jpeg(struct pack_job *j, struct shard_field *f,
 	size_t len;
 	int err;
 
-	j->jpeg_before += f->len;
+	if (!j->jrst)
+		return check_decodes(j, f, where);
 	err = jrst_transcode(j->jrst, f->data, f->len, &jp, &o, &len, &d);
 	if (!err && len <= UINT32_MAX) {
+		j->jpeg_before += f->len;
 		f->data = o;
 		f->len = (uint32_t)len;
 		j->jpeg_after += len;
@@ -304,10 +337,17 @@ static int transcode_jpeg(struct pack_job *j, struct shard_field *f,
 	}
 	if (err == -ENOMEM)
 		return diag_set(&j->d, err, "%s: %s", where, d.msg);
+	if (err == LOADER_EDECODE)
+		return diag_set(&j->d, err, "%s: damaged JPEG: %s", where,
+				d.msg);
+	err = check_decodes(j, f, where);
+	if (err)
+		return err;
+	j->jpeg_before += f->len;
 	j->jpeg_after += f->len;
 	j->jpeg_as_is++;
 	snprintf(msg, sizeof(msg), "%s: %s", where,
-		 err ? d.msg : "transcoded JPEG above 4 GiB");
+		 d.msg[0] ? d.msg : "transcoded JPEG above 4 GiB");
 	return report(j, PACK_ASIS, j->done, msg, NULL);
 }
 
@@ -340,7 +380,7 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 			size_t len;
 
 			out[k] = in[k];
-			if (j->jrst && j->schema.f[k].kind == FIELD_JPEG) {
+			if (j->schema.f[k].kind == FIELD_JPEG) {
 				err = transcode_jpeg(j, &out[k], where);
 				rec += out[k].len;
 				continue;
@@ -360,14 +400,20 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 					&j->d, LOADER_ETOOBIG,
 					"field %s compresses to %zu bytes",
 					j->schema.f[k].name, len);
+			if (err)
+				diag_wrap(&j->d, err, "%s", where);
 			out[k].data = j->zbuf[k];
 			out[k].len = (uint32_t)len;
 			rec += len;
 		}
-		if (err) {
-			diag_wrap(&j->d, err, "%s", where);
-			break;
+		/* A damaged JPEG is a bad sample, as one that cannot be read. */
+		if (err == LOADER_EDECODE && p->skip_bad) {
+			j->skipped++;
+			err = report(j, PACK_SKIP, i + 1, j->d.msg, NULL);
+			continue;
 		}
+		if (err)
+			break;
 		/*
 		 * Start a new shard when this record would overflow the
 		 * target, or the records a shard may hold (tiny records).
@@ -414,6 +460,7 @@ static void job_free(struct pack_job *j)
 	free(j->ds.origin.source_format);
 	codec_ctx_free(j->codec);
 	jrst_enc_free(j->jrst);
+	free(j->pixels);
 	if (j->src)
 		j->src->ops->close(j->src);
 }

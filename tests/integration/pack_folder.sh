@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 51
+plan 57
 
 LC_ALL=C
 export LC_ALL
@@ -210,6 +210,24 @@ is "$?" 0 "--skip-bad packs the rest"
 like "$out" 'skipped .*b_cat/corrupt\.jpg' "and names the skipped file"
 is "$("$TOOLS/dsdump" "$T/skip" | wc -l)" 30 "all 30 good samples packed"
 rm -f "$src/b_cat/corrupt.jpg"
+
+# A JPEG cut to 90 % of its bytes has a valid header and most of its
+# data: libjpeg cannot decode it whole, so it is bad at pack time, with
+# restart segments or without, and what pack writes passes verify.
+sz=$(stat -c %s "$src/c_x y/c.jpg")
+head -c $((sz * 9 / 10)) "$src/c_x y/c.jpg" >"$src/a_dog/cut.jpg"
+for rst in 1 off; do
+	out=$("$LOADERCTL" pack --jpeg-restart $rst "$src" "$T/cut$rst" 2>&1)
+	like "$?: $out" "^2: .*a_dog/cut\.jpg: .*Premature end of JPEG file" \
+		"--jpeg-restart $rst: a truncated JPEG stops the pack, by name"
+	out=$("$LOADERCTL" pack --skip-bad --jpeg-restart $rst "$src" "$T/cut$rst" 2>&1)
+	like "$?: $out" "^0: loaderctl pack: skipped .*a_dog/cut\.jpg" \
+		"--jpeg-restart $rst --skip-bad: skipped, by name"
+	"$LOADERCTL" verify "$T/cut$rst" >/dev/null 2>&1
+	is "$?: $("$TOOLS/dsdump" "$T/cut$rst" | wc -l)" "0: 30" \
+		"--jpeg-restart $rst: verify passes on the 30 good samples packed"
+done
+rm -f "$src/a_dog/cut.jpg"
 
 # CMYK and YCCK above --max-side are decoded as a stream decodes them
 # (to RGB) and re-encoded as RGB; a small one is stored as it is.
