@@ -518,3 +518,22 @@ void opts_help(FILE *f, const char *usage, const char *about,
 	}
 	fprintf(f, "  %-26s %s\n", "-h, --help", "show this help and exit");
 }
+
+const char *opts_size_str(unsigned long long bytes, char *buf, size_t n)
+{
+	static const char *const unit[] = { "B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	unsigned u = 0;
+
+	while (v >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		v /= 1024;
+		u++;
+	}
+	/* One decimal, unless it would be ".0". */
+	if (u && (unsigned long long)(v * 10 + 0.5) % 10)
+		snprintf(buf, n, "%.1f %s", v, unit[u]);
+	else
+		snprintf(buf, n, "%.0f %s", v, unit[u]);
+	return buf;
+}

@@ -106,4 +106,12 @@ void opts_help(FILE *f, const char *usage, const char *about,
 /* Parse a byte size with an optional K/M/G/T suffix (powers of 1024). */
 int opts_parse_size(const char *s, unsigned long long *out);
 
+/*
+ * bytes in the binary units OPT_SIZE options take, for messages and
+ * status lines: "512 B", "64 KiB", "1 GiB", "1.5 GiB" (one decimal at
+ * most, dropped when the value is whole). Writes into buf (n bytes,
+ * 16 are enough) and returns it.
+ */
+const char *opts_size_str(unsigned long long bytes, char *buf, size_t n);
+
 #endif /* LD_OPTS_H */

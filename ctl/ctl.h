@@ -13,6 +13,13 @@
 #define CTL_FOUND 1
 #define CTL_FAIL  2
 
+/*
+ * What every JSON output of loaderctl is dumped with besides its layout
+ * flags: reals at 6 significant digits ("27.036", not
+ * "27.036000000000001").
+ */
+#define CTL_JSON_REAL JSON_REAL_PRECISION(6)
+
 int ctl_pack(int argc, char **argv);
 int ctl_inspect(int argc, char **argv);
 int ctl_verify(int argc, char **argv);

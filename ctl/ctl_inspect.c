@@ -166,7 +166,9 @@ static int inspect_shard(const struct inspect_cli *o, const char *path)
 				      (json_int_t)s.bytes, "ratio",
 				      ratio(total_raw(&s), s.bytes), "fields",
 				      fields_json(&s));
-		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_dumpf(j, stdout,
+			   JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				   CTL_JSON_REAL);
 		printf("\n");
 		json_decref(j);
 	} else {
@@ -282,7 +284,9 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 			      "samples", (json_int_t)s.records, "bytes",
 			      (json_int_t)s.bytes, "fields", fields_json(&s),
 			      "tars", files);
-		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_dumpf(j, stdout,
+			   JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				   CTL_JSON_REAL);
 		printf("\n");
 		json_decref(j);
 	} else {
@@ -407,7 +411,9 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 					json_real(restart_pct(&ds->origin)));
 			json_object_set_new(j, "jpeg_restart", r);
 		}
-		json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_dumpf(j, stdout,
+			   JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				   CTL_JSON_REAL);
 		printf("\n");
 		json_decref(j);
 		goto out;

@@ -162,7 +162,8 @@ static void print_summary(const struct pack_progress *pg,
 					  "bytes_after",
 					  (json_int_t)st->jpeg_bytes_after,
 					  "size_change_pct", grow));
-		s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER |
+					  CTL_JSON_REAL);
 
 		if (s)
 			printf("%s\n", s);
@@ -339,7 +340,8 @@ static int pack_s3(const struct pack_opts *o, struct pack_params *p,
 				json_pack("{s:I, s:I}", "shards_removed",
 					  (json_int_t)x.removed, "shards_left",
 					  (json_int_t)x.left));
-		t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER |
+					  CTL_JSON_REAL);
 		if (t)
 			printf("%s\n", t);
 		free(t);

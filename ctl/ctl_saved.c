@@ -84,7 +84,7 @@ int ctl_saved_list(int fd, uint32_t *seq, bool json, const char *prog)
 		       r.finished ? " (finished)" : "");
 	}
 	if (json) {
-		json_dumpf(arr, stdout, JSON_INDENT(2));
+		json_dumpf(arr, stdout, JSON_INDENT(2) | CTL_JSON_REAL);
 		putchar('\n');
 		json_decref(arr);
 	} else if (!total) {

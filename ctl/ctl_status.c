@@ -168,25 +168,29 @@ static void print_status(const struct daemon_reading *r)
 {
 	const struct proto_status_ok *st = &r->st;
 	uint64_t s = st->uptime_ms / 1000;
+	char ra[16], rb[16];
 
 	printf("loaderd pid %" PRIu32 ", up %" PRIu64 "h%02" PRIu64
 	       "m%02" PRIu64 "s, %" PRIu32
 	       " decode threads (+1 per stream), RSS %.1f MB\n",
 	       st->pid, s / 3600, s / 60 % 60, s % 60, st->threads,
 	       (double)st->rss_bytes / 1e6);
-	printf("sessions %" PRIu32 ", streams %" PRIu32 ", rings %.1f MB",
-	       st->sessions_all, st->streams_all, (double)st->ring_bytes / 1e6);
+	/* Sizes in the binary units the options that bound them take. */
+	printf("sessions %" PRIu32 ", streams %" PRIu32 ", rings %s",
+	       st->sessions_all, st->streams_all,
+	       opts_size_str(st->ring_bytes, ra, sizeof(ra)));
 	if (st->memory_budget)
-		printf(", memory %.1f of %.1f MB (rings and prefetch)",
-		       (double)st->memory_used / 1e6,
-		       (double)st->memory_budget / 1e6);
+		printf(", memory %s of %s (rings and prefetch)",
+		       opts_size_str(st->memory_used, ra, sizeof(ra)),
+		       opts_size_str(st->memory_budget, rb, sizeof(rb)));
 	else
-		printf(", memory %.1f MB (rings and prefetch; no budget)",
-		       (double)st->memory_used / 1e6);
-	printf("; limits: ring %.0f MB a stream, %.0f MB and %" PRIu32
+		printf(", memory %s (rings and prefetch; no budget)",
+		       opts_size_str(st->memory_used, ra, sizeof(ra)));
+	printf("; limits: ring %s a stream, %s and %" PRIu32
 	       " streams a user\n",
-	       (double)st->max_ring_bytes / 1e6,
-	       (double)st->max_uid_ring_bytes / 1e6, st->max_uid_streams);
+	       opts_size_str(st->max_ring_bytes, ra, sizeof(ra)),
+	       opts_size_str(st->max_uid_ring_bytes, rb, sizeof(rb)),
+	       st->max_uid_streams);
 	print_decode(r, NULL);
 	printf("state in %s, cache in %s\n", st->state_dir, st->cache_dir);
 	if (st->streams != st->streams_all)
@@ -296,7 +300,7 @@ static void print_json(const struct daemon_reading *now,
 {
 	json_t *o = json_reading(now, then);
 
-	json_dumpf(o, stdout, JSON_COMPACT);
+	json_dumpf(o, stdout, JSON_COMPACT | CTL_JSON_REAL);
 	putchar('\n');
 	json_decref(o);
 }

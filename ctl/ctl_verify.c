@@ -57,7 +57,8 @@ struct verify_run {
 	struct progress pg;
 	struct verify_stats st;
 	uint64_t bad_shards, shards, reported;
-	json_t *bad; /* --json: list of problems */
+	uint64_t not_datasets; /* arguments that are no dataset or shard */
+	json_t *bad;	       /* --json: list of problems */
 	/*
 	 * An s3:// dataset being checked: its staging directory, shown as
 	 * the URL in every report; the seconds its fetches took (not
@@ -203,8 +204,7 @@ static void verify_arg(struct verify_run *r, struct verify_ctx *vc,
 	if (stat(arg, &st)) {
 		diag_set(&d, -errno, "%s: %s", arg, strerror(errno));
 		report(r, d.msg);
-		r->shards++;
-		r->bad_shards++;
+		r->not_datasets++;
 		return;
 	}
 	if (S_ISREG(st.st_mode)) {
@@ -222,10 +222,13 @@ static void verify_arg(struct verify_run *r, struct verify_ctx *vc,
 		}
 		if (access(m, F_OK) && errno == ENOENT) {
 			/* A directory of tars, each read in place. */
+			/*
+			 * Not a dataset at all: a bad argument, not a bad
+			 * shard.
+			 */
 			if (wds_list(arg, &names, &n, &d)) {
 				report(r, d.msg);
-				r->shards++;
-				r->bad_shards++;
+				r->not_datasets++;
 				return;
 			}
 			for (size_t i = 0; i < n; i++) {
@@ -390,13 +393,16 @@ int ctl_verify(int argc, char **argv)
 	secs = progress_now() - t0 - r.fetch_s;
 	if (o.json) {
 		json_t *j = json_pack(
-			"{s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:o}", "records",
-			(json_int_t)r.st.records, "bad_records",
+			"{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:o}",
+			"records", (json_int_t)r.st.records, "bad_records",
 			(json_int_t)r.st.bad, "shards", (json_int_t)r.shards,
-			"bad_shards", (json_int_t)r.bad_shards, "bytes",
-			(double)r.st.bytes, "seconds", secs, "jpeg_segmented",
-			(json_int_t)r.st.jpeg_segmented, "problems", r.bad);
-		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			"bad_shards", (json_int_t)r.bad_shards, "not_datasets",
+			(json_int_t)r.not_datasets, "bytes",
+			(json_int_t)r.st.bytes, "seconds", secs,
+			"jpeg_segmented", (json_int_t)r.st.jpeg_segmented,
+			"problems", r.bad);
+		char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER |
+						CTL_JSON_REAL);
 
 		printf("%s\n", s ? s : "{}");
 		free(s);
@@ -414,6 +420,11 @@ int ctl_verify(int argc, char **argv)
 		       o.quick ? ", checksums only" : "", r.st.bad,
 		       r.st.bad == 1 ? "" : "s", r.bad_shards,
 		       r.bad_shards == 1 ? "" : "s");
+		if (r.not_datasets)
+			printf("%" PRIu64
+			       " argument%s neither a dataset nor a shard\n",
+			       r.not_datasets,
+			       r.not_datasets == 1 ? " is" : "s are");
 		if (r.st.jpeg_segmented)
 			printf("restart segments of %" PRIu64
 			       " JPEGs checked, every marker in place\n",
@@ -426,5 +437,5 @@ int ctl_verify(int argc, char **argv)
 	}
 	if (r.failed)
 		return CTL_FAIL;
-	return r.st.bad || r.bad_shards ? CTL_FOUND : CTL_OK;
+	return r.st.bad || r.bad_shards || r.not_datasets ? CTL_FOUND : CTL_OK;
 }

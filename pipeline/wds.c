@@ -1098,8 +1098,10 @@ int wds_list(const char *dir, char ***names, size_t *n, struct diag *d)
 	}
 	closedir(dp);
 	if (!err && !*n)
-		err = diag_set(d, LOADER_EFORMAT,
-			       "%s: no manifest.json and no .tar files", dir);
+		err = diag_set(
+			d, LOADER_EFORMAT,
+			"%s: no manifest.json and no .tar files: not a dataset (loaderctl pack makes one; a directory of WebDataset .tar shards is read as it is)",
+			dir);
 	else if (err)
 		diag_set(d, err, "%s: out of memory", dir);
 	if (err) {

@@ -125,7 +125,7 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	like "$out" 'the stream would hold [0-9]+ bytes beside its ring \(prefetch [0-9]+, .*more than the [0-9]+ bytes left of loaderd.s memory budget \(the streams hold [0-9]+ of 83886080\)' \
 		"memory-budget: a stream that would pass it is refused, with the figures"
 	out=$("$LOADERCTL" status --socket "$T/m.sock")
-	like "$out" 'memory [4-6][0-9.]+ of 83\.9 MB' "loaderctl status shows memory against the budget"
+	like "$out" 'memory [3-6][0-9.]+ MiB of 80 MiB' "loaderctl status shows memory against the budget, in the units --memory-budget takes"
 	out=$("$LDCLIENT" --epochs 1 --prefetch 4194304 "$T/m.sock" "$T/fmt/train" 2>&1)
 	like "$out" '^total batches 235 samples 60000' "... and a stream with a small prefetch budget still fits"
 else
