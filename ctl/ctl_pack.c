@@ -282,7 +282,7 @@ static int pack_s3(const struct pack_opts *o, struct pack_params *p,
 	struct diag d = { "" };
 	struct s3ds *s = NULL;
 	struct s3ds_xfer x;
-	bool pushing = false;
+	bool pushing = false, force = p->force;
 	int n = 1, err, rc = CTL_FAIL;
 
 	err = s3ds_open(&s, url, &so, &d);
@@ -322,7 +322,7 @@ static int pack_s3(const struct pack_opts *o, struct pack_params *p,
 	for (size_t i = 0; i < v->npacked; i++)
 		subs[i] = v->packed[i];
 	pushing = true;
-	err = s3ds_push(s, stage, subs, v->npacked, &x, &d);
+	err = s3ds_push(s, stage, subs, v->npacked, force, &x, &d);
 	if (err)
 		goto out;
 	if (o->json) {

@@ -631,8 +631,9 @@ static int retag(const char *local, struct dataset *ds,
  * shards are renamed first, so that the two share no name.
  */
 static int list_dataset(struct s3ds *s, const char *dir, const char *sub,
-			struct push_obj **sh, size_t *ns, struct push_obj *man,
-			struct push_old *old, struct diag *d)
+			bool force, struct push_obj **sh, size_t *ns,
+			struct push_obj *man, struct push_old *old,
+			struct diag *d)
 {
 	char local[PATH_MAX];
 	struct dataset *ds = NULL;
@@ -645,6 +646,9 @@ static int list_dataset(struct s3ds *s, const char *dir, const char *sub,
 	err = dataset_load(&ds, local, d);
 	if (!err)
 		err = remote_old(s, sub, old, d);
+	/* One may have come while this one was packed: look again. */
+	if (!err && old->there && !force)
+		err = s3ds_check_target(s, sub, false, d);
 	if (!err && old->there)
 		err = retag(local, ds, old, d);
 	if (err) {
@@ -713,7 +717,7 @@ static void remove_old(struct s3ds *s, const struct push_old *old,
 }
 
 int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
-	      size_t n, struct s3ds_xfer *x, struct diag *d)
+	      size_t n, bool force, struct s3ds_xfer *x, struct diag *d)
 {
 	struct push_obj *sh = NULL, *man = calloc(n ? n : 1, sizeof(*man));
 	struct push_old *old = calloc(n ? n : 1, sizeof(*old));
@@ -731,8 +735,8 @@ int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 		goto out;
 	}
 	for (size_t i = 0; !err && i < n; i++)
-		err = list_dataset(s, dir, subs[i], &sh, &ns, &man[i], &old[i],
-				   d);
+		err = list_dataset(s, dir, subs[i], force, &sh, &ns, &man[i],
+				   &old[i], d);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < ns; i++)

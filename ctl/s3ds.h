@@ -135,10 +135,12 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
  * unless every shard was, and d names the object at fault; a dataset
  * that was there stays as it was (only shards it does not name were
  * stored). A dataset in dir whose target holds one already has its
- * shards renamed in dir first (see above).
+ * shards renamed in dir first (see above). Without force, a target that
+ * holds a dataset now (one stored while this one was packed) fails the
+ * push with -EEXIST before anything is stored.
  */
 int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
-	      size_t n, struct s3ds_xfer *x, struct diag *d);
+	      size_t n, bool force, struct s3ds_xfer *x, struct diag *d);
 
 /*
  * Fetch what the URL names into the staging directory dir: a dataset

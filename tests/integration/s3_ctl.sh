@@ -17,7 +17,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
 trap 'ceph_stop; rm -rf "$T"' EXIT
-plan 42
+plan 44
 
 ceph_start_checked "$T/ceph" "mon, memstore OSD and radosgw start on loopback"
 # Staging directories are made here, so that none may be left unseen.
@@ -166,6 +166,19 @@ while [ $k -lt 8 ]; do
 done
 echo "# the dataset's shuffle seed after each kill:$seeds"
 is "$good" 8 "after 8 kills at random moments the dataset is whole, old or new, and verify passes"
+
+# A dataset stored at the URL while a pack without --force packs (here
+# its manifest, put by curl) is not replaced: the pack looks again
+# before it stores anything.
+"$LOADERCTL" pack $kopt --compress zstd --level 19 --shuffle 3 "$src" s3://data/race >"$T/race.out" 2>&1 &
+pid=$!
+sleep 0.3
+s3 -T "$T/local/test/manifest.json" "$EP/data/race/test/manifest.json" >/dev/null
+wait $pid
+like "$?: $(cat "$T/race.out")" "^2: .*s3://data/race/test already holds a dataset" \
+	"a pack refuses a dataset that came while it packed"
+s3 "$EP/data/race/test/manifest.json" >/dev/null
+ok "and leaves it as it was" cmp -s "$T/body" "$T/local/test/manifest.json"
 
 # The store refuses one shard (a bucket policy): no manifest is stored.
 # It refuses the manifest: every shard was stored before it was tried.
