@@ -18,13 +18,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <limits.h>
 
 #include <jansson.h>
 
@@ -235,13 +239,35 @@ static size_t npy_header(const struct pipe_out *po, unsigned char *hdr)
 	return 0;
 }
 
-/* Write header and data to path; on failure name it and leave no file. */
+/*
+ * Write header and data to path. A regular file (or none) is written as
+ * a new file beside it and renamed over it, so that a failure leaves what
+ * was there and removes only the new file; anything else (a device, a
+ * FIFO: /dev/stdout) is written as it is and never removed.
+ */
 static int write_npy(const char *path, const unsigned char *hdr, size_t hdr_len,
 		     const void *data, size_t len)
 {
+	char tmp[PATH_MAX];
+	struct stat st;
+	bool direct = !stat(path, &st) && !S_ISREG(st.st_mode);
 	int fd, err;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (direct) {
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	} else if (snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path) >=
+		   (int)sizeof(tmp)) {
+		fd = -1;
+		errno = ENAMETOOLONG;
+	} else {
+		mode_t mask = umask(0);
+
+		umask(mask);
+		/* mkostemp() makes it private; give it open()'s mode. */
+		fd = mkostemp(tmp, O_CLOEXEC);
+		if (fd >= 0)
+			fchmod(fd, 0666 & ~mask);
+	}
 	if (fd < 0) {
 		err = -errno;
 		goto fail;
@@ -251,9 +277,12 @@ static int write_npy(const char *path, const unsigned char *hdr, size_t hdr_len,
 		err = fdio_write_all(fd, data, len);
 	if (close(fd) && !err)
 		err = -errno;
+	if (!err && !direct && rename(tmp, path))
+		err = -errno;
 	if (!err)
 		return 0;
-	unlink(path);
+	if (!direct)
+		unlink(tmp);
 fail:
 	fprintf(stderr, PFX "%s: %s\n", path, strerror(-err));
 	return err;
