@@ -2531,6 +2531,22 @@ static bool socket_alive(const char *path)
 }
 
 /* Bind and listen on l->path, with l's mode and group. */
+/*
+ * 0 when path is absent or a socket, which may be replaced; else
+ * -EEXIST, with d saying what is there.
+ */
+static int replaceable(const char *path, struct diag *d)
+{
+	struct stat st;
+
+	if (lstat(path, &st) || S_ISSOCK(st.st_mode))
+		return 0;
+	return diag_set(
+		d, -EEXIST,
+		"%s: exists and is not a socket; loaderd replaces only a socket it left (name another with --socket)",
+		path);
+}
+
 static int server_bind(struct server *srv, const struct server_listen *l,
 		       struct diag *d)
 {
@@ -2545,6 +2561,13 @@ static int server_bind(struct server *srv, const struct server_listen *l,
 		return diag_set(d, -EADDRINUSE,
 				"%s: another loaderd is serving this socket",
 				path);
+	/*
+	 * Only a socket (one a daemon left) is ever replaced: a file of
+	 * another kind at the path, or at the temporary name, is someone's
+	 * data, and a mistyped --socket must not destroy it.
+	 */
+	if (replaceable(path, d))
+		return -EEXIST;
 	srv->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			 0);
 	if (srv->fd < 0)
@@ -2558,6 +2581,10 @@ static int server_bind(struct server *srv, const struct server_listen *l,
 	if (snprintf(a.sun_path, sizeof(a.sun_path), "%s.new", path) >=
 	    (int)sizeof(a.sun_path))
 		memcpy(a.sun_path, path, strlen(path) + 1);
+	if (strcmp(a.sun_path, path) && replaceable(a.sun_path, d)) {
+		close(srv->fd);
+		return -EEXIST;
+	}
 	unlink(a.sun_path);
 	/*
 	 * Who may connect is the socket file's mode and group: set both

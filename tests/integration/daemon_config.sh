@@ -11,7 +11,7 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 32
+plan 35
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -36,6 +36,19 @@ is "$(val --config "$T/a.conf")" yes "a flag set to yes"
 "$LD" --config "$T/a.conf" --print-config >"$T/b.conf"
 "$LD" --config "$T/b.conf" --print-config >"$T/c.conf"
 ok "--print-config read back prints itself" cmp "$T/b.conf" "$T/c.conf"
+
+# --- a --socket path that holds a file: refused, the file kept ------------
+echo "precious" >"$T/file.sock"
+echo "also precious" >"$T/file2.sock.new"
+out=$(timeout 10 "$LD" -f --socket "$T/file.sock" --state-dir "$T/fs.state" \
+	--cache-dir "$T/fs.cache" 2>&1)
+like "$?: $out" "^1: .*file.sock: exists and is not a socket" \
+	"a --socket path that holds a file is refused, by name"
+is "$(cat "$T/file.sock")" precious "and the file is kept"
+timeout 10 "$LD" -f --socket "$T/file2.sock" --state-dir "$T/fs.state" \
+	--cache-dir "$T/fs.cache" >/dev/null 2>&1
+is "$?: $(cat "$T/file2.sock.new")" "1: also precious" \
+	"so is a file at the socket's temporary name"
 
 # --- bad files: refused, with file, line and reason ------------------------
 bad() { # LINES WANT DESC
