@@ -21,7 +21,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,20 @@ static bool is_shard_name(const char *n)
 	return l == 38 && !strcmp(n + 32, ".shard");
 }
 
+/*
+ * Whether the process that named a temporary file ".tmp-PID-N" still
+ * runs (a name without a pid counts as a dead one's).
+ */
+static bool tmp_owner_alive(const char *name)
+{
+	char *end;
+	long pid = strtol(name + 5, &end, 10);
+
+	if (end == name + 5 || *end != '-' || pid <= 0 || pid > INT_MAX)
+		return false;
+	return pid != getpid() && (!kill((pid_t)pid, 0) || errno == EPERM);
+}
+
 int rcache_new(struct rcache **out, const char *dir,
 	       const struct rcache_params *p, struct diag *d)
 {
@@ -139,13 +155,18 @@ int rcache_new(struct rcache **out, const char *dir,
 	c->seed = now_ms() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)c;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	/* Temporary files of a run that ended mid-fetch are garbage. */
+	/*
+	 * Temporary files of a run that ended mid-fetch are garbage; those
+	 * of a process still running (another daemon on this directory,
+	 * say one about to find the socket taken) are its fetches.
+	 */
 	fd = dup(c->dfd);
 	dh = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!dh && fd >= 0)
 		close(fd);
 	while (dh && (de = readdir(dh)))
-		if (!strncmp(de->d_name, ".tmp-", 5))
+		if (!strncmp(de->d_name, ".tmp-", 5) &&
+		    !tmp_owner_alive(de->d_name))
 			(void)unlinkat(c->dfd, de->d_name, 0);
 	if (dh)
 		closedir(dh);

@@ -291,8 +291,10 @@ like "$positions" '^([0-9]+\.[0-9]+ ){5}[0-9]+\.[0-9]+$' "six positions read bac
 ok "and none of them is at the start" sh -c 'case " $1 " in *" 0.0 "*) exit 1 ;; esac' sh "$positions"
 
 # --- 7. both killed at random points, on JPEGs with bad samples skipped ---
-# 60 JPEGs and 2 truncated ones (stored as they are, bad at decode time,
-# skipped: their places taken by a copy of a good sample of the batch).
+# 60 JPEGs and 2 damaged on disk after packing (pack refuses a damaged
+# JPEG, so two good ones are packed as they are and their bytes in the
+# shard overwritten: bad at read time, their checksums wrong; skipped,
+# their places taken by a copy of a good sample of the batch).
 # Each round starts what is not running, lets the trainer release for a
 # while, and kills the daemon, the trainer or both with SIGKILL. Over all
 # rounds every batch of every epoch must be released exactly once, each
@@ -305,12 +307,23 @@ while [ $i -lt 60 ]; do
 		$((40 + i)) $((30 + i % 7)) $i
 	i=$((i + 1))
 done
-# Cut in the entropy-coded data: the header reads, the pixels do not.
-"$TOOLS/mkjpeg" "$T/big.jpg" 200 150 77
-sz=$(wc -c <"$T/big.jpg")
-head -c $((sz / 2)) "$T/big.jpg" >"$J/a/bad1.jpg"
-head -c $((sz * 2 / 3)) "$T/big.jpg" >"$J/b/bad2.jpg"
-"$LOADERCTL" pack "$J" "$T/jds" >"$T/jpack.out" 2>&1
+"$TOOLS/mkjpeg" "$J/a/bad1.jpg" 200 150 77
+"$TOOLS/mkjpeg" "$J/b/bad2.jpg" 200 150 78
+"$LOADERCTL" pack --jpeg-restart off "$J" "$T/jds" >"$T/jpack.out" 2>&1
+# Overwrite 64 bytes in the middle of each of the two in the shard.
+/usr/bin/python3 - "$T/jds/shard-00000.lds" "$J/a/bad1.jpg" "$J/b/bad2.jpg" <<'PY' >"$T/jdamage.out" 2>&1
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+for src in sys.argv[2:]:
+    b = open(src, "rb").read()
+    at = data.find(b)
+    assert at > 0, src
+    mid = at + len(b) // 2
+    data[mid:mid + 64] = bytes(64)
+    print("damaged", src, "at", mid)
+open(path, "wb").write(data)
+PY
 JP='decode | center 24 | u8'
 # The JPEG stream's options (the client runs in the background directly:
 # its pid must be the client's, for kill -9 to be a trainer crash).
@@ -349,8 +362,8 @@ kill -0 "$jd" 2>/dev/null || { start_daemon "$T/j.sock" --state-dir "$ST2"; jd=$
 cat "$T/jlast" >>"$T/jall"
 grep '^batch ' "$T/jall" | sort >"$T/ja"
 grep '^batch ' "$T/jref" | sort >"$T/jb"
-like "$(cat "$T/jpack.out")" 'JPEGs: 60 with restart segments .*, 2 stored as they were' \
-	"the two truncated JPEGs are stored as they were"
+is "$(grep -c '^damaged' "$T/jdamage.out") $("$LOADERCTL" verify --json "$T/jds" | sed -n 's/.*"bad_records":\([0-9]*\).*/\1/p')" \
+	"2 2" "two of the 62 packed JPEGs are damaged in the shard, as verify finds"
 is "$(wc -l <"$T/jb" | tr -d ' ')" 480 "an uninterrupted run: 30 epochs of 16 batches"
 # A kill inside a release leaves that one batch undecided ("releasing"
 # without its lines): released (not delivered again) or not (delivered
