@@ -9,6 +9,7 @@
 #include "jpeg.h"
 #include "jroi.h"
 #include "loader_error.h"
+#include "pngd.h"
 
 /* The context's decoder, made on first use with the context's limit. */
 static int jpg_dec(struct codec_ctx *ctx, struct diag *d)
@@ -45,8 +46,12 @@ int jpg_scale_for(struct codec_ctx *ctx, const void *src, size_t len,
 	w = info.width;
 	h = info.height;
 	g->channels = info.channels;
-	/* libjpeg-turbo scales by num/8 for num in 1..8 (among others). */
-	for (uint32_t num = 1; num < JROI_DENOM; num++) {
+	/*
+	 * libjpeg-turbo scales by num/8 for num in 1..8 (among others); a
+	 * PNG only by powers of two (block averages, pngd.h).
+	 */
+	for (uint32_t num = 1; num < JROI_DENOM;
+	     num += pngd_is(src, len) ? num : 1) {
 		uint32_t lw = (w * num + JROI_DENOM - 1) / JROI_DENOM;
 		uint32_t lh = (h * num + JROI_DENOM - 1) / JROI_DENOM;
 

@@ -13,6 +13,7 @@
 #include "jroi.h"
 #include "jrst.h"
 #include "loader_error.h"
+#include "pngd.h"
 
 /*
  * The scales worth decoding at, cheapest first. Measured with
@@ -47,7 +48,8 @@ struct jroi_dec {
 	/* the sub-JPEG of a region's segments, grown likewise */
 	unsigned char *sub;
 	size_t sub_cap;
-	bool segments; /* try the segment path (jroi_set_segments) */
+	bool segments;	  /* try the segment path (jroi_set_segments) */
+	struct pngd *png; /* for fields that hold a PNG (pngd.h) */
 	struct jroi_counts counts;
 };
 
@@ -69,6 +71,10 @@ int jroi_new(struct jroi_dec **out, uint64_t max_pixels)
 	}
 	jpeg_create_decompress(&dec->cinfo);
 	jerr_limit_scans(&dec->cinfo, &dec->err);
+	if (pngd_new(&dec->png)) {
+		jroi_free(dec);
+		return -ENOMEM;
+	}
 	*out = dec;
 	return 0;
 }
@@ -78,6 +84,7 @@ void jroi_free(struct jroi_dec *dec)
 	if (!dec)
 		return;
 	jpeg_destroy_decompress(&dec->cinfo);
+	pngd_free(dec->png);
 	free(dec->row);
 	free(dec->sub);
 	free(dec);
@@ -153,10 +160,38 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 	return 0;
 }
 
+/* A PNG's header as a JPEG's would be told (pngd.h). */
+static int jroi_png_header(const struct jroi_dec *dec, const void *src,
+			   size_t len, struct jroi_info *info, struct diag *d)
+{
+	struct pngd_info pi;
+	int err = pngd_header(src, len, &pi, d);
+
+	memset(info, 0, sizeof(*info));
+	if (err)
+		return err;
+	info->width = pi.width;
+	info->height = pi.height;
+	info->channels = pi.channels;
+	info->components = pi.channels;
+	info->cs = pi.channels == 1 ? JROI_CS_GRAY : JROI_CS_RGB;
+	info->progressive = pi.interlaced;
+	if ((uint64_t)info->width * info->height > dec->max_pixels)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"png of %ux%u pixels exceeds the limit of %llu pixels",
+			info->width, info->height,
+			(unsigned long long)dec->max_pixels);
+	return 0;
+}
+
 int jroi_header(struct jroi_dec *dec, const void *src, size_t len,
 		struct jroi_info *info, struct diag *d)
 {
 	int err;
+
+	if (pngd_is(src, len))
+		return jroi_png_header(dec, src, len, info, d);
 
 	if (setjmp(dec->err.jb))
 		return jroi_failed(dec, "header", d);
@@ -481,6 +516,61 @@ static int jroi_segments(struct jroi_dec *dec, const void *src, size_t len,
 	return 0;
 }
 
+/*
+ * A PNG: the region at the scale the table picks, made a power of two
+ * no finer than it (box averages, pngd.h), so that it fits where the
+ * picked one would.
+ */
+static int jroi_png(struct jroi_dec *dec, const void *src, size_t len,
+		    const struct jroi_req *req, unsigned char *dst,
+		    size_t stride, size_t cap, struct jroi_out *out,
+		    struct diag *d)
+{
+	struct jroi_req whole;
+	struct jroi_info info;
+	uint32_t num, sw, sh;
+	size_t row_bytes;
+	int err;
+
+	err = jroi_png_header(dec, src, len, &info, d);
+	if (err)
+		return err;
+	if (!req) {
+		whole = (struct jroi_req){ .w = info.width,
+					   .h = info.height,
+					   .scale_num = JROI_DENOM };
+		req = &whole;
+	}
+	num = jroi_pick_scale(req, info.width, info.height);
+	if (!num || num > JROI_DENOM)
+		return diag_set(
+			d, LOADER_ERANGE,
+			"png region %ux%u+%u+%u at scale %u/8 does not fit a %ux%u image (a PNG decodes at 1/8 to 8/8)",
+			req->w, req->h, req->x, req->y, req->scale_num,
+			info.width, info.height);
+	while (num & (num - 1))
+		num &= num - 1;
+	sw = (uint32_t)(((uint64_t)info.width * num + JROI_DENOM - 1) /
+			JROI_DENOM);
+	sh = (uint32_t)(((uint64_t)info.height * num + JROI_DENOM - 1) /
+			JROI_DENOM);
+	jroi_geometry(req, num, sw, sh, out);
+	out->channels = info.channels;
+	row_bytes = (size_t)out->width * info.channels;
+	if (!stride)
+		stride = row_bytes;
+	if (stride < row_bytes || cap < row_bytes ||
+	    out->height - 1 > (cap - row_bytes) / stride)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"png region decodes to %ux%ux%u, room for %zu bytes at stride %zu",
+			out->width, out->height, info.channels, cap, stride);
+	dec->counts.whole++;
+	return pngd_decode(dec->png, src, len, JROI_DENOM / num, out->x0,
+			   out->y0, out->x0 + out->width, out->y0 + out->height,
+			   dst, stride, d);
+}
+
 int jroi_decode(struct jroi_dec *dec, const void *src, size_t len,
 		const struct jroi_req *req, void *dst, size_t dst_stride,
 		size_t dst_cap, struct jroi_out *out, struct diag *d)
@@ -488,6 +578,9 @@ int jroi_decode(struct jroi_dec *dec, const void *src, size_t len,
 	int err;
 
 	memset(out, 0, sizeof(*out));
+	if (pngd_is(src, len))
+		return jroi_png(dec, src, len, req, dst, dst_stride, dst_cap,
+				out, d);
 	if (req && dec->segments && src &&
 	    jroi_segments(dec, src, len, req, dst, dst_stride, dst_cap, out) ==
 		    0) {

@@ -121,6 +121,8 @@ struct pack_view {
 	size_t npacked;
 };
 
+static bool left_any(const struct source_left *l);
+
 static void print_summary(const struct pack_progress *pg,
 			  const struct pack_view *v)
 {
@@ -162,6 +164,24 @@ static void print_summary(const struct pack_progress *pg,
 					  "bytes_after",
 					  (json_int_t)st->jpeg_bytes_after,
 					  "size_change_pct", grow));
+		if (j && st->png)
+			json_object_set_new(j, "png",
+					    json_integer((json_int_t)st->png));
+		if (j && left_any(&st->left))
+			json_object_set_new(
+				j, "not_packed",
+				json_pack("{s:I, s:I, s:I, s:s, s:s, s:s}",
+					  "hidden", (json_int_t)st->left.hidden,
+					  "not_image",
+					  (json_int_t)st->left.not_image,
+					  "unsupported",
+					  (json_int_t)st->left.unsupported,
+					  "unsupported_ext",
+					  st->left.unsupported_ext,
+					  "empty_classes",
+					  st->left.empty_classes,
+					  "hidden_classes",
+					  st->left.hidden_classes));
 		s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER |
 					  CTL_JSON_REAL);
 
@@ -185,7 +205,43 @@ static void print_summary(const struct pack_progress *pg,
 		       " with restart segments (%+.2f %% in size), %" PRIu64
 		       " stored as they were",
 		       st->jpeg_transcoded, grow, st->jpeg_as_is);
+	if (st->png)
+		printf("; %" PRIu64 " PNG%s stored as they were", st->png,
+		       st->png == 1 ? "" : "s");
+	if (st->left.hidden || st->left.not_image || st->left.unsupported)
+		printf("; not packed: %" PRIu64 " hidden, %" PRIu64
+		       " not images, %" PRIu64
+		       " images of formats pack cannot store%s%s%s",
+		       st->left.hidden, st->left.not_image,
+		       st->left.unsupported,
+		       st->left.unsupported_ext[0] ? " (" : "",
+		       st->left.unsupported_ext,
+		       st->left.unsupported_ext[0] ? ")" : "");
 	printf("\n");
+}
+
+static bool left_any(const struct source_left *l)
+{
+	return l->hidden || l->not_image || l->unsupported ||
+	       l->empty_classes[0] || l->hidden_classes[0];
+}
+
+/*
+ * What torchvision's ImageFolder would do otherwise, on stderr: a class
+ * directory without images stays a class here, and a hidden directory
+ * (.ipynb_checkpoints) is no class here but one there, so that every
+ * label after it differs.
+ */
+static void warn_left(const struct source_left *l, const char *outdir)
+{
+	if (l->empty_classes[0])
+		fprintf(stderr,
+			"loaderctl pack: warning: %s: class directories without an image, kept as classes with no sample (torchvision's ImageFolder refuses such a tree): %s\n",
+			outdir, l->empty_classes);
+	if (l->hidden_classes[0])
+		fprintf(stderr,
+			"loaderctl pack: warning: %s: hidden directories are not classes here, but torchvision's ImageFolder counts them, so its labels differ: %s\n",
+			outdir, l->hidden_classes);
 }
 
 static void bar_end(struct pack_view *v)
@@ -228,6 +284,7 @@ static int on_progress(const struct pack_progress *pg, void *arg)
 	case PACK_DONE:
 		bar_end(v);
 		print_summary(pg, v);
+		warn_left(&pg->stats->left, pg->outdir);
 		if (v->stage && v->npacked < PACK_VIEW_MAX &&
 		    !strncmp(pg->outdir, v->stage, strlen(v->stage))) {
 			const char *rel = pg->outdir + strlen(v->stage);

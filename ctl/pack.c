@@ -28,6 +28,7 @@
 #include "loader_error.h"
 #include "outdir.h"
 #include "pack.h"
+#include "pngd.h"
 #include "rng.h"
 #include "shard.h"
 #include "source.h"
@@ -66,6 +67,7 @@ struct pack_job {
 	struct dataset ds;
 	uint64_t bytes_out, skipped;
 	uint64_t jpeg_transcoded, jpeg_as_is, jpeg_before, jpeg_after;
+	uint64_t png;  /* image fields that hold a PNG */
 	uint64_t done; /* samples read so far, for reports */
 	struct diag d;
 };
@@ -324,6 +326,13 @@ static int transcode_jpeg(struct pack_job *j, struct shard_field *f,
 	size_t len;
 	int err;
 
+	/* A PNG (by its signature, whatever its name) is stored as it is. */
+	if (pngd_is(f->data, f->len)) {
+		err = check_decodes(j, f, where);
+		if (!err)
+			j->png++;
+		return err;
+	}
 	if (!j->jrst)
 		return check_decodes(j, f, where);
 	err = jrst_transcode(j->jrst, f->data, f->len, &jp, &o, &len, &d);
@@ -546,6 +555,8 @@ static int pack_split(const struct pack_params *p, const char *dir,
 		st->jpeg_as_is = j.jpeg_as_is;
 		st->jpeg_bytes_before = j.jpeg_before;
 		st->jpeg_bytes_after = j.jpeg_after;
+		st->png = j.png;
+		st->left = j.src->left;
 	}
 	if (err)
 		diag_set(d, err, "%s",

@@ -20,8 +20,7 @@
 #include <stdint.h>
 
 #include "diag.h"
-
-struct source_ops;
+#include "source.h"
 
 /* Ranges that pack_run() accepts (loaderctl pack checks the same). */
 #define PACK_SHARD_SIZE_MIN 4096u
@@ -69,6 +68,10 @@ struct pack_stats {
 	/* JPEG payloads: transcoded, stored as-is, bytes before and after */
 	uint64_t jpeg_transcoded, jpeg_as_is;
 	uint64_t jpeg_bytes_before, jpeg_bytes_after;
+	/* image fields that hold a PNG (stored as they are) */
+	uint64_t png;
+	/* what the source found and did not pack (ImageFolder) */
+	struct source_left left;
 };
 
 /*

@@ -31,8 +31,26 @@ struct source_opts {
 	const char *ragged;
 };
 
+/* Room for the names a source lists in struct source_left. */
+#define SOURCE_NAMES_MAX 512
+
+/*
+ * What a source found and did not pack, for the summary (ImageFolder;
+ * zero for the others).
+ */
+struct source_left {
+	uint64_t hidden;      /* files and directories named ".*" */
+	uint64_t not_image;   /* files without an image name */
+	uint64_t unsupported; /* images pack cannot store: .bmp, .tif, ... */
+	/* Comma-separated, cut with "..." when long; "" for none. */
+	char unsupported_ext[64];	       /* their extensions */
+	char empty_classes[SOURCE_NAMES_MAX];  /* classes without a sample */
+	char hidden_classes[SOURCE_NAMES_MAX]; /* ".*" directories in SRC */
+};
+
 struct source {
 	const struct source_ops *ops;
+	struct source_left left;
 	struct schema schema; /* fields, all without compression */
 	uint64_t count;
 	uint32_t nclasses;

@@ -5,11 +5,18 @@
  * immediate subdirectories of SRC sorted by name (byte order), a sample's
  * label is its class's index, and each class directory is searched
  * recursively (following symbolic links) for files whose extension is
- * .jpg or .jpeg in any case. Samples come class by class; within a class
+ * .jpg, .jpeg or .png in any case; each holds a JPEG or a PNG, told by
+ * its content, not its name (ImageNet has PNGs named .JPEG). The other
+ * images torchvision reads (.bmp, .tif, .webp, ...) are not packed, and
+ * counted, as are other files and hidden ones (struct source_left). Samples come class by class; within a class
  * they are ordered as torchvision's sorted(os.walk()) orders them: by
  * directory path, then by file name. Unlike torchvision, names starting
  * with '.' (hidden files and directories) are skipped at every level, so
- * that editor and file-manager droppings never become classes or samples.
+ * that editor and file-manager droppings never become classes or samples
+ * (torchvision counts a ".ipynb_checkpoints" directory as a class: the
+ * summary names such directories, since labels then differ). A class
+ * directory without an image stays a class (its label is kept) and is
+ * named in the summary; torchvision 0.14 refuses such a tree.
  *
  * Opening lists the tree once and keeps the relative paths in one string
  * arena; get() reads one file per call into a buffer that grows to the
@@ -100,12 +107,49 @@ static bool is_hidden(const char *name)
 	return name[0] == '.';
 }
 
-static bool is_jpeg_name(const char *name)
+/* What a file's name says it holds. */
+enum name_kind {
+	NAME_OTHER,	  /* not an image */
+	NAME_IMAGE,	  /* .jpg, .jpeg, .png: packed */
+	NAME_UNSUPPORTED, /* an image torchvision reads and pack does not */
+};
+
+/*
+ * By extension, in any case, as torchvision's IMG_EXTENSIONS: .jpg,
+ * .jpeg and .png are packed (each told JPEG or PNG by its content
+ * later: ImageNet has PNGs named .JPEG); .ppm, .bmp, .pgm, .tif, .tiff
+ * and .webp are images pack cannot store.
+ */
+static enum name_kind name_kind(const char *name)
 {
+	static const char *const packed[] = { ".jpg", ".jpeg", ".png" };
+	static const char *const other[] = { ".ppm", ".bmp",  ".pgm",
+					     ".tif", ".tiff", ".webp" };
 	const char *dot = strrchr(name, '.');
 
-	return dot && dot != name &&
-	       (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+	if (!dot || dot == name)
+		return NAME_OTHER;
+	for (size_t i = 0; i < sizeof(packed) / sizeof(packed[0]); i++)
+		if (!strcasecmp(dot, packed[i]))
+			return NAME_IMAGE;
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		if (!strcasecmp(dot, other[i]))
+			return NAME_UNSUPPORTED;
+	return NAME_OTHER;
+}
+
+/* Append ", name" to the list in buf (n bytes); "..." once it is full. */
+static void list_add(char *buf, size_t n, const char *name)
+{
+	size_t len = strlen(buf);
+
+	if (len >= 3 && !strcmp(buf + len - 3, "..."))
+		return;
+	if (len + 2 + strlen(name) + 4 >= n) {
+		snprintf(buf + len, n - len, "%s...", len ? ", " : "");
+		return;
+	}
+	snprintf(buf + len, n - len, "%s%s", len ? ", " : "", name);
 }
 
 /*
@@ -128,18 +172,29 @@ static bool entry_is_dir(const char *dir, const struct dirent *e)
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
 
-/* A JPEG directly inside dir: enough to tell an ImageFolder class. */
-static bool has_jpeg(const char *dir)
+/*
+ * An image inside dir, or in its subdirectories down to depth levels:
+ * enough to tell an ImageFolder class, whose images may sit in
+ * subdirectories of their own.
+ */
+static bool has_image(const char *dir, unsigned depth)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
+	char sub[PATH_MAX];
 	bool found = false;
 
 	if (!d)
 		return false;
-	while (!found && (e = readdir(d)))
-		found = !is_hidden(e->d_name) && is_jpeg_name(e->d_name) &&
-			!entry_is_dir(dir, e);
+	while (!found && (e = readdir(d))) {
+		if (is_hidden(e->d_name))
+			continue;
+		if (!entry_is_dir(dir, e))
+			found = name_kind(e->d_name) == NAME_IMAGE;
+		else if (depth && snprintf(sub, sizeof(sub), "%s/%s", dir,
+					   e->d_name) < (int)sizeof(sub))
+			found = has_image(sub, depth - 1);
+	}
 	closedir(d);
 	return found;
 }
@@ -158,7 +213,7 @@ static bool folder_detect(const char *path)
 			continue;
 		if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) <
 		    (int)sizeof(sub))
-			found = has_jpeg(sub);
+			found = has_image(sub, 3);
 	}
 	closedir(dir);
 	return found;
@@ -210,8 +265,15 @@ static int list_classes(struct folder_source *s, struct diag *d)
 					       strerror(errno));
 			break;
 		}
-		if (is_hidden(e->d_name) || !entry_is_dir(s->root, e))
+		if (!entry_is_dir(s->root, e))
 			continue;
+		if (is_hidden(e->d_name)) {
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				list_add(s->base.left.hidden_classes,
+					 sizeof(s->base.left.hidden_classes),
+					 e->d_name);
+			continue;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			nv = realloc(v, cap * sizeof(*v));
@@ -382,11 +444,23 @@ static int walk(struct folder_source *s, char *rel, uint32_t label,
 					       strerror(errno));
 			break;
 		}
-		if (is_hidden(e->d_name))
+		if (is_hidden(e->d_name)) {
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				s->base.left.hidden++;
 			continue;
+		}
 		sub = entry_is_dir(dir, e);
-		if (!sub && !is_jpeg_name(e->d_name))
+		if (!sub && name_kind(e->d_name) == NAME_UNSUPPORTED) {
+			s->base.left.unsupported++;
+			list_add(s->base.left.unsupported_ext,
+				 sizeof(s->base.left.unsupported_ext),
+				 strrchr(e->d_name, '.'));
 			continue;
+		}
+		if (!sub && name_kind(e->d_name) != NAME_IMAGE) {
+			s->base.left.not_image++;
+			continue;
+		}
 		nlen = strlen(e->d_name);
 		if (rlen + 1 + nlen >= PATH_MAX) {
 			err = diag_set(d, -ENAMETOOLONG, "%s/%s: path too long",
@@ -510,8 +584,12 @@ static int folder_open(struct source **out, const char *path,
 	if (!s->base.nclasses) {
 		err = diag_set(
 			d, -ENOENT,
-			"%s: no class directories (an ImageFolder is SRC/CLASS/*.jpg)",
-			path);
+			"%s: no class directories (an ImageFolder is SRC/CLASS/*.jpg)%s%s",
+			path,
+			s->base.left.hidden_classes[0] ?
+				"; hidden ones are skipped: " :
+				"",
+			s->base.left.hidden_classes);
 		goto fail;
 	}
 	for (uint32_t c = 0; c < s->base.nclasses; c++) {
@@ -520,16 +598,23 @@ static int folder_open(struct source **out, const char *path,
 				       path, s->base.classes[c]);
 			goto fail;
 		}
+		uint64_t before = s->base.count;
+
 		strcpy(rel, s->base.classes[c]);
 		err = walk(s, rel, c, 0, d);
 		if (err)
 			goto fail;
+		if (s->base.count == before)
+			list_add(s->base.left.empty_classes,
+				 sizeof(s->base.left.empty_classes),
+				 s->base.classes[c]);
 	}
 	if (!s->base.count) {
-		err = diag_set(d, -ENOENT,
-			       "%s: no .jpg or .jpeg files in its %" PRIu32
-			       " class directories",
-			       path, s->base.nclasses);
+		err = diag_set(
+			d, -ENOENT,
+			"%s: no .jpg, .jpeg or .png files in its %" PRIu32
+			" class directories",
+			path, s->base.nclasses);
 		goto fail;
 	}
 	err = sort_files(s);

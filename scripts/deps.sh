@@ -23,12 +23,12 @@
 set -eu
 
 pkgs="gcc make libc6-dev autoconf automake libtool pkg-config git
-liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev liblmdb-dev
+liburing-dev libuv1-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libzstd-dev liblmdb-dev
 libxxhash-dev libjansson-dev zlib1g-dev libsystemd-dev libopenblas-dev
 libcurl4-openssl-dev libssl-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
-python3 python3-numpy python3-torch lmdb-utils
+python3 python3-numpy python3-torch python3-torchvision python3-pil lmdb-utils
 ceph-mon ceph-osd radosgw curl"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
