@@ -39,29 +39,61 @@ struct status_cli {
 	bool saved;
 };
 
-#define O(f) offsetof(struct status_cli, f)
-static const struct opt status_table[] = {
-	DAEMON_SOCKET_OPT(O(socket)),
-	{ "interval", 'i', OPT_F64, O(interval), "1", "SECONDS",
-	  "stats: the time between the two readings rates are taken over", 0.05,
-	  3600, 0 },
-	{ "watch", 'w', OPT_FLAG, O(watch), NULL, NULL,
-	  "stats: go on, a reading every interval (redrawn on a terminal)", 0,
-	  0, 0 },
-	{ "count", 'n', OPT_U64, O(count), "0", "N",
-	  "stats --watch: stop after N readings (0: until interrupted)", 0, 0,
-	  0 },
-	{ "json", 0, OPT_FLAG, O(json), NULL, NULL,
-	  "print JSON (stats: one object per reading, a line each)", 0, 0, 0 },
-	{ "prometheus", 0, OPT_FLAG, O(prometheus), NULL, NULL,
-	  "stats: print Prometheus's text format (counters, not rates)", 0, 0,
-	  0 },
-	{ "saved", 0, OPT_FLAG, O(saved), NULL, NULL,
-	  "streams: the saved named streams and their positions, instead of the live streams",
-	  0, 0, 0 },
-	OPT_END,
+enum status_cmd { CMD_STATUS, CMD_STREAMS, CMD_STATS };
+
+#define ON(cmd) (1u << (cmd))
+#define O(f)	offsetof(struct status_cli, f)
+/*
+ * The options of status, streams and stats, in one table: each with the
+ * commands that take it. A command parses and lists only its own
+ * (own_opts()), so its --help shows what it takes, and another
+ * command's option is an unknown one.
+ */
+static const struct status_opt {
+	unsigned cmds; /* ON(CMD_...) of the commands that take it */
+	struct opt opt;
+} status_opts[] = {
+	{ ON(CMD_STATUS) | ON(CMD_STREAMS) | ON(CMD_STATS),
+	  DAEMON_SOCKET_OPT(O(socket)) },
+	{ ON(CMD_STATS),
+	  { "interval", 'i', OPT_F64, O(interval), "1", "SECONDS",
+	    "the time between the two readings rates are taken over", 0.05,
+	    3600, 0 } },
+	{ ON(CMD_STATS),
+	  { "watch", 'w', OPT_FLAG, O(watch), NULL, NULL,
+	    "go on, a reading every interval (redrawn on a terminal)", 0, 0,
+	    0 } },
+	{ ON(CMD_STATS),
+	  { "count", 'n', OPT_U64, O(count), "0", "N",
+	    "with --watch: stop after N readings (0: until interrupted)", 0, 0,
+	    0 } },
+	{ ON(CMD_STATUS) | ON(CMD_STREAMS),
+	  { "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 } },
+	{ ON(CMD_STATS),
+	  { "json", 0, OPT_FLAG, O(json), NULL, NULL,
+	    "print JSON, one object per reading, a line each", 0, 0, 0 } },
+	{ ON(CMD_STATS),
+	  { "prometheus", 0, OPT_FLAG, O(prometheus), NULL, NULL,
+	    "print Prometheus's text format (counters, not rates)", 0, 0, 0 } },
+	{ ON(CMD_STREAMS),
+	  { "saved", 0, OPT_FLAG, O(saved), NULL, NULL,
+	    "the saved named streams and their positions, instead of the live streams",
+	    0, 0, 0 } },
 };
 #undef O
+
+#define STATUS_NOPTS (sizeof(status_opts) / sizeof(status_opts[0]))
+
+/* cmd's options out of status_opts, into table (STATUS_NOPTS + 1). */
+static void own_opts(enum status_cmd cmd, struct opt *table)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < STATUS_NOPTS; i++)
+		if (status_opts[i].cmds & ON(cmd))
+			table[n++] = status_opts[i].opt;
+	table[n] = (struct opt)OPT_END;
+}
 
 /* The same stream in an earlier reading, or NULL. */
 static const struct proto_stream_info_ok *find(const struct daemon_reading *r,
@@ -397,8 +429,6 @@ static void nap(double secs)
 		;
 }
 
-enum status_cmd { CMD_STATUS, CMD_STREAMS, CMD_STATS };
-
 static int run(enum status_cmd cmd, int argc, char **argv)
 {
 	static const char *const usage[] = {
@@ -412,6 +442,7 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 		"Its streams over an interval: rates, where the time goes, the bottleneck.",
 	};
 	struct status_cli o = { 0 };
+	struct opt table[STATUS_NOPTS + 1];
 	struct daemon_reading a = { 0 }, b = { 0 }, *now = &a, *then = NULL;
 	struct diag d = { { 0 } };
 	char why[DIAG_MAX], buf[108];
@@ -420,14 +451,15 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 	uint32_t seq = 0;
 	uint64_t shown = 0;
 
-	err = opts_parse(status_table, &o, argc, argv, &nargs, &help, &d);
+	own_opts(cmd, table);
+	err = opts_parse(table, &o, argc, argv, &nargs, &help, &d);
 	if (err || help || nargs > 1) {
 		FILE *f = help ? stdout : stderr;
 
 		if (!help)
 			fprintf(stderr, "loaderctl %s: %s\n", argv[0],
 				err ? d.msg : "unexpected argument");
-		opts_help(f, usage[cmd], about[cmd], status_table);
+		opts_help(f, usage[cmd], about[cmd], table);
 		return help ? CTL_OK : CTL_FAIL;
 	}
 	if (o.json && o.prometheus) {
@@ -443,15 +475,7 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 		return CTL_FAIL;
 	}
 	if (o.saved) {
-		if (cmd != CMD_STREAMS) {
-			fprintf(stderr,
-				"loaderctl %s: --saved is streams' option\n",
-				argv[0]);
-			rc = CTL_FAIL;
-		} else {
-			rc = ctl_saved_list(fd, &seq, o.json,
-					    "loaderctl streams");
-		}
+		rc = ctl_saved_list(fd, &seq, o.json, "loaderctl streams");
 		close(fd);
 		return rc;
 	}
