@@ -19,9 +19,9 @@ MIN_SLOTS = 4
 
 
 class Epochs:
-    """One epoch per iteration of a stream; convert(batch) makes what is
-    yielded (it must not keep the Batch itself: only what it made from
-    its outputs)."""
+    """A stream in which each for loop is one epoch; convert(batch)
+    makes what is yielded (it must not keep the Batch itself: only what
+    it made from its outputs)."""
 
     def __init__(self, dataset, convert, stream_kwargs):
         self._dataset = dataset

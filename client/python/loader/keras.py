@@ -7,7 +7,7 @@
 
     tds = tf_dataset("var/fashion-mnist/train", keys=("image", "label"),
                      batch_size=256, outputs="image:unit,label", seed=1)
-    for x, y in tds: ...                     # one epoch per iteration
+    for x, y in tds: ...                     # each for loop: one epoch
 
 Batches come as NumPy arrays that view the daemon's shared memory (no
 copy), and bytes fields (captions, JSON) as lists of bytes objects
@@ -131,9 +131,9 @@ def PyDataset(dataset, *, keras=None, **kwargs):
 def tf_dataset(dataset, *, keys=("image", "label"), copy=False, tf=None,
                **stream_kwargs):
     """A tf.data.Dataset (from_generator) yielding tuples of the outputs
-    in keys, one epoch per iteration of the dataset. Its element spec
-    comes from the stream's first batch (kept, not lost); tf= the module
-    to use (default: import tensorflow)."""
+    in keys; each pass over it (a for loop, or an epoch of model.fit)
+    is one epoch. Its element spec comes from the stream's first batch
+    (kept, not lost); tf= the module to use (default: import tensorflow)."""
     if tf is None:
         import tensorflow as tf
     ep = Epochs(dataset, _arrays(tuple(keys), copy), stream_kwargs)

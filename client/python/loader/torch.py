@@ -1,4 +1,4 @@
-"""loader.torch: loaderd batches as torch tensors, one epoch per iteration.
+"""loader.torch: loaderd batches as torch tensors; each for loop is an epoch.
 
     from loader.torch import DataLoader
     dl = DataLoader("var/fashion-mnist/train", batch_size=256,
