@@ -99,7 +99,9 @@ struct loader_opts {
 	/*
 	 * Outputs, comma-separated: FIELD[:CAST], CAST being "unit" (u8 to
 	 * f32 in [0,1]) or "f32" (integer to f32). NULL: every field of the
-	 * schema as stored. E.g. "image:unit,label". A jpeg field is
+	 * schema as stored, but those named "__..." (the record's source
+	 * name, "__key__"), which come only when named. E.g.
+	 * "image:unit,label". A jpeg field is
 	 * delivered through the pipeline below, with no CAST.
 	 */
 	const char *outputs;

@@ -23,6 +23,7 @@
 #include "lmdbds.h"
 #include "loader_error.h"
 #include "opts.h"
+#include "pngd.h"
 #include "progress.h"
 #include "s3ds.h"
 #include "shard.h"
@@ -31,6 +32,7 @@
 struct inspect_cli {
 	bool json;
 	bool shards;
+	int64_t record; /* --record N; -1: none */
 	const char *tmp_dir;
 	uint64_t parallel;
 	const char *aws_profile;
@@ -46,6 +48,9 @@ static const struct opt inspect_table[] = {
 	{ "shards", 's', OPT_FLAG, O(shards), NULL, NULL,
 	  "list every shard of a dataset", 0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
+	{ "record", 'r', OPT_I64, O(record), "-1", "N",
+	  "show record N of a dataset (counted over its shards from 0) or shard: where it lies, its source name, and each field",
+	  -1, 9.2e18, 0 },
 	S3DS_FETCH_OPTIONS,
 	OPT_END,
 };
@@ -478,10 +483,170 @@ out:
 }
 
 /* A dataset directory, a directory of tars, a tar, an LMDB or a shard. */
+/*
+ * One field of a record, as text: a key or other bytes as text when
+ * printable, an image's format and size, a small tensor's values.
+ */
+static void field_text(const struct field *fd, const struct shard_field *f,
+		       char *out, size_t n)
+{
+	const unsigned char *p = f->data;
+
+	if (fd->comp != COMP_NONE) {
+		snprintf(out, n, "%" PRIu32 " bytes, compressed", f->len);
+		return;
+	}
+	if (fd->kind == FIELD_JPEG) {
+		struct pngd_info pi;
+
+		if (pngd_header(p, f->len, &pi, NULL) == 0)
+			snprintf(out, n,
+				 "PNG %" PRIu32 "x%" PRIu32 ", %" PRIu32
+				 " bytes",
+				 pi.width, pi.height, f->len);
+		else
+			snprintf(out, n, "%s, %" PRIu32 " bytes",
+				 f->len > 2 && p[0] == 0xff && p[1] == 0xd8 ?
+					 "JPEG" :
+					 "not a JPEG",
+				 f->len);
+		return;
+	}
+	if (fd->kind == FIELD_TENSOR && fd->dtype == DT_I64 && f->len == 8) {
+		uint64_t v = 0;
+
+		for (int b = 7; b >= 0; b--)
+			v = v << 8 | p[b];
+		snprintf(out, n, "%" PRId64, (int64_t)v);
+		return;
+	}
+	if (fd->kind == FIELD_BYTES) {
+		char key[256];
+		bool text = f->len < sizeof(key);
+
+		for (uint32_t i = 0; text && i < f->len; i++)
+			text = p[i] >= 0x20 && p[i] < 0x7f;
+		if (text) {
+			memcpy(key, p, f->len);
+			key[f->len] = '\0';
+			snprintf(out, n, "\"%s\"", key);
+			return;
+		}
+	}
+	snprintf(out, n, "%" PRIu32 " bytes", f->len);
+}
+
+/*
+ * Record r of a dataset (rec over all its shards) or shard: its shard,
+ * index there and place, its checksum checked, its source and fields.
+ */
+static int inspect_record(const struct inspect_cli *o, const char *path,
+			  uint64_t rec)
+{
+	struct dataset *ds = NULL;
+	struct shard *sh = NULL;
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct shard_rec r;
+	const struct schema *sc;
+	char sb[SHOWN_MAX], file[PATH_MAX], text[320];
+	struct diag d = { "" };
+	unsigned char *buf = NULL;
+	uint64_t in = rec;
+	struct stat st;
+	int fd = -1, err, rc = CTL_FAIL;
+
+	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+		err = dataset_load(&ds, path, &d);
+		if (err)
+			goto fail;
+		for (uint32_t i = 0;; i++) {
+			if (i == ds->nshards) {
+				diag_set(&d, LOADER_ERANGE,
+					 "%s: record %" PRIu64
+					 " of a dataset of %" PRIu64
+					 " records (counted from 0)",
+					 path, rec, ds->records);
+				goto fail;
+			}
+			if (in < ds->shards[i].records) {
+				err = dataset_open_shard(ds, i, &fd, &sh, &d);
+				if (err)
+					goto fail;
+				break;
+			}
+			in -= ds->shards[i].records;
+		}
+	} else {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			diag_set(&d, -errno, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		err = shard_open(&sh, fd, path, &d);
+		if (err)
+			goto fail;
+	}
+	if (shard_rec(sh, in, &r)) {
+		diag_set(&d, LOADER_ERANGE,
+			 "%s: record %" PRIu64 " of a shard of %" PRIu64
+			 " records (counted from 0)",
+			 shard_name(sh), in, shard_count(sh));
+		goto fail;
+	}
+	buf = malloc(r.length ? r.length : 1);
+	if (!buf) {
+		diag_set(&d, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	sc = shard_schema(sh);
+	snprintf(file, sizeof(file), "%s", shown(o, shard_name(sh), sb));
+	err = shard_read_record(sh, in, buf, r.length, f, &d);
+	printf("record:   %" PRIu64 "%s, in %s as its record %" PRIu64
+	       ", %" PRIu32 " bytes at offset %" PRIu64 "\n",
+	       rec, ds ? " of the dataset" : "", file, in, r.length, r.offset);
+	if (err) {
+		/* Its fields may still tell where it came from. */
+		unsigned char *p = buf;
+
+		printf("checksum: bad: %s\n", shown(o, d.msg, sb));
+		if (pread(fd, p, r.length, (off_t)r.offset) ==
+			    (ssize_t)r.length &&
+		    !shard_split_record(sh, in, p, r.length, f, &d) &&
+		    shard_key_text(sc, f, text, sizeof(text)))
+			printf("source:   %s\n", text);
+		rc = CTL_FOUND;
+		goto out;
+	}
+	printf("checksum: ok\n");
+	if (shard_key_text(sc, f, text, sizeof(text)))
+		printf("source:   %s\n", text);
+	printf("fields:\n");
+	for (uint32_t k = 0; k < sc->nfields; k++) {
+		char kind[FIELD_TEXT_MAX];
+
+		field_format(&sc->f[k], kind, sizeof(kind));
+		field_text(&sc->f[k], &f[k], text, sizeof(text));
+		printf("  %-40s %s\n", kind, text);
+	}
+	rc = CTL_OK;
+	goto out;
+fail:
+	fprintf(stderr, "loaderctl inspect: %s\n", shown(o, d.msg, sb));
+out:
+	free(buf);
+	shard_close(sh);
+	if (fd >= 0)
+		close(fd);
+	dataset_free(ds);
+	return rc;
+}
+
 static int inspect_path(const struct inspect_cli *o, const char *path)
 {
 	struct stat st;
 
+	if (o->record >= 0)
+		return inspect_record(o, path, (uint64_t)o->record);
 	if (stat(path, &st)) {
 		fprintf(stderr, "loaderctl inspect: %s: %s\n", path,
 			strerror(errno));
@@ -575,6 +740,11 @@ int ctl_inspect(int argc, char **argv)
 			err ? d.msg :
 			      "expected one dataset directory or shard file",
 			usage);
+		return CTL_FAIL;
+	}
+	if (o.record >= 0 && (o.json || o.shards)) {
+		fprintf(stderr,
+			"loaderctl inspect: --record prints one record as text; drop --json and --shards\n");
 		return CTL_FAIL;
 	}
 	if (aws_is_url(argv[0]))

@@ -195,7 +195,8 @@ static int prepare(struct pack_job *j)
 	for (uint32_t k = 0; k < j->schema.nfields; k++) {
 		struct field *f = &j->schema.f[k];
 
-		if (!zstd || !compressible(f))
+		/* The key stays readable as it is (schema.h). */
+		if (!zstd || !compressible(f) || schema_meta_name(f->name))
 			continue;
 		f->comp = p->dict ? COMP_ZSTD_DICT : COMP_ZSTD;
 		f->level = (int32_t)p->level;

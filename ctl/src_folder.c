@@ -633,6 +633,11 @@ static int folder_open(struct source **out, const char *path,
 	snprintf(f->name, sizeof(f->name), "label");
 	f->kind = FIELD_TENSOR;
 	f->dtype = DT_I64;
+	/* Each sample's path under SRC, to name it in every report. */
+	s->base.schema.nfields = 3;
+	f = &s->base.schema.f[2];
+	snprintf(f->name, sizeof(f->name), SCHEMA_KEY);
+	f->kind = FIELD_BYTES;
 	*out = &s->base;
 	return 0;
 fail:
@@ -837,6 +842,9 @@ static int folder_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	f[1].data = s->lab;
 	f[1].len = sizeof(s->lab);
 	f[1].raw_len = f[1].len;
+	f[2].data = rel;
+	f[2].len = (uint32_t)strlen(rel);
+	f[2].raw_len = f[2].len;
 	return 0;
 }
 

@@ -304,6 +304,9 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	struct shard_field f[SCHEMA_MAX_FIELDS];
 	struct stream_wtime *wt = s->wt ? &s->wt[worker] : NULL;
 	uint64_t t = wt ? clock_mono_ns() : 0;
+	const char *key = NULL;
+	char keybuf[160];
+	bool parsed = false;
 	struct diag d;
 	int err;
 
@@ -325,6 +328,7 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 						 pb->len[i], f, &d);
 	if (err)
 		goto fail;
+	parsed = true; /* f names the source, should a report need it */
 	if (wt) /* parsing is part of decoding; images time their stages */
 		stage(&wt->decode_ns, &t);
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
@@ -382,8 +386,22 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	return;
 fail:
 	__atomic_fetch_add(&s->n.bad_samples, 1, __ATOMIC_RELAXED);
-	diag_wrap(&d, err, "sample %" PRIu64 " (shard %s, record %" PRIu64 ")",
-		  pb->gidx[i], shard_name(sh), pb->ridx[i]);
+	/*
+	 * A record whose checksum failed may still split into fields: its
+	 * key then says which file it was (and may itself be damaged).
+	 */
+	if (!parsed && !pb->rerr[i]) {
+		struct diag ignore;
+
+		parsed = !shard_split_record(sh, pb->ridx[i], pb->rec[i],
+					     pb->len[i], f, &ignore);
+	}
+	if (parsed)
+		key = shard_key_text(&s->ds->schema, f, keybuf, sizeof(keybuf));
+	diag_wrap(&d, err,
+		  "sample %" PRIu64 " (shard %s, record %" PRIu64 "%s%s)",
+		  pb->gidx[i], shard_name(sh), pb->ridx[i],
+		  key ? ", source " : "", key ? key : "");
 	if (s->c.on_bad != STREAM_BAD_SKIP) {
 		decode_fail(j, err, d.msg);
 		return;

@@ -409,6 +409,20 @@ int schema_find(const struct schema *s, const char *name)
 	return -1;
 }
 
+bool schema_meta_name(const char *name)
+{
+	return name[0] == '_' && name[1] == '_';
+}
+
+int schema_key(const struct schema *s)
+{
+	int k = schema_find(s, SCHEMA_KEY);
+
+	if (k < 0 || s->f[k].kind != FIELD_BYTES || s->f[k].comp != COMP_NONE)
+		return -1;
+	return k;
+}
+
 bool schema_equal(const struct schema *a, const struct schema *b)
 {
 	if (a->nfields != b->nfields)

@@ -119,6 +119,24 @@ int schema_check(const struct schema *s, struct diag *d);
 /* Index of the field called name, or -1. */
 int schema_find(const struct schema *s, const char *name);
 
+/*
+ * The key field: "__key__", bytes, uncompressed, holding each record's
+ * source name (an ImageFolder file's path under SRC, a tar sample's
+ * key), as WebDataset's __key__. Fields whose names start with "__" are
+ * about the sample, not of it: a stream does not deliver them unless
+ * they are named as outputs.
+ */
+#define SCHEMA_KEY "__key__"
+
+/* Whether name is such a field's ("__..."). */
+bool schema_meta_name(const char *name);
+
+/*
+ * Index of s's key field, or -1 when it has none (or one that is not
+ * uncompressed bytes, which is no key).
+ */
+int schema_key(const struct schema *s);
+
 /* True when a and b describe the same fields in the same order. */
 bool schema_equal(const struct schema *a, const struct schema *b);
 

@@ -1238,3 +1238,21 @@ int shard_unpack_field(const struct shard *sh, struct codec_ctx *ctx,
 	err = ops->decode(ctx, &src, dst, cap, &info, d);
 	return field_outcome(sh, i, err, &info, out_len, d);
 }
+
+const char *shard_key_text(const struct schema *s, const struct shard_field *f,
+			   char *buf, size_t n)
+{
+	int k = schema_key(s);
+	size_t len;
+
+	if (k < 0 || !n)
+		return NULL;
+	len = f[k].len < n - 1 ? f[k].len : n - 1;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = ((const unsigned char *)f[k].data)[i];
+
+		buf[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	buf[len] = '\0';
+	return buf;
+}

@@ -243,4 +243,13 @@ int shard_check_field(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
 		      const struct shard_field *f, size_t *size,
 		      struct diag *d);
 
+/*
+ * The key of a parsed record (f: its fields, of schema s; schema.h,
+ * SCHEMA_KEY) as text into buf (n bytes): the name up to n - 1 bytes,
+ * any byte that is not printable ASCII as '?'. Returns buf, or NULL when
+ * s has no key field.
+ */
+const char *shard_key_text(const struct schema *s, const struct shard_field *f,
+			   char *buf, size_t n);
+
 #endif /* LD_SHARD_H */

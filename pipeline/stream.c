@@ -257,7 +257,10 @@ static int setup_outputs(struct stream *s, struct diag *d)
 
 	if (c->noutputs == 0) {
 		for (uint32_t k = 0; k < s->ds->schema.nfields; k++) {
-			if (k == STREAM_MAX_OUTPUTS)
+			/* The key and the like, only when named (schema.h). */
+			if (schema_meta_name(s->ds->schema.f[k].name))
+				continue;
+			if (s->lay.noutputs == STREAM_MAX_OUTPUTS)
 				return diag_set(
 					d, LOADER_EUSAGE,
 					"the dataset has %" PRIu32

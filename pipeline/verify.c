@@ -287,6 +287,25 @@ static void *reader_main(void *arg)
 }
 
 /* Check the records of one chunk. */
+
+/*
+ * Add the record's source name (its key field, schema.h) to the end of
+ * a report, when the record's fields can still be told apart.
+ */
+static void name_source(const struct shard *sh, uint64_t i,
+			const unsigned char *p, uint32_t len, struct diag *d)
+{
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct diag ignore;
+	char key[160];
+
+	if (shard_split_record(sh, i, p, len, f, &ignore) ||
+	    !shard_key_text(shard_schema(sh), f, key, sizeof(key)))
+		return;
+	len = (uint32_t)strlen(d->msg);
+	snprintf(d->msg + len, sizeof(d->msg) - len, " (source %s)", key);
+}
+
 static void check_chunk(struct verify_ctx *vc, const struct shard *sh,
 			const struct verify_slot *sl,
 			const struct verify_opts *o, struct verify_stats *st)
@@ -315,6 +334,7 @@ static void check_chunk(struct verify_ctx *vc, const struct shard *sh,
 			err = check_fields(vc, sh, i, f, st, &rd);
 		if (err) {
 			st->bad++;
+			name_source(sh, i, p, r.length, &rd);
 			if (o->bad)
 				o->bad(o->arg, sh, i, err, rd.msg);
 		}

@@ -60,7 +60,7 @@ mkimg "c_x y/j.jpg" 45 45 30
 # What ImageFolder does not count: other extensions (even with JPEG
 # content), hidden files and directories, files directly in SRC.
 echo "not an image" >"$src/a_dog/notes.txt"
-cp "$src/a_dog/01.jpg" "$src/b_cat/image.png"
+cp "$src/a_dog/01.jpg" "$src/b_cat/image.gif"
 cp "$src/a_dog/01.jpg" "$src/b_cat/.hidden.jpg"
 mkimg "c_x y/.cache/h.jpg" 20 20 31
 mkimg ".hidden_class/x.jpg" 20 20 32
@@ -257,7 +257,7 @@ mkdir -p "$T/noimg/cls"
 echo text >"$T/noimg/cls/readme.txt"
 out=$("$LOADERCTL" pack --format imagefolder "$T/noimg" "$T/e3" 2>&1)
 rc=$?
-like "$rc: $out" '^2: .*no \.jpg or \.jpeg files' "class directories without JPEGs: exit 2, said so"
+like "$rc: $out" '^2: .*no \.jpg, \.jpeg or \.png files' "class directories without JPEGs: exit 2, said so"
 
 # Hostile trees. A FIFO named like a JPEG is no regular file: refused by
 # name, skipped with --skip-bad, and nothing blocks on it.
