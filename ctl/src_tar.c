@@ -31,6 +31,8 @@ struct tar_source {
 	size_t buf_cap;
 	unsigned char ints[SCHEMA_MAX_FIELDS][8];
 	uint64_t bytes_in;
+	uint32_t nmembers; /* fields from members; the key comes after */
+	int key;	   /* the __key__ field pack adds, or -1 */
 };
 
 /* A regular file named *.tar, or whose first block is a tar header. */
@@ -92,6 +94,18 @@ static int tar_open_source(struct source **out, const char *path,
 		goto out;
 	s->base.schema = *wds_schema(s->w);
 	s->base.count = wds_count(s->w);
+	s->nmembers = s->base.schema.nfields;
+	/* Each sample's key, as WebDataset has it, names it in reports. */
+	s->key = -1;
+	if (s->nmembers < SCHEMA_MAX_FIELDS &&
+	    schema_find(&s->base.schema, SCHEMA_KEY) < 0) {
+		struct field *f = &s->base.schema.f[s->nmembers];
+
+		memset(f, 0, sizeof(*f));
+		snprintf(f->name, sizeof(f->name), SCHEMA_KEY);
+		f->kind = FIELD_BYTES;
+		s->key = (int)s->base.schema.nfields++;
+	}
 	if (o && o->classes)
 		err = source_parse_classes(o->classes, &s->base.classes,
 					   &s->base.nclasses);
@@ -153,7 +167,7 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	}
 	it = wds_item(s->w, i, 0);
 	wds_where(s->w, i, 0, where, wn);
-	for (uint32_t k = 0; k < sch->nfields; k++)
+	for (uint32_t k = 0; k < s->nmembers; k++)
 		total += it[k].len;
 	/* At least one byte, so that buf + pos is never NULL + 0. */
 	if (!s->buf || total > s->buf_cap) {
@@ -164,7 +178,7 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		s->buf = p;
 		s->buf_cap = total ? total : 1;
 	}
-	for (uint32_t k = 0; k < sch->nfields; k++) {
+	for (uint32_t k = 0; k < s->nmembers; k++) {
 		unsigned char *data = s->buf + pos;
 		uint32_t len = it[k].len;
 
@@ -202,6 +216,13 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 			f[k].len = 8;
 		}
 		f[k].raw_len = f[k].len;
+	}
+	if (s->key >= 0) {
+		const char *key = wds_key(s->w, i);
+
+		f[s->key].data = key;
+		f[s->key].len = (uint32_t)strlen(key);
+		f[s->key].raw_len = f[s->key].len;
 	}
 	/* For errors met later on (compression, writing): the whole sample. */
 	wds_where(s->w, i, 0, where, wn);

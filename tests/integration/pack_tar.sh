@@ -177,8 +177,10 @@ like "$(cat "$T/gnu/manifest.json" 2>&1)" '"txt: bytes"' "schema: txt is bytes"
 "$TOOLS/dsdump" "$T/gnu" >"$T/gnu.dump" 2>"$T/err"
 is "$?" 0 "dsdump reads the dataset"
 is "$(wc -l <"$T/gnu.dump" | tr -d ' ')" $N "$N records"
-like "$(head -1 "$T/gnu.dump")" '^0 cls=[0-9a-f]{16} jpg=[0-9a-f]{16} txt=[0-9a-f]{16}$' \
-	"fields in extension order"
+like "$(head -1 "$T/gnu.dump")" '^0 cls=[0-9a-f]{16} jpg=[0-9a-f]{16} txt=[0-9a-f]{16} __key__=[0-9a-f]{16}$' \
+	"fields in extension order, then each sample's key"
+is "$("$TOOLS/dsdump" --raw 0 __key__ "$T/gnu")" "$(sed -n 1p "$T/list" | sed 's/\.cls$//')" \
+	"the key field holds the sample's key, as the tar names it"
 
 # Every field of every sample, bit for bit, in tar order; JPEGs as they
 # were with --jpeg-restart off, and with the same pixels by default.
