@@ -74,6 +74,8 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 #define LOADER_MAX_WORLD	65536
 #define LOADER_MIN_SLOTS	2
 #define LOADER_MAX_SLOTS	1024
+#define LOADER_MAX_PREFETCH	(64ull << 30) /* the daemon's, stream.h */
+#define LOADER_MAX_RAGGED	(1ull << 30)  /* the daemon's, stream.h */
 #define LOADER_SOCK_NAME	"loaderd.sock"
 #define LOADER_SOCK_SYSTEM	"/run/loaderd/loaderd.sock"
 #define LOADER_MANIFEST		"manifest.json"
@@ -388,6 +390,34 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 		return loader_fail(l, LOADER_EUSAGE, "ring_slots %u: %d..%d",
 				   po->ring_slots, LOADER_MIN_SLOTS,
 				   LOADER_MAX_SLOTS);
+	/*
+	 * The stream's last epoch, start_epoch + epochs, is a uint32_t on
+	 * the wire and in the daemon: a sum past it would wrap to an epoch
+	 * before the first (and loader_reconnect() computes it again).
+	 */
+	if (o->epochs && (uint64_t)o->start_epoch + o->epochs > UINT32_MAX)
+		return loader_fail(l, LOADER_EUSAGE,
+				   "epochs %" PRIu32
+				   " from start_epoch %" PRIu32
+				   ": the last epoch would be past %" PRIu32,
+				   o->epochs, o->start_epoch, UINT32_MAX);
+	if (o->prefetch_bytes > LOADER_MAX_PREFETCH)
+		return loader_fail(l, LOADER_EUSAGE,
+				   "prefetch_bytes %" PRIu64 ": at most %llu",
+				   o->prefetch_bytes, LOADER_MAX_PREFETCH);
+	if (o->ragged_bytes > LOADER_MAX_RAGGED)
+		return loader_fail(l, LOADER_EUSAGE,
+				   "ragged_bytes %" PRIu64 ": at most %llu",
+				   o->ragged_bytes, LOADER_MAX_RAGGED);
+	/*
+	 * A negative time would pass for "reconnect" (it is not 0) with a
+	 * deadline already past.
+	 */
+	if (o->reconnect_ms < 0)
+		return loader_fail(
+			l, LOADER_EUSAGE,
+			"reconnect_ms %d: 0 (never) or a positive number of milliseconds",
+			o->reconnect_ms);
 	err = loader_parse_outputs(o->outputs, po->out, &po->noutputs, why,
 				   sizeof(why));
 	if (err)

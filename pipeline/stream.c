@@ -142,6 +142,26 @@ static int add_ragged(struct stream *s, uint32_t k, enum stream_cast cast,
 	return 0;
 }
 
+/* How many field names an error lists before it says "...". */
+#define STREAM_FIELDS_NAMED 10
+
+/*
+ * The schema's field names, comma-separated, for a message: the first
+ * STREAM_FIELDS_NAMED, then "..." (a dataset may have 64 of them).
+ */
+static const char *field_list(const struct schema *sc, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t k = 0;
+	     k < sc->nfields && k <= STREAM_FIELDS_NAMED && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", k ? ", " : "",
+				      k < STREAM_FIELDS_NAMED ? sc->f[k].name :
+								"...");
+	return buf;
+}
+
 static int add_output(struct stream *s, const char *name, enum stream_cast cast,
 		      struct diag *d)
 {
@@ -152,10 +172,22 @@ static int add_output(struct stream *s, const char *name, enum stream_cast cast,
 	struct stream_tensor *t = &s->lay.out[s->lay.noutputs];
 	uint64_t n;
 
-	if (k < 0)
-		return diag_set(d, LOADER_EUSAGE,
-				"output %s: no such field in the dataset",
-				name);
+	if (k < 0) {
+		/* Names of STREAM_NAME_MAX bytes at most, and the "...". */
+		char fields[STREAM_FIELDS_NAMED * (STREAM_NAME_MAX + 1) + 8];
+
+		if (sc->nfields > STREAM_FIELDS_NAMED)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: no such field in the dataset (its %" PRIu32
+				" fields: %s)",
+				name, sc->nfields,
+				field_list(sc, fields, sizeof(fields)));
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: no such field in the dataset (its fields: %s)",
+			name, field_list(sc, fields, sizeof(fields)));
+	}
 	f = &sc->f[k];
 	for (uint32_t i = 0; i < s->lay.noutputs; i++)
 		if (s->out[i].field == (uint32_t)k)

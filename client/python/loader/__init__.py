@@ -40,12 +40,14 @@ import collections
 import ctypes
 import errno as _errno
 import gc
+import math
+import operator
 import os
 import threading
 
 from . import _lib
 
-__all__ = ["Stream", "Batch", "Output", "Ragged", "Error",
+__all__ = ["Stream", "Batch", "Output", "Ragged", "Error", "UsageError",
            "library_version", "default_rank_world"]
 
 __version__ = "%d.%d" % (_lib.NEED_MAJOR, _lib.NEED_MINOR)
@@ -83,6 +85,120 @@ class Error(Exception):
         if self.reason == self.strerror:
             return self.reason
         return "%s (%s)" % (self.reason, self.strerror)
+
+
+class UsageError(Error, ValueError):
+    """An argument refused before anything is asked of libloader or the
+    daemon: a ValueError, and a loader.Error with code loader.EUSAGE
+    (what libloader itself would have returned). The text names the
+    keyword and quotes the value as given, e.g. "batch_size=-1: must be
+    a positive integer (leave it out or pass None for the default)"."""
+
+    def __init__(self, reason):
+        super().__init__(_lib.CODES["EUSAGE"], reason)
+
+    def __str__(self):
+        return self.reason
+
+
+_U32 = (1 << 32) - 1
+_U64 = (1 << 64) - 1
+_INT_MAX = (1 << 31) - 1
+_DEFAULT = " (leave it out or pass None for the default)"
+
+# Every integer keyword of the package, checked here because ctypes
+# stores what it is given modulo the field's width: -1 became 4294967295
+# and 2**32 became 0, the library's "default". None (or leaving the
+# keyword out) is the only way to ask for a default; 0 stays a value
+# only where it means one (a seed, an epoch, "endless", "never").
+# keyword: (least, most, what the values below least are told,
+#           what the values above most are told).
+# Where loaderctl or loaderd take the same setting, the ranges are
+# theirs: batch_size as "loaderctl bench pipeline --batch", threads as
+# its --threads and loaderd's, prefetch_bytes as its --prefetch.
+_INTS = {
+    "batch_size": (1, 65536, "a positive integer" + _DEFAULT,
+                   "at most 65536"),
+    "seed": (0, _U64, "0 or more", "at most 2**64-1"),
+    "epochs": (0, _U32, "0 (endless) or more", "at most 2**32-1"),
+    "start_epoch": (0, _U32, "0 or more", "at most 2**32-1"),
+    "start_batch": (0, _U64, "0 or more", "at most 2**64-1"),
+    "rank": (0, 65535, "0 or more", "below world, at most 65535"),
+    "world": (1, 65536, "a positive integer (leave it out or pass None "
+              "for the launcher's, else 1)", "at most 65536"),
+    "ring_slots": (2, 1024, "a power of two in 2..1024" + _DEFAULT,
+                   "a power of two in 2..1024"),
+    "prefetch_bytes": (4096, 64 << 30, "at least 4096 (leave it out or "
+                       "pass None for the default, 64 MiB)",
+                       "at most 64 GiB (68719476736)"),
+    "threads": (1, 1024, "a positive integer (leave it out or pass None "
+                "for the daemon's default)", "at most 1024"),
+    "timeout_ms": (-_INT_MAX - 1, _INT_MAX, "at least -2**31",
+                   "at most 2**31-1"),
+    "reconnect_ms": (0, _INT_MAX, "0 (never) or a positive number of "
+                     "milliseconds", "at most 2**31-1"),
+    "ragged_bytes": (1, 1 << 30, "a positive integer (leave it out or "
+                     "pass None for the daemon's default)",
+                     "at most 1 GiB (1073741824)"),
+    # Epochs.set_epoch(), and the Keras adapter's own.
+    "epoch": (0, _U32, "0 or more", "at most 2**32-1"),
+    "workers": (1, None, "a positive integer", ""),
+    "max_queue_size": (1, None, "a positive integer", ""),
+}
+
+# Zero where it is no value but is not negative either.
+_ZERO = {
+    "timeout_ms": "a positive number of milliseconds, or negative for no "
+                  "limit (leave it out or pass None for the default, "
+                  "10000)",
+}
+
+
+def _int(key, value, label=None):
+    """value as an int, checked against key's row of _INTS; None stays
+    None (the default). label names it in the message instead of key
+    (an environment variable, an element of a list)."""
+    if value is None:
+        return None
+    name = label or key
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s=%r: must be an integer, not %s"
+                        % (name, value, type(value).__name__))
+    v = operator.index(value)
+    lo, hi, low, high = _INTS[key]
+    if v == 0 and key in _ZERO:
+        raise UsageError("%s=%r: must be %s" % (name, value, _ZERO[key]))
+    if v < lo:
+        raise UsageError("%s=%r: must be %s" % (name, value, low))
+    if hi is not None and v > hi:
+        raise UsageError("%s=%r: must be %s" % (name, value, high))
+    if key == "ring_slots" and v & (v - 1):
+        raise UsageError("%s=%r: must be %s" % (name, value, high))
+    return v
+
+
+def _seconds(name, value):
+    """A wait in seconds: None (for ever), or a number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__float__"):
+        raise TypeError("%s=%r: must be a number of seconds, not %s"
+                        % (name, value, type(value).__name__))
+    v = float(value)
+    if math.isnan(v) or v < 0:
+        raise UsageError("%s=%r: must be 0 or more seconds (None: for ever)"
+                         % (name, value))
+    return None if math.isinf(v) else v
+
+
+def _check_options(kw):
+    """The integer keywords of a Stream in kw, checked (as Stream does),
+    for the adapters, which do arithmetic with some before opening."""
+    for k in _INTS:
+        if k in kw:
+            _int(k, kw[k])
+    if "wait_timeout" in kw:
+        _seconds("wait_timeout", kw["wait_timeout"])
 
 
 def _env_int(name):
@@ -123,6 +239,8 @@ def default_rank_world():
                         "$%s is set but $%s is not: pass rank= and world="
                         % (r if rank is not None else w,
                            w if rank is not None else r))
+        _int("rank", rank, "$" + r)
+        _int("world", world, "$" + w)
         return rank, world, "%s/%s" % (r, w)
     return 0, 1, None
 
@@ -134,7 +252,16 @@ def _enum(value, table, what):
         except KeyError:
             raise Error(_lib.CODES["EUSAGE"], "%s %r: one of %s"
                         % (what, value, ", ".join(sorted(table))))
-    return int(value)
+    # The C enum's number (loader.h) is taken too, but only one it has.
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s=%r: must be one of %s, not %s"
+                        % (what, value, ", ".join(sorted(table)),
+                           type(value).__name__))
+    if operator.index(value) not in table.values():
+        raise UsageError("%s=%r: must be one of %s (or %d..%d)"
+                         % (what, value, ", ".join(sorted(table)),
+                            min(table.values()), max(table.values())))
+    return operator.index(value)
 
 
 def _text(v):
@@ -481,24 +608,39 @@ class Batch(collections.abc.Mapping):
 class Stream:
     """A stream of batches from loaderd.
 
-    Stream(dataset, batch_size=256, outputs=None, pipeline=None,
+    Stream(dataset, batch_size=None, outputs=None, pipeline=None,
            order="sequential", seed=0, epochs=1, start_epoch=0,
            start_batch=0, rank=None, world=None, drop_last=False,
-           ring_slots=0, prefetch_bytes=0, threads=0, direct=False,
-           on_bad="fail", timeout_ms=0, socket=None, wait_timeout=None,
-           name=None, fresh=False, reconnect_ms=0, ragged_bytes=0)
+           ring_slots=None, prefetch_bytes=None, threads=None,
+           direct=False, on_bad="fail", timeout_ms=None, socket=None,
+           wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
+           ragged_bytes=None)
 
     Every keyword is the struct loader_opts field of the same name
-    (libloader(3)), 0 or None meaning the library's default, except:
-    epochs defaults to 1 (0 or None: endless); outputs may be a list;
-    order is "sequential", "random" or "quasi"; on_bad "fail" or "skip";
-    rank and world default from the environment (RANK/WORLD_SIZE,
-    LOCAL_RANK/LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE,
-    HOROVOD_RANK/SIZE, SLURM_PROCID/NTASKS, else 0 of 1); socket is the
-    daemon's socket path; wait_timeout (seconds, None: for ever) bounds
-    each wait for a batch. len(stream) is the number of batches per
-    epoch. Iterating yields Batches; each stays valid until the next one
-    is asked for.
+    (libloader(3)), None meaning the library's default (batch_size 256,
+    ring_slots 8, prefetch_bytes 64 MiB, threads the daemon's,
+    timeout_ms 10000, ragged_bytes the daemon's), except: epochs
+    defaults to 1 (0 or None: endless); reconnect_ms to 0 (never);
+    outputs may be a list; order is "sequential", "random" or "quasi";
+    on_bad "fail" or "skip"; rank and world default from the environment
+    (RANK/WORLD_SIZE, LOCAL_RANK/LOCAL_WORLD_SIZE,
+    OMPI_COMM_WORLD_RANK/SIZE, HOROVOD_RANK/SIZE, SLURM_PROCID/NTASKS,
+    else 0 of 1); socket is the daemon's socket path; wait_timeout
+    (seconds, None: for ever) bounds each wait for a batch. len(stream)
+    is the number of batches per epoch. Iterating yields Batches; each
+    stays valid until the next one is asked for.
+
+    Numbers are checked before anything is opened: 0 is never a
+    default (batch_size=0, threads=0, ... are refused), nor is a value
+    too large for its field; a refused value raises loader.UsageError (a
+    ValueError and a loader.Error with code EUSAGE) naming the keyword
+    and the value, a bool or float where an integer is meant TypeError.
+    The ranges: batch_size 1..65536, seed 0..2**64-1, epochs and
+    start_epoch 0..2**32-1 (start_epoch + epochs too), start_batch
+    0..2**64-1, rank 0..world-1, world 1..65536, ring_slots a power of
+    two in 2..1024, prefetch_bytes 4096..64 GiB, threads 1..1024,
+    timeout_ms any int but 0 (negative: no limit), reconnect_ms
+    0..2**31-1, ragged_bytes 1..1 GiB, wait_timeout >= 0.
 
     name (a str of 1..63 bytes, no "/") makes it a named stream: the
     daemon saves its position, per user, as batches are released, and a
@@ -521,7 +663,7 @@ class Stream:
 
     A bytes field (captions, tokens, JSON) is a ragged output: b["text"]
     is a Ragged (its values as memoryviews, plus .data and .offsets), and
-    ragged_bytes is the room for its values in a batch (0: the daemon's
+    ragged_bytes is the room for its values in a batch (None: the daemon's
     default; a batch that does not fit fails the stream, naming the
     sample and this option).
 
@@ -544,20 +686,44 @@ class Stream:
     loaderd(8) S3 DATASETS).
     """
 
-    def __init__(self, dataset, *, batch_size=0, outputs=None,
+    def __init__(self, dataset, *, batch_size=None, outputs=None,
                  pipeline=None, order="sequential", seed=0, epochs=1,
                  start_epoch=0, start_batch=0, rank=None, world=None,
-                 drop_last=False, ring_slots=0, prefetch_bytes=0, threads=0,
-                 direct=False, on_bad="fail", timeout_ms=0, socket=None,
-                 wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
-                 ragged_bytes=0, resume_from=None, resume_plan=None):
+                 drop_last=False, ring_slots=None, prefetch_bytes=None,
+                 threads=None, direct=False, on_bad="fail", timeout_ms=None,
+                 socket=None, wait_timeout=None, name=None, fresh=False,
+                 reconnect_ms=0, ragged_bytes=None, resume_from=None,
+                 resume_plan=None):
         self._ring = None
+        # Every number is checked before anything is opened: see _INTS.
+        batch_size = _int("batch_size", batch_size)
+        seed = _int("seed", seed)
+        epochs = _int("epochs", epochs)
+        start_epoch = _int("start_epoch", start_epoch)
+        start_batch = _int("start_batch", start_batch)
+        ring_slots = _int("ring_slots", ring_slots)
+        prefetch_bytes = _int("prefetch_bytes", prefetch_bytes)
+        threads = _int("threads", threads)
+        timeout_ms = _int("timeout_ms", timeout_ms)
+        reconnect_ms = _int("reconnect_ms", reconnect_ms)
+        ragged_bytes = _int("ragged_bytes", ragged_bytes)
+        wait_timeout = _seconds("wait_timeout", wait_timeout)
+        if epochs and (start_epoch or 0) + epochs > _U32:
+            raise UsageError(
+                "epochs=%r with start_epoch=%r: the last epoch would be "
+                "past 2**32-1 (epochs counts from start_epoch)"
+                % (epochs, start_epoch))
         if rank is None and world is None:
             rank, world, self.rank_source = default_rank_world()
         else:
             self.rank_source = "arguments"
-            rank = 0 if rank is None else rank
-            world = 1 if world is None else world
+            rank = _int("rank", rank) or 0
+            world = _int("world", world) or 1
+        if rank >= world:
+            raise UsageError("rank=%r: must be below world=%r%s"
+                             % (rank, world, "" if self.rank_source ==
+                                "arguments" else " (from $%s)"
+                                % self.rank_source))
         self.rank, self.world = rank, world
         o = _lib.Opts()
         o.size = ctypes.sizeof(o)
@@ -569,10 +735,10 @@ class Stream:
         o.on_bad = _enum(on_bad, _lib.ON_BAD, "on_bad")
         o.batch_size = batch_size or 0
         o.order = _enum(order, _lib.ORDERS, "order")
-        o.seed = seed
+        o.seed = seed or 0
         o.epochs = epochs or 0
-        o.start_epoch = start_epoch
-        o.start_batch = start_batch
+        o.start_epoch = start_epoch or 0
+        o.start_batch = start_batch or 0
         o.rank, o.world = rank, world
         o.drop_last = bool(drop_last)
         o.ring_slots = ring_slots or 0
@@ -583,11 +749,19 @@ class Stream:
         o.ragged_bytes = ragged_bytes or 0
         if resume_from:
             try:
-                pos = [(int(e), int(b)) for e, b in resume_from]
+                pos = [(e, b) for e, b in resume_from]
             except (TypeError, ValueError):
                 raise Error(-_errno.EINVAL,
                             "resume_from: a list of (epoch, batch), one "
                             "per rank of the earlier world")
+            if len(pos) > 65536:
+                raise UsageError("resume_from: %d ranks, at most 65536"
+                                 % len(pos))
+            pos = [(_int("start_epoch", e, "resume_from[%d] epoch" % i),
+                    _int("start_batch", b, "resume_from[%d] batch" % i))
+                   for i, (e, b) in enumerate(pos)]
+            if any(e is None or b is None for e, b in pos):
+                raise UsageError("resume_from: None in a position")
             n = len(pos)
             self._keep.append((ctypes.c_uint32 * n)(*[e for e, _ in pos]))
             self._keep.append((ctypes.c_uint64 * n)(*[b for _, b in pos]))
@@ -595,7 +769,14 @@ class Stream:
             o.from_epoch = self._keep[-2]
             o.from_batch = self._keep[-1]
             if resume_plan:
-                o.from_plan, o.from_plan_end = resume_plan
+                try:
+                    plan, plan_end = resume_plan
+                except (TypeError, ValueError):
+                    raise UsageError("resume_plan=%r: a stream's plan, "
+                                     "(id, end_epoch)" % (resume_plan,))
+                o.from_plan = _int("start_batch", plan, "resume_plan id")
+                o.from_plan_end = _int("epoch", plan_end,
+                                       "resume_plan end_epoch")
         self.options = {f: getattr(o, f) for f, _ in o._fields_
                         if f not in ("size", "socket_path", "from_epoch",
                                      "from_batch")}
@@ -679,7 +860,11 @@ class Stream:
         if ring.interrupted:
             ring.interrupted = False
             raise KeyboardInterrupt
-        wait = self._wait_ms if timeout is None else int(timeout * 1000)
+        if timeout is None:
+            wait = self._wait_ms
+        else:
+            timeout = _seconds("timeout", timeout)
+            wait = None if timeout is None else int(timeout * 1000)
         left = wait
         lib, h, pv = _lib.lib, ring.h, self._pview
         while True:

@@ -11,11 +11,22 @@ there (start_epoch, start_batch), which the order contract makes exact.
 
 import errno
 
-from . import Error, Stream
+from . import Error, Stream, UsageError, _check_options, _int
 
 # A loop holds the batch before while it asks for the next, and the first
 # batch of the next epoch is read ahead: 3 held at most, so 4 slots.
 MIN_SLOTS = 4
+
+
+def key_tuple(keys):
+    """keys as a tuple of output names; a lone str is a mistake for
+    ("name",), not a sequence of one-letter names."""
+    if keys is None:
+        return None
+    if isinstance(keys, (str, bytes)):
+        raise TypeError("keys=%r: a tuple of output names, e.g. (%r,)"
+                        % (keys, keys))
+    return tuple(keys)
 
 
 class Epochs:
@@ -23,18 +34,64 @@ class Epochs:
     makes what is yielded (it must not keep the Batch itself: only what
     it made from its outputs)."""
 
-    def __init__(self, dataset, convert, stream_kwargs):
+    def __init__(self, dataset, convert, stream_kwargs, keys=None,
+                 extra=()):
         self._dataset = dataset
         self._convert = convert
         self._kw = dict(stream_kwargs)
         self._kw.setdefault("order", "random")
         self._kw.setdefault("epochs", 0)
-        self._first = self._kw.pop("start_epoch", 0)
+        # Checked here as Stream checks them: some are counted with below.
+        _check_options(self._kw)
+        self._first = _int("start_epoch", self._kw.pop("start_epoch", 0)) \
+            or 0
         self._stream = None
         self._peek = None      # (epoch, index, converted) of a next epoch
         self.epoch = self._first  # the epoch the next iteration yields
-        self.batch = self._kw.pop("start_batch", 0)  # its next batch
+        self.batch = _int("start_batch", self._kw.pop("start_batch", 0)) \
+            or 0  # its next batch
         self._open(self.epoch, self.batch)
+        if keys is not None:
+            self._check_keys(keys, extra)
+
+    def _outputs(self):
+        """The stream's output names and the batch they were read from:
+        from outputs= when it was given (the daemon has checked each
+        against the dataset's fields), else from the stream's first
+        batch (None when the stream has none)."""
+        spec = self._kw.get("outputs")
+        if spec is not None:
+            if isinstance(spec, bytes):
+                spec = spec.decode("utf-8", "replace")
+            if not isinstance(spec, str):
+                spec = ",".join(spec)
+            return tuple(p.split(":", 1)[0] for p in spec.split(",")), None
+        if self._stream is None:
+            return None, None
+        b = self._stream.next()
+        return (tuple(b) if b is not None else None), b
+
+    def _check_keys(self, keys, extra):
+        """Every key an output of the stream (or one of extra), or
+        UsageError listing the outputs: told now, not as a KeyError at
+        the first batch. When that takes the first batch, it is kept
+        (converted) for the first iteration."""
+        names, b = self._outputs()
+        missing = [] if names is None else \
+            [k for k in keys if k not in names and k not in extra]
+        if missing:
+            if b is not None:
+                b.release()
+            self.close()
+            raise UsageError(
+                "keys=%r: the stream has no output%s %s (its outputs: %s)"
+                % (tuple(keys), "s" if len(missing) > 1 else "",
+                   ", ".join(missing), ", ".join(names + tuple(extra))))
+        if b is not None:
+            self._peek = (b.epoch, b.index, self._convert(b))
+            # A named stream may start where its name was saved.
+            self.epoch, self.batch = b.epoch, b.index
+            b.release()
 
     def _open(self, epoch, batch, resume=None):
         if self._stream is not None:
@@ -87,6 +144,9 @@ class Epochs:
 
     def set_epoch(self, epoch):
         """The next iteration yields epoch `epoch` from its first batch."""
+        epoch = _int("epoch", epoch)
+        if epoch is None:
+            raise TypeError("epoch=None: must be an integer")
         if epoch == self.epoch and self.batch == 0:
             return
         if self._peek is not None and self._peek[0] == epoch and \
@@ -101,7 +161,7 @@ class Epochs:
         s = self._stream
         return {"seed": kw.get("seed", 0), "epoch": self.epoch,
                 "batch": self.batch, "order": kw.get("order"),
-                "batch_size": kw.get("batch_size", 0),
+                "batch_size": kw.get("batch_size"),
                 "rank": s.rank if s else None,
                 "world": s.world if s else None,
                 "plan": list(s.plan) if s else [0, 0]}
@@ -121,7 +181,12 @@ class Epochs:
         for k in ("seed", "order", "batch_size"):
             if k in state and state[k] is not None:
                 self._kw[k] = state[k]
-        self._open(state["epoch"], state["batch"])
+        # States saved before 1.3's checks said batch_size 0 for the
+        # default, which Stream now refuses.
+        if self._kw.get("batch_size") == 0:
+            self._kw["batch_size"] = None
+        self._open(_int("start_epoch", state["epoch"], "state epoch"),
+                   _int("start_batch", state["batch"], "state batch"))
 
     def _load_gathered(self, states):
         if not states or not self._kw.get("name"):
@@ -143,6 +208,8 @@ class Epochs:
             v = vals.pop()
             if v is not None:
                 self._kw[k] = v
+        if self._kw.get("batch_size") == 0:  # as in load_state_dict()
+            self._kw["batch_size"] = None
         plans = {tuple(s.get("plan") or (0, 0)) for s in states}
         if len(plans) != 1:
             raise Error(-errno.EINVAL, "the ranks' states differ in plan")

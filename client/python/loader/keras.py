@@ -20,8 +20,8 @@ not against the frameworks themselves. JAX takes the outputs directly:
 jax.dlpack.from_dlpack(batch["image"]).
 """
 
-from . import Ragged
-from ._epochs import Epochs
+from . import Ragged, _int
+from ._epochs import Epochs, key_tuple
 
 __all__ = ["PyDataset", "tf_dataset"]
 
@@ -64,12 +64,15 @@ def _pydataset_class(keras):
         def __init__(self, dataset, *, x="image", y="label", copy=False,
                      workers=1, use_multiprocessing=False, max_queue_size=10,
                      **stream_kwargs):
+            workers = _int("workers", workers) or 1
+            max_queue_size = _int("max_queue_size", max_queue_size) or 10
             super().__init__(workers=workers,
                              use_multiprocessing=use_multiprocessing,
                              max_queue_size=max_queue_size)
             keys = (x,) if y is None else (x, y)
             self._keys = keys
-            self._ep = Epochs(dataset, _arrays(keys, copy), stream_kwargs)
+            self._ep = Epochs(dataset, _arrays(keys, copy), stream_kwargs,
+                              keys, ("ids",))
             self._it = None
             self._next = 0
 
@@ -134,9 +137,11 @@ def tf_dataset(dataset, *, keys=("image", "label"), copy=False, tf=None,
     in keys; each pass over it (a for loop, or an epoch of model.fit)
     is one epoch. Its element spec comes from the stream's first batch
     (kept, not lost); tf= the module to use (default: import tensorflow)."""
+    keys = key_tuple(keys)
     if tf is None:
         import tensorflow as tf
-    ep = Epochs(dataset, _arrays(tuple(keys), copy), stream_kwargs)
+    ep = Epochs(dataset, _arrays(keys, copy), stream_kwargs, keys,
+                ("ids",))
     first = iter(ep)
     try:
         head = next(first)

@@ -30,7 +30,7 @@ epochs to 0 (endless; set_epoch() moves on).
 import torch as _torch
 
 from . import Ragged
-from ._epochs import Epochs
+from ._epochs import Epochs, key_tuple
 
 __all__ = ["DataLoader"]
 
@@ -46,7 +46,11 @@ class DataLoader:
     """An iterable of dicts (or tuples, with keys=) of torch tensors.
 
     keys: output names to yield as a tuple in that order (e.g.
-    ("image", "label")); None yields a dict of every output.
+    ("image", "label")); None yields a dict of every output. Each must
+    be an output of the stream: one that is not is refused here, with
+    the outputs there are (read from outputs= when it is given, else
+    from the stream's first batch, which is then read now and kept for
+    the first iteration).
     pin_memory: copy each batch into pinned memory (for asynchronous
     transfers to an accelerator); the copy frees the slot at once.
     with_ids: add the samples' global indices (int64) as "ids".
@@ -54,10 +58,10 @@ class DataLoader:
 
     def __init__(self, dataset, *, keys=None, pin_memory=False,
                  with_ids=False, **stream_kwargs):
-        self.keys = tuple(keys) if keys is not None else None
+        self.keys = key_tuple(keys)
         self.pin_memory = pin_memory
         self.with_ids = with_ids
-        self._ep = Epochs(dataset, self._convert, stream_kwargs)
+        self._ep = Epochs(dataset, self._convert, stream_kwargs, self.keys)
 
     def _convert(self, b):
         from_dlpack = _torch.from_dlpack
