@@ -31,6 +31,7 @@ struct pack_opts {
 	uint64_t dict_size;
 	int64_t shuffle;
 	uint64_t max_side;
+	uint64_t max_pixels;
 	uint64_t quality;
 	const char *jpeg_restart;
 	const char *classes;
@@ -65,7 +66,10 @@ static const struct opt pack_table[] = {
 	  "shuffle the samples with SEED before packing (-1: keep source order)",
 	  0, 0, 0 },
 	{ "max-side", 0, OPT_U64, O(max_side), "0", "N",
-	  "re-encode JPEGs whose longer side exceeds N pixels down to N (0: store as-is)",
+	  "re-encode images (JPEG, PNG) whose longer side exceeds N pixels down to N, as JPEGs (0: store as-is)",
+	  0, 0, 0 },
+	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "0", "N",
+	  "re-encode images of more than N pixels (K, M, G suffixes) scaled down to at most N, aspect kept, as JPEGs (0: store as-is); with this or --max-side, images up to 1G pixels are decoded to be scaled",
 	  0, 0, 0 },
 	{ "quality", 0, OPT_U64, O(quality), "90", "N",
 	  "JPEG quality when re-encoding", 0, 0, 0 },
@@ -503,6 +507,7 @@ int ctl_pack(int argc, char **argv)
 		.dict_size = o.dict_size,
 		.shuffle = o.shuffle,
 		.max_side = o.max_side,
+		.max_pixels = o.max_pixels,
 		.quality = o.quality,
 		.jpeg_restart = restart,
 		.skip_bad = o.skip_bad,

@@ -60,9 +60,10 @@ struct pack_job {
 	struct zrec_enc *enc[SCHEMA_MAX_FIELDS];
 	unsigned char *zbuf[SCHEMA_MAX_FIELDS];
 	size_t zcap[SCHEMA_MAX_FIELDS];
-	struct codec_ctx *codec;
-	struct jrst_enc *jrst; /* when JPEG fields are transcoded */
-	unsigned char *pixels; /* a JPEG decoded, to check it decodes */
+	struct codec_ctx *codec;     /* checks what is stored */
+	struct codec_ctx *src_codec; /* the source's, for scaling down */
+	struct jrst_enc *jrst;	     /* when JPEG fields are transcoded */
+	unsigned char *pixels;	     /* a JPEG decoded, to check it decodes */
 	size_t pixels_cap;
 	struct dataset ds;
 	uint64_t bytes_out, skipped;
@@ -139,7 +140,7 @@ static int train_dicts(struct pack_job *j)
 		if (j->schema.f[k].comp != COMP_ZSTD_DICT)
 			continue;
 		/* Probe one sample for its size to pick the stride. */
-		err = j->src->ops->get(j->src, 0, j->codec, f, where,
+		err = j->src->ops->get(j->src, 0, j->src_codec, f, where,
 				       sizeof(where), &j->d);
 		if (err)
 			return diag_wrap(&j->d, err, "%s", where);
@@ -152,8 +153,8 @@ static int train_dicts(struct pack_job *j)
 			return -ENOMEM;
 		for (uint64_t i = 0; i < n && ns < want && len < budget;
 		     i += step) {
-			err = j->src->ops->get(j->src, i, j->codec, f, where,
-					       sizeof(where), &j->d);
+			err = j->src->ops->get(j->src, i, j->src_codec, f,
+					       where, sizeof(where), &j->d);
 			if (err) {
 				if (p->skip_bad)
 					continue;
@@ -376,8 +377,9 @@ static int write_all(struct pack_job *j, const uint64_t *order)
 
 		j->done = i + 1;
 
-		err = j->src->ops->get(j->src, order ? order[i] : i, j->codec,
-				       in, where, sizeof(where), &j->d);
+		err = j->src->ops->get(j->src, order ? order[i] : i,
+				       j->src_codec, in, where, sizeof(where),
+				       &j->d);
 		if (err) {
 			diag_wrap(&j->d, err, "%s", where);
 			if (!p->skip_bad || err == -ENOMEM)
@@ -469,6 +471,7 @@ static void job_free(struct pack_job *j)
 	free(j->ds.origin.source);
 	free(j->ds.origin.source_format);
 	codec_ctx_free(j->codec);
+	codec_ctx_free(j->src_codec);
 	jrst_enc_free(j->jrst);
 	free(j->pixels);
 	if (j->src)
@@ -490,6 +493,7 @@ static int pack_split(const struct pack_params *p, const char *dir,
 		.classes = p->classes,
 		.ragged = p->ragged,
 		.max_side = p->max_side,
+		.max_pixels = p->max_pixels,
 		.quality = p->quality,
 	};
 	struct pack_job j = { .p = p, .ops = p->format, .split = split };
@@ -499,7 +503,15 @@ static int pack_split(const struct pack_params *p, const char *dir,
 
 	snprintf(j.outdir, sizeof(j.outdir), "%s", dir);
 	j.shown = shown;
-	err = codec_ctx_new(&j.codec, 0);
+	/*
+	 * The source decodes what it scales down, larger than a stream
+	 * would; what is stored is checked with a stream's limit.
+	 */
+	err = codec_ctx_new(&j.src_codec, p->max_side || p->max_pixels ?
+						  PACK_DECODE_PIXELS_MAX :
+						  0);
+	if (!err)
+		err = codec_ctx_new(&j.codec, 0);
 	if (!err && p->jpeg_restart)
 		err = jrst_enc_new(&j.jrst, 0);
 	if (!err)

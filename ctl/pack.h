@@ -30,6 +30,8 @@
 #define PACK_QUALITY_MAX    100u
 #define PACK_DICT_SIZE_MIN  1024u
 #define PACK_MAX_SIDE_MAX   65535u
+/* Largest image pack decodes to scale it down (--max-side, --max-pixels). */
+#define PACK_DECODE_PIXELS_MAX (1ull << 30)
 /* Largest --jpeg-restart interval, MCUs per segment (jrst.h). */
 #define PACK_JPEG_RESTART_MAX 64u
 
@@ -121,7 +123,13 @@ struct pack_params {
 	uint64_t dict_size; /* largest dictionary to train */
 	int64_t shuffle;    /* seed of a shuffle before packing; -1: none */
 	uint64_t max_side;  /* re-encode JPEGs with a longer side; 0: as-is */
-	uint64_t quality;   /* JPEG quality when re-encoding */
+	/*
+	 * Re-encode images of more pixels than this, scaled to at most
+	 * this many (aspect kept); 0: as-is. With either, pack decodes
+	 * images up to PACK_DECODE_PIXELS_MAX to scale them down.
+	 */
+	uint64_t max_pixels;
+	uint64_t quality; /* JPEG quality when re-encoding */
 	/*
 	 * Transcode JPEG fields losslessly to baseline with a restart marker
 	 * every jpeg_restart MCUs (1..PACK_JPEG_RESTART_MAX) and optimal

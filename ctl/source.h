@@ -23,7 +23,8 @@ struct source_opts {
 	const char *split;   /* the split to open, from ops->splits() */
 	const char *classes; /* comma-separated class names, or NULL */
 	uint64_t max_side; /* ImageFolder: re-encode larger JPEGs; 0 = as-is */
-	uint64_t quality;  /* JPEG quality when re-encoding */
+	uint64_t max_pixels; /* ImageFolder: likewise by pixels; 0 = as-is */
+	uint64_t quality;    /* JPEG quality when re-encoding */
 	/*
 	 * tar: comma-separated .npy fields whose first dimension varies
 	 * from sample to sample (ragged tensors, "[*,D1,...]"), or NULL.

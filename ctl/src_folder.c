@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,8 @@ struct folder_source {
 	uint32_t *dirlen; /* open() only: length of the directory part */
 	uint64_t cap;
 
-	uint32_t max_side; /* 0: store every JPEG as-is */
+	uint32_t max_side;   /* 0: store every JPEG as-is */
+	uint64_t max_pixels; /* likewise, by pixels */
 	int quality;
 
 	/* get() state, reused from call to call. */
@@ -572,6 +574,7 @@ static int folder_open(struct source **out, const char *path,
 		return -ENOMEM;
 	s->base.ops = &source_folder_ops;
 	s->max_side = (uint32_t)o->max_side;
+	s->max_pixels = o->max_pixels;
 	s->quality = o->quality ? (int)o->quality : FOLDER_DEFAULT_QUALITY;
 	s->root = strdup(path);
 	if (!s->root) {
@@ -737,20 +740,42 @@ static int plan_for(struct folder_source *s, const uint32_t dims[4],
 }
 
 /*
- * Shrink the JPEG in s->file (w x h, len bytes) to fit max_side and
- * encode it again into s->jpeg.
+ * The size an image of w x h is stored at: the longer side at most
+ * max_side, the pixels at most max_pixels, the aspect ratio kept; w x h
+ * itself when it fits both.
+ */
+static void target(const struct folder_source *s, uint32_t w, uint32_t h,
+		   uint32_t *ow, uint32_t *oh)
+{
+	*ow = w;
+	*oh = h;
+	if (s->max_side && (w > s->max_side || h > s->max_side))
+		fit(w, h, s->max_side, ow, oh);
+	if (s->max_pixels && (uint64_t)*ow * *oh > s->max_pixels) {
+		double k = sqrt((double)s->max_pixels / ((double)*ow * *oh));
+		uint32_t nw = (uint32_t)(*ow * k), nh = (uint32_t)(*oh * k);
+
+		/* Rounding may leave it a row or column too many. */
+		while ((uint64_t)nw * nh > s->max_pixels)
+			nw > nh ? nw-- : nh--;
+		*ow = nw ? nw : 1;
+		*oh = nh ? nh : 1;
+	}
+}
+
+/*
+ * Shrink the image in s->file (w x h, len bytes) to ow x oh and encode
+ * it again, as a JPEG, into s->jpeg.
  */
 static int shrink(struct folder_source *s, struct codec_ctx *ctx, size_t len,
-		  uint32_t w, uint32_t h, size_t *out_len, struct diag *d)
+		  uint32_t ow, uint32_t oh, size_t *out_len, struct diag *d)
 {
 	struct jpg_geom g;
-	uint32_t ow, oh;
 	const unsigned char *px;
 	int err;
 
-	fit(w, h, s->max_side, &ow, &oh);
 	/* Decode no larger than needed: DCT scaling is nearly free. */
-	err = jpg_scale_for(ctx, s->file, len, s->max_side, &g, d);
+	err = jpg_scale_for(ctx, s->file, len, ow > oh ? ow : oh, &g, d);
 	if (!err)
 		err = grow_buf(&s->pix, &s->pix_cap,
 			       (size_t)g.width * g.height * g.channels);
@@ -791,6 +816,7 @@ static int folder_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	struct codec_info info;
 	const char *rel;
 	size_t len = 0;
+	uint32_t ow, oh;
 	uint64_t v;
 	int err;
 
@@ -815,18 +841,25 @@ static int folder_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 	src.data = s->file;
 	src.len = len;
 	err = codec_get(CODEC_JPEG)->probe(ctx, &src, &info, d);
+	if (err == LOADER_ETOOBIG && !s->max_side && !s->max_pixels) {
+		size_t n = strlen(d->msg);
+
+		snprintf(d->msg + n, sizeof(d->msg) - n,
+			 " (--max-pixels or --max-side scale it down)");
+		return err;
+	}
 	if (err)
 		return err;
 	f[0].data = s->file;
 	f[0].len = (uint32_t)len;
-	if (s->max_side &&
-	    (info.width > s->max_side || info.height > s->max_side)) {
+	target(s, info.width, info.height, &ow, &oh);
+	if (ow != info.width || oh != info.height) {
 		/*
 		 * Decoded as a stream decodes it: gray stays gray, every
 		 * other colour space (CMYK and YCCK too) becomes the RGB a
 		 * stream would deliver, and is encoded as such.
 		 */
-		err = shrink(s, ctx, len, info.width, info.height, &len, d);
+		err = shrink(s, ctx, len, ow, oh, &len, d);
 		if (err)
 			return err;
 		if (len > UINT32_MAX)

@@ -9,7 +9,7 @@ for t in mkjpeg dsdump jpegdims; do
 	[ -x "$TOOLS/$t" ] || skip_all "tests/tools/$t not built"
 done
 tmpdir
-plan 57
+plan 62
 
 LC_ALL=C
 export LC_ALL
@@ -228,6 +228,27 @@ for rst in 1 off; do
 		"--jpeg-restart $rst: verify passes on the 30 good samples packed"
 done
 rm -f "$src/a_dog/cut.jpg"
+
+# A photo above the stream's pixel limit (9000x8000, 72M > 64M) is
+# refused, saying how to pack it; --max-pixels scales it on the way in.
+B=$T/big
+mkdir -p "$B/a"
+"$TOOLS/mkjpeg" "$B/a/huge.jpg" 9000 8000 7
+"$TOOLS/mkjpeg" "$B/a/small.jpg" 90 80 8
+out=$("$LOADERCTL" pack "$B" "$T/big_no" 2>&1)
+like "$?: $out" '^2: .*huge\.jpg: .*9000x8000 pixels exceeds the limit .*--max-pixels or --max-side' \
+	"a 9000x8000 photo is refused, naming the options that scale it"
+out=$("$LOADERCTL" pack --max-pixels 16M "$B" "$T/big_ds" 2>&1)
+is "$?" 0 "--max-pixels 16M packs it"
+"$TOOLS/dsdump" --raw 0 image "$T/big_ds" >"$T/big.jpg"
+"$TOOLS/dsdump" --raw 1 image "$T/big_ds" >"$T/small.jpg"
+set -- $("$TOOLS/jpegdims" "$T/big.jpg")
+ok "scaled to at most 16M pixels, the aspect kept (${1}x$2)" \
+	sh -c "[ $(($1 * $2)) -le 16777216 ] && [ $(($1 * $2)) -gt 16000000 ] &&
+		[ $(($1 * 8000 / $2)) -ge 8990 ] && [ $(($1 * 8000 / $2)) -le 9010 ]"
+is "$("$TOOLS/jpegdims" "$T/small.jpg")" "90 80 3" "a small one is not touched"
+ok "verify passes on it" "$LOADERCTL" verify "$T/big_ds"
+rm -rf "$B" "$T/big_no" "$T/big_ds"
 
 # CMYK and YCCK above --max-side are decoded as a stream decodes them
 # (to RGB) and re-encoded as RGB; a small one is stored as it is.
