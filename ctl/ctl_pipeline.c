@@ -451,7 +451,16 @@ struct pipe_prof {
 	uint64_t segment_decodes; /* of images, from restart segments */
 	uint32_t restart;	  /* --jpeg-restart: 0, or MCUs a segment */
 	uint64_t bytes_before, bytes_after; /* of the files, with restart */
+	uint64_t skipped;      /* files that do not decode, left out */
+	uint64_t files, bytes; /* those profiled */
 };
+
+/* Leave out a file that does not decode, naming it. */
+static void skip(struct pipe_prof *p, const char *path, const char *why)
+{
+	fprintf(stderr, PFX "skipped %s: %s\n", path, why);
+	p->skipped++;
+}
 
 /* Nanoseconds since start, a progress_now() reading. */
 static uint64_t elapsed_ns(double start)
@@ -488,15 +497,11 @@ static uint64_t other_ns(const struct pipe_prof *p)
 }
 
 static void prof_print_json(const struct pipe_out *po, const char *dir,
-			    const struct jpgset *set, double seconds,
-			    const struct pipe_prof *p)
+			    double seconds, const struct pipe_prof *p)
 {
 	json_t *j = out_json(po), *st = json_array();
 	double pipe_rate = per_s(p->images, p->wall_ns);
 	double full_rate = per_s(p->full_images, p->full_ns);
-	size_t n;
-
-	jpgset_files(set, &n);
 	for (size_t k = 0; k <= PIPE_NSTAGES; k++) {
 		uint64_t ns = k < PIPE_NSTAGES ? p->stage[k] : other_ns(p);
 
@@ -508,9 +513,10 @@ static void prof_print_json(const struct pipe_out *po, const char *dir,
 				      "percent", pct(ns, p->wall_ns)));
 	}
 	json_object_set_new(j, "dir", json_string(dir));
-	json_object_set_new(j, "files", json_integer((json_int_t)n));
+	json_object_set_new(j, "files", json_integer((json_int_t)p->files));
+	json_object_set_new(j, "skipped", json_integer((json_int_t)p->skipped));
 	json_object_set_new(j, "mean_file_bytes",
-			    json_real((double)jpgset_bytes(set) / (double)n));
+			    json_real((double)p->bytes / (double)p->files));
 	json_object_set_new(j, "min_seconds", json_real(seconds));
 	json_object_set_new(j, "pipeline",
 			    json_pack("{s:I, s:f, s:f, s:f}", "images",
@@ -541,20 +547,22 @@ static void prof_print_json(const struct pipe_out *po, const char *dir,
 }
 
 static void prof_print(const struct pipe_out *po, const char *dir,
-		       const struct jpgset *set, const struct pipe_prof *p)
+		       const struct pipe_prof *p)
 {
 	double pipe_rate = per_s(p->images, p->wall_ns);
 	double full_rate = per_s(p->full_images, p->full_ns);
 	char type[64], b[32];
-	size_t n;
 
 	printf("spec           %s\n", po->text);
 	printf("output         %s, %zu bytes\n",
 	       out_type(po, type, sizeof(type)), po->bytes);
-	jpgset_files(set, &n);
-	printf("files          %zu under %s, %s mean\n", n, dir,
-	       progress_bytes((double)jpgset_bytes(set) / (double)n, b,
+	printf("files          %" PRIu64 " under %s, %s mean", p->files, dir,
+	       progress_bytes((double)p->bytes / (double)p->files, b,
 			      sizeof(b)));
+	if (p->skipped)
+		printf(", %" PRIu64 " skipped (they do not decode)",
+		       p->skipped);
+	printf("\n");
 	if (p->restart)
 		printf("jpeg restart   transcoded as pack --jpeg-restart %u stores them: %+.2f %% in size\n",
 		       p->restart,
@@ -613,7 +621,9 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	struct codec_ctx *ctx = NULL;
 	struct imgpipe_times t0, t1;
 	struct pipe_prof p = { .restart = o->restart };
-	struct jpgset_file *g = NULL; /* the files the pipeline runs on */
+	struct jpgset_file *g = NULL;  /* the files the pipeline runs on */
+	struct jpgset_file *ok = NULL; /* the files that decode */
+	size_t kept = 0;
 	struct jrst_enc *enc = NULL;
 	void *sample = NULL, *full = NULL;
 	size_t n, full_cap = 0;
@@ -640,49 +650,85 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
 		goto out;
 	}
-	/* Size the full decode's buffer once, for the largest image. */
+	ok = calloc(n, sizeof(*ok));
+	g = calloc(n, sizeof(*g));
+	if (!ok || !g) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		goto out;
+	}
+	/*
+	 * A file that does not decode (damaged, or not an image) is named
+	 * and left out, as pack --skip-bad leaves it out; the rest are
+	 * profiled. First the headers, to size the full decode's buffer.
+	 */
 	for (size_t i = 0; i < n; i++) {
 		struct codec_src src = { f[i].data, f[i].len, NULL };
 		struct codec_info info;
 
 		if (jpeg->probe(ctx, &src, &info, &d)) {
-			fprintf(stderr, PFX "%s: %s\n", f[i].path, d.msg);
-			goto out;
+			skip(&p, f[i].path, d.msg);
+			continue;
 		}
 		if (info.size > full_cap)
 			full_cap = info.size;
+		ok[kept++] = f[i];
 	}
 	sample = malloc(po->bytes);
-	full = malloc(full_cap);
-	g = calloc(n, sizeof(*g));
-	if (!sample || !full || !g ||
+	full = malloc(full_cap ? full_cap : 1);
+	if (!sample || !full ||
 	    (o->restart && jrst_enc_new(&enc, o->max_pixels))) {
 		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
 		goto out;
 	}
 	/*
 	 * The pipeline runs on the files as a packed dataset would hold them
-	 * (--jpeg-restart), the full decode on the files as they are.
+	 * (--jpeg-restart), the full decode on the files as they are. One
+	 * untimed pass of each, file by file: every file kept goes through
+	 * both, and the buffers and code are paged in before the clock.
 	 */
+	n = kept;
+	kept = 0;
 	for (size_t i = 0; i < n; i++) {
-		g[i] = f[i];
-		if (!o->restart)
-			continue;
-		g[i].data = NULL;
-		if (restart_copy(enc, o->restart, f[i].data, f[i].len,
-				 f[i].path, &g[i].data, &g[i].len))
-			goto out;
-		p.bytes_before += f[i].len;
-		p.bytes_after += g[i].len;
-	}
+		struct jpgset_file h = ok[i];
+		struct codec_src src = { h.data, h.len, NULL };
+		struct codec_info info;
 
-	/*
-	 * One untimed pass of each first: every file must go through both,
-	 * and the buffers and code are paged in before the clock starts.
-	 */
-	if (pipe_pass(o, g, n, ip, ws, sample, 0) ||
-	    full_pass(f, n, ctx, full, full_cap))
+		if (jpeg->decode(ctx, &src, full, full_cap, &info, &d)) {
+			skip(&p, h.path, d.msg);
+			continue;
+		}
+		if (o->restart) {
+			h.data = NULL;
+			if (restart_copy(enc, o->restart, ok[i].data, ok[i].len,
+					 ok[i].path, &h.data, &h.len))
+				goto out;
+		}
+		if (imgpipe_run(ip, ws, h.data, h.len, rng_mix(o->seed, 0, i),
+				sample, &d)) {
+			skip(&p, h.path, d.msg);
+			if (o->restart)
+				free(h.data);
+			continue;
+		}
+		if (o->restart) {
+			p.bytes_before += ok[i].len;
+			p.bytes_after += h.len;
+		}
+		ok[kept] = ok[i];
+		g[kept++] = h;
+	}
+	n = kept;
+	f = ok;
+	p.files = n;
+	for (size_t i = 0; i < n; i++)
+		p.bytes += f[i].len;
+	if (!n) {
+		fprintf(stderr,
+			PFX "%s: none of its %" PRIu64
+			    " .jpg or .jpeg files could be profiled\n",
+			dir, p.skipped);
 		goto out;
+	}
 
 	imgpipe_ws_times(ws, &t0);
 	start = progress_now();
@@ -707,14 +753,15 @@ static int pipe_profile(const struct pipe_cli *o, const struct pipe_out *po,
 	} while (p.full_ns < min_ns);
 
 	if (o->json)
-		prof_print_json(po, dir, set, seconds, &p);
+		prof_print_json(po, dir, seconds, &p);
 	else
-		prof_print(po, dir, set, &p);
+		prof_print(po, dir, &p);
 	rc = CTL_OK;
 out:
-	for (size_t i = 0; g && o->restart && i < n; i++)
+	for (size_t i = 0; g && o->restart && i < kept; i++)
 		free(g[i].data);
 	free(g);
+	free(ok);
 	jrst_enc_free(enc);
 	free(full);
 	free(sample);

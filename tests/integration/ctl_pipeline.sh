@@ -6,7 +6,7 @@
 # .npy back; without it that check is skipped.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 34
+plan 37
 
 rrc='decode | rrc 64 | flip 0.5 | normalize imagenet | f16'
 
@@ -99,3 +99,13 @@ stages=$(printf '%s\n' "$out" |
 is "$stages" 5 "one line per stage with us/img and %"
 like "$out" '^pipeline .* [0-9.]+ img/s' "the pipeline's img/s"
 like "$out" '^full decode .* [0-9.]+ img/s' "the full decode's img/s"
+# A file named like a JPEG that does not decode is named and left out;
+# the rest are profiled.
+head -c 300 "$T/d/x/1.jpg" >"$T/d/x/cut.jpg"
+echo "not a jpeg either" >"$T/d/bad.jpg"
+out=$("$LOADERCTL" pipeline --profile --seconds 0.05 "$rrc" "$T/d" 2>&1)
+like "$?: $out" '^0: ' "--profile goes on past files that do not decode"
+like "$out" 'skipped .*d/bad\.jpg: ' "naming each"
+like "$out" '^files +3 under .*, 2 skipped \(they do not decode\)' \
+	"and profiles the three that do"
+rm -f "$T/d/x/cut.jpg" "$T/d/bad.jpg"
