@@ -303,6 +303,47 @@ static int jroi_row_room(struct jroi_dec *dec, size_t n)
 }
 
 /*
+ * The request for a decode: req, or (NULL) the whole image of info at
+ * 8/8 in *whole; *num gets the scale the table picks (0: it does not
+ * fit the image).
+ */
+static const struct jroi_req *jroi_request(const struct jroi_req *req,
+					   const struct jroi_info *info,
+					   struct jroi_req *whole,
+					   uint32_t *num)
+{
+	if (!req) {
+		*whole = (struct jroi_req){ .w = info->width,
+					    .h = info->height,
+					    .scale_num = JROI_DENOM };
+		req = whole;
+	}
+	*num = jroi_pick_scale(req, info->width, info->height);
+	return req;
+}
+
+/*
+ * Whether out's rows fit cap bytes at *stride (0: packed rows, then set
+ * to a row's bytes): 0, or LOADER_ETOOBIG naming what ("jpeg", "png").
+ */
+static int jroi_room(const struct jroi_out *out, const char *what,
+		     size_t *stride, size_t cap, struct diag *d)
+{
+	size_t row_bytes = (size_t)out->width * out->channels;
+
+	if (!*stride)
+		*stride = row_bytes;
+	if (*stride < row_bytes || cap < row_bytes ||
+	    out->height - 1 > (cap - row_bytes) / *stride)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"%s region decodes to %ux%ux%u, room for %zu bytes at stride %zu",
+			what, out->width, out->height, out->channels, cap,
+			*stride);
+	return 0;
+}
+
+/*
  * The body of jroi_decode(), under its setjmp. On success the decoder is
  * idle again; on an error return the caller aborts the decompression.
  */
@@ -323,13 +364,7 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	err = jroi_read_header(dec, src, len, &info, d);
 	if (err)
 		return err;
-	if (!req) {
-		whole = (struct jroi_req){ .w = info.width,
-					   .h = info.height,
-					   .scale_num = JROI_DENOM };
-		req = &whole;
-	}
-	num = jroi_pick_scale(req, info.width, info.height);
+	req = jroi_request(req, &info, &whole, &num);
 	if (!num || !req->w || !req->h)
 		return diag_set(
 			d, LOADER_ERANGE,
@@ -355,14 +390,9 @@ static int jroi_run(struct jroi_dec *dec, const void *src, size_t len,
 	jroi_geometry(req, num, ci->output_width, ci->output_height, out);
 	out->channels = ch;
 	row_bytes = (size_t)out->width * ch;
-	if (!stride)
-		stride = row_bytes;
-	if (stride < row_bytes || cap < row_bytes ||
-	    out->height - 1 > (cap - row_bytes) / stride)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"jpeg region decodes to %ux%ux%u, room for %zu bytes at stride %zu",
-			out->width, out->height, ch, cap, stride);
+	err = jroi_room(out, "jpeg", &stride, cap, d);
+	if (err)
+		return err;
 
 	/* Widen by the margin, then let libjpeg align to an iMCU column. */
 	xoff = out->x0 > JROI_MARGIN ? out->x0 - JROI_MARGIN : 0;
@@ -529,19 +559,12 @@ static int jroi_png(struct jroi_dec *dec, const void *src, size_t len,
 	struct jroi_req whole;
 	struct jroi_info info;
 	uint32_t num, sw, sh;
-	size_t row_bytes;
 	int err;
 
 	err = jroi_png_header(dec, src, len, &info, d);
 	if (err)
 		return err;
-	if (!req) {
-		whole = (struct jroi_req){ .w = info.width,
-					   .h = info.height,
-					   .scale_num = JROI_DENOM };
-		req = &whole;
-	}
-	num = jroi_pick_scale(req, info.width, info.height);
+	req = jroi_request(req, &info, &whole, &num);
 	if (!num || num > JROI_DENOM)
 		return diag_set(
 			d, LOADER_ERANGE,
@@ -556,15 +579,9 @@ static int jroi_png(struct jroi_dec *dec, const void *src, size_t len,
 			JROI_DENOM);
 	jroi_geometry(req, num, sw, sh, out);
 	out->channels = info.channels;
-	row_bytes = (size_t)out->width * info.channels;
-	if (!stride)
-		stride = row_bytes;
-	if (stride < row_bytes || cap < row_bytes ||
-	    out->height - 1 > (cap - row_bytes) / stride)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"png region decodes to %ux%ux%u, room for %zu bytes at stride %zu",
-			out->width, out->height, info.channels, cap, stride);
+	err = jroi_room(out, "png", &stride, cap, d);
+	if (err)
+		return err;
 	dec->counts.whole++;
 	return pngd_decode(dec->png, src, len, JROI_DENOM / num, out->x0,
 			   out->y0, out->x0 + out->width, out->y0 + out->height,
