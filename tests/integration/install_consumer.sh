@@ -57,50 +57,9 @@ export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 is "$("$pkgconfig" --modversion loader 2>&1)" "$version" \
 	"pkg-config --modversion loader gives the package version"
 
-# A client as a user would write it, from libloader(3) alone.
-cat >"$T/consumer.c" <<'EOF'
-#include <stdio.h>
-
-#include <loader.h>
-
-/* Streams one epoch of DATASET from the daemon at SOCKET; prints its
- * sample count. */
-int main(int argc, char **argv)
-{
-	struct loader_opts o = LOADER_OPTS_INIT;
-	struct loader_batch b;
-	struct loader *l;
-	unsigned long long n = 0;
-	char err[256] = "";
-	int r;
-
-	if (argc != 3) {
-		fprintf(stderr, "usage: consumer SOCKET DATASET\n");
-		return 2;
-	}
-	o.socket_path = argv[1];
-	o.epochs = 1;
-	o.batch_size = 100;
-	r = loader_open(&l, argv[2], &o, err, sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, "loader_open: %s: %s\n", loader_strerror(r), err);
-		return 1;
-	}
-	while ((r = loader_next(l, &b, 10000)) == 0) {
-		n += b.count;
-		r = loader_release(l, &b);
-		if (r < 0)
-			break;
-	}
-	if (r == LOADER_EEND)
-		printf("samples %llu\n", n);
-	else
-		fprintf(stderr, "stream: %s: %s\n", loader_strerror(r),
-			loader_reason(l));
-	loader_close(l);
-	return r == LOADER_EEND ? 0 : 1;
-}
-EOF
+# A client as a user would write it, from libloader(3) alone: the
+# example that README builds against the build tree.
+cp "$top_srcdir/examples/epoch_count.c" "$T/consumer.c"
 # No include or library path may come from the environment: the flags
 # pkg-config gives must be enough on their own.
 flags=$("$pkgconfig" --cflags --libs loader 2>&1)

@@ -94,7 +94,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pack_tar.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo "1..74"
+echo "1..75"
 
 # --- the samples ----------------------------------------------------------
 # Keys in tar order: s0000-s0009 at the top, s0010-s0019 in sub/, s0020-
