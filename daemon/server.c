@@ -235,6 +235,9 @@ struct server {
 	uv_poll_t poll;
 	int fd;
 	char path[108];
+	/* The socket file made there: removed at stop only if still ours. */
+	dev_t sock_dev;
+	ino_t sock_ino;
 	struct pool *pool;
 	struct ncache *cache;  /* the node cache; NULL: off */
 	struct rcache *rcache; /* the shard cache of s3:// datasets */
@@ -2600,7 +2603,28 @@ static int server_bind(struct server *srv, const struct server_listen *l,
 		unlink(a.sun_path);
 		return err;
 	}
+	{
+		struct stat st;
+
+		if (!stat(path, &st)) {
+			srv->sock_dev = st.st_dev;
+			srv->sock_ino = st.st_ino;
+		}
+	}
 	return 0;
+}
+
+/*
+ * Remove the socket file this daemon made, unless another file took its
+ * place (a daemon started on the same path after it).
+ */
+static void unlink_socket(const struct server *srv)
+{
+	struct stat st;
+
+	if (!lstat(srv->path, &st) && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == srv->sock_dev && st.st_ino == srv->sock_ino)
+		unlink(srv->path);
 }
 
 /* Take the socket systemd listens on: it must be what we would make. */
@@ -2667,7 +2691,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
 		if (!srv->inherited) {
 			close(srv->fd);
-			unlink(path);
+			unlink_socket(srv);
 		}
 		ncache_free(srv->cache);
 		free(srv);
@@ -2814,5 +2838,5 @@ void server_free(struct server *srv)
 	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
 	/* systemd made an inherited socket, and keeps it for the next start. */
 	if (!srv->inherited)
-		unlink(srv->path);
+		unlink_socket(srv);
 }

@@ -11,7 +11,7 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 35
+plan 36
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -49,6 +49,19 @@ timeout 10 "$LD" -f --socket "$T/file2.sock" --state-dir "$T/fs.state" \
 	--cache-dir "$T/fs.cache" >/dev/null 2>&1
 is "$?: $(cat "$T/file2.sock.new")" "1: also precious" \
 	"so is a file at the socket's temporary name"
+
+# A daemon that stops removes its socket file only if it is still its
+# own: here a second daemon's took the path meanwhile.
+start_daemon "$T/own.sock" --state-dir "$T/own1.state" --cache-dir "$T/own1.cache"
+first=$DAEMON_PID
+mv "$T/own.sock" "$T/own.sock.moved"
+start_daemon "$T/own.sock" --state-dir "$T/own2.state" --cache-dir "$T/own2.cache"
+kill "$first"
+wait "$first" 2>/dev/null
+ok "a daemon stopping leaves the socket another daemon made at its path" \
+	"$LOADERCTL" status --socket "$T/own.sock"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
 
 # --- bad files: refused, with file, line and reason ------------------------
 bad() { # LINES WANT DESC
