@@ -1,7 +1,7 @@
 /*
- * fuzz_jpeg.c - the JPEG paths a stream takes: the header
- * (jroi_header), a region decode (jroi_decode, restart segments when
- * the file has them), and the restart-segment parser, walker and
+ * fuzz_jpeg.c - the image paths a stream takes (JPEGs, and PNGs through
+ * the same decoder): the header (jroi_header), a region decode
+ * (jroi_decode, restart segments when the file has them), and the restart-segment parser, walker and
  * builder (jrst_parse, jrst_check, jrst_build) with a crop taken from
  * the input's first bytes. The region decode must not depend on what the
  * decoder read before: a fresh decoder must give the same result, or
