@@ -497,7 +497,7 @@ Test(pack, jpeg_restart_round_trip, .init = setup, .fini = teardown)
 	cr_assert_eq(shard_count(sh), NK + 1);
 	for (unsigned k = 0; k <= NK; k++) {
 		static unsigned char buf[1 << 20];
-		struct shard_field f[2];
+		struct shard_field f[SCHEMA_MAX_FIELDS];
 		struct jrst_map m;
 		size_t na, nb;
 		unsigned char *a, *b;
