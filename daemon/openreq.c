@@ -120,5 +120,10 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 			d, LOADER_EUSAGE,
 			"a dataset is tars or an LMDB database, not both");
 	c->ragged_bytes = m->ragged_bytes;
-	return 0;
+	/*
+	 * Every value checked here, at the wire, before anything uses it:
+	 * a named stream indexes its saved and given positions by rank
+	 * before the stream is made.
+	 */
+	return stream_config_check(c, d);
 }

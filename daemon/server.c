@@ -1235,7 +1235,10 @@ static int named_given(struct open_job *j, struct stream_config *c,
 {
 	struct state_job *old = &j->job;
 	const struct given *g = &j->given;
-	const struct proto_position *mine = &g->pos[c->rank];
+	/* This rank's position, when the positions are of its own world. */
+	const struct proto_position *mine =
+		g->world == world && c->rank < g->world ? &g->pos[c->rank] :
+							  NULL;
 	uint32_t lo = UINT32_MAX, rend;
 	bool have = !j->fresh && !j->renew, dropped = false;
 	uint64_t rec, from = given_id(g);
@@ -1255,10 +1258,9 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		j->resumed = true;
 		c->plan = old->plan;
 		c->plan_words = old->plan_words;
-		return g->world == world ? named_start(j, c, mine->epoch,
-						       mine->batch, end) :
-					   named_start(j, c, old->start_epoch,
-						       old->start_batch, end);
+		return mine ? named_start(j, c, mine->epoch, mine->batch, end) :
+			      named_start(j, c, old->start_epoch,
+					  old->start_batch, end);
 	}
 	old->from_id = from;
 	for (uint32_t r = 0; r < g->world; r++)
@@ -1315,6 +1317,10 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		old->start_batch = 0;
 	}
 	old->world = world;
+	if (!mine) /* openreq_config() refused such a rank already */
+		return diag_set(&j->d, LOADER_EUSAGE,
+				"rank %" PRIu32 " of world %" PRIu32, c->rank,
+				world);
 	err = named_start(j, c, mine->epoch, mine->batch, end);
 	if (!err)
 		plog(PLOG_INFO,
@@ -1360,6 +1366,11 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 		old->world = world; /* the renewed record's */
 		return err;
 	}
+	/* Same world: pos has old->world entries, and rank is below it. */
+	if (n->rank >= old->world)
+		return diag_set(&j->d, LOADER_EUSAGE,
+				"rank %" PRIu32 " of world %" PRIu32, n->rank,
+				old->world);
 	p = pos[n->rank];
 	if (!p.generation) {
 		/* A rank that has not run yet starts where the job does. */

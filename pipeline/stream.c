@@ -43,7 +43,7 @@ _Static_assert(STREAM_NAME_MAX == SCHEMA_NAME_MAX + 1,
 
 /* ------------------------------------------------------------ set-up */
 
-static int check_config(const struct stream_config *c, struct diag *d)
+int stream_config_check(const struct stream_config *c, struct diag *d)
 {
 	if (c->batch_size > STREAM_MAX_BATCH)
 		return diag_set(d, LOADER_EUSAGE,
@@ -1016,7 +1016,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	snprintf(s->label, sizeof(s->label), "%s", c->label ? c->label : "");
 	s->lay.batch_size =
 		c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
-	err = check_config(c, d);
+	err = stream_config_check(c, d);
 	if (!err)
 		err = setup_pipeline(s, c->pipeline, c->max_pixels, d);
 	if (!err)

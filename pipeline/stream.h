@@ -280,6 +280,16 @@ struct stream_stats {
 };
 
 /*
+ * Check c's values, each against its range (batch size, order, rank
+ * below world and world at most STREAM_MAX_WORLD, bad-sample policy,
+ * outputs, epochs, prefetch) without touching the dataset: what
+ * stream_new() checks first, for a caller that uses them before (the
+ * daemon's named streams index by rank). Returns 0 or LOADER_EUSAGE
+ * described in d.
+ */
+int stream_config_check(const struct stream_config *c, struct diag *d);
+
+/*
  * Create a stream over the dataset in fds (the manifest, then every
  * shard in the manifest's order): parse the manifest, open and check
  * every shard, build the order and lay out the batches. It reads files

@@ -1081,12 +1081,10 @@ static int case_positions(struct ctx *c, const void *arg)
 {
 	const enum positions_abuse *k = arg;
 	static const char *const want[] = {
-		"before HELLO",	     "world 0",
-		"world 65537",	     "does not follow",
-		"does not follow",   "does not follow",
-		"does not follow",   "another plan",
-		"reserved bits",     "not from positions",
-		"before all of them"
+		"before HELLO",	      "world 0",	   "world 65537",
+		"does not follow",    "does not follow",   "does not follow",
+		"does not follow",    "another plan",	   "reserved bits",
+		"not from positions", "before all of them"
 	};
 	struct proto_positions *m = calloc(1, sizeof(*m));
 	struct proto_open o;
@@ -1096,7 +1094,7 @@ static int case_positions(struct ctx *c, const void *arg)
 	if (!m)
 		return PA_FAIL;
 	fd = *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL ? ready_session(c) :
-							     dial(c);
+							    dial(c);
 	if (fd < 0) {
 		free(m);
 		return PA_FAIL;
@@ -1176,6 +1174,77 @@ static const enum saved_abuse sv_not_saved = SV_NOT_SAVED;
 static const enum status_abuse sa_before_hello = SA_BEFORE_HELLO;
 static const enum status_abuse sa_past_end = SA_PAST_END;
 static const enum status_abuse sa_short = SA_SHORT;
+
+/*
+ * A named stream opened at a rank past its world: refused at the OPEN,
+ * before the daemon indexes a saved record's positions (NR_SAVED: the
+ * name exists, made at rank 0 of world 1) or the positions given
+ * (NR_GIVEN: POSITIONS of world 1 sent first) by that rank.
+ */
+enum named_rank_abuse {
+	NR_SAVED,
+	NR_GIVEN,
+};
+
+static int case_named_rank(struct ctx *c, const void *arg)
+{
+	const enum named_rank_abuse *k = arg;
+	struct proto_positions *m = NULL;
+	struct proto_open o;
+	struct fx x;
+	uint32_t seq;
+	int fd, r;
+
+	base_open(&o);
+	if (*k == NR_SAVED) {
+		snprintf(o.name, sizeof(o.name), "pa_rank_saved");
+		r = fx_open(c, &x, &o);
+		fx_close(&x);
+		if (r)
+			return r == 1 ? fail(c,
+					     "the OPEN at rank 0 was refused") :
+					r;
+		o.rank = 0x7fffffff;
+		r = fx_open(c, &x, &o);
+		if (r == 0)
+			r = fail(c, "OPEN accepted");
+		else if (r == 1 && !strcasestr(x.reason, "rank"))
+			r = fail(c, "reason does not mention the rank");
+		else if (r == 1)
+			r = 0;
+		if (!r)
+			r = still_usable(c, x.fd);
+		fx_close(&x);
+		return r;
+	}
+	fd = ready_session(c);
+	m = calloc(1, sizeof(*m));
+	if (fd < 0 || !m) {
+		if (fd >= 0)
+			close(fd);
+		free(m);
+		return PA_FAIL;
+	}
+	m->world = 1;
+	m->count = 1;
+	r = send_msg(c, fd, PROTO_POSITIONS, ++c->seq, m, sizeof(*m), NULL, 0);
+	snprintf(o.name, sizeof(o.name), "pa_rank_given");
+	o.flags |= PROTO_OPEN_POSITIONS;
+	o.rank = 0x7fffffff;
+	seq = ++c->seq;
+	if (!r)
+		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
+	if (!r)
+		r = expect_error(c, fd, seq, "rank");
+	if (!r)
+		r = still_usable(c, fd);
+	close(fd);
+	free(m);
+	return r;
+}
+
+static const enum named_rank_abuse nr_saved = NR_SAVED;
+static const enum named_rank_abuse nr_given = NR_GIVEN;
 
 static int case_open_before_files(struct ctx *c, const void *arg)
 {
@@ -2298,6 +2367,10 @@ static const struct abuse_case cases[] = {
 	{ "OPEN with an unknown flag", case_open, &open_flag128 },
 	{ "OPEN from positions with none sent", case_open,
 	  &open_positions_unsent },
+	{ "OPEN of a saved named stream at rank 2^31-1 of world 1",
+	  case_named_rank, &nr_saved },
+	{ "POSITIONS of world 1, then an OPEN from them at rank 2^31-1",
+	  case_named_rank, &nr_given },
 	{ "POSITIONS before HELLO", case_positions, &ps_before_hello },
 	{ "POSITIONS of world 0", case_positions, &ps_world0 },
 	{ "POSITIONS of world 65537", case_positions, &ps_world_big },
