@@ -273,6 +273,36 @@ static void outputs_9(struct proto_open *m)
 	m->noutputs = PROTO_MAX_OUTPUTS + 1;
 }
 
+/* Values a named stream would index by, refused before it can. */
+static void rank_huge(struct proto_open *m)
+{
+	strcpy(m->name, "pwn");
+	m->rank = 0x7fffffff;
+	m->world = 1;
+}
+
+static void rank_is_world(struct proto_open *m)
+{
+	m->rank = 4;
+}
+
+static void world_huge(struct proto_open *m)
+{
+	m->world = 65537;
+	m->rank = 0;
+}
+
+static void batch_huge(struct proto_open *m)
+{
+	m->batch_size = 1u << 30;
+}
+
+static void epochs_wrap(struct proto_open *m)
+{
+	m->start_epoch = 0xfffffff0u;
+	m->epochs = 0x20;
+}
+
 Test(openreq, malformed_refused)
 {
 	static const struct {
@@ -283,8 +313,8 @@ Test(openreq, malformed_refused)
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
 		  "unknown flags 0x81" },
-		{ "positions without a name", positions_unnamed,
-		  LOADER_EUSAGE, "positions of an earlier world need a stream name" },
+		{ "positions without a name", positions_unnamed, LOADER_EUSAGE,
+		  "positions of an earlier world need a stream name" },
 		{ "positions with a start batch", positions_start_batch,
 		  LOADER_EUSAGE, "start batch 3 with positions" },
 		{ "reserved != 0", reserved_set, LOADER_EUSAGE,
@@ -302,6 +332,15 @@ Test(openreq, malformed_refused)
 		  "output label: unknown cast 3" },
 		{ "9 outputs", outputs_9, LOADER_EUSAGE,
 		  "9 outputs, at most 8" },
+		{ "named, rank 2^31-1 of world 1", rank_huge, LOADER_EUSAGE,
+		  "rank 2147483647 of world 1" },
+		{ "rank 4 of world 4", rank_is_world, LOADER_EUSAGE,
+		  "rank 4 of world 4" },
+		{ "world 65537", world_huge, LOADER_EUSAGE,
+		  "rank 0 of world 65537" },
+		{ "batch 2^30", batch_huge, LOADER_EUSAGE, "batch size" },
+		{ "epochs past 2^32", epochs_wrap, LOADER_EUSAGE,
+		  "epochs out of range" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
