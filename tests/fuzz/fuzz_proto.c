@@ -3,9 +3,13 @@
  * datagram over a SOCK_SEQPACKET pair, carrying a descriptor when the
  * input's first byte is odd, through msg_recv() (framing, lengths, types,
  * descriptors); an OPEN that frames is then checked as the daemon checks
- * it (openreq_config()). Descriptors received are closed.
+ * it (openreq_config()), and one it accepts must have its rank below its
+ * world (corpus/proto/open-named-rank: a named OPEN at rank 2^31-1 of
+ * world 1, which crashed the daemon when accepted). Descriptors received
+ * are closed.
  */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -66,7 +70,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct stream_config c;
 
 		memcpy(&m, payload, sizeof(m));
-		(void)openreq_config(&m, &c, &d);
+		/*
+		 * What is accepted may be indexed by rank right away (a
+		 * named stream's positions): it must be below the world.
+		 */
+		if (!openreq_config(&m, &c, &d) &&
+		    c.rank >= (c.world ? c.world : 1))
+			abort();
 	}
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
