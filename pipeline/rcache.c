@@ -344,12 +344,14 @@ static bool joinable(const struct flight *fl)
  * Make room for need more bytes, under the lock, removing the oldest
  * shards not in keep[0..nkeep) and not being fetched. *room receives
  * the bytes free under the budget after it (UINT64_MAX: no budget),
- * which may be less than need.
+ * which may be less than need. With need UINT64_MAX nothing is removed
+ * and *room is the most that removing could free (a dry run).
  */
 static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
 		 size_t nkeep, uint64_t *evicted, uint64_t *room,
 		 struct diag *d)
 {
+	bool dry = need == UINT64_MAX;
 	struct entry *v = NULL;
 	uint64_t total;
 	size_t n = 0;
@@ -371,12 +373,18 @@ static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
 	for (size_t i = 0; i < n; i++)
 		if (in_flight(c, v[i].name))
 			total -= v[i].bytes;
-	for (size_t i = 0; i < n && total + need > c->p.budget; i++) {
+	for (size_t i = 0; i < n && (dry || total + need > c->p.budget); i++) {
 		bool kept = in_flight(c, v[i].name);
 
 		for (size_t k = 0; !kept && k < nkeep; k++)
 			kept = !strcmp(keep[k], v[i].name);
-		if (kept || unlinkat(c->dfd, v[i].name, 0))
+		if (kept)
+			continue;
+		if (dry) {
+			total -= v[i].bytes;
+			continue;
+		}
+		if (unlinkat(c->dfd, v[i].name, 0))
 			continue;
 		use_forget(c, v[i].name);
 		total -= v[i].bytes;
@@ -750,7 +758,20 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 		st->waited += theirs;
 		goto out;
 	}
-	err = evict(c, need, keep, nkeep, &st->evicted, &room, d);
+	/*
+	 * Evict only for what will be cached: the shards, in order, that
+	 * fit the most removing others could free. A shard larger than
+	 * that is read in place without taking anyone's cached shards.
+	 */
+	err = evict(c, UINT64_MAX, keep, nkeep, &st->evicted, &room, d);
+	if (!err && room != UINT64_MAX) {
+		need = 0;
+		for (uint32_t k = 0; k < nf; k++)
+			if (v[which[k]].o.size <= room - need)
+				need += v[which[k]].o.size;
+	}
+	if (!err)
+		err = evict(c, need, keep, nkeep, &st->evicted, &room, d);
 	/*
 	 * What the budget has no room for is read in place, the same
 	 * shards at every stage while the cache keeps the others: a

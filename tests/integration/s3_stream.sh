@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 98
+plan 102
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -494,6 +494,15 @@ same_batches "$T/small.sock" "reads in place through 503 SlowDown and a short bo
 is "$(awk '{ n += $2 } END { print n + 0 }' "$T/px.faults")" 0 \
 	"every fault asked for was met by a read in place or the stage"
 : >"$T/px.faults"
+# A dataset whose one shard is larger than the whole budget is read in
+# place, and takes nobody's cached shards for room it cannot use.
+kept=$(ls "$T/small.sock.cache/s3"/*.shard 2>/dev/null | sort | xargs cat 2>/dev/null | wc -c)
+same_batches "$T/small.sock" "a $BIGB-byte shard, past the whole budget" s3://data/big \
+	"$T/big/train" --order sequential --batch 500
+like "$(grep 's3://data/big: ' "$SLOG" | tail -1)" ', 1 read in place' \
+	"it is read in place"
+is "$(ls "$T/small.sock.cache/s3"/*.shard 2>/dev/null | sort | xargs cat 2>/dev/null | wc -c)" "$kept" \
+	"and the other dataset's $kept cached bytes stay"
 kill $DAEMON_PID
 # Two streams staging it at once into an empty cache: what one fetches
 # counts against the budget the other sees.
