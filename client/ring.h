@@ -5,8 +5,10 @@
  *  - the ring: a header page, then ring_slot_count slots of slot_size
  *    bytes. The daemon writes it and never reads any of it back (it
  *    works from its own copy of the layout); it seals the memfd against
- *    resizing. The client maps the header read-only and the slots
- *    read-write, so that a consumer may modify a batch it holds in place
+ *    resizing. The client maps the ring read-write, header and slots
+ *    alike (the header's copy of the producer index is a hint to wait
+ *    on, never read back by the daemon), so that a consumer may modify a
+ *    batch it holds in place
  *    (a Python user's x.sub_(1)): the memfd is this stream's alone, so
  *    such a write can reach no other client, and writing where it should
  *    not corrupts only this stream's batches.

@@ -269,7 +269,8 @@ static void sink_publish(void *ctx, const struct stream_batch *b)
 	slot->batch = b->batch;
 	slot->epoch = b->epoch;
 	slot->count = b->count;
-	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELAXED);
+	/* Release: producer_released() reads it on another thread. */
+	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&pr->cons->client_waiting, __ATOMIC_SEQ_CST)) {
 		/* The trainer was asleep waiting for this batch. */
@@ -416,7 +417,13 @@ void producer_ring(const struct producer *pr, uint32_t *slots, uint32_t *used,
 
 uint64_t producer_released(struct producer *pr)
 {
-	uint32_t prod = __atomic_load_n(&pr->hdr->prod, __ATOMIC_ACQUIRE);
+	/*
+	 * The daemon's own producer index, never the header's copy: the
+	 * client can write its mapping of the header, and a prod it chose
+	 * would let a consumer index far past anything delivered pass the
+	 * check below (a named stream would save that position).
+	 */
+	uint32_t prod = __atomic_load_n(&pr->prod, __ATOMIC_ACQUIRE);
 	uint32_t cons = __atomic_load_n(&pr->cons->cons, __ATOMIC_ACQUIRE);
 	uint32_t last = __atomic_load_n(&pr->released, __ATOMIC_RELAXED);
 
