@@ -2074,6 +2074,110 @@ out:
 	return r;
 }
 
+/*
+ * The saved position of stream name, through SAVED: 0 with it in *out,
+ * PA_FAIL when it is not there.
+ */
+static int saved_of(struct ctx *c, const char *name, struct proto_saved_ok *out)
+{
+	int fd = dial(c), r;
+	uint32_t total = 1;
+
+	if (fd < 0)
+		return PA_FAIL;
+	r = hello(c, fd);
+	for (uint32_t i = 0; !r && i < total; i++) {
+		struct proto_saved q = { .index = i };
+		uint32_t seq = ++c->seq;
+		struct proto_hdr h;
+		union reply rep;
+		int fds[2];
+		unsigned n;
+
+		r = send_msg(c, fd, PROTO_SAVED, seq, &q, sizeof(q), NULL, 0);
+		if (!r)
+			r = recv_reply(c, fd, &h, &rep, fds, &n);
+		if (!r && h.type != PROTO_SAVED_OK)
+			r = fail(c, "SAVED %" PRIu32 " answered type %u", i,
+				 h.type);
+		if (r)
+			break;
+		memcpy(out, rep.raw, sizeof(*out));
+		total = out->total;
+		if (!strncmp(out->name, name, sizeof(out->name))) {
+			close(fd);
+			return 0;
+		}
+	}
+	close(fd);
+	return r ? r : fail(c, "no saved stream \"%s\"", name);
+}
+
+/*
+ * The client writes the producer index in its own mapping of the ring
+ * header, and the consumer index as far beyond: the daemon bounds the
+ * consumer index by its own producer index, so the stream fails and
+ * the named stream's saved position is not moved past what it
+ * delivered.
+ */
+static int case_forged_prod(struct ctx *c, const void *arg)
+{
+	struct proto_saved_ok sv;
+	struct ring_hdr *w = MAP_FAILED;
+	struct proto_open o;
+	struct fx x;
+	uint32_t prod = 0, forged;
+	int64_t end;
+	int r;
+
+	(void)arg;
+	base_open(&o);
+	snprintf(o.name, sizeof(o.name), "pa_forged_prod");
+	o.ring_slots = 2;
+	r = fx_open(c, &x, &o);
+	if (r == 1)
+		r = fail(c, "a valid OPEN was refused: %s", x.reason);
+	if (r)
+		goto out;
+	end = now_ms() + PA_RING_MS;
+	while (!(prod = ring_prod(&x)) && ring_state(&x) == RING_RUNNING &&
+	       now_ms() < end)
+		nap_ms(1);
+	if (!prod) {
+		r = fail(c, "no batch published within %d ms", PA_RING_MS);
+		goto out;
+	}
+	w = mmap(NULL, x.ok.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 x.ring_fd, 0);
+	if (w == MAP_FAILED) {
+		r = fail(c, "the ring cannot be mapped writable: %s",
+			 strerror(errno));
+		goto out;
+	}
+	forged = prod + 100000;
+	note(c,
+	     "published %" PRIu32 ", header and consumer index set to %" PRIu32,
+	     prod, forged);
+	__atomic_store_n(&w->prod, forged, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&x.cons->cons, forged, __ATOMIC_SEQ_CST);
+	futex_wake_shared(&x.cons->cons);
+	r = expect_ring_failed(c, &x, "consumer index");
+	fx_close(&x);
+	if (!r)
+		r = saved_of(c, "pa_forged_prod", &sv);
+	if (!r && (sv.epoch != 0 || sv.batch > prod || sv.finished))
+		r = fail(c,
+			 "saved at epoch %" PRIu32 " batch %" PRIu64
+			 "%s, past the %" PRIu32 " batches published",
+			 sv.epoch, sv.batch, sv.finished ? " (finished)" : "",
+			 prod);
+out:
+	if (w != MAP_FAILED)
+		munmap(w, x.ok.ring_bytes);
+	fx_close(&x);
+	return r;
+}
+
 static const enum cons_attack ca_beyond = CA_BEYOND;
 static const enum cons_attack ca_backwards = CA_BACKWARDS;
 static const enum cons_attack ca_far = CA_FAR;
@@ -2371,6 +2475,8 @@ static const struct abuse_case cases[] = {
 	  case_named_rank, &nr_saved },
 	{ "POSITIONS of world 1, then an OPEN from them at rank 2^31-1",
 	  case_named_rank, &nr_given },
+	{ "a forged producer index in the client's mapping of the header",
+	  case_forged_prod, NULL },
 	{ "POSITIONS before HELLO", case_positions, &ps_before_hello },
 	{ "POSITIONS of world 0", case_positions, &ps_world0 },
 	{ "POSITIONS of world 65537", case_positions, &ps_world_big },
