@@ -1444,27 +1444,50 @@ static int named_begin(struct open_job *j, const struct stream_layout *lay)
  * on the thread pool, like every LMDB access. A failure costs the next
  * stream a scan, nothing else.
  */
+/*
+ * Each uid's indexes apart: a user is only ever given an index that a
+ * stream of its own kept.
+ */
+struct tar_index_ctx {
+	struct state *state;
+	uint32_t uid;
+};
+
+static void tar_index_key(const struct tar_index_ctx *t, const char *id,
+			  char *key, size_t n)
+{
+	snprintf(key, n, "%" PRIu32 ":%s", t->uid, id);
+}
+
 static void *tar_index_get(void *ctx, const char *id, size_t *len)
 {
+	const struct tar_index_ctx *t = ctx;
 	struct diag d = { "" };
+	char key[96];
 	void *val;
 
-	return state_get_blob(ctx, "tarix", id, &val, len, &d) ? NULL : val;
+	tar_index_key(t, id, key, sizeof(key));
+	return state_get_blob(t->state, "tarix", key, &val, len, &d) ? NULL :
+								       val;
 }
 
 static void tar_index_put(void *ctx, const char *id, const void *val,
 			  size_t len)
 {
+	const struct tar_index_ctx *t = ctx;
 	struct diag d = { "" };
+	char key[96];
 
-	if (state_put_blob(ctx, "tarix", id, val, len, &d))
-		plog(PLOG_WARN, "tar index %s not kept: %s", id, d.msg);
+	tar_index_key(t, id, key, sizeof(key));
+	if (state_put_blob(t->state, "tarix", key, val, len, &d))
+		plog(PLOG_WARN, "tar index %s not kept: %s", key, d.msg);
 }
 
 static void open_work(uv_work_t *req)
 {
 	struct stream_index_ops tar_index = { tar_index_get, tar_index_put,
 					      NULL };
+	struct tar_index_ctx tix;
 	struct open_job *j = req->data;
 	struct server *srv = j->ss->srv;
 	struct stream_config c;
@@ -1552,7 +1575,8 @@ static void open_work(uv_work_t *req)
 	c.io_depth = j->io_depth;
 	c.cache = srv->cache;
 	if (j->state) {
-		tar_index.ctx = j->state;
+		tix = (struct tar_index_ctx){ j->state, j->ss->cred.uid };
+		tar_index.ctx = &tix;
 		c.index = &tar_index;
 	}
 	if (j->open.name[0]) {

@@ -543,9 +543,12 @@ static void tar_names(struct stream *s, struct dataset *ds);
 
 /*
  * The index of tar i (its fd is s->fds[i + 1]): the one kept for this
- * file, if its size and modification time are still the same, or a new
- * scan's, kept for the next stream. The record kept is the size and the
- * mtime, then the index (wds_index_save()).
+ * file, if its size, modification and change times and owner are still
+ * the same, or a new scan's, kept for the next stream. The record kept
+ * is those four, then the index (wds_index_save()). A file's owner can
+ * set its size and mtime, not its ctime: a file that took the place of
+ * another (the same inode, its times set back) or was rewritten in place
+ * is scanned again, never given the other's index.
  */
 static int tar_index(struct stream *s, uint32_t i, const char *name,
 		     struct wds_index **out, struct diag *d)
@@ -554,7 +557,7 @@ static int tar_index(struct stream *s, uint32_t i, const char *name,
 	int fd = s->fds[i + 1];
 	struct stat st;
 	char id[64];
-	uint64_t head[2];
+	uint64_t head[4];
 	void *val = NULL, *blob;
 	size_t len = 0, blen;
 	int err;
@@ -565,6 +568,9 @@ static int tar_index(struct stream *s, uint32_t i, const char *name,
 	head[0] = (uint64_t)st.st_size;
 	head[1] = (uint64_t)(st.st_mtim.tv_sec * 1000000000ll +
 			     st.st_mtim.tv_nsec);
+	head[2] = (uint64_t)(st.st_ctim.tv_sec * 1000000000ll +
+			     st.st_ctim.tv_nsec);
+	head[3] = (uint64_t)st.st_uid;
 	snprintf(id, sizeof(id), "%llx:%llx", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
 	if (io)

@@ -14,7 +14,7 @@ command -v tar >/dev/null 2>&1 || skip_all "GNU tar not installed"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "python3 not installed"
 tmpdir
-plan 27
+plan 29
 N=40
 mkdir -p "$T/src/sub"
 : >"$T/list"
@@ -114,6 +114,27 @@ is "$(grep -c 'scanned' "$T/d.sock.log")" 0 "after a restart the kept index is u
 touch -d '2001-01-01' "$T/gnu.tar"
 "$LDCLIENT" --outputs cls --epochs 1 "$T/d.sock" "$T/gnu.tar" >/dev/null
 is "$(grep -c 'gnu.tar: scanned' "$T/d.sock.log")" 1 "a tar whose mtime changed is scanned again"
+# Rewritten in place (a label changed), its mtime set back as it was: its
+# owner can forge size and mtime, not ctime, so it is scanned again (a
+# kept index would give the old file's labels and layout).
+"$LDCLIENT" --outputs cls --epochs 1 "$T/d.sock" "$T/gnu.tar" >/dev/null
+cp -p "$T/gnu.tar" "$T/gnu.keep"
+sleep 0.01
+# The first .cls member's label, one digit changed (headers unchanged).
+off=$(/usr/bin/python3 -c '
+import sys, tarfile
+for m in tarfile.open(sys.argv[1]):
+    if m.name.endswith(".cls"):
+        print(m.offset_data)
+        break' "$T/gnu.tar")
+printf '7' | dd of="$T/gnu.tar" bs=1 seek="$off" conv=notrunc 2>/dev/null
+touch -r "$T/gnu.keep" "$T/gnu.tar"
+is "$(stat -c '%s %Y' "$T/gnu.tar")" "$(stat -c '%s %Y' "$T/gnu.keep")" \
+	"the rewritten tar has the old one's size and mtime"
+"$LDCLIENT" --outputs cls --epochs 1 "$T/d.sock" "$T/gnu.tar" >/dev/null 2>&1
+is "$(grep -c 'gnu.tar: scanned' "$T/d.sock.log")" 2 \
+	"a tar rewritten with its size and mtime forged is scanned again"
+cp -p "$T/gnu.keep" "$T/gnu.tar"
 
 out=$("$LDCLIENT" --outputs cls --epochs 1 "$T/d.sock" "$T/unsorted.tar" 2>&1)
 like "$out" 'key "s0000" appears again' "an unsorted tar is refused, naming the sample"
