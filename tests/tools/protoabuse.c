@@ -2020,6 +2020,32 @@ out:
 	return r;
 }
 
+/*
+ * fx_open() o, then wait for its first batch to be published: 0 with
+ * the producer index in *prod, or PA_FAIL having said why.
+ */
+static int open_published(struct ctx *c, struct fx *x,
+			  const struct proto_open *o, uint32_t *prod)
+{
+	int64_t end;
+	int r = fx_open(c, x, o);
+
+	if (r == 1)
+		return fail(c, "a valid OPEN was refused: %s", x->reason);
+	if (r)
+		return r;
+	end = now_ms() + PA_RING_MS;
+	while (!(*prod = ring_prod(x)) && ring_state(x) == RING_RUNNING &&
+	       now_ms() < end)
+		nap_ms(1);
+	if (!*prod)
+		return fail(c,
+			    "no batch published within %d ms (state %" PRIu32
+			    ")",
+			    PA_RING_MS, ring_state(x));
+	return 0;
+}
+
 /* Wait until a batch is published; then set cons to whatever *arg says. */
 enum cons_attack {
 	CA_BEYOND,    /* prod + 100 */
@@ -2032,7 +2058,6 @@ static int case_cons(struct ctx *c, const void *arg)
 	const enum cons_attack *k = arg;
 	struct proto_open o;
 	struct fx x;
-	int64_t end;
 	uint32_t prod = 0, cons = 0;
 	int r;
 
@@ -2040,21 +2065,9 @@ static int case_cons(struct ctx *c, const void *arg)
 	base_open(&o);
 	o.epochs = 0;
 	o.ring_slots = 2;
-	r = fx_open(c, &x, &o);
-	if (r == 1)
-		r = fail(c, "a valid OPEN was refused: %s", x.reason);
+	r = open_published(c, &x, &o, &prod);
 	if (r)
 		goto out;
-	end = now_ms() + PA_RING_MS;
-	while (!(prod = ring_prod(&x)) && ring_state(&x) == RING_RUNNING &&
-	       now_ms() < end)
-		nap_ms(1);
-	if (!prod) {
-		r = fail(c,
-			 "no batch published within %d ms (state %" PRIu32 ")",
-			 PA_RING_MS, ring_state(&x));
-		goto out;
-	}
 	switch (*k) {
 	case CA_BEYOND: cons = prod + 100; break;
 	case CA_BACKWARDS: cons = (uint32_t)-5; break;
@@ -2127,26 +2140,15 @@ static int case_forged_prod(struct ctx *c, const void *arg)
 	struct proto_open o;
 	struct fx x;
 	uint32_t prod = 0, forged;
-	int64_t end;
 	int r;
 
 	(void)arg;
 	base_open(&o);
 	snprintf(o.name, sizeof(o.name), "pa_forged_prod");
 	o.ring_slots = 2;
-	r = fx_open(c, &x, &o);
-	if (r == 1)
-		r = fail(c, "a valid OPEN was refused: %s", x.reason);
+	r = open_published(c, &x, &o, &prod);
 	if (r)
 		goto out;
-	end = now_ms() + PA_RING_MS;
-	while (!(prod = ring_prod(&x)) && ring_state(&x) == RING_RUNNING &&
-	       now_ms() < end)
-		nap_ms(1);
-	if (!prod) {
-		r = fail(c, "no batch published within %d ms", PA_RING_MS);
-		goto out;
-	}
 	w = mmap(NULL, x.ok.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 x.ring_fd, 0);
 	if (w == MAP_FAILED) {
