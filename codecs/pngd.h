@@ -22,7 +22,8 @@
  *
  * libpng reports errors with a longjmp, caught inside this module's
  * functions. Its warnings (a bad ancillary chunk) are ignored, as
- * Pillow ignores them; a damaged or cut image is an error.
+ * Pillow ignores them; a damaged or cut image is an error, whatever
+ * region is asked for: every chunk's CRC is checked before decoding.
  *
  * A decoder is not thread-safe: keep one per thread.
  */

@@ -297,6 +297,20 @@ Test(pngd, damaged)
 				 sizeof(out), &jo, &d),
 		     LOADER_EDECODE);
 	cr_assert(strstr(d.msg, "png decode"), "%s", d.msg);
+	/*
+	 * The last byte of the image data flipped: a region of the top rows
+	 * does not read that far, and is refused all the same.
+	 */
+	{
+		struct jroi_req top = { 0, 0, W, 2, 0, 0, JROI_DENOM };
+
+		png[len - 17] ^= 0x55;
+		cr_assert_eq(jroi_decode(dec, png, len, &top, out, 0,
+					 sizeof(out), &jo, &d),
+			     LOADER_EDECODE);
+		cr_assert(strstr(d.msg, "CRC error"), "%s", d.msg);
+		png[len - 17] ^= 0x55;
+	}
 	/* A flipped byte in the image data: its chunk's CRC is wrong. */
 	png[len / 2] ^= 0x55;
 	cr_assert_eq(

@@ -8,9 +8,10 @@
 # label, as before.
 . "$top_srcdir/tests/integration/tap.sh"
 
-[ -x "$TOOLS/mkjpeg" ] && [ -x "$LDCLIENT" ] || skip_all "test tools not built"
+[ -x "$TOOLS/mkjpeg" ] && [ -x "$LDCLIENT" ] && [ -x "$TOOLS/mkbadds" ] ||
+	skip_all "test tools not built"
 tmpdir
-plan 11
+plan 17
 
 F=$T/img
 mkdir -p "$F/a" "$F/b/nested"
@@ -67,3 +68,43 @@ out=$("$LDCLIENT" --pipeline "$P" --epochs 1 --batch 4 --on-bad skip \
 like "$out" "output image dtype" "a stream of the default outputs delivers the image"
 case $out in *__key__*) key=yes ;; *) key=no ;; esac
 is "$key" no "and not the key"
+
+# Damaged PNGs reach the daemon only through a dataset written without
+# pack's checks (mkbadds): each is a bad sample with a clear reason,
+# under both policies, and the daemon serves on.
+B=$T/png
+mkdir -p "$B"
+/usr/bin/python3 - "$B" <<'PY'
+import struct, sys, zlib
+d = sys.argv[1]
+def chunk(t, b):
+    return struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+def png(w, h, hdr_w=None, hdr_h=None):
+    raw = b"".join(b"\0" + bytes((x * 7 + y) & 255 for x in range(w * 3)) for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" +
+            chunk(b"IHDR", struct.pack(">IIBBBBB", hdr_w or w, hdr_h or h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+good = png(48, 40)
+open(d + "/good0.png", "wb").write(good)
+open(d + "/good1.png", "wb").write(png(60, 36))
+open(d + "/cut.png", "wb").write(good[: len(good) * 2 // 3])
+bad = bytearray(good); bad[len(good) // 2] ^= 0x55
+open(d + "/crc.png", "wb").write(bytes(bad))
+open(d + "/huge.png", "wb").write(png(4, 4, 60000, 60000))
+PY
+"$TOOLS/mkbadds" "$T/pngds" "$B/good0.png" "$B/cut.png" "$B/good1.png" \
+	"$B/crc.png" "$B/huge.png" "$B/good0.png" >/dev/null
+out=$("$LDCLIENT" --pipeline "$P" --on-bad skip --epochs 1 --batch 3 \
+	--stats "$T/d.sock" "$T/pngds" 2>&1)
+like "$out" '^total batches 2 samples 6' "a PNG dataset with 3 damaged records streams whole, bad ones skipped"
+like "$out" 'bad_samples 3' "and counts the 3 bad samples"
+ok "the log says the cut PNG's data ends early" \
+	grep -q 'skipped bad sample 1 .*png decode: ' "$T/d.sock.log"
+ok "and names the PNG above the pixel limit" \
+	grep -q 'skipped bad sample 4 .*png of 60000x60000 pixels exceeds the limit' "$T/d.sock.log"
+out=$("$LDCLIENT" --pipeline "$P" --on-bad fail --epochs 1 --batch 3 \
+	"$T/d.sock" "$T/pngds" 2>&1)
+like "$(printf '%s\n' "$out" | grep error:)" 'error: .*sample 1 .*png decode' \
+	"with bad samples failing the stream, the error says why"
+like "$("$LDCLIENT" --pipeline "$P" --on-bad skip --epochs 1 --batch 4 "$T/d.sock" "$T/ds" 2>&1)" \
+	'^total batches 2 samples 8' "and the daemon serves the next stream"
