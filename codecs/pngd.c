@@ -3,8 +3,8 @@
  *
  * libpng rather than libspng: on 20 photographs saved as PNG by Pillow
  * (500 and 1600 pixels wide), Debian 12's libpng 1.6.39 decoded them to
- * RGB in 0.83x the time of its libspng 0.7.3 (medians of 7 runs, one
- * core), and libpng is on every Debian machine already.
+ * RGB in 0.82-0.83x the time of its libspng 0.7.3 (bench/png_libs.sh),
+ * and libpng is on every Debian machine already.
  *
  * A libpng read struct cannot be reset for another image, so each decode
  * makes one (a few allocations a PNG; JPEGs, the common case, reuse

@@ -30,7 +30,7 @@ dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch python3-torchvision python3-pil lmdb-utils
 ceph-mon ceph-osd radosgw curl"
-bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy
+bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libspng-dev
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 fuzz_pkgs="clang"
 
