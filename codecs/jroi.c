@@ -124,6 +124,18 @@ static enum jroi_cs jroi_cs_of(J_COLOR_SPACE cs)
 	}
 }
 
+/* The decoder's pixel limit against an image of info: 0 or ETOOBIG. */
+static int jroi_limit(const struct jroi_dec *dec, const struct jroi_info *info,
+		      const char *what, struct diag *d)
+{
+	if ((uint64_t)info->width * info->height <= dec->max_pixels)
+		return 0;
+	return diag_set(d, LOADER_ETOOBIG,
+			"%s of %ux%u pixels exceeds the limit of %llu pixels",
+			what, info->width, info->height,
+			(unsigned long long)dec->max_pixels);
+}
+
 /*
  * Point libjpeg at src and read the header. Runs under the caller's
  * setjmp; on return the decoder is in DSTATE_READY.
@@ -132,7 +144,6 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 			    struct jroi_info *info, struct diag *d)
 {
 	struct jpeg_decompress_struct *ci = &dec->cinfo;
-	uint64_t px;
 
 	memset(info, 0, sizeof(*info));
 	if (!src || len == 0)
@@ -150,14 +161,7 @@ static int jroi_read_header(struct jroi_dec *dec, const void *src, size_t len,
 	info->cs = jroi_cs_of(ci->jpeg_color_space);
 	info->channels = info->cs == JROI_CS_GRAY ? 1 : 3;
 	info->progressive = ci->progressive_mode != 0;
-	px = (uint64_t)info->width * info->height;
-	if (px > dec->max_pixels)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"jpeg of %ux%u pixels exceeds the limit of %llu pixels",
-			info->width, info->height,
-			(unsigned long long)dec->max_pixels);
-	return 0;
+	return jroi_limit(dec, info, "jpeg", d);
 }
 
 /* A PNG's header as a JPEG's would be told (pngd.h). */
@@ -176,13 +180,7 @@ static int jroi_png_header(const struct jroi_dec *dec, const void *src,
 	info->components = pi.channels;
 	info->cs = pi.channels == 1 ? JROI_CS_GRAY : JROI_CS_RGB;
 	info->progressive = pi.interlaced;
-	if ((uint64_t)info->width * info->height > dec->max_pixels)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"png of %ux%u pixels exceeds the limit of %llu pixels",
-			info->width, info->height,
-			(unsigned long long)dec->max_pixels);
-	return 0;
+	return jroi_limit(dec, info, "png", d);
 }
 
 int jroi_header(struct jroi_dec *dec, const void *src, size_t len,

@@ -605,14 +605,10 @@ static int inspect_record(const struct inspect_cli *o, const char *path,
 	       ", %" PRIu32 " bytes at offset %" PRIu64 "\n",
 	       rec, ds ? " of the dataset" : "", file, in, r.length, r.offset);
 	if (err) {
-		/* Its fields may still tell where it came from. */
-		unsigned char *p = buf;
-
 		printf("checksum: bad: %s\n", shown(o, d.msg, sb));
-		if (pread(fd, p, r.length, (off_t)r.offset) ==
-			    (ssize_t)r.length &&
-		    !shard_split_record(sh, in, p, r.length, f, &d) &&
-		    shard_key_text(sc, f, text, sizeof(text)))
+		/* Read, but bad: its fields may still say where it came from. */
+		if ((err == LOADER_ECHECKSUM || err == LOADER_EFORMAT) &&
+		    shard_record_key(sh, in, buf, r.length, text, sizeof(text)))
 			printf("source:   %s\n", text);
 		rc = CTL_FOUND;
 		goto out;

@@ -306,7 +306,6 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	uint64_t t = wt ? clock_mono_ns() : 0;
 	const char *key = NULL;
 	char keybuf[160];
-	bool parsed = false;
 	struct diag d;
 	int err;
 
@@ -328,7 +327,6 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 						 pb->len[i], f, &d);
 	if (err)
 		goto fail;
-	parsed = true; /* f names the source, should a report need it */
 	if (wt) /* parsing is part of decoding; images time their stages */
 		stage(&wt->decode_ns, &t);
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
@@ -386,18 +384,10 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	return;
 fail:
 	__atomic_fetch_add(&s->n.bad_samples, 1, __ATOMIC_RELAXED);
-	/*
-	 * A record whose checksum failed may still split into fields: its
-	 * key then says which file it was (and may itself be damaged).
-	 */
-	if (!parsed && !pb->rerr[i]) {
-		struct diag ignore;
-
-		parsed = !shard_split_record(sh, pb->ridx[i], pb->rec[i],
-					     pb->len[i], f, &ignore);
-	}
-	if (parsed)
-		key = shard_key_text(&s->ds->schema, f, keybuf, sizeof(keybuf));
+	/* Which file it was, from the record's key (shard.h). */
+	if (!pb->rerr[i])
+		key = shard_record_key(sh, pb->ridx[i], pb->rec[i], pb->len[i],
+				       keybuf, sizeof(keybuf));
 	diag_wrap(&d, err,
 		  "sample %" PRIu64 " (shard %s, record %" PRIu64 "%s%s)",
 		  pb->gidx[i], shard_name(sh), pb->ridx[i],

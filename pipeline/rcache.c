@@ -340,61 +340,6 @@ static bool joinable(const struct flight *fl)
 	       !__atomic_load_n(rfill_cancelled(fl->f), __ATOMIC_RELAXED);
 }
 
-/*
- * Make room for need more bytes, under the lock, removing the oldest
- * shards not in keep[0..nkeep) and not being fetched. *room receives
- * the bytes free under the budget after it (UINT64_MAX: no budget),
- * which may be less than need. With need UINT64_MAX nothing is removed
- * and *room is the most that removing could free (a dry run).
- */
-static int evict(struct rcache *c, uint64_t need, char (*keep)[NAME_LEN],
-		 size_t nkeep, uint64_t *evicted, uint64_t *room,
-		 struct diag *d)
-{
-	bool dry = need == UINT64_MAX;
-	struct entry *v = NULL;
-	uint64_t total;
-	size_t n = 0;
-	int err;
-
-	*room = UINT64_MAX;
-	if (!c->p.budget)
-		return 0;
-	err = list_entries(c, &v, &n, &total);
-	if (err)
-		return diag_set(d, err, "%s: listing the shard cache: %s",
-				c->dir, strerror(-err));
-	/*
-	 * What other stages are fetching will be there too (a file renamed
-	 * into place before its flight ends is counted once).
-	 */
-	for (const struct flight *f = c->flights; f; f = f->next)
-		total += f->bytes;
-	for (size_t i = 0; i < n; i++)
-		if (in_flight(c, v[i].name))
-			total -= v[i].bytes;
-	for (size_t i = 0; i < n && (dry || total + need > c->p.budget); i++) {
-		bool kept = in_flight(c, v[i].name);
-
-		for (size_t k = 0; !kept && k < nkeep; k++)
-			kept = !strcmp(keep[k], v[i].name);
-		if (kept)
-			continue;
-		if (dry) {
-			total -= v[i].bytes;
-			continue;
-		}
-		if (unlinkat(c->dfd, v[i].name, 0))
-			continue;
-		use_forget(c, v[i].name);
-		total -= v[i].bytes;
-		*evicted += v[i].bytes;
-	}
-	free(v);
-	*room = total < c->p.budget ? c->p.budget - total : 0;
-	return 0;
-}
-
 /* ---- access memory ----------------------------------------------------- */
 
 /* Strings joined with their NULs, for hashing; returns the length. */
@@ -682,6 +627,72 @@ static int join_flight(struct rcache *c, struct flight *fl, struct rfill *fill,
 	return 0;
 }
 
+/* Whether the shard name may be removed: not kept, not being fetched. */
+static bool evictable(const struct rcache *c, const char *name,
+		      char (*keep)[NAME_LEN], size_t nkeep)
+{
+	if (in_flight(c, name))
+		return false;
+	for (size_t k = 0; k < nkeep; k++)
+		if (!strcmp(keep[k], name))
+			return false;
+	return true;
+}
+
+/*
+ * Make room, under the lock, for the shards v[which[0..nf)] that will
+ * be cached: those, in order, that fit what removing the oldest shards
+ * not in keep[0..nkeep) and not being fetched could free. Only that
+ * room is made: a shard larger than it is read in place without taking
+ * anyone's cached shards. *room receives the bytes free under the
+ * budget after it (UINT64_MAX: no budget).
+ */
+static int evict(struct rcache *c, const struct item *it, const uint32_t *which,
+		 uint32_t nf, char (*keep)[NAME_LEN], size_t nkeep,
+		 uint64_t *evicted, uint64_t *room, struct diag *d)
+{
+	struct entry *v = NULL;
+	uint64_t total, pinned, most, need = 0;
+	size_t n = 0;
+	int err;
+
+	*room = UINT64_MAX;
+	if (!c->p.budget)
+		return 0;
+	err = list_entries(c, &v, &n, &total);
+	if (err)
+		return diag_set(d, err, "%s: listing the shard cache: %s",
+				c->dir, strerror(-err));
+	/*
+	 * What other stages are fetching will be there too (a file renamed
+	 * into place before its flight ends is counted once).
+	 */
+	for (const struct flight *f = c->flights; f; f = f->next)
+		total += f->bytes;
+	for (size_t i = 0; i < n; i++)
+		if (in_flight(c, v[i].name))
+			total -= v[i].bytes;
+	pinned = total;
+	for (size_t i = 0; i < n; i++)
+		if (evictable(c, v[i].name, keep, nkeep))
+			pinned -= v[i].bytes;
+	most = pinned < c->p.budget ? c->p.budget - pinned : 0;
+	for (uint32_t k = 0; k < nf; k++)
+		if (it[which[k]].o.size <= most - need)
+			need += it[which[k]].o.size;
+	for (size_t i = 0; i < n && total + need > c->p.budget; i++) {
+		if (!evictable(c, v[i].name, keep, nkeep) ||
+		    unlinkat(c->dfd, v[i].name, 0))
+			continue;
+		use_forget(c, v[i].name);
+		total -= v[i].bytes;
+		*evicted += v[i].bytes;
+	}
+	free(v);
+	*room = total < c->p.budget ? c->p.budget - total : 0;
+	return 0;
+}
+
 /*
  * A round: the shards in the cache are opened; shards other stages are
  * fetching whose records have started to arrive are read as they come
@@ -700,7 +711,7 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 	uint32_t *which = NULL, nf = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
 	size_t nkeep = 0;
-	uint64_t need = 0, room;
+	uint64_t room;
 	int err = 0;
 
 	which = calloc(n ? n : 1, sizeof(*which));
@@ -739,7 +750,6 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 			continue;
 		}
 		which[nf++] = i;
-		need += v[i].o.size;
 	}
 	if (theirs) {
 		/*
@@ -758,20 +768,7 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 		st->waited += theirs;
 		goto out;
 	}
-	/*
-	 * Evict only for what will be cached: the shards, in order, that
-	 * fit the most removing others could free. A shard larger than
-	 * that is read in place without taking anyone's cached shards.
-	 */
-	err = evict(c, UINT64_MAX, keep, nkeep, &st->evicted, &room, d);
-	if (!err && room != UINT64_MAX) {
-		need = 0;
-		for (uint32_t k = 0; k < nf; k++)
-			if (v[which[k]].o.size <= room - need)
-				need += v[which[k]].o.size;
-	}
-	if (!err)
-		err = evict(c, need, keep, nkeep, &st->evicted, &room, d);
+	err = evict(c, v, which, nf, keep, nkeep, &st->evicted, &room, d);
 	/*
 	 * What the budget has no room for is read in place, the same
 	 * shards at every stage while the cache keeps the others: a

@@ -1256,3 +1256,14 @@ const char *shard_key_text(const struct schema *s, const struct shard_field *f,
 	buf[len] = '\0';
 	return buf;
 }
+
+const char *shard_record_key(const struct shard *sh, uint64_t i,
+			     const void *rec, size_t len, char *buf, size_t n)
+{
+	struct shard_field f[SCHEMA_MAX_FIELDS];
+	struct diag ignore;
+
+	if (shard_split_record(sh, i, rec, len, f, &ignore))
+		return NULL;
+	return shard_key_text(shard_schema(sh), f, buf, n);
+}

@@ -252,4 +252,14 @@ int shard_check_field(const struct shard *sh, struct codec_ctx *ctx, unsigned i,
 const char *shard_key_text(const struct schema *s, const struct shard_field *f,
 			   char *buf, size_t n);
 
+/*
+ * The key of record i from its bytes (rec, len, as read at its index
+ * offset), split without checking its checksum: what names the source
+ * of a record found bad, even one whose checksum failed, as long as its
+ * fields still split. Into buf as shard_key_text(); NULL when they do not
+ * split or the schema has no key.
+ */
+const char *shard_record_key(const struct shard *sh, uint64_t i,
+			     const void *rec, size_t len, char *buf, size_t n);
+
 #endif /* LD_SHARD_H */

@@ -295,15 +295,13 @@ static void *reader_main(void *arg)
 static void name_source(const struct shard *sh, uint64_t i,
 			const unsigned char *p, uint32_t len, struct diag *d)
 {
-	struct shard_field f[SCHEMA_MAX_FIELDS];
-	struct diag ignore;
 	char key[160];
+	size_t n;
 
-	if (shard_split_record(sh, i, p, len, f, &ignore) ||
-	    !shard_key_text(shard_schema(sh), f, key, sizeof(key)))
+	if (!shard_record_key(sh, i, p, len, key, sizeof(key)))
 		return;
-	len = (uint32_t)strlen(d->msg);
-	snprintf(d->msg + len, sizeof(d->msg) - len, " (source %s)", key);
+	n = strlen(d->msg);
+	snprintf(d->msg + n, sizeof(d->msg) - n, " (source %s)", key);
 }
 
 static void check_chunk(struct verify_ctx *vc, const struct shard *sh,

@@ -1075,39 +1075,41 @@ enum positions_abuse {
 	PS_RESERVED,
 	PS_OPEN_PLAIN,
 	PS_OPEN_PARTIAL,
+	PS_OPEN_RANK, /* all of world 1 sent, an OPEN at rank 2^31-1 */
 };
 
 static int case_positions(struct ctx *c, const void *arg)
 {
 	const enum positions_abuse *k = arg;
 	static const char *const want[] = {
-		"before HELLO",	      "world 0",	   "world 65537",
-		"does not follow",    "does not follow",   "does not follow",
-		"does not follow",    "another plan",	   "reserved bits",
-		"not from positions", "before all of them"
+		"before HELLO",	      "world 0",
+		"world 65537",	      "does not follow",
+		"does not follow",    "does not follow",
+		"does not follow",    "another plan",
+		"reserved bits",      "not from positions",
+		"before all of them", "rank"
 	};
 	struct proto_positions *m = calloc(1, sizeof(*m));
+	bool opens = *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL ||
+		     *k == PS_OPEN_RANK;
 	struct proto_open o;
 	uint32_t seq;
 	int fd, r = 0;
 
 	if (!m)
 		return PA_FAIL;
-	fd = *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL ? ready_session(c) :
-							    dial(c);
+	fd = opens ? ready_session(c) : dial(c);
 	if (fd < 0) {
 		free(m);
 		return PA_FAIL;
 	}
-	m->world = 4;
-	m->count = 2;
+	m->world = *k == PS_OPEN_RANK ? 1 : 4;
+	m->count = *k == PS_OPEN_RANK ? 1 : 2;
 	m->plan = 0x1234;
 	m->plan_end = 1;
-	if (*k != PS_BEFORE_HELLO && *k != PS_OPEN_PLAIN &&
-	    *k != PS_OPEN_PARTIAL)
+	if (*k != PS_BEFORE_HELLO && !opens)
 		r = hello(c, fd);
-	if (!r && (*k == PS_OTHER_WORLD || *k == PS_OTHER_PLAN ||
-		   *k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL)) {
+	if (!r && (*k == PS_OTHER_WORLD || *k == PS_OTHER_PLAN || opens)) {
 		/* Ranks 0 and 1 first, accepted. */
 		r = send_msg(c, fd, PROTO_POSITIONS, ++c->seq, m, sizeof(*m),
 			     NULL, 0);
@@ -1127,14 +1129,16 @@ static int case_positions(struct ctx *c, const void *arg)
 	default: break;
 	}
 	seq = ++c->seq;
-	if (!r && *k != PS_OPEN_PLAIN && *k != PS_OPEN_PARTIAL)
+	if (!r && !opens)
 		r = send_msg(c, fd, PROTO_POSITIONS, seq, m, sizeof(*m), NULL,
 			     0);
-	if (!r && (*k == PS_OPEN_PLAIN || *k == PS_OPEN_PARTIAL)) {
+	if (!r && opens) {
 		base_open(&o);
 		snprintf(o.name, sizeof(o.name), "pa");
-		if (*k == PS_OPEN_PARTIAL)
+		if (*k != PS_OPEN_PLAIN)
 			o.flags |= PROTO_OPEN_POSITIONS;
+		if (*k == PS_OPEN_RANK)
+			o.rank = 0x7fffffff;
 		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
 	}
 	if (!r)
@@ -1157,6 +1161,7 @@ static const enum positions_abuse ps_other_plan = PS_OTHER_PLAN;
 static const enum positions_abuse ps_reserved = PS_RESERVED;
 static const enum positions_abuse ps_open_plain = PS_OPEN_PLAIN;
 static const enum positions_abuse ps_open_partial = PS_OPEN_PARTIAL;
+static const enum positions_abuse ps_open_rank = PS_OPEN_RANK;
 
 static const enum remote_abuse rm_before_hello = RM_BEFORE_HELLO;
 static const enum remote_abuse rm_unterminated = RM_UNTERMINATED;
@@ -1176,75 +1181,36 @@ static const enum status_abuse sa_past_end = SA_PAST_END;
 static const enum status_abuse sa_short = SA_SHORT;
 
 /*
- * A named stream opened at a rank past its world: refused at the OPEN,
- * before the daemon indexes a saved record's positions (NR_SAVED: the
- * name exists, made at rank 0 of world 1) or the positions given
- * (NR_GIVEN: POSITIONS of world 1 sent first) by that rank.
+ * A saved named stream (made at rank 0 of world 1) opened at a rank past
+ * its world: refused at the OPEN, before the daemon indexes the record's
+ * positions by that rank.
  */
-enum named_rank_abuse {
-	NR_SAVED,
-	NR_GIVEN,
-};
-
 static int case_named_rank(struct ctx *c, const void *arg)
 {
-	const enum named_rank_abuse *k = arg;
-	struct proto_positions *m = NULL;
 	struct proto_open o;
 	struct fx x;
-	uint32_t seq;
-	int fd, r;
+	int r;
 
+	(void)arg;
 	base_open(&o);
-	if (*k == NR_SAVED) {
-		snprintf(o.name, sizeof(o.name), "pa_rank_saved");
-		r = fx_open(c, &x, &o);
-		fx_close(&x);
-		if (r)
-			return r == 1 ? fail(c,
-					     "the OPEN at rank 0 was refused") :
-					r;
-		o.rank = 0x7fffffff;
-		r = fx_open(c, &x, &o);
-		if (r == 0)
-			r = fail(c, "OPEN accepted");
-		else if (r == 1 && !strcasestr(x.reason, "rank"))
-			r = fail(c, "reason does not mention the rank");
-		else if (r == 1)
-			r = 0;
-		if (!r)
-			r = still_usable(c, x.fd);
-		fx_close(&x);
-		return r;
-	}
-	fd = ready_session(c);
-	m = calloc(1, sizeof(*m));
-	if (fd < 0 || !m) {
-		if (fd >= 0)
-			close(fd);
-		free(m);
-		return PA_FAIL;
-	}
-	m->world = 1;
-	m->count = 1;
-	r = send_msg(c, fd, PROTO_POSITIONS, ++c->seq, m, sizeof(*m), NULL, 0);
-	snprintf(o.name, sizeof(o.name), "pa_rank_given");
-	o.flags |= PROTO_OPEN_POSITIONS;
+	snprintf(o.name, sizeof(o.name), "pa_rank_saved");
+	r = fx_open(c, &x, &o);
+	fx_close(&x);
+	if (r)
+		return r == 1 ? fail(c, "the OPEN at rank 0 was refused") : r;
 	o.rank = 0x7fffffff;
-	seq = ++c->seq;
+	r = fx_open(c, &x, &o);
+	if (r == 0)
+		r = fail(c, "OPEN accepted");
+	else if (r == 1 && !strcasestr(x.reason, "rank"))
+		r = fail(c, "reason does not mention the rank");
+	else if (r == 1)
+		r = 0;
 	if (!r)
-		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
-	if (!r)
-		r = expect_error(c, fd, seq, "rank");
-	if (!r)
-		r = still_usable(c, fd);
-	close(fd);
-	free(m);
+		r = still_usable(c, x.fd);
+	fx_close(&x);
 	return r;
 }
-
-static const enum named_rank_abuse nr_saved = NR_SAVED;
-static const enum named_rank_abuse nr_given = NR_GIVEN;
 
 static int case_open_before_files(struct ctx *c, const void *arg)
 {
@@ -2474,9 +2440,9 @@ static const struct abuse_case cases[] = {
 	{ "OPEN from positions with none sent", case_open,
 	  &open_positions_unsent },
 	{ "OPEN of a saved named stream at rank 2^31-1 of world 1",
-	  case_named_rank, &nr_saved },
+	  case_named_rank, NULL },
 	{ "POSITIONS of world 1, then an OPEN from them at rank 2^31-1",
-	  case_named_rank, &nr_given },
+	  case_positions, &ps_open_rank },
 	{ "a forged producer index in the client's mapping of the header",
 	  case_forged_prod, NULL },
 	{ "POSITIONS before HELLO", case_positions, &ps_before_hello },
