@@ -211,7 +211,7 @@ like "$(flat "$out")" '^output image dtype 1 shape 16 3 48 48 bytes 110592;total
 	"a plain center 48 (nchw u8) takes every image"
 out=$("$LDCLIENT" --pipeline 'decode | center 224 | f32' --outputs image --batch 2 --order sequential \
 	"$T/two.sock" "$D")
-like "$out" '^error: .*sample 1 \(shard [^,]*, record 1(, source [^)]*)?\): .*100x80 is smaller than the center crop of 224' \
+like "$out" '^error: .*sample 1 \(shard [^,]*, record 1, source a_rgb/01\.jpg\): .*100x80 is smaller than the center crop of 224' \
 	"a plain center 224 fails at the first image smaller than 224 (100x80)"
 
 # --- 4. bad samples ----------------------------------------------------
@@ -303,11 +303,11 @@ out=$("$LDCLIENT" --pipeline "$TRAIN" --outputs image,label --batch 4 --epochs 2
 like "$(flat "$out")" '(^|;)total batches 2 samples 8 [^;]*;stats bad_samples 4 ' \
 	"the two images above the limit are bad samples, twice (2 epochs)"
 pxlog=$(grep 'skipped bad' "$T/px.sock.log")
-like "$pxlog" 'record 1(, source [^)]*)?\): .*500x375 .*exceeds the limit of 100000 pixels' "the log says which image and why"
+like "$pxlog" 'record 1\): .*500x375 .*exceeds the limit of 100000 pixels' "the log says which image and why"
 is "$(printf '%s\n' "$pxlog" | grep -c 'exceeds the limit')" 2 "and names each of the two once"
 out=$("$LDCLIENT" --pipeline "$EVAL" --outputs image,label --batch 2 --order sequential \
 	"$T/px.sock" "$T/pxds")
-like "$out" '^error: .*sample 1 \(shard [^,]*, record 1(, source [^)]*)?\): .*exceeds the limit of 100000 pixels' \
+like "$out" '^error: .*sample 1 \(shard [^,]*, record 1\): .*exceeds the limit of 100000 pixels' \
 	"on-bad fail: the error names the sample and the pixel limit"
 out=$("$LDCLIENT" --pipeline "$TRAIN" --outputs image,label --batch 4 --stats \
 	"$T/two.sock" "$T/pxds")
