@@ -58,6 +58,8 @@ struct loaderd_opts {
 	const char *state_dir;
 	const char *cache_dir;
 	uint64_t stream_expiry;
+	uint64_t max_uid_names;
+	uint64_t max_uid_state;
 };
 
 /*
@@ -90,6 +92,12 @@ static const struct opt loaderd_table[] = {
 	{ "stream-expiry", 0, OPT_U64, O(stream_expiry), "168", "HOURS",
 	  "forget a named stream's saved position after HOURS without a checkpoint (0: never)",
 	  0, 0, OPT_F_RELOAD },
+	{ "max-uid-names", 0, OPT_U64, O(max_uid_names), "1024", "N",
+	  "named streams one user may keep in the state", 1, 1e6,
+	  OPT_F_RELOAD },
+	{ "max-uid-state", 0, OPT_SIZE, O(max_uid_state), "64M", "BYTES",
+	  "bytes one user's named streams and tar indexes may take in the state (at most 256M: a sixteenth of the state file, so that one user cannot fill it)",
+	  4096, 256 << 20, OPT_F_RELOAD },
 	{ "cache-dir", 0, OPT_STR, O(cache_dir), NULL, "DIR",
 	  "caches that may be lost (default: $CACHE_DIRECTORY from systemd, /var/cache/loaderd as root, else $XDG_CACHE_HOME/loaderd); made if missing",
 	  0, 0, 0 },
@@ -247,6 +255,8 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.max_uid_memory = o->max_uid_memory ? o->max_uid_memory :
 						      phys_memory() / 2,
 		.stream_expiry_ms = o->stream_expiry * 3600 * 1000,
+		.max_uid_names = (uint32_t)o->max_uid_names,
+		.max_uid_state = o->max_uid_state,
 	};
 }
 

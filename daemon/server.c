@@ -1453,22 +1453,15 @@ struct tar_index_ctx {
 	uint32_t uid;
 };
 
-static void tar_index_key(const struct tar_index_ctx *t, const char *id,
-			  char *key, size_t n)
-{
-	snprintf(key, n, "%" PRIu32 ":%s", t->uid, id);
-}
-
 static void *tar_index_get(void *ctx, const char *id, size_t *len)
 {
 	const struct tar_index_ctx *t = ctx;
 	struct diag d = { "" };
-	char key[96];
 	void *val;
 
-	tar_index_key(t, id, key, sizeof(key));
-	return state_get_blob(t->state, "tarix", key, &val, len, &d) ? NULL :
-								       val;
+	return state_get_blob(t->state, t->uid, "tarix", id, &val, len, &d) ?
+		       NULL :
+		       val;
 }
 
 static void tar_index_put(void *ctx, const char *id, const void *val,
@@ -1476,11 +1469,11 @@ static void tar_index_put(void *ctx, const char *id, const void *val,
 {
 	const struct tar_index_ctx *t = ctx;
 	struct diag d = { "" };
-	char key[96];
 
-	tar_index_key(t, id, key, sizeof(key));
-	if (state_put_blob(t->state, "tarix", key, val, len, &d))
-		plog(PLOG_WARN, "tar index %s not kept: %s", key, d.msg);
+	if (state_put_blob(t->state, t->uid, "tarix", id, val, len, wall_ms(),
+			   &d))
+		plog(PLOG_WARN, "uid %" PRIu32 ": tar index %s not kept: %s",
+		     t->uid, id, d.msg);
 }
 
 static void open_work(uv_work_t *req)
@@ -2752,6 +2745,9 @@ int server_new(struct server **out, uv_loop_t *loop,
 void server_set_limits(struct server *srv, const struct server_limits *lim)
 {
 	srv->lim = *lim;
+	if (srv->state)
+		state_set_limits(srv->state, lim->max_uid_names,
+				 lim->max_uid_state);
 }
 
 static void expiry_work(uv_work_t *req)
@@ -2805,6 +2801,9 @@ static void on_expiry(uv_timer_t *timer)
 void server_set_state(struct server *srv, struct state *st)
 {
 	srv->state = st;
+	if (st)
+		state_set_limits(st, srv->lim.max_uid_names,
+				 srv->lim.max_uid_state);
 	if (st)
 		(void)uv_timer_start(&srv->expiry, on_expiry, 0,
 				     SERVER_EXPIRY_MS);

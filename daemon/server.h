@@ -45,6 +45,12 @@ struct server_limits {
 	uint64_t max_uid_memory;
 	/* Drop named streams not checkpointed for this long (0: never). */
 	uint64_t stream_expiry_ms;
+	/*
+	 * The state one uid may hold (state.h): named streams, and bytes of
+	 * records (streams' and tar indexes'); 0: no limit.
+	 */
+	uint32_t max_uid_names;
+	uint64_t max_uid_state;
 };
 
 /* Where the server listens. */

@@ -53,9 +53,38 @@ struct pos_disk {
 /* Plans are small; a record claiming more is not one of ours. */
 #define STATE_PLAN_MAX_WORDS (8u << 20)
 
+/*
+ * What each uid holds, kept in the database beside what it counts and
+ * changed in the same transactions ("\0use/UID"): its names (job
+ * records) and the bytes of its records, keys and values (jobs,
+ * positions, and the pipeline's records it made). "\0use" alone says
+ * every uid's use has been counted: a file of an older loaderd, which
+ * has no such records, is counted once when opened.
+ */
+#define STATE_USE_VERSION 1
+struct use_disk {
+	uint32_t version;
+	uint32_t names;
+	uint64_t bytes;
+};
+#define USE_KIND "use"
+
+/* A blob's value: when it was written, then the caller's bytes. */
+struct blob_head {
+	uint64_t updated_ms;
+};
+
+/* A transaction's change to one uid's use. */
+struct delta {
+	int64_t names, bytes;
+};
+
 struct state {
 	MDB_env *env;
 	MDB_dbi dbi;
+	/* state_set_limits(), read by any thread (0: none). */
+	uint32_t max_names;
+	uint64_t max_bytes;
 	char path[4200];
 };
 
@@ -96,7 +125,276 @@ static int lmdb_err(int rc, const char *what, const struct state *st,
 
 	if (rc > 0 && rc < 1000)
 		err = -rc;
+	if (rc == MDB_MAP_FULL)
+		return diag_set(
+			d, err,
+			"%s: %s: the state file is full (%llu bytes, every uid's named streams and indexes together): forget named streams (loaderctl forget), or wait for them to expire",
+			st->path, what, STATE_MAP_SIZE);
 	return diag_set(d, err, "%s: %s: %s", st->path, what, mdb_strerror(rc));
+}
+
+/* The key of uid's use, "\0use/UID", in buf; "\0use" for the marker. */
+static MDB_val use_key(char *buf, size_t n, const uint32_t *uid)
+{
+	int len = uid ? snprintf(buf + 1, n - 1, USE_KIND "/%" PRIu32, *uid) :
+			snprintf(buf + 1, n - 1, USE_KIND);
+
+	buf[0] = '\0';
+	return (MDB_val){ (size_t)len + 1, buf };
+}
+
+/*
+ * The uid a record is charged to: a stream's "UID/NAME..." or a blob's
+ * "\0KIND/UID/ID". False for a record charged to none: the use records
+ * and the marker, and blobs of an older loaderd (keyed without a uid).
+ */
+static bool rec_uid(const MDB_val *k, uint32_t *uid)
+{
+	const char *p = k->mv_data, *end = p + k->mv_size, *q;
+	unsigned long long u = 0;
+
+	if (!k->mv_size)
+		return false;
+	if (p[0] == '\0') {
+		q = memchr(p + 1, '/', k->mv_size - 1);
+		if (!q || ((size_t)(q - p - 1) == strlen(USE_KIND) &&
+			   !memcmp(p + 1, USE_KIND, strlen(USE_KIND))))
+			return false;
+		p = q + 1;
+	}
+	for (q = p; q < end && q - p < 10 && *q >= '0' && *q <= '9'; q++)
+		u = u * 10 + (unsigned)(*q - '0');
+	if (q == p || q == end || *q != '/' || u > UINT32_MAX)
+		return false;
+	*uid = (uint32_t)u;
+	return true;
+}
+
+/*
+ * Apply dl to uid's use in txn, refusing growth beyond the limits: 0, an
+ * LMDB code, or -EDQUOT with the reason in d (what: the record it is
+ * for, in words).
+ */
+static int charge(MDB_txn *txn, const struct state *st, uint32_t uid,
+		  const struct delta *dl, const char *what, struct diag *d)
+{
+	uint32_t max_names = __atomic_load_n(&st->max_names, __ATOMIC_RELAXED);
+	uint64_t max_bytes = __atomic_load_n(&st->max_bytes, __ATOMIC_RELAXED);
+	struct use_disk u = { 0 };
+	char buf[32];
+	MDB_val k = use_key(buf, sizeof(buf), &uid), v;
+	int64_t names, bytes;
+	int rc;
+
+	if (!dl->names && !dl->bytes)
+		return 0;
+	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (!rc && v.mv_size == sizeof(u))
+		memcpy(&u, v.mv_data, sizeof(u));
+	else if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	if (dl->names > 0 && max_names && u.names + dl->names > max_names)
+		return diag_set(
+			d, -EDQUOT,
+			"%s: uid %" PRIu32 " holds %" PRIu32
+			" named streams, as many as max-uid-names (%" PRIu32
+			") allows: forget one (loaderctl forget NAME)",
+			what, uid, u.names, max_names);
+	if (dl->bytes > 0 && max_bytes &&
+	    u.bytes + (uint64_t)dl->bytes > max_bytes)
+		return diag_set(
+			d, -EDQUOT,
+			"%s: needs %" PRId64 " bytes of state, and uid %" PRIu32
+			" holds %" PRIu64 " of the %" PRIu64
+			" max-uid-state allows: forget named streams (loaderctl forget)",
+			what, dl->bytes, uid, u.bytes, max_bytes);
+	names = (int64_t)u.names + dl->names;
+	bytes = (int64_t)u.bytes + dl->bytes;
+	u = (struct use_disk){ .version = STATE_USE_VERSION,
+			       .names = names > 0 ? (uint32_t)names : 0,
+			       .bytes = bytes > 0 ? (uint64_t)bytes : 0 };
+	if (!u.names && !u.bytes) {
+		rc = mdb_del(txn, st->dbi, &k, NULL);
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	}
+	v = (MDB_val){ sizeof(u), &u };
+	return mdb_put(txn, st->dbi, &k, &v, 0);
+}
+
+/*
+ * Put k = v (flags: mdb_put()'s), counting in dl the change of size, and
+ * a name when name and k is new.
+ */
+static int put_rec(MDB_txn *txn, const struct state *st, MDB_val *k, MDB_val *v,
+		   unsigned flags, bool name, struct delta *dl)
+{
+	MDB_val old;
+	int rc = mdb_get(txn, st->dbi, k, &old);
+
+	if (rc == MDB_NOTFOUND) {
+		dl->bytes += (int64_t)k->mv_size;
+		dl->names += name;
+	} else if (rc) {
+		return rc;
+	} else {
+		dl->bytes -= (int64_t)old.mv_size;
+	}
+	dl->bytes += (int64_t)v->mv_size;
+	return mdb_put(txn, st->dbi, k, v, flags);
+}
+
+/* Delete k, counting it (and a name when name) in dl. */
+static int del_rec(MDB_txn *txn, const struct state *st, MDB_val *k, bool name,
+		   struct delta *dl)
+{
+	MDB_val v;
+	int rc = mdb_get(txn, st->dbi, k, &v);
+
+	if (rc)
+		return rc;
+	dl->bytes -= (int64_t)(k->mv_size + v.mv_size);
+	dl->names -= name;
+	return mdb_del(txn, st->dbi, k, NULL);
+}
+
+/* What one uid holds, while recount() counts. */
+struct tally {
+	uint32_t uid, names;
+	uint64_t bytes;
+};
+
+static struct tally *tally_of(struct tally **t, size_t *n, size_t *cap,
+			      uint32_t uid)
+{
+	for (size_t i = *n; i-- > 0;)
+		if ((*t)[i].uid == uid)
+			return &(*t)[i];
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		struct tally *g = realloc(*t, c * sizeof(**t));
+
+		if (!g)
+			return NULL;
+		*t = g;
+		*cap = c;
+	}
+	(*t)[*n] = (struct tally){ .uid = uid };
+	return &(*t)[(*n)++];
+}
+
+/*
+ * Count what each uid holds, once for a file that has not been (one
+ * written by an older loaderd): one transaction that writes every use
+ * record and the marker, and drops the blobs no uid owns.
+ */
+static int recount(struct state *st, struct diag *d)
+{
+	struct tally *t = NULL, *u;
+	size_t n = 0, cap = 0, dropped = 0;
+	char buf[32];
+	MDB_txn *txn;
+	MDB_cursor *c;
+	MDB_val k = use_key(buf, sizeof(buf), NULL), v;
+	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+
+	if (rc)
+		return lmdb_err(rc, "write", st, d);
+	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (!rc || rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return rc ? lmdb_err(rc, "read", st, d) : 0;
+	}
+	rc = mdb_cursor_open(txn, st->dbi, &c);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc, "read", st, d);
+	}
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		const char *p = k.mv_data;
+		uint32_t uid;
+
+		if (!rec_uid(&k, &uid)) {
+			/*
+			 * Use records are counted afresh; another blob is an
+			 * older loaderd's, under a key no uid owns: dropped,
+			 * which costs its tar one scan.
+			 */
+			if (k.mv_size && !p[0]) {
+				rc = mdb_cursor_del(c, 0);
+				if (rc)
+					break;
+				dropped++;
+			}
+			continue;
+		}
+		u = tally_of(&t, &n, &cap, uid);
+		if (!u) {
+			rc = ENOMEM;
+			break;
+		}
+		u->bytes += k.mv_size + v.mv_size;
+		u->names += p[0] && !memchr(p, STATE_POS_SEP, k.mv_size);
+	}
+	mdb_cursor_close(c);
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct use_disk s = { STATE_USE_VERSION, t[i].names,
+				      t[i].bytes };
+
+		k = use_key(buf, sizeof(buf), &t[i].uid);
+		v = (MDB_val){ sizeof(s), &s };
+		rc = mdb_put(txn, st->dbi, &k, &v, 0);
+	}
+	free(t);
+	if (!rc) {
+		uint32_t ver = STATE_USE_VERSION;
+
+		k = use_key(buf, sizeof(buf), NULL);
+		v = (MDB_val){ sizeof(ver), &ver };
+		rc = mdb_put(txn, st->dbi, &k, &v, 0);
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc, "count each uid's use", st, d);
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		return lmdb_err(rc, "commit", st, d);
+	if (n || dropped)
+		plog(PLOG_INFO,
+		     "state: %s: counted what %zu uids hold; %zu index records of an older loaderd dropped",
+		     st->path, n, dropped);
+	return 0;
+}
+
+void state_set_limits(struct state *st, uint32_t max_names, uint64_t max_bytes)
+{
+	__atomic_store_n(&st->max_names, max_names, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->max_bytes, max_bytes, __ATOMIC_RELAXED);
+}
+
+int state_use(struct state *st, uint32_t uid, uint32_t *names, uint64_t *bytes,
+	      struct diag *d)
+{
+	struct use_disk u = { 0 };
+	char buf[32];
+	MDB_val k = use_key(buf, sizeof(buf), &uid), v;
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return lmdb_err(rc, "read", st, d);
+	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (!rc && v.mv_size == sizeof(u))
+		memcpy(&u, v.mv_data, sizeof(u));
+	mdb_txn_abort(txn);
+	if (rc && rc != MDB_NOTFOUND)
+		return lmdb_err(rc, "read", st, d);
+	*names = u.names;
+	*bytes = u.bytes;
+	return 0;
 }
 
 /* Open the environment and its database; rc is LMDB's code. */
@@ -143,10 +441,8 @@ int state_open(struct state **out, const char *dir, struct diag *d)
 	if (!st)
 		return diag_set(d, -ENOMEM, "no memory for the state");
 	snprintf(st->path, sizeof(st->path), "%s/%s", dir, STATE_FILE);
-	if (!try_open(st, &rc)) {
-		*out = st;
-		return 0;
-	}
+	if (!try_open(st, &rc))
+		goto counted;
 	if (rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH &&
 	    rc != MDB_CORRUPTED && rc != MDB_PAGE_NOTFOUND) {
 		int err = lmdb_err(rc, "cannot open", st, d);
@@ -179,6 +475,12 @@ int state_open(struct state **out, const char *dir, struct diag *d)
 
 		free(st);
 		return err;
+	}
+counted:
+	rc = recount(st, d);
+	if (rc) {
+		state_close(st);
+		return rc;
 	}
 	*out = st;
 	return 0;
@@ -280,7 +582,7 @@ static bool pos_from_disk(const MDB_val *v, struct state_pos *p)
 }
 
 static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
-		   const struct state_job *j, uint64_t gen)
+		   const struct state_job *j, uint64_t gen, struct delta *dl)
 {
 	struct job_disk s = {
 		.version = STATE_JOB_VERSION,
@@ -297,7 +599,7 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 		.from_id = j->from_id,
 	};
 	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t), NULL };
-	int rc = mdb_put(txn, st->dbi, k, &v, MDB_RESERVE);
+	int rc = put_rec(txn, st, k, &v, MDB_RESERVE, true, dl);
 
 	if (rc)
 		return rc;
@@ -309,7 +611,7 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 }
 
 static int put_pos(MDB_txn *txn, const struct state *st, MDB_val *k,
-		   const struct state_pos *p, uint64_t gen)
+		   const struct state_pos *p, uint64_t gen, struct delta *dl)
 {
 	struct pos_disk s = {
 		.version = STATE_REC_VERSION,
@@ -321,12 +623,15 @@ static int put_pos(MDB_txn *txn, const struct state *st, MDB_val *k,
 	};
 	MDB_val v = { sizeof(s), &s };
 
-	return mdb_put(txn, st->dbi, k, &v, 0);
+	return put_rec(txn, st, k, &v, 0, false, dl);
 }
 
-/* Delete the positions of the job whose key is job (not the job). */
+/*
+ * Delete the positions of the job whose key is job (not the job),
+ * counting them in dl.
+ */
 static int del_positions(MDB_txn *txn, const struct state *st,
-			 const MDB_val *job)
+			 const MDB_val *job, struct delta *dl)
 {
 	char pre[96];
 	MDB_cursor *c;
@@ -346,12 +651,23 @@ static int del_positions(MDB_txn *txn, const struct state *st,
 		if (k.mv_size <= job->mv_size + 1 ||
 		    memcmp(k.mv_data, pre, job->mv_size + 1))
 			break;
+		dl->bytes -= (int64_t)(k.mv_size + v.mv_size);
 		rc = mdb_cursor_del(c, 0);
 		if (rc)
 			break;
 	}
 	mdb_cursor_close(c);
 	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* charge() for uid's stream name. */
+static int charge_name(MDB_txn *txn, const struct state *st, uint32_t uid,
+		       const char *name, const struct delta *dl, struct diag *d)
+{
+	char what[STATE_NAME_MAX + 16];
+
+	snprintf(what, sizeof(what), "stream \"%s\"", name);
+	return charge(txn, st, uid, dl, what, d);
 }
 
 int state_get_job(struct state *st, uint32_t uid, const char *name,
@@ -452,6 +768,7 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 		const struct state_pos *p, uint64_t *gen, struct diag *d)
 {
 	struct state_job cur = { 0 };
+	struct delta dl = { 0 };
 	bool have = false;
 	struct key key = { .buf = { 0 } };
 	MDB_val v;
@@ -484,13 +801,19 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 	} else if (renew && !(have && same_job(&cur, j))) {
 		/* (Renewing a record to the same job changes nothing.) */
 		(*gen)++;
-		rc = del_positions(txn, st, &key.job);
+		rc = del_positions(txn, st, &key.job, &dl);
 		if (!rc)
-			rc = put_job(txn, st, &key.job, j, *gen);
+			rc = put_job(txn, st, &key.job, j, *gen, &dl);
 	}
 	state_job_clear(&cur);
 	if (!rc)
-		rc = put_pos(txn, st, &key.pos, p, *gen);
+		rc = put_pos(txn, st, &key.pos, p, *gen, &dl);
+	if (!rc)
+		rc = charge_name(txn, st, uid, name, &dl, d);
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
 	if (rc)
 		goto fail;
 	rc = mdb_txn_commit(txn);
@@ -512,6 +835,7 @@ int state_put_pos(struct state *st, uint32_t uid, const char *name,
 {
 	struct state_job j;
 	struct state_pos old;
+	struct delta dl = { 0 };
 	struct key key = { .buf = { 0 } };
 	MDB_val v;
 	MDB_txn *txn;
@@ -537,7 +861,13 @@ int state_put_pos(struct state *st, uint32_t uid, const char *name,
 		mdb_txn_abort(txn);
 		return 0;
 	}
-	rc = put_pos(txn, st, &key.pos, p, p->generation);
+	rc = put_pos(txn, st, &key.pos, p, p->generation, &dl);
+	if (!rc)
+		rc = charge_name(txn, st, uid, name, &dl, d);
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
 	if (rc)
 		goto fail;
 	rc = mdb_txn_commit(txn);
@@ -550,6 +880,7 @@ fail:
 int state_forget(struct state *st, uint32_t uid, const char *name,
 		 struct diag *d)
 {
+	struct delta dl = { 0 };
 	struct key key = { .buf = { 0 } };
 	MDB_txn *txn;
 	int rc, err;
@@ -557,13 +888,15 @@ int state_forget(struct state *st, uint32_t uid, const char *name,
 	err = txn_open(st, uid, name, 0, 0, &key, &txn, d);
 	if (err)
 		return err;
-	rc = mdb_del(txn, st->dbi, &key.job, NULL);
+	rc = del_rec(txn, st, &key.job, true, &dl);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return rc == MDB_NOTFOUND ? -ENOENT :
 					    lmdb_err(rc, "delete", st, d);
 	}
-	rc = del_positions(txn, st, &key.job);
+	rc = del_positions(txn, st, &key.job, &dl);
+	if (!rc)
+		rc = charge(txn, st, uid, &dl, name, d);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return lmdb_err(rc, "delete", st, d);
@@ -583,6 +916,8 @@ static bool parse_key(const MDB_val *k, uint32_t *uid, char *buf, size_t n,
 	unsigned long long u;
 	char num[16];
 
+	if (!k->mv_size || !p[0])
+		return false; /* the daemon's own: "\0KIND/..." */
 	slash = memchr(p, '/', k->mv_size);
 	if (!slash || slash == p || (size_t)(slash - p) >= sizeof(num))
 		return false;
@@ -663,18 +998,18 @@ int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 	return 0;
 }
 
-/* A job found stale by state_expire(), to be dropped after the walk. */
+/* A job or blob found stale by state_expire(), dropped after the walk. */
 struct stale {
 	struct stale *next;
 	MDB_val key;
-	char buf[96];
+	char buf[256];
 };
 
 int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		 uint64_t *dropped, struct diag *d)
 {
 	struct stale *list = NULL, *s;
-	char cur[96];
+	char cur[256];
 	size_t curlen = 0;
 	uint64_t newest = 0;
 	MDB_txn *txn;
@@ -695,13 +1030,16 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 	}
 	/*
 	 * A job and its positions are one group of keys in a row; a group
-	 * is stale when its newest write is. A record this version cannot
-	 * read is kept, not judged.
+	 * is stale when its newest write is. A blob is a group of its own.
+	 * A record this version cannot read is kept, not judged, and so are
+	 * the use records.
 	 */
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		const char *sep =
-			rc ? NULL : memchr(k.mv_data, STATE_POS_SEP, k.mv_size);
+		bool blob = !rc && k.mv_size && !*(const char *)k.mv_data;
+		const char *sep = rc || blob ? NULL :
+					       memchr(k.mv_data, STATE_POS_SEP,
+						      k.mv_size);
 		size_t glen = rc  ? 0 :
 			      sep ? (size_t)(sep - (const char *)k.mv_data) :
 				    k.mv_size;
@@ -727,8 +1065,18 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		}
 		if (rc)
 			break;
-		if (sep ? pos_from_disk(&v, &p) : job_from_disk(&v, &j, false))
+		if (blob) {
+			struct blob_head h;
+			uint32_t uid;
+
+			if (rec_uid(&k, &uid) && v.mv_size >= sizeof(h)) {
+				memcpy(&h, v.mv_data, sizeof(h));
+				when = h.updated_ms;
+			}
+		} else if (sep ? pos_from_disk(&v, &p) :
+				 job_from_disk(&v, &j, false)) {
 			when = sep ? p.updated_ms : j.updated_ms;
+		}
 		if (!curlen && glen <= sizeof(cur)) {
 			memcpy(cur, k.mv_data, glen);
 			curlen = glen;
@@ -743,12 +1091,17 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 	for (; list; list = s) {
 		s = list->next;
 		if (!rc) {
-			int r = mdb_del(txn, st->dbi, &list->key, NULL);
+			const char *key = list->key.mv_data;
+			struct delta dl = { 0 };
+			uint32_t uid;
+			int r = del_rec(txn, st, &list->key, key[0], &dl);
 
 			if (r && r != MDB_NOTFOUND)
 				rc = r;
-			if (!rc)
-				rc = del_positions(txn, st, &list->key);
+			if (!rc && key[0])
+				rc = del_positions(txn, st, &list->key, &dl);
+			if (!rc && rec_uid(&list->key, &uid))
+				rc = charge(txn, st, uid, &dl, "expiry", d);
 			if (!rc)
 				(*dropped)++;
 		}
@@ -763,11 +1116,11 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 	return rc ? lmdb_err(rc, "commit", st, d) : 0;
 }
 
-/* "\0KIND/ID": no stream's key starts with a NUL (they start with a uid). */
-static int blob_key(const char *kind, const char *id, char *buf, size_t n,
-		    MDB_val *k)
+/* "\0KIND/UID/ID": no stream's key starts with a NUL (they start with a uid). */
+static int blob_key(uint32_t uid, const char *kind, const char *id, char *buf,
+		    size_t n, MDB_val *k)
 {
-	int len = snprintf(buf + 1, n - 1, "%s/%s", kind, id);
+	int len = snprintf(buf + 1, n - 1, "%s/%" PRIu32 "/%s", kind, uid, id);
 
 	if (len < 0 || (size_t)len >= n - 1)
 		return -ENAMETOOLONG;
@@ -777,13 +1130,14 @@ static int blob_key(const char *kind, const char *id, char *buf, size_t n,
 	return 0;
 }
 
-int state_get_blob(struct state *st, const char *kind, const char *id,
-		   void **val, size_t *len, struct diag *d)
+int state_get_blob(struct state *st, uint32_t uid, const char *kind,
+		   const char *id, void **val, size_t *len, struct diag *d)
 {
+	struct blob_head h;
 	char buf[256];
 	MDB_val k, v;
 	MDB_txn *txn;
-	int rc, err = blob_key(kind, id, buf, sizeof(buf), &k);
+	int rc, err = blob_key(uid, kind, id, buf, sizeof(buf), &k);
 
 	*val = NULL;
 	*len = 0;
@@ -794,11 +1148,15 @@ int state_get_blob(struct state *st, const char *kind, const char *id,
 	if (rc)
 		return lmdb_err(rc, "read", st, d);
 	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (!rc && v.mv_size < sizeof(h))
+		rc = MDB_NOTFOUND; /* not one of ours: none */
 	if (!rc) {
-		*val = malloc(v.mv_size ? v.mv_size : 1);
+		size_t n = v.mv_size - sizeof(h);
+
+		*val = malloc(n ? n : 1);
 		if (*val) {
-			memcpy(*val, v.mv_data, v.mv_size);
-			*len = v.mv_size;
+			memcpy(*val, (const char *)v.mv_data + sizeof(h), n);
+			*len = n;
 		}
 	}
 	mdb_txn_abort(txn);
@@ -809,13 +1167,16 @@ int state_get_blob(struct state *st, const char *kind, const char *id,
 	return *val ? 0 : diag_set(d, -ENOMEM, "%s: out of memory", st->path);
 }
 
-int state_put_blob(struct state *st, const char *kind, const char *id,
-		   const void *val, size_t len, struct diag *d)
+int state_put_blob(struct state *st, uint32_t uid, const char *kind,
+		   const char *id, const void *val, size_t len, uint64_t now_ms,
+		   struct diag *d)
 {
+	struct blob_head h = { .updated_ms = now_ms };
+	struct delta dl = { 0 };
 	char buf[256];
-	MDB_val k, v = { .mv_size = len, .mv_data = (void *)val };
+	MDB_val k, v = { .mv_size = sizeof(h) + len };
 	MDB_txn *txn;
-	int rc, err = blob_key(kind, id, buf, sizeof(buf), &k);
+	int rc, err = blob_key(uid, kind, id, buf, sizeof(buf), &k);
 
 	if (err)
 		return diag_set(d, err, "%s: key %s/%s too long", st->path,
@@ -823,7 +1184,16 @@ int state_put_blob(struct state *st, const char *kind, const char *id,
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
 		return lmdb_err(rc, "write", st, d);
-	rc = mdb_put(txn, st->dbi, &k, &v, 0);
+	rc = put_rec(txn, st, &k, &v, MDB_RESERVE, false, &dl);
+	if (!rc) {
+		memcpy(v.mv_data, &h, sizeof(h));
+		memcpy((char *)v.mv_data + sizeof(h), val, len);
+		rc = charge(txn, st, uid, &dl, kind, d);
+	}
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
 	if (rc) {
 		mdb_txn_abort(txn);
 		return lmdb_err(rc, "write", st, d);

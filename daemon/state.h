@@ -24,6 +24,16 @@
  * made: the daemon starts, the saved positions are lost (streams start
  * over, and say so), never the daemon.
  *
+ * Quotas: what each uid holds (its names, and the bytes of its records:
+ * jobs, positions and the pipeline's records it made) is counted in the
+ * same transactions that change it, and a change that would take a uid
+ * past state_set_limits() is refused with -EDQUOT and the reason, the
+ * database unchanged: so that one user cannot fill the map, whose size
+ * is fixed, and starve the others (loaderd(8), max-uid-names and
+ * max-uid-state). A change that frees (forget, expiry, a smaller record)
+ * is never refused. A file written by a loaderd that kept no such count
+ * is counted when opened.
+ *
  * Every function may be called from any thread; LMDB serializes writers
  * itself. Functions return 0 or a negative code (-ENOENT for a name not
  * saved), with the reason in d where there is one.
@@ -88,6 +98,17 @@ int state_open(struct state **out, const char *dir, struct diag *d);
 
 /* Sync and close. NULL is a no-op. */
 void state_close(struct state *st);
+
+/*
+ * From now on, at most max_names named streams and max_bytes bytes of
+ * records per uid (0: no limit; the default). A uid already past a
+ * lowered limit keeps what it has, and may only shrink it.
+ */
+void state_set_limits(struct state *st, uint32_t max_names, uint64_t max_bytes);
+
+/* What uid holds: its named streams and the bytes of its records. */
+int state_use(struct state *st, uint32_t uid, uint32_t *names, uint64_t *bytes,
+	      struct diag *d);
 
 /*
  * The record of uid's job name into *j (j->plan malloc'd: give it back
@@ -156,8 +177,8 @@ int state_each(struct state *st, uint32_t uid, bool all, state_each_fn *fn,
 
 /*
  * Drop every job of which nothing (record or position) was written for
- * max_age_ms (0: none); *dropped gets how many. Returns 0 or a negative
- * code.
+ * max_age_ms (0: none), and every blob as old; *dropped gets how many.
+ * Returns 0 or a negative code.
  */
 int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 		 uint64_t *dropped, struct diag *d);
@@ -166,15 +187,19 @@ int state_expire(struct state *st, uint64_t now_ms, uint64_t max_age_ms,
 int state_sync(struct state *st);
 
 /*
- * Opaque records of the pipeline's (a tar's index, wds.h), under keys
- * of kind/ID: stored apart from named streams (a key no name can have),
- * never listed or expired with them. state_get_blob() gives a copy the
- * caller frees, or -ENOENT; state_put_blob() replaces what was there.
+ * Opaque records of the pipeline's (a tar's index, wds.h), uid's under
+ * keys of kind/ID: stored apart from named streams (a key no name can
+ * have), never listed with them, charged to uid, and expired by
+ * state_expire() when now_ms, the time state_put_blob() was given, is
+ * as old as a job would be. state_get_blob() gives a copy the caller
+ * frees, or -ENOENT (never another uid's); state_put_blob() replaces
+ * what was there, or refuses with -EDQUOT past uid's limit.
  */
-int state_get_blob(struct state *st, const char *kind, const char *id,
-		   void **val, size_t *len, struct diag *d);
-int state_put_blob(struct state *st, const char *kind, const char *id,
-		   const void *val, size_t len, struct diag *d);
+int state_get_blob(struct state *st, uint32_t uid, const char *kind,
+		   const char *id, void **val, size_t *len, struct diag *d);
+int state_put_blob(struct state *st, uint32_t uid, const char *kind,
+		   const char *id, const void *val, size_t len, uint64_t now_ms,
+		   struct diag *d);
 
 /* The path of the environment's file (for logs). */
 const char *state_path(const struct state *st);

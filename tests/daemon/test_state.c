@@ -91,7 +91,8 @@ Test(state, job_and_positions_per_uid, .init = setup, .fini = teardown)
 	cr_expect_eq(gen, 1);
 	j.generation = gen;
 	cr_expect_eq(begin(1000, "job", &j, false, 1, 1, 40), 1);
-	cr_assert_eq(state_get_job(st, 1000, "job", &got, NULL, &d), 0, "%s", d.msg);
+	cr_assert_eq(state_get_job(st, 1000, "job", &got, NULL, &d), 0, "%s",
+		     d.msg);
 	cr_expect(got.dataset_id == 0x1234 && got.opts_id == 0x5678 &&
 		  got.world == 2 && got.generation == 1 && !got.plan);
 	state_job_clear(&got);
@@ -223,8 +224,8 @@ Test(state, record_version_2_read, .init = setup, .fini = teardown)
 		uint32_t epochs, start_epoch;
 		uint64_t start_batch, updated_ms, plan_words;
 		uint64_t plan[4];
-	} v2 = { 2, 3, 0x1234, 0x5678, 7, 100, 3, 1, 9, 5000, 4,
-		 { 1, 1 | (2ull << 32), 30, 40 } };
+	} v2 = { 2, 3, 0x1234, 0x5678, 7, 100,
+		 3, 1, 9,      5000,   4, { 1, 1 | (2ull << 32), 30, 40 } };
 	char path[4200];
 	MDB_env *env;
 	MDB_txn *txn;
@@ -265,8 +266,8 @@ static int collect(void *arg, uint32_t uid, const char *name,
 	struct seen *s = arg;
 
 	if (s->n < 16)
-		snprintf(s->names[s->n++], 80, "%u/%s/%u of %u at %u.%llu",
-			 uid, name, rank, j->world, p->epoch,
+		snprintf(s->names[s->n++], 80, "%u/%s/%u of %u at %u.%llu", uid,
+			 name, rank, j->world, p->epoch,
 			 (unsigned long long)p->batch);
 	return 0;
 }
@@ -330,8 +331,10 @@ Test(state, names_refused, .init = setup, .fini = teardown)
 		     LOADER_EUSAGE);
 	cr_expect_eq(state_begin(st, 1, "a/b", &j, true, 0, &p, &gen, &d),
 		     LOADER_EUSAGE);
-	cr_expect_eq(state_begin(st, 1, "a\x01" "b", &j, true, 0, &p, &gen,
-				 &d),
+	cr_expect_eq(state_begin(st, 1,
+				 "a\x01"
+				 "b",
+				 &j, true, 0, &p, &gen, &d),
 		     LOADER_EUSAGE);
 	cr_expect_eq(state_begin(st, 1, big, &j, true, 0, &p, &gen, &d),
 		     LOADER_EUSAGE);
@@ -378,4 +381,181 @@ Test(state, reopen_and_damage, .init = setup, .fini = teardown)
 			 "ls %s | grep -q '^loaderd.mdb.bad-[0-9]*$'", dir);
 		cr_expect_eq(system(cmd), 0, "the old file was moved aside");
 	}
+}
+
+/* uid's use, asserted readable. */
+static void use(uint32_t uid, uint32_t *names, uint64_t *bytes)
+{
+	struct diag d = { "" };
+
+	cr_assert_eq(state_use(st, uid, names, bytes, &d), 0, "%s", d.msg);
+}
+
+Test(state, quota_names, .init = setup, .fini = teardown)
+{
+	struct state_job j = job(2);
+	struct state_pos p = pos(0, 0, 0);
+	struct diag d = { "" };
+	uint32_t names;
+	uint64_t bytes, gen;
+
+	state_set_limits(st, 2, 0);
+	gen = begin(7, "a", &j, true, 0, 0, 1);
+	begin(7, "b", &j, true, 0, 0, 1);
+	cr_expect_eq(state_begin(st, 7, "c", &j, true, 0, &p, &gen, &d),
+		     -EDQUOT, "a third name of uid 7");
+	cr_expect(strstr(d.msg, "max-uid-names (2)") &&
+			  strstr(d.msg, "uid 7 holds 2"),
+		  "%s", d.msg);
+	{
+		struct state_job got;
+
+		cr_expect_eq(state_get_job(st, 7, "c", &got, NULL, &d), -ENOENT,
+			     "nothing written");
+	}
+	begin(8, "c", &j, true, 0, 0, 1);
+	j.generation = 1;
+	begin(7, "a", &j, false, 1, 0, 2);
+	j.generation = 0;
+	use(7, &names, &bytes);
+	cr_expect_eq(names, 2, "another rank of a name is no new name");
+	cr_expect(bytes > 0);
+	cr_assert_eq(state_forget(st, 7, "a", &d), 0, "%s", d.msg);
+	use(7, &names, &bytes);
+	cr_expect_eq(names, 1);
+	begin(7, "c", &j, true, 0, 0, 1);
+	state_set_limits(st, 1, 0);
+	cr_expect_eq(state_forget(st, 7, "b", &d), 0,
+		     "past a lowered limit: forgetting still works");
+	use(8, &names, &bytes);
+	cr_expect_eq(names, 1, "uid 8 counted apart");
+}
+
+Test(state, quota_bytes, .init = setup, .fini = teardown)
+{
+	uint64_t plan[256] = { 1 };
+	struct state_job j = job(1), big = job(1), got;
+	struct state_pos p = pos(0, 0, 0);
+	struct diag d = { "" };
+	uint32_t names;
+	uint64_t bytes, gen, held;
+
+	big.plan = plan;
+	big.plan_words = 256;
+	begin(7, "small", &j, true, 0, 0, 1);
+	use(7, &names, &bytes);
+	cr_expect_eq(names, 1);
+	held = bytes;
+	cr_expect(held > sizeof(uint64_t) * 8 && held < 400,
+		  "a job and a position: %llu bytes", (unsigned long long)held);
+	state_set_limits(st, 0, held + 1024);
+	cr_expect_eq(state_begin(st, 7, "big", &big, true, 0, &p, &gen, &d),
+		     -EDQUOT, "a plan of 2 KiB past the limit");
+	cr_expect(strstr(d.msg, "stream \"big\"") &&
+			  strstr(d.msg, "max-uid-state"),
+		  "%s", d.msg);
+	cr_expect_eq(state_get_job(st, 7, "big", &got, NULL, &d), -ENOENT);
+	use(7, &names, &bytes);
+	cr_expect(names == 1 && bytes == held, "the refused change left none");
+	p = pos(0, 0, 0);
+	cr_expect_eq(state_begin(st, 8, "small", &j, true, 0, &p, &gen, &d), 0,
+		     "uid 8 has its own room: %s", d.msg);
+	/* A position written over is no growth: at the limit it passes. */
+	state_set_limits(st, 0, held);
+	p = pos(1, 0, 5);
+	cr_expect_eq(state_put_pos(st, 7, "small", 0, &p, &d), 0, "%s", d.msg);
+	cr_expect_eq(state_put_pos(st, 7, "small", 1, &p, &d), -EDQUOT,
+		     "a new position is");
+	use(7, &names, &bytes);
+	cr_expect_eq(bytes, held);
+	/* Shrinking, forgetting and expiry bring the count back to 0. */
+	cr_assert_eq(state_forget(st, 7, "small", &d), 0, "%s", d.msg);
+	use(7, &names, &bytes);
+	cr_expect(names == 0 && bytes == 0, "%u %llu", names,
+		  (unsigned long long)bytes);
+}
+
+/* Delete every "\0use..." record, as a file of an older loaderd has none. */
+static void drop_use_records(void)
+{
+	char path[4200];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int n = 0;
+
+	state_close(st);
+	st = NULL;
+	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
+	cr_assert_eq(mdb_env_create(&env), 0);
+	cr_assert_eq(mdb_env_set_mapsize(env, 4ull << 30), 0);
+	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	cr_assert_eq(mdb_cursor_open(txn, dbi, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size >= 4 && !memcmp(k.mv_data, "\0use", 4)) {
+			cr_assert_eq(mdb_cursor_del(c, 0), 0);
+			n++;
+		}
+	/* And an index an older loaderd kept, under no uid. */
+	k = (MDB_val){ 13, "\0tarix/1:2:34" };
+	v = (MDB_val){ 3, "old" };
+	cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+	mdb_cursor_close(c);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	cr_expect(n >= 3, "the marker and two uids' use: %d", n);
+}
+
+Test(state, blobs_and_recount, .init = setup, .fini = teardown)
+{
+	struct state_job j = job(3);
+	struct diag d = { "" };
+	uint32_t n7, n9;
+	uint64_t b7, b9, b7_before, n;
+	size_t len;
+	void *val;
+
+	begin(7, "a", &j, true, 0, 0, 1);
+	begin(7, "a", &j, true, 2, 0, 1);
+	begin(9, "b", &j, true, 1, 0, 1);
+	use(7, &n7, &b7_before);
+	cr_assert_eq(
+		state_put_blob(st, 7, "tarix", "1:2", "index", 5, 5000, &d), 0,
+		"%s", d.msg);
+	use(7, &n7, &b7);
+	cr_expect(n7 == 1 && b7 > b7_before + 5, "the index is charged to 7");
+	cr_expect_eq(state_get_blob(st, 9, "tarix", "1:2", &val, &len, &d),
+		     -ENOENT, "another uid is never given it");
+	cr_assert_eq(state_get_blob(st, 7, "tarix", "1:2", &val, &len, &d), 0);
+	cr_expect(len == 5 && !memcmp(val, "index", 5));
+	free(val);
+	state_set_limits(st, 0, b7);
+	cr_expect_eq(state_put_blob(st, 7, "tarix", "1:3", "more", 4, 5000, &d),
+		     -EDQUOT, "a second index past the limit");
+	state_set_limits(st, 0, 0);
+	use(9, &n9, &b9);
+	drop_use_records();
+	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+	{
+		uint32_t a;
+		uint64_t b;
+
+		use(7, &a, &b);
+		cr_expect(a == n7 && b == b7, "7 counted again: %u %llu", a,
+			  (unsigned long long)b);
+		use(9, &a, &b);
+		cr_expect(a == n9 && b == b9, "9 counted again");
+	}
+	/* The blob expires as a job does; its bytes go with it. */
+	cr_assert_eq(state_expire(st, 5100, 1000, &n, &d), 0, "%s", d.msg);
+	cr_expect_eq(n, 0);
+	cr_assert_eq(state_expire(st, 6000, 1000, &n, &d), 0, "%s", d.msg);
+	cr_expect_eq(n, 3, "a, b and the index");
+	use(7, &n7, &b7);
+	cr_expect(n7 == 0 && b7 == 0, "%u %llu", n7, (unsigned long long)b7);
 }

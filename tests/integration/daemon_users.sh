@@ -6,7 +6,10 @@
 # breaks the rules, and the daemon stays up. The daemon opens nothing by
 # path: a manifest naming root's shards gets nobody nothing; the
 # daemon's own descriptors and memory are closed to it (/proc); it sees
-# none of root's streams, and root's stream runs on unharmed.
+# none of root's streams, and root's stream runs on unharmed. Nor can it
+# fill the state that named streams are kept in: past its own quota of
+# names, or of bytes, its new names are refused naming the limit, while
+# root's are not.
 . "$top_srcdir/tests/integration/tap.sh"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root, to run a client as another user"
@@ -15,7 +18,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 17
+plan 30
 as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
 
 # root's dataset, closed to others; nobody's own copy, open to it.
@@ -77,3 +80,43 @@ ok "root's stream is still held open, unharmed" test $? -eq 0
 kill "$rootc" 2>/dev/null
 wait "$rootc" 2>/dev/null
 stop_daemon "$P" "$T/d.sock.log"
+
+# The state's quotas, per uid: nobody fills its own, root is unaffected.
+# Each stream: 2 batches of 5000, released, its position saved.
+named() {
+	"$LDCLIENT" --batch 5000 --epochs 1 --name "$2" "$1" "$3" 2>&1
+}
+start_daemon "$T/q.sock" --socket-mode 0666 --threads 1 --max-uid-names 3
+P=$DAEMON_PID
+refused=
+for i in 1 2 3 4; do
+	out=$(as_nobody "$LDCLIENT" --batch 5000 --epochs 1 --name "n$i" \
+		"$T/q.sock" "$T/pub/own" 2>&1) || { refused=$i; break; }
+done
+is "$refused" 4 "nobody's fourth name is refused (max-uid-names 3)"
+like "$out" 'uid 65534 holds 3 named streams, as many as max-uid-names \(3\)' \
+	"... naming the limit and what it holds"
+out=$(named "$T/q.sock" r1 "$T/root/test")
+like "$out" '^total batches 2 ' "root's new name is not refused"
+as_nobody "$LOADERCTL" forget --socket "$T/q.sock" n1 >/dev/null 2>&1
+out=$(as_nobody "$LDCLIENT" --batch 5000 --epochs 1 --name n4 \
+	"$T/q.sock" "$T/pub/own" 2>&1)
+like "$out" '^total batches 2 ' "forgetting one makes room for another"
+stop_daemon "$P" "$T/q.sock.log"
+
+# The same state, now with room for names but 4 KiB of records each.
+start_daemon "$T/q.sock" --socket-mode 0666 --threads 1 \
+	--state-dir "$T/q.sock.state" --max-uid-names 1000 --max-uid-state 4K
+P=$DAEMON_PID
+refused=
+for i in $(seq 5 60); do
+	out=$(as_nobody "$LDCLIENT" --batch 5000 --epochs 1 --name "n$i" \
+		"$T/q.sock" "$T/pub/own" 2>&1) || { refused=$i; break; }
+done
+ok "nobody's names are refused once its records pass 4 KiB (name n${refused:-none})" \
+	test -n "$refused"
+like "$out" 'needs [0-9]+ bytes of state, and uid 65534 holds [0-9]+ of the 4096 max-uid-state allows' \
+	"... naming the limit, what it holds and what the record needs"
+out=$(named "$T/q.sock" r2 "$T/root/test")
+like "$out" '^total batches 2 ' "root's new name is still not refused"
+stop_daemon "$P" "$T/q.sock.log"
