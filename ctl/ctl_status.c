@@ -212,11 +212,11 @@ static void print_status(const struct daemon_reading *r)
 	       st->sessions_all, st->streams_all,
 	       opts_size_str(st->ring_bytes, ra, sizeof(ra)));
 	if (st->memory_budget)
-		printf(", memory %s of %s (rings and prefetch)",
+		printf(", memory %s of %s (rings, prefetch, scratch and shard indexes)",
 		       opts_size_str(st->memory_used, ra, sizeof(ra)),
 		       opts_size_str(st->memory_budget, rb, sizeof(rb)));
 	else
-		printf(", memory %s (rings and prefetch; no budget)",
+		printf(", memory %s (rings, prefetch, scratch and shard indexes; no budget)",
 		       opts_size_str(st->memory_used, ra, sizeof(ra)));
 	printf("; limits: ring %s a stream, %s and %" PRIu32
 	       " streams a user\n",

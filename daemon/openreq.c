@@ -1,9 +1,13 @@
 /*
- * openreq.c - from struct proto_open to struct stream_config.
+ * openreq.c - from struct proto_open to struct stream_config, and
+ * POSITIONS gathered for it.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "loader_error.h"
 #include "openreq.h"
 #include "tie.h"
@@ -126,4 +130,72 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	 * before the stream is made.
 	 */
 	return stream_config_check(c, d);
+}
+
+int openreq_positions(struct openreq_given *g, const struct proto_positions *m,
+		      struct diag *d)
+{
+	if (!m->world || m->world > STREAM_MAX_WORLD)
+		return diag_set(d, LOADER_EPROTO,
+				"POSITIONS of world %" PRIu32 " (1..%d)",
+				m->world, STREAM_MAX_WORLD);
+	if (g->pos && (m->plan != g->plan || m->plan_end != g->plan_end))
+		return diag_set(
+			d, LOADER_EPROTO,
+			"POSITIONS with another plan than the ranks before");
+	if ((g->pos && m->world != g->world) || m->first != g->got ||
+	    !m->count || m->count > PROTO_POSITIONS_MAX ||
+	    m->count > m->world - m->first)
+		return diag_set(d, LOADER_EPROTO,
+				"POSITIONS first %" PRIu32 " count %" PRIu32
+				" world %" PRIu32
+				" does not follow the %" PRIu32
+				" ranks received",
+				m->first, m->count, m->world, g->got);
+	for (uint32_t i = 0; i < m->count; i++)
+		if (m->pos[i].reserved)
+			return diag_set(d, LOADER_EPROTO,
+					"POSITIONS: rank %" PRIu32
+					" has reserved bits set",
+					m->first + i);
+	if (!g->pos) {
+		g->pos = mem_calloc(m->world, sizeof(*g->pos));
+		if (!g->pos)
+			return diag_set(d, -ENOMEM, "out of memory");
+		g->world = m->world;
+		g->plan = m->plan;
+		g->plan_end = m->plan_end;
+	}
+	memcpy(g->pos + m->first, m->pos, m->count * sizeof(*m->pos));
+	g->got += m->count;
+	return 0;
+}
+
+int openreq_given_check(const struct openreq_given *g, uint32_t flags,
+			struct diag *d)
+{
+	if (flags & PROTO_OPEN_POSITIONS) {
+		if (!g->pos || g->got != g->world)
+			return diag_set(
+				d, LOADER_EPROTO,
+				"an OPEN from positions before all of them were sent");
+	} else if (g->pos) {
+		return diag_set(
+			d, LOADER_EPROTO,
+			"POSITIONS were sent, and the OPEN is not from positions");
+	}
+	return 0;
+}
+
+const struct proto_position *openreq_given_rank(const struct openreq_given *g,
+						uint32_t world, uint32_t rank)
+{
+	return g->pos && g->world == world && rank < g->world ? &g->pos[rank] :
+								NULL;
+}
+
+void openreq_given_clear(struct openreq_given *g)
+{
+	free(g->pos);
+	*g = (struct openreq_given){ 0 };
 }

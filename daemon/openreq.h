@@ -2,7 +2,9 @@
  * openreq.h - an OPEN request off the wire: check the fields that only
  * the protocol has (flags, reserved words, terminated strings, enum
  * values) and turn it into the pipeline's stream configuration, so that
- * pipeline/ never sees a protocol struct.
+ * pipeline/ never sees a protocol struct; and the POSITIONS messages
+ * that may come before it, checked and gathered. Every field of both is
+ * checked here, before the daemon uses any.
  */
 #ifndef LD_OPENREQ_H
 #define LD_OPENREQ_H
@@ -19,5 +21,42 @@
  */
 int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d);
+
+/*
+ * POSITIONS received: where an earlier world's ranks stopped, pos[0..
+ * got - 1] of world, and the plan they ran under (OPEN_OK's). Zeroed:
+ * none yet.
+ */
+struct openreq_given {
+	struct proto_position *pos;
+	uint32_t world, got, plan_end;
+	uint64_t plan;
+};
+
+/*
+ * Take POSITIONS m into g (pos allocated by the first): the next ranks
+ * in order, of the same world and plan as those before. Returns 0, or
+ * LOADER_EPROTO (or -ENOMEM) with the reason in d, g unchanged. Whether
+ * the session may send one now is the caller's to check.
+ */
+int openreq_positions(struct openreq_given *g, const struct proto_positions *m,
+		      struct diag *d);
+
+/*
+ * Does an OPEN with flags go with the POSITIONS in g: all of them for an
+ * OPEN from positions, none for another? 0 or LOADER_EPROTO.
+ */
+int openreq_given_check(const struct openreq_given *g, uint32_t flags,
+			struct diag *d);
+
+/*
+ * The position g holds for rank of world: NULL unless g's positions are
+ * of that world (and rank is below it).
+ */
+const struct proto_position *openreq_given_rank(const struct openreq_given *g,
+						uint32_t world, uint32_t rank);
+
+/* Free g's positions and zero it. */
+void openreq_given_clear(struct openreq_given *g);
 
 #endif /* LD_OPENREQ_H */

@@ -115,16 +115,6 @@ struct uid_use {
 
 struct open_job;
 
-/*
- * POSITIONS received: where an earlier world's ranks stopped, pos[0..
- * got - 1] of world, and the plan they ran under (OPEN_OK's).
- */
-struct given {
-	struct proto_position *pos;
-	uint32_t world, got, plan_end;
-	uint64_t plan;
-};
-
 struct session {
 	struct server *srv;
 	uv_poll_t poll;
@@ -140,7 +130,7 @@ struct session {
 	struct open_job *opening; /* an OPEN in flight, or NULL */
 	/* A dataset in an object store and the client's credentials. */
 	struct proto_remote *remote;
-	struct given given; /* POSITIONS so far */
+	struct openreq_given given; /* POSITIONS so far */
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
@@ -190,8 +180,9 @@ struct open_job {
 	bool renew;
 	uint32_t *from_epoch; /* the old world's positions (a new world) */
 	uint64_t *from_batch;
-	struct given given; /* the session's POSITIONS, taken (all of them) */
-	uint64_t plan;	    /* the stream's, for OPEN_OK (plan_id()) */
+	/* The session's POSITIONS, taken (all of them). */
+	struct openreq_given given;
+	uint64_t plan; /* the stream's, for OPEN_OK (plan_id()) */
 	uint32_t plan_end;
 	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
@@ -743,8 +734,7 @@ static void session_end(struct session *ss, const char *why)
 	close_files(ss);
 	remote_free(ss->remote);
 	ss->remote = NULL;
-	free(ss->given.pos);
-	ss->given.pos = NULL;
+	openreq_given_clear(&ss->given);
 	*ss->pprev = ss->next;
 	if (ss->next)
 		ss->next->pprev = ss->pprev;
@@ -901,47 +891,19 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 static void on_positions(struct session *ss, const struct proto_hdr *h,
 			 const struct proto_positions *m)
 {
-	struct given *g = &ss->given;
-	char why[200] = "";
+	struct diag d;
+	int err;
 
-	if (!ss->hello || ss->stream || ss->opening)
-		snprintf(why, sizeof(why), "POSITIONS %s",
-			 !ss->hello ? "before HELLO" : "after OPEN");
-	else if (!m->world || m->world > STREAM_MAX_WORLD)
-		snprintf(why, sizeof(why),
-			 "POSITIONS of world %" PRIu32 " (1..%d)", m->world,
-			 STREAM_MAX_WORLD);
-	else if (g->pos && (m->plan != g->plan || m->plan_end != g->plan_end))
-		snprintf(why, sizeof(why),
-			 "POSITIONS with another plan than the ranks before");
-	else if ((g->pos && m->world != g->world) || m->first != g->got ||
-		 !m->count || m->count > PROTO_POSITIONS_MAX ||
-		 m->count > m->world - m->first)
-		snprintf(why, sizeof(why),
-			 "POSITIONS first %" PRIu32 " count %" PRIu32
-			 " world %" PRIu32 " does not follow the %" PRIu32
-			 " ranks received",
-			 m->first, m->count, m->world, g->got);
-	for (uint32_t i = 0; !why[0] && i < m->count; i++)
-		if (m->pos[i].reserved)
-			snprintf(why, sizeof(why),
-				 "POSITIONS: rank %" PRIu32
-				 " has reserved bits set",
-				 m->first + i);
-	if (!why[0] && !g->pos) {
-		g->pos = mem_calloc(m->world, sizeof(*g->pos));
-		if (!g->pos)
-			snprintf(why, sizeof(why), "out of memory");
-		g->world = m->world;
-		g->plan = m->plan;
-		g->plan_end = m->plan_end;
-	}
-	if (why[0]) {
-		reply_error(ss, h->seq, LOADER_EPROTO, why);
+	if (!ss->hello || ss->stream || ss->opening) {
+		reply_error(ss, h->seq, LOADER_EPROTO,
+			    !ss->hello ? "POSITIONS before HELLO" :
+					 "POSITIONS after OPEN");
 		return;
 	}
-	memcpy(g->pos + m->first, m->pos, m->count * sizeof(*m->pos));
-	g->got += m->count;
+	err = openreq_positions(&ss->given, m, &d);
+	if (err)
+		reply_error(ss, h->seq, err == -ENOMEM ? err : LOADER_EPROTO,
+			    d.msg);
 }
 
 /* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
@@ -1187,7 +1149,7 @@ static uint64_t plan_id(const uint64_t *plan, size_t words, uint32_t *end)
 }
 
 /* The identity of what an OPEN's POSITIONS say (never 0). */
-static uint64_t given_id(const struct given *g)
+static uint64_t given_id(const struct openreq_given *g)
 {
 	struct {
 		uint32_t world, plan_end;
@@ -1234,11 +1196,10 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		       uint32_t end)
 {
 	struct state_job *old = &j->job;
-	const struct given *g = &j->given;
+	const struct openreq_given *g = &j->given;
 	/* This rank's position, when the positions are of its own world. */
 	const struct proto_position *mine =
-		g->world == world && c->rank < g->world ? &g->pos[c->rank] :
-							  NULL;
+		openreq_given_rank(g, world, c->rank);
 	uint32_t lo = UINT32_MAX, rend;
 	bool have = !j->fresh && !j->renew, dropped = false;
 	uint64_t rec, from = given_id(g);
@@ -1635,17 +1596,18 @@ out:
 	free(j->from_batch);
 	j->from_epoch = NULL;
 	j->from_batch = NULL;
-	free(j->given.pos);
-	j->given.pos = NULL;
+	openreq_given_clear(&j->given);
 }
 
 /*
- * Would a stream whose ring takes ring bytes and whose prefetch and
- * scratch take mem pass uid u's limits or the daemon's memory budget,
- * with what the streams hold now? Says by how much in why.
+ * Would a stream whose ring takes ring bytes and whose prefetch, scratch
+ * and indexes take mem (index of it the indexes) pass uid u's limits or
+ * the daemon's memory budget, with what the streams hold now? Says by
+ * how much in why.
  */
 static bool stream_over(const struct server *srv, const struct uid_use *u,
-			uint64_t ring, uint64_t mem, char *why, size_t n)
+			uint64_t ring, uint64_t mem, uint64_t index, char *why,
+			size_t n)
 {
 	uint64_t rings = u ? u->bytes : 0, held = u ? u->mem : 0;
 	unsigned uid = u ? (unsigned)u->uid : 0;
@@ -1664,9 +1626,10 @@ static bool stream_over(const struct server *srv, const struct uid_use *u,
 			why, n,
 			"stream of %" PRIu64 " bytes (ring %" PRIu64
 			", prefetch and scratch %" PRIu64
+			", shard indexes %" PRIu64
 			"): uid %u's streams hold %" PRIu64 " of its %" PRIu64
 			" (max-uid-memory; its other streams opened meanwhile)",
-			ring + mem, ring, mem, uid, held,
+			ring + mem, ring, mem - index, index, uid, held,
 			srv->lim.max_uid_memory);
 		return true;
 	}
@@ -1675,10 +1638,11 @@ static bool stream_over(const struct server *srv, const struct uid_use *u,
 		snprintf(why, n,
 			 "stream of %" PRIu64 " bytes (ring %" PRIu64
 			 ", prefetch and scratch %" PRIu64
+			 ", shard indexes %" PRIu64
 			 "): the streams hold %" PRIu64
 			 " of the memory budget of %" PRIu64
 			 " bytes (other streams opened meanwhile)",
-			 ring + mem, ring, mem, srv->mem_used,
+			 ring + mem, ring, mem - index, index, srv->mem_used,
 			 srv->lim.memory_budget);
 		return true;
 	}
@@ -1701,8 +1665,7 @@ static void open_done(uv_work_t *req, int status)
 	ss->opening = NULL;
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
-	free(j->given.pos);
-	j->given.pos = NULL;
+	openreq_given_clear(&j->given);
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -1733,8 +1696,9 @@ static void open_done(uv_work_t *req, int status)
 	 */
 	u = uid_find(srv, ss->cred.uid);
 	mem = stream_layout(j->stream)->mem_bytes;
-	if (!ss->ended &&
-	    stream_over(srv, u, ok.ring_bytes, mem, why, sizeof(why))) {
+	if (!ss->ended && stream_over(srv, u, ok.ring_bytes, mem,
+				      stream_layout(j->stream)->index_bytes,
+				      why, sizeof(why))) {
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
 			 NULL, j->saver, ss->label);
 		reply_error(ss, j->seq, LOADER_ETOOBIG, why);
@@ -1778,8 +1742,10 @@ static void open_done(uv_work_t *req, int status)
 		     j->staged.retries, j->staged.evicted);
 	plog(PLOG_INFO,
 	     "%s: stream open: %" PRIu64 " samples, %" PRIu64
-	     " batches per epoch, ring %" PRIu64 " bytes",
-	     ss->label, ok.samples, ok.batches_per_epoch, ok.ring_bytes);
+	     " batches per epoch, ring %" PRIu64 " bytes, other memory %" PRIu64
+	     " (shard indexes %" PRIu64 ")",
+	     ss->label, ok.samples, ok.batches_per_epoch, ok.ring_bytes, mem,
+	     stream_layout(j->stream)->index_bytes);
 	if (ss->named.name[0])
 		plog(PLOG_INFO,
 		     "%s: stream \"%s\" %s at epoch %" PRIu32 " batch %" PRIu64,
@@ -1914,6 +1880,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	struct open_job *j;
 	struct teardown *down;
 	struct uid_use *u;
+	struct diag d;
 	uint64_t budget;
 	int err;
 
@@ -1935,14 +1902,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			"REMOTE was sent, and the OPEN is not of a remote dataset");
 		return;
 	}
-	if ((m->flags & PROTO_OPEN_POSITIONS) ?
-		    !ss->given.pos || ss->given.got != ss->given.world :
-		    ss->given.pos != NULL) {
-		reply_error(
-			ss, h->seq, LOADER_EPROTO,
-			m->flags & PROTO_OPEN_POSITIONS ?
-				"an OPEN from positions before all of them were sent" :
-				"POSITIONS were sent, and the OPEN is not from positions");
+	if (openreq_given_check(&ss->given, m->flags, &d)) {
+		reply_error(ss, h->seq, LOADER_EPROTO, d.msg);
 		return;
 	}
 	if (!ss->remote &&
@@ -2030,7 +1991,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	u->streams++;
 	ss->files_charged = 0;
 	ss->remote = NULL;
-	ss->given = (struct given){ 0 };
+	ss->given = (struct openreq_given){ 0 };
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
 	ss->opening = j;

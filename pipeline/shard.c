@@ -911,6 +911,14 @@ uint64_t shard_file_size(const struct shard *sh)
 	return sh->file_size;
 }
 
+uint64_t shard_index_bytes(const struct shard *sh)
+{
+	if (sh->wds)
+		return sh->count * (SHARD_INDEX_ENTRY +
+				    sh->wds->schema.nfields * sizeof(uint64_t));
+	return sh->footer_size;
+}
+
 void shard_data_range(const struct shard *sh, uint64_t *begin, uint64_t *end)
 {
 	*begin = sh->wds ? 0 : SHARD_HEADER_SIZE;

@@ -153,6 +153,13 @@ const char *shard_name(const struct shard *sh);
 
 /* File size, and the [begin, end) byte range that holds the records. */
 uint64_t shard_file_size(const struct shard *sh);
+
+/*
+ * Bytes of memory the open shard holds for its index: its footer, copied
+ * to the heap, or the index of a tar read in place (which the caller
+ * keeps).
+ */
+uint64_t shard_index_bytes(const struct shard *sh);
 void shard_data_range(const struct shard *sh, uint64_t *begin, uint64_t *end);
 
 /* Index entry i. Returns 0 or LOADER_ERANGE. */

@@ -379,17 +379,45 @@ static int plan_memory(struct stream *s, struct diag *d)
 	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
 	per_worker = (s->max_field ? s->max_field : 1) +
 		     (s->pipe ? imgpipe_ws_bytes(s->pipe) : 0);
-	s->lay.mem_bytes = s->arena_size + workers * per_worker;
+	s->lay.mem_bytes =
+		s->arena_size + workers * per_worker + s->lay.index_bytes;
 	if (s->c.max_mem && s->lay.mem_bytes > s->c.max_mem)
 		return diag_set(d, LOADER_ETOOBIG,
 				"the stream would hold %" PRIu64
 				" bytes beside its ring (prefetch %" PRIu64
 				", decode scratch %" PRIu64 " x %" PRIu64
-				" workers), more than the %" PRIu64 " %s",
+				" workers, shard indexes %" PRIu64
+				"), more than the %" PRIu64 " %s",
 				s->lay.mem_bytes, s->arena_size, per_worker,
-				workers, s->c.max_mem,
+				workers, s->lay.index_bytes, s->c.max_mem,
 				s->c.max_mem_why ? s->c.max_mem_why :
 						   "allowed");
+	return 0;
+}
+
+/*
+ * Count what shard i's index holds in memory (lay.index_bytes), and
+ * refuse as soon as the indexes alone pass max_mem: a dataset of many
+ * records per shard is refused before all of its footers are read.
+ */
+static int count_index(struct stream *s, uint32_t i, const char *name,
+		       struct diag *d)
+{
+	uint64_t mem = shard_index_bytes(s->sh[i]);
+	struct stat st;
+
+	/* A shard read in place: its header and tail in a memfd. */
+	if (rread_has(s->c.rread, i) && !fstat(s->fds[i + 1], &st))
+		mem += (uint64_t)st.st_blocks * 512;
+	s->lay.index_bytes += mem;
+	if (s->c.max_mem && s->lay.index_bytes > s->c.max_mem)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"the indexes of the dataset's shards take %" PRIu64
+			" bytes of memory by shard %" PRIu32 " (%s: %" PRIu64
+			"), more than the %" PRIu64 " %s",
+			s->lay.index_bytes, i, name, mem, s->c.max_mem,
+			s->c.max_mem_why ? s->c.max_mem_why : "allowed");
 	return 0;
 }
 
@@ -777,6 +805,8 @@ static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 			      shard_open(&s->sh[i], s->fds[i + 1], name, d);
 		if (!err)
 			err = dataset_check_shard(s->ds, i, s->sh[i], d);
+		if (!err)
+			err = count_index(s, i, name, d);
 		if (err) {
 			free(counts);
 			return err;

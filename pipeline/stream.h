@@ -199,7 +199,14 @@ struct stream_layout {
 	uint64_t batches_per_epoch;
 	uint64_t samples;	  /* of this rank, per epoch */
 	struct order_sched sched; /* where each epoch starts (order.h) */
-	uint64_t mem_bytes;	  /* prefetch arena and decode scratch */
+	/* Prefetch arena, decode scratch and indexes (index_bytes). */
+	uint64_t mem_bytes;
+	/*
+	 * Of mem_bytes, what the dataset's indexes take: the shards'
+	 * footers (or tars' indexes), and the memory holding the header and
+	 * tail of each s3:// shard read in place.
+	 */
+	uint64_t index_bytes;
 	uint32_t noutputs;
 	struct stream_tensor out[STREAM_MAX_OUTPUTS];
 };

@@ -4,14 +4,16 @@
 # nothing (and their refusals do not flood the log); a session sending
 # garbage in a loop is answered every time but logged a few times a
 # second, with a count of the rest; the ranks of one job opening at once
-# are not refused by rings they have not made yet.
+# are not refused by rings they have not made yet. A stream's memory
+# counts its dataset's index, so that a shard of many small records is
+# refused past the user's memory, and shown in the status.
 . "$top_srcdir/tests/integration/tap.sh"
 
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 19
+plan 22
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
@@ -136,7 +138,7 @@ for i in 1 2 3; do "$TOOLS/mkjpeg" "$T/img/c/$i.jpg" 320 240 $i; done
 "$LOADERCTL" pack "$T/img" "$T/jp" >/dev/null
 start_daemon "$T/s.sock" --max-uid-memory 1G
 out=$("$LDCLIENT" --batch 2 --pipeline 'decode | rrc 8192 | u8' "$T/s.sock" "$T/jp" 2>&1)
-like "$out" 'the stream would hold [0-9]+ bytes beside its ring \(prefetch [0-9]+, decode scratch [0-9]+ x [0-9]+ workers\), more than the 1073741824 bytes uid [0-9]+ may still hold' \
+like "$out" 'the stream would hold [0-9]+ bytes beside its ring \(prefetch [0-9]+, decode scratch [0-9]+ x [0-9]+ workers, shard indexes [0-9]+\), more than the 1073741824 bytes uid [0-9]+ may still hold' \
 	"a pipeline whose scratch passes max-uid-memory is refused, with the numbers"
 hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status")
 ok "and nothing of it was allocated (peak ${hwm} kB)" test "${hwm:-999999}" -lt 204800
@@ -156,3 +158,39 @@ done
 is "$refused" 6 "six OPENs refused after their $(($(cat "$T/nshards") + 1)) files each came"
 out=$("$LDCLIENT" --batch 100 "$T/f.sock" "$D" 2>&1)
 like "$out" '^total batches 100 ' "the user's descriptor quota is whole again: the next OPEN is served"
+
+# --- 7. shard indexes are memory the stream holds ------------------------------
+# 700,000 one-pixel samples in one shard: 1.4 MB of data, a 16.8 MB footer
+# (24 bytes a record), which every stream of it holds on the heap.
+PY=/usr/bin/python3
+mkdir "$T/tiny"
+"$PY" - "$T/tiny" <<'PYEOF'
+import struct, sys
+n = 700000
+with open(sys.argv[1] + "/train-images-idx3-ubyte", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 1, 1) + bytes(i % 251 for i in range(n)))
+with open(sys.argv[1] + "/train-labels-idx1-ubyte", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PYEOF
+"$LOADERCTL" pack --split train "$T/tiny" "$T/tinyds" >/dev/null
+start_daemon "$T/x.sock" --max-uid-memory 12M
+out=$("$LDCLIENT" --batch 1000 --prefetch 1048576 "$T/x.sock" "$T/tinyds/train" 2>&1)
+like "$out" 'the indexes of the dataset.s shards take 168[0-9]{5} bytes of memory by shard 0 \(shard-00000.lds: 168[0-9]{5}\), more than the 12582912 bytes uid [0-9]+ may still hold' \
+	"a 16.8 MB index past max-uid-memory 12M is refused, naming it"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+start_daemon "$T/x.sock" --memory-budget 32M
+"$LDCLIENT" --batch 1000 --prefetch 1048576 --hold-after 1 "$T/x.sock" \
+	"$T/tinyds/train" >"$T/x.out" 2>&1 &
+xc=$!
+wait_for 'holding after' "$T/x.out"
+used=$("$LOADERCTL" status --json --socket "$T/x.sock" |
+	sed -n 's/.*"memory_used": *\([0-9]*\).*/\1/p')
+ok "the status counts the index in the stream's memory (${used:-?} bytes > 16.8 MB)" \
+	test "${used:-0}" -gt 16800000
+out=$("$LDCLIENT" --batch 1000 --prefetch 1048576 --slots 2 "$T/x.sock" \
+	"$T/tinyds/train" 2>&1)
+like "$out" 'the indexes of the dataset.s shards take 168[0-9]{5} bytes of memory by shard 0 \(shard-00000.lds: 168[0-9]{5}\), more than the [0-9]+ bytes left of loaderd.s memory budget \(the streams hold 180[0-9]{5} of 33554432\)' \
+	"... and in the budget: a second stream's index does not fit beside the first's"
+kill "$xc" 2>/dev/null
+wait "$xc" 2>/dev/null

@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 102
+plan 103
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -501,6 +501,12 @@ same_batches "$T/small.sock" "a $BIGB-byte shard, past the whole budget" s3://da
 	"$T/big/train" --order sequential --batch 500
 like "$(grep 's3://data/big: ' "$SLOG" | tail -1)" ', 1 read in place' \
 	"it is read in place"
+# Its index is memory the stream holds twice: the footer on the heap, and
+# the header and tail in the memfd that stands for the shard.
+ix=$(grep 'stream open: 60000 samples' "$SLOG" | tail -1 |
+	sed -n 's/.*(shard indexes \([0-9]*\)).*/\1/p')
+ok "its index is charged to the stream twice over (${ix:-none} bytes >= 2 x 60000 x 24)" \
+	test "${ix:-0}" -ge 2880000
 is "$(ls "$T/small.sock.cache/s3"/*.shard 2>/dev/null | sort | xargs cat 2>/dev/null | wc -c)" "$kept" \
 	"and the other dataset's $kept cached bytes stay"
 kill $DAEMON_PID
