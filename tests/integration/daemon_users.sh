@@ -9,7 +9,8 @@
 # none of root's streams, and root's stream runs on unharmed. Nor can it
 # fill the state that named streams are kept in: past its own quota of
 # names, or of bytes, its new names are refused naming the limit, while
-# root's are not.
+# root's are not. The index kept for root's stream of a tar is root's
+# alone: nobody's stream of the same file makes its own.
 . "$top_srcdir/tests/integration/tap.sh"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root, to run a client as another user"
@@ -18,7 +19,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 30
+plan 35
 as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
 
 # root's dataset, closed to others; nobody's own copy, open to it.
@@ -120,3 +121,23 @@ like "$out" 'needs [0-9]+ bytes of state, and uid 65534 holds [0-9]+ of the 4096
 out=$(named "$T/q.sock" r2 "$T/root/test")
 like "$out" '^total batches 2 ' "root's new name is still not refused"
 stop_daemon "$P" "$T/q.sock.log"
+
+# Tar indexes are kept per user: a tar both may read, root's index kept
+# for root, never given to nobody.
+mkdir "$T/tsrc"
+for i in 0 1 2 3; do echo "$i" >"$T/tsrc/s$i.cls"; done
+(cd "$T/tsrc" && tar -cf "$T/pub/shared.tar" s0.cls s1.cls s2.cls s3.cls)
+chmod 644 "$T/pub/shared.tar"
+start_daemon "$T/t.sock" --socket-mode 0666 --threads 1
+P=$DAEMON_PID
+for who in root root nobody; do
+	if [ $who = root ]; then
+		"$LDCLIENT" --outputs cls --epochs 1 "$T/t.sock" "$T/pub/shared.tar"
+	else
+		as_nobody "$LDCLIENT" --outputs cls --epochs 1 "$T/t.sock" "$T/pub/shared.tar"
+	fi >"$T/t.$who" 2>&1
+done
+like "$(cat "$T/t.nobody")" '^total batches [0-9]+ samples 4 ' "nobody streams the tar root streamed"
+is "$(grep -c 'shared.tar: scanned' "$T/t.sock.log")" 2 \
+	"root's second stream used root's kept index; nobody's scanned the tar itself"
+stop_daemon "$P" "$T/t.sock.log"

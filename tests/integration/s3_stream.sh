@@ -29,7 +29,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 tmpdir
 PXPID=
 trap 'for p in $DAEMONS $PXPID; do kill -9 $p 2>/dev/null; done; ceph_stop; rm -rf "$T"' EXIT
-plan 103
+plan 105
 
 ceph_start_checked "$T/ceph" "a Ceph cluster with its S3 gateway starts on loopback"
 GW=$AWS_ENDPOINT_URL
@@ -441,7 +441,7 @@ stop_daemon "$pid" "$LOG"
 # place, batch by batch, with ranged GETs; the same ones at every stage.
 upload "$T/fm/test" fmh || echo "# upload fmh failed"
 HALF=$((DSB / 2))
-start_daemon "$T/small.sock" --cache-disk $HALF
+start_daemon "$T/small.sock" --cache-disk $HALF --socket-mode 0666
 SLOG=$T/small.sock.log
 same_batches "$T/small.sock" "twice the shard cache's budget, quasi order, 2 epochs" \
 	s3://data/fmh "$T/fm/test" --order quasi --seed 3 --epochs 2
@@ -509,6 +509,16 @@ ok "its index is charged to the stream twice over (${ix:-none} bytes >= 2 x 6000
 	test "${ix:-0}" -ge 2880000
 is "$(ls "$T/small.sock.cache/s3"/*.shard 2>/dev/null | sort | xargs cat 2>/dev/null | wc -c)" "$kept" \
 	"and the other dataset's $kept cached bytes stay"
+# The same from another user (uid 65534, when the test runs as root):
+# its dataset takes none of this user's kept shards.
+other= who="this user"
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+	other="setpriv --reuid 65534 --regid 65534 --clear-groups" who="uid 65534"
+fi
+out=$($other "$LDCLIENT" --order sequential --batch 500 "$T/small.sock" s3://data/big 2>&1)
+like "$out" '^total batches 120 samples 60000 ' "$who streams it, read in place"
+is "$(ls "$T/small.sock.cache/s3"/*.shard 2>/dev/null | sort | xargs cat 2>/dev/null | wc -c)" "$kept" \
+	"and the $kept bytes another user's dataset keeps in the cache stay"
 kill $DAEMON_PID
 # Two streams staging it at once into an empty cache: what one fetches
 # counts against the budget the other sees.
