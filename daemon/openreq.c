@@ -10,6 +10,7 @@
 #include "fault.h"
 #include "loader_error.h"
 #include "openreq.h"
+#include "producer.h"
 #include "tie.h"
 
 /* The wire's numbers are the pipeline's: casts below rely on it. */
@@ -124,6 +125,13 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 			d, LOADER_EUSAGE,
 			"a dataset is tars or an LMDB database, not both");
 	c->ragged_bytes = m->ragged_bytes;
+	/* The ring's, checked here too: before a dataset is staged. */
+	if (!producer_slots_ok(m->ring_slots))
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"ring slots %" PRIu32
+			": a power of two in 2..%d, or 0 for the default",
+			m->ring_slots, PRODUCER_MAX_SLOTS);
 	/*
 	 * Every value checked here, at the wire, before anything uses it:
 	 * a named stream indexes its saved and given positions by rank

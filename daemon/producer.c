@@ -24,7 +24,6 @@
 #include "tie.h"
 
 #define PRODUCER_DEFAULT_SLOTS 8
-#define PRODUCER_MAX_SLOTS     1024
 /* How often a producer waiting for a slot looks at the cancel flag. */
 #define PRODUCER_POLL_NS (50 * 1000 * 1000)
 
@@ -308,11 +307,7 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	void *map;
 	int fd, err;
 
-	/*
-	 * A power of two, so that the free-running 32-bit indices map to
-	 * the same slot on both sides of their wrap.
-	 */
-	if (slots == 1 || slots > PRODUCER_MAX_SLOTS || (slots & (slots - 1)))
+	if (!producer_slots_ok(slots))
 		return diag_set(d, LOADER_EUSAGE,
 				"ring slots %" PRIu32
 				" must be a power of two in 2..%d",

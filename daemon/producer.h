@@ -19,6 +19,20 @@
 
 struct producer;
 
+/* The most slots a ring may have. */
+#define PRODUCER_MAX_SLOTS 1024
+
+/*
+ * May a ring be asked for slots: 0 (the default), or a power of two in
+ * 2..PRODUCER_MAX_SLOTS, so that the free-running 32-bit indices map to
+ * the same slot on both sides of their wrap?
+ */
+static inline bool producer_slots_ok(uint32_t slots)
+{
+	return slots != 1 && slots <= PRODUCER_MAX_SLOTS &&
+	       !(slots & (slots - 1));
+}
+
 struct producer_params {
 	const struct stream_layout *lay;
 	uint32_t slots;	 /* a power of two in 2..1024; 0: default */

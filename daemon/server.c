@@ -756,6 +756,15 @@ static void on_hello(struct session *ss, const struct proto_hdr *h,
 			    "protocol version not supported");
 		return;
 	}
+	if (m->flags) {
+		char why[64];
+
+		snprintf(why, sizeof(why),
+			 "HELLO flags %#" PRIx32 ": none are defined",
+			 m->flags);
+		reply_error(ss, h->seq, LOADER_EPROTO, why);
+		return;
+	}
 	ss->hello = true;
 	/* A lost reply is the peer's alone (see reply_error()). */
 	(void)msg_send(ss->fd, PROTO_HELLO_OK, h->seq, &ok, sizeof(ok), NULL,
@@ -2317,14 +2326,21 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		/* The secret is not left on the stack. */
 		explicit_bzero(&m, sizeof(m));
 		break;
-	case PROTO_STATS: on_stats(ss, &h); break;
+	case PROTO_STATS:
 	case PROTO_STATUS:
 	case PROTO_STREAM_INFO:
 		if (!ss->hello)
 			reply_error(ss, h.seq, LOADER_EPROTO,
+				    h.type == PROTO_STATS ?
+					    "STATS before HELLO" :
 				    h.type == PROTO_STATUS ?
 					    "STATUS before HELLO" :
 					    "STREAM_INFO before HELLO");
+		else if (h.type == PROTO_STREAM_INFO && m.info.reserved)
+			reply_error(ss, h.seq, LOADER_EPROTO,
+				    "STREAM_INFO: reserved word not 0");
+		else if (h.type == PROTO_STATS)
+			on_stats(ss, &h);
 		else if (h.type == PROTO_STATUS)
 			on_status(ss, &h);
 		else
@@ -2335,6 +2351,9 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		if (!ss->hello)
 			reply_error(ss, h.seq, LOADER_EPROTO,
 				    "SAVED or FORGET before HELLO");
+		else if (h.type == PROTO_SAVED && m.saved.reserved)
+			reply_error(ss, h.seq, LOADER_EPROTO,
+				    "SAVED: reserved word not 0");
 		else
 			on_saved(ss, &h,
 				 h.type == PROTO_SAVED ?

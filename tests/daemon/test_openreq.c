@@ -297,6 +297,11 @@ static void batch_huge(struct proto_open *m)
 	m->batch_size = 1u << 30;
 }
 
+static void slots_3(struct proto_open *m)
+{
+	m->ring_slots = 3;
+}
+
 static void epochs_wrap(struct proto_open *m)
 {
 	m->start_epoch = 0xfffffff0u;
@@ -341,6 +346,8 @@ Test(openreq, malformed_refused)
 		{ "batch 2^30", batch_huge, LOADER_EUSAGE, "batch size" },
 		{ "epochs past 2^32", epochs_wrap, LOADER_EUSAGE,
 		  "epochs out of range" },
+		{ "3 ring slots (before a dataset is staged)", slots_3,
+		  LOADER_EUSAGE, "ring slots 3: a power of two in 2..1024" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
@@ -358,4 +365,70 @@ Test(openreq, malformed_refused)
 				   "%s: reason \"%s\" lacks \"%s\"", t[i].why,
 				   d.msg, t[i].needle);
 	}
+}
+
+/* POSITIONS of world, ranks first .. first + count - 1 at epoch rank. */
+static void positions(struct proto_positions *m, uint32_t world, uint32_t first,
+		      uint32_t count)
+{
+	memset(m, 0, sizeof(*m));
+	m->world = world;
+	m->first = first;
+	m->count = count;
+	m->plan = 7;
+	m->plan_end = 2;
+	for (uint32_t i = 0; i < count && i < PROTO_POSITIONS_MAX; i++)
+		m->pos[i] =
+			(struct proto_position){ .epoch = first + i,
+						 .batch = 10 * (first + i) };
+}
+
+Test(openreq, positions_gathered_and_checked)
+{
+	static struct proto_positions m;
+	struct openreq_given g = { 0 };
+	struct diag d = { "" };
+
+	positions(&m, 0, 0, 1);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO);
+	cr_expect(strstr(d.msg, "world 0 (1..65536)"), "%s", d.msg);
+	positions(&m, 65537, 0, 1);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO);
+	positions(&m, 3, 1, 1);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO,
+		     "rank 1 before rank 0");
+	positions(&m, 3, 0, 4);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO,
+		     "4 ranks of a world of 3");
+	positions(&m, 3, 0, 0);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO);
+	positions(&m, 3, 0, 2);
+	m.pos[1].reserved = 1;
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO);
+	cr_expect(strstr(d.msg, "rank 1 has reserved bits"), "%s", d.msg);
+	cr_expect_null(g.pos, "nothing refused was taken");
+	positions(&m, 3, 0, 2);
+	cr_assert_eq(openreq_positions(&g, &m, &d), 0, "%s", d.msg);
+	cr_expect_eq(openreq_given_check(&g, PROTO_OPEN_POSITIONS, &d),
+		     LOADER_EPROTO, "an OPEN before rank 2 came");
+	cr_expect_eq(openreq_given_check(&g, 0, &d), LOADER_EPROTO,
+		     "positions, and an OPEN not from them");
+	positions(&m, 3, 2, 1);
+	m.plan = 8;
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO,
+		     "another plan");
+	positions(&m, 4, 2, 1);
+	cr_expect_eq(openreq_positions(&g, &m, &d), LOADER_EPROTO,
+		     "another world");
+	positions(&m, 3, 2, 1);
+	cr_assert_eq(openreq_positions(&g, &m, &d), 0, "%s", d.msg);
+	cr_expect_eq(openreq_given_check(&g, PROTO_OPEN_POSITIONS, &d), 0);
+	cr_expect_eq(openreq_given_rank(&g, 3, 2)->epoch, 2);
+	cr_expect_eq(openreq_given_rank(&g, 3, 1)->batch, 10);
+	cr_expect_null(openreq_given_rank(&g, 3, 3), "rank 3 of world 3");
+	cr_expect_null(openreq_given_rank(&g, 2, 1), "of another world");
+	cr_expect_null(openreq_given_rank(&g, 3, 0x7fffffff));
+	openreq_given_clear(&g);
+	cr_expect(!g.pos && !g.got && !g.world);
+	cr_expect_eq(openreq_given_check(&g, 0, &d), 0);
 }

@@ -846,9 +846,11 @@ static const uint16_t type_error = PROTO_ERROR;
 
 /* ---- HELLO --------------------------------------------------------------- */
 
+/* HELLO of a newer version, or (arg non-NULL) with flags, none defined. */
 static int case_hello_v2(struct ctx *c, const void *arg)
 {
-	struct proto_hello m = { .version = PROTO_VERSION + 1 };
+	struct proto_hello m = { .version = PROTO_VERSION + !arg,
+				 .flags = arg ? 4 : 0 };
 	uint32_t seq = ++c->seq;
 	int fd = dial(c), r;
 
@@ -856,7 +858,8 @@ static int case_hello_v2(struct ctx *c, const void *arg)
 		return PA_FAIL;
 	r = send_msg(c, fd, PROTO_HELLO, seq, &m, sizeof(m), NULL, 0);
 	if (!r)
-		r = expect_error(c, fd, seq, "version");
+		r = expect_error(c, fd, seq,
+				 arg ? "none are defined" : "version");
 	if (!r)
 		r = still_usable(c, fd);
 	close(fd);
@@ -912,10 +915,17 @@ static int case_open_before_hello(struct ctx *c, const void *arg)
 }
 
 /*
- * loaderctl's requests out of place: STATUS before HELLO, STREAM_INFO of
- * a stream that is not there, and a STREAM_INFO of the wrong length.
+ * loaderctl's requests out of place: STATUS (or STATS) before HELLO,
+ * STREAM_INFO of a stream that is not there, of the wrong length, and
+ * with its reserved word set.
  */
-enum status_abuse { SA_BEFORE_HELLO, SA_PAST_END, SA_SHORT };
+enum status_abuse {
+	SA_BEFORE_HELLO,
+	SA_PAST_END,
+	SA_SHORT,
+	SA_RESERVED,
+	SA_STATS_BEFORE_HELLO
+};
 
 static int case_status(struct ctx *c, const void *arg)
 {
@@ -926,19 +936,26 @@ static int case_status(struct ctx *c, const void *arg)
 
 	if (fd < 0)
 		return PA_FAIL;
-	if (*k != SA_BEFORE_HELLO)
+	if (*k != SA_BEFORE_HELLO && *k != SA_STATS_BEFORE_HELLO)
 		r = hello(c, fd);
 	seq = ++c->seq;
-	if (!r && *k == SA_BEFORE_HELLO)
-		r = send_msg(c, fd, PROTO_STATUS, seq, NULL, 0, NULL, 0);
+	if (*k == SA_RESERVED)
+		q = (struct proto_stream_info){ .index = 0, .reserved = 1 };
+	if (!r && (*k == SA_BEFORE_HELLO || *k == SA_STATS_BEFORE_HELLO))
+		r = send_msg(c, fd,
+			     *k == SA_BEFORE_HELLO ? PROTO_STATUS : PROTO_STATS,
+			     seq, NULL, 0, NULL, 0);
 	else if (!r)
 		r = send_msg(c, fd, PROTO_STREAM_INFO, seq, &q,
 			     *k == SA_SHORT ? 4 : sizeof(q), NULL, 0);
 	if (!r)
 		r = expect_error(c, fd, seq,
-				 *k == SA_BEFORE_HELLO ? "before HELLO" :
-				 *k == SA_PAST_END     ? "stream 100000" :
-							 "expected 8");
+				 *k == SA_BEFORE_HELLO ? "STATUS before HELLO" :
+				 *k == SA_STATS_BEFORE_HELLO ?
+							 "STATS before HELLO" :
+				 *k == SA_PAST_END ? "stream 100000" :
+				 *k == SA_RESERVED ? "reserved word not 0" :
+						     "expected 8");
 	if (!r)
 		r = still_usable(c, fd);
 	close(fd);
@@ -953,6 +970,7 @@ static int case_status(struct ctx *c, const void *arg)
 enum saved_abuse {
 	SV_BEFORE_HELLO,
 	SV_SHORT,
+	SV_RESERVED,
 	SV_UNTERMINATED,
 	SV_FLAGS,
 	SV_NOT_SAVED
@@ -963,9 +981,10 @@ static int case_saved(struct ctx *c, const void *arg)
 	const enum saved_abuse *k = arg;
 	struct proto_saved q = { 0 };
 	struct proto_forget f = { .name = "never-saved" };
-	static const char *const want[] = { "before HELLO", "expected 8",
-					    "not terminated", "unknown flags",
-					    "no saved stream" };
+	static const char *const want[] = {
+		"before HELLO",	  "expected 8",	   "reserved word not 0",
+		"not terminated", "unknown flags", "no saved stream"
+	};
 	uint32_t seq;
 	int fd = dial(c), r = 0;
 
@@ -978,7 +997,9 @@ static int case_saved(struct ctx *c, const void *arg)
 		memset(f.name, 'n', sizeof(f.name));
 	if (*k == SV_FLAGS)
 		f.flags = 8;
-	if (!r && *k <= SV_SHORT)
+	if (*k == SV_RESERVED)
+		q.reserved = 1;
+	if (!r && *k <= SV_RESERVED)
 		r = send_msg(c, fd, PROTO_SAVED, seq, &q,
 			     *k == SV_SHORT ? 4 : sizeof(q), NULL, 0);
 	else if (!r)
@@ -1172,6 +1193,7 @@ static const enum remote_abuse rm_open_local = RM_OPEN_LOCAL;
 
 static const enum saved_abuse sv_before_hello = SV_BEFORE_HELLO;
 static const enum saved_abuse sv_short = SV_SHORT;
+static const enum saved_abuse sv_reserved = SV_RESERVED;
 static const enum saved_abuse sv_unterminated = SV_UNTERMINATED;
 static const enum saved_abuse sv_flags = SV_FLAGS;
 static const enum saved_abuse sv_not_saved = SV_NOT_SAVED;
@@ -1179,6 +1201,8 @@ static const enum saved_abuse sv_not_saved = SV_NOT_SAVED;
 static const enum status_abuse sa_before_hello = SA_BEFORE_HELLO;
 static const enum status_abuse sa_past_end = SA_PAST_END;
 static const enum status_abuse sa_short = SA_SHORT;
+static const enum status_abuse sa_reserved = SA_RESERVED;
+static const enum status_abuse sa_stats_before_hello = SA_STATS_BEFORE_HELLO;
 
 /*
  * A saved named stream (made at rank 0 of world 1) opened at a rank past
@@ -1593,7 +1617,9 @@ static int case_stats_first(struct ctx *c, const void *arg)
 
 	if (fd < 0)
 		return PA_FAIL;
-	r = stats(c, fd, &st);
+	r = hello(c, fd);
+	if (!r)
+		r = stats(c, fd, &st);
 	if (!r && (st.batches || st.samples || st.bytes_read ||
 		   st.bad_samples || st.stall_ns))
 		r = fail(c,
@@ -2390,6 +2416,7 @@ static const struct abuse_case cases[] = {
 	{ "client sends OPEN_OK", case_daemon_type, &type_open_ok },
 	{ "client sends a well-formed ERROR", case_daemon_type, &type_error },
 	{ "HELLO with a newer version", case_hello_v2, NULL },
+	{ "HELLO with flags none defines", case_hello_v2, "flags" },
 	{ "descriptors attached to HELLO", case_fds_on, &type_hello },
 	{ "descriptors attached to STATS", case_fds_on, &type_stats },
 	{ "OPEN before HELLO", case_open_before_hello, NULL },
@@ -2397,6 +2424,8 @@ static const struct abuse_case cases[] = {
 	{ "STREAM_INFO of a stream that is not there", case_status,
 	  &sa_past_end },
 	{ "STREAM_INFO of 4 bytes", case_status, &sa_short },
+	{ "STREAM_INFO with its reserved word set", case_status, &sa_reserved },
+	{ "STATS before HELLO", case_status, &sa_stats_before_hello },
 	{ "OPEN before FILES", case_open_before_files, NULL },
 	{ "OPEN with files still missing", case_open_partial_files, NULL },
 	{ "FILES before HELLO", case_files, &files_before_hello },
@@ -2472,6 +2501,7 @@ static const struct abuse_case cases[] = {
 	{ "OPEN with ragged_bytes above 1 GiB", case_open, &open_ragged_huge },
 	{ "SAVED before HELLO", case_saved, &sv_before_hello },
 	{ "SAVED of 4 bytes", case_saved, &sv_short },
+	{ "SAVED with its reserved word set", case_saved, &sv_reserved },
 	{ "FORGET with a name without NUL", case_saved, &sv_unterminated },
 	{ "FORGET with unknown flags", case_saved, &sv_flags },
 	{ "FORGET of a name never saved", case_saved, &sv_not_saved },
