@@ -37,6 +37,7 @@
 #include "outputs.h"
 #include "proto.h"
 #include "ring.h"
+#include "sockpath.h"
 #include "tie.h"
 
 /*
@@ -76,8 +77,6 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 #define LOADER_MAX_SLOTS	1024
 #define LOADER_MAX_PREFETCH	(64ull << 30) /* the daemon's, stream.h */
 #define LOADER_MAX_RAGGED	(1ull << 30)  /* the daemon's, stream.h */
-#define LOADER_SOCK_NAME	"loaderd.sock"
-#define LOADER_SOCK_SYSTEM	"/run/loaderd/loaderd.sock"
 #define LOADER_MANIFEST		"manifest.json"
 #define LOADER_MANIFEST_FORMAT	"loaderd-dataset"
 #define LOADER_MANIFEST_VERSION 1
@@ -155,6 +154,8 @@ struct loader {
 	 * position of the current ring's batch 0 (epoch * bpe + batch).
 	 */
 	struct sockaddr_un sa;
+	/* The per-user socket looked for and absent (sockpath.h), or "". */
+	char skipped[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int reconnect_ms;
 	char *dataset;
 	struct proto_open po;
@@ -425,29 +426,15 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 	return 0;
 }
 
-/* opts->socket_path, $LOADERD_SOCKET, $XDG_RUNTIME_DIR/..., or /run/... */
+/* Where the daemon is, in the order of sockpath.h. */
 static int loader_sock_path(struct loader *l, const struct loader_opts *o,
 			    struct sockaddr_un *sa)
 {
-	const char *p = o->socket_path, *xdg;
-	int n;
-
-	if (!p || !*p)
-		p = getenv("LOADERD_SOCKET");
-	if (p && *p) {
-		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", p);
-	} else if ((xdg = getenv("XDG_RUNTIME_DIR")) && *xdg) {
-		p = xdg;
-		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", xdg,
-			     LOADER_SOCK_NAME);
-	} else {
-		p = LOADER_SOCK_SYSTEM;
-		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", p);
-	}
-	if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
+	if (sockpath_find(o->socket_path, sa->sun_path, sizeof(sa->sun_path),
+			  l->skipped, sizeof(l->skipped)))
 		return loader_fail(l, -ENAMETOOLONG,
-				   "socket path %s: longer than %zu bytes", p,
-				   sizeof(sa->sun_path) - 1);
+				   "socket path %s...: longer than %zu bytes",
+				   sa->sun_path, sizeof(sa->sun_path) - 1);
 	sa->sun_family = AF_UNIX;
 	return 0;
 }
@@ -647,8 +634,11 @@ static int loader_dial(struct loader *l)
 				sa.sun_path, l->timeout_ms);
 		if (err == -ENOENT || err == -ECONNREFUSED)
 			return loader_fail(
-				l, err, "connect %s: %s (is loaderd running?)",
-				sa.sun_path, strerror(-err));
+				l, err,
+				"connect %s: %s (is loaderd running?%s%s%s)",
+				sa.sun_path, strerror(-err),
+				l->skipped[0] ? " and no socket at " : "",
+				l->skipped, l->skipped[0] ? " either" : "");
 		return loader_fail(l, err, "connect %s: %s", sa.sun_path,
 				   strerror(-err));
 	}

@@ -94,7 +94,8 @@ struct loader_opts {
 	 */
 	uint32_t size;
 	/* Daemon socket; NULL: $LOADERD_SOCKET, else
-	 * $XDG_RUNTIME_DIR/loaderd.sock, else /run/loaderd/loaderd.sock. */
+	 * $XDG_RUNTIME_DIR/loaderd.sock if a socket is there, else
+	 * /run/loaderd/loaderd.sock. */
 	const char *socket_path;
 	/*
 	 * Outputs, comma-separated: FIELD[:CAST], CAST being "unit" (u8 to

@@ -19,25 +19,22 @@
 #include "daemon_query.h"
 #include "loader_error.h"
 #include "msg.h"
+#include "sockpath.h"
 
 #define DAEMON_TIMEOUT_MS  5000
 #define DAEMON_MAX_STREAMS 4096
 
-/* The socket as libloader finds it (libloader(3), loader_opts). */
+/*
+ * The per-user socket daemon_socket_path() looked for and did not find,
+ * for daemon_dial()'s error (loaderctl asks one daemon per run).
+ */
+static char skipped[108];
+
+/* The socket as libloader finds it (sockpath.h). */
 const char *daemon_socket_path(const char *opt, char *buf, size_t n)
 {
-	const char *p = opt, *xdg;
-
-	if (!p || !*p)
-		p = getenv("LOADERD_SOCKET");
-	if (p && *p)
-		return p;
-	xdg = getenv("XDG_RUNTIME_DIR");
-	if (xdg && *xdg) {
-		snprintf(buf, n, "%s/loaderd.sock", xdg);
-		return buf;
-	}
-	return "/run/loaderd/loaderd.sock";
+	sockpath_find(opt, buf, n, skipped, sizeof(skipped));
+	return buf;
 }
 
 /* One request and its reply (or the daemon's error, in why). */
@@ -68,10 +65,15 @@ int daemon_dial(const char *path, uint32_t *seq, char *why, size_t whylen)
 	}
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		err = -errno;
-		snprintf(why, whylen, "connect %s: %s%s", path, strerror(-err),
-			 err == -ENOENT || err == -ECONNREFUSED ?
-				 " (is loaderd running?)" :
-				 "");
+		if (err == -ENOENT || err == -ECONNREFUSED)
+			snprintf(why, whylen,
+				 "connect %s: %s (is loaderd running?%s%s%s)",
+				 path, strerror(-err),
+				 skipped[0] ? " and no socket at " : "",
+				 skipped, skipped[0] ? " either" : "");
+		else
+			snprintf(why, whylen, "connect %s: %s", path,
+				 strerror(-err));
 		close(fd);
 		return err;
 	}

@@ -23,17 +23,18 @@ struct daemon_reading {
  * The --socket entry of an option table (opts.h) whose field at offset
  * off is a const char *: the commands that talk to a running daemon.
  */
-#define DAEMON_SOCKET_OPT(off)                                                                                                   \
-	{                                                                                                                        \
-		"socket", 's', OPT_STR, (off), NULL, "PATH",                                                                     \
-			"loaderd's socket (default: $LOADERD_SOCKET, $XDG_RUNTIME_DIR/loaderd.sock, /run/loaderd/loaderd.sock)", \
-			0, 0, 0                                                                                                  \
+#define DAEMON_SOCKET_OPT(off)                                                                                                                      \
+	{                                                                                                                                           \
+		"socket", 's', OPT_STR, (off), NULL, "PATH",                                                                                        \
+			"loaderd's socket (default: $LOADERD_SOCKET, else $XDG_RUNTIME_DIR/loaderd.sock if there, else /run/loaderd/loaderd.sock)", \
+			0, 0, 0                                                                                                                     \
 	}
 
 /*
- * The socket as libloader finds it (libloader(3)): opt, else
- * $LOADERD_SOCKET, else $XDG_RUNTIME_DIR/loaderd.sock, else
- * /run/loaderd/loaderd.sock. buf holds the one it makes.
+ * The socket as libloader finds it (client/sockpath.h, libloader(3)):
+ * opt, else $LOADERD_SOCKET, else $XDG_RUNTIME_DIR/loaderd.sock when a
+ * socket is there, else /run/loaderd/loaderd.sock. Returns buf, which
+ * holds it.
  */
 const char *daemon_socket_path(const char *opt, char *buf, size_t n);
 
