@@ -159,7 +159,11 @@ static const struct opt loaderd_table[] = {
 /* What the loop runs; the handles' data. */
 struct loaderd {
 	struct server *srv;
-	struct state *state;   /* named streams' positions; NULL: none */
+	struct state *state; /* named streams' positions; NULL: none */
+	/* Where it is, and why it could not be opened ("": it was). */
+	char state_dir[4096];
+	struct diag state_d;
+	int state_err;
 	struct rcache *rcache; /* s3:// datasets' shards; NULL: refused */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
@@ -314,6 +318,19 @@ static void stop(struct loaderd *ld, int signum)
  * level: OPT_F_RELOAD) applies to what comes next; the rest is named as
  * needing a restart. A file that does not parse changes nothing.
  */
+/*
+ * Open the state, or log why not: the daemon serves on without it,
+ * refusing named streams with the reason, and tries again on SIGHUP.
+ */
+static void open_state(struct loaderd *ld)
+{
+	ld->state_err = state_open(&ld->state, ld->state_dir, &ld->state_d);
+	if (ld->state_err)
+		plog(PLOG_ERR,
+		     "state: %s; named streams are refused until a reload (SIGHUP) opens it",
+		     ld->state_d.msg);
+}
+
 static void reload(struct loaderd *ld)
 {
 	struct loaderd_opts n;
@@ -374,6 +391,18 @@ static void reload(struct loaderd *ld)
 	make_limits(ld, &lim);
 	if (ld->srv)
 		server_set_limits(ld->srv, &lim);
+	if (ld->srv && !ld->state) {
+		open_state(ld);
+		if (ld->state) {
+			plog(PLOG_INFO,
+			     "state: %s opened; named streams served",
+			     state_path(ld->state));
+			server_set_state(ld->srv, ld->state);
+		} else {
+			server_state_failed(ld->srv, ld->state_err,
+					    ld->state_d.msg);
+		}
+	}
 	plog(PLOG_INFO,
 	     "reloaded: log-level %s, max-ring %" PRIu64
 	     ", max-uid-ring %" PRIu64 ", max-uid-streams %" PRIu64
@@ -795,10 +824,8 @@ int main(int argc, char **argv)
 		 * environment must not cross a fork. Without it the daemon
 		 * serves on and refuses named streams, saying why.
 		 */
-		if (state_open(&ld.state, state, &d))
-			plog(PLOG_ERR,
-			     "state: %s; named streams are refused until it is fixed",
-			     d.msg);
+		snprintf(ld.state_dir, sizeof(ld.state_dir), "%s", state);
+		open_state(&ld);
 		if (curl_ok)
 			open_rcache(&ld, cache);
 		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
@@ -817,6 +844,9 @@ int main(int argc, char **argv)
 	} else {
 		server_set_dirs(ld.srv, state, cache);
 		server_set_state(ld.srv, ld.state);
+		if (!ld.state)
+			server_state_failed(ld.srv, ld.state_err,
+					    ld.state_d.msg);
 		server_set_remote(ld.srv, ld.rcache);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32

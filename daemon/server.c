@@ -239,9 +239,11 @@ struct server {
 	uint64_t mem_used; /* charge.mem of every stream */
 	uint64_t started_ms;
 	char state_dir[PROTO_INFO_TEXT], cache_dir[PROTO_INFO_TEXT];
-	uv_timer_t accept_pause;     /* out of descriptors: accept later */
-	uv_timer_t expiry;	     /* the state's hourly sweep */
-	struct state *state;	     /* NULL: named streams are refused */
+	uv_timer_t accept_pause; /* out of descriptors: accept later */
+	uv_timer_t expiry;	 /* the state's hourly sweep */
+	struct state *state;	 /* NULL: named streams are refused */
+	int state_err;		 /* why not (server_state_failed()) */
+	char state_why[DIAG_MAX];
 	struct teardown *named_down; /* named teardowns not yet done */
 	uint64_t synced_ms;	     /* the last state_sync(), atomic */
 	bool accept_paused;
@@ -1844,6 +1846,27 @@ static struct teardown *named_teardown(const struct server *srv, uint32_t uid,
 }
 
 /*
+ * A request that needs the state, without one: refused with why there is
+ * none (what: what is refused, in words).
+ */
+static void refuse_no_state(struct session *ss, uint32_t seq, const char *what)
+{
+	const struct server *srv = ss->srv;
+	char why[PROTO_REASON_MAX];
+
+	if (srv->state_why[0])
+		snprintf(
+			why, sizeof(why),
+			"%s are refused: loaderd could not open its state (%s); it tries again on SIGHUP",
+			what, srv->state_why);
+	else
+		snprintf(why, sizeof(why),
+			 "%s are refused: this loaderd keeps no state", what);
+	reply_error(ss, seq, srv->state_err ? srv->state_err : LOADER_EUSAGE,
+		    why);
+}
+
+/*
  * OPEN: check the session and the uid's limits here, then make the
  * stream on the thread pool (open_work) and reply from open_done(). The
  * uid is charged a stream and the largest ring it may get now, so that
@@ -1919,6 +1942,10 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	    (!ss->files_total || ss->files_got != ss->files_total)) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    "OPEN before all the dataset's files were sent");
+		return;
+	}
+	if (m->name[0] && !srv->state) {
+		refuse_no_state(ss, h->seq, "named streams");
 		return;
 	}
 	if (m->name[0] && memchr(m->name, '\0', sizeof(m->name))) {
@@ -2220,8 +2247,7 @@ static void on_saved(struct session *ss, const struct proto_hdr *h,
 	struct saved_job *j;
 
 	if (!srv->state) {
-		reply_error(ss, h->seq, LOADER_EUSAGE,
-			    "this loaderd has no state: no saved streams");
+		refuse_no_state(ss, h->seq, "saved streams");
 		return;
 	}
 	j = mem_calloc(1, sizeof(*j));
@@ -2776,6 +2802,12 @@ static void on_expiry(uv_timer_t *timer)
 		free(c);
 	else
 		srv->refs++;
+}
+
+void server_state_failed(struct server *srv, int err, const char *why)
+{
+	srv->state_err = err;
+	snprintf(srv->state_why, sizeof(srv->state_why), "%s", why);
 }
 
 void server_set_state(struct server *srv, struct state *st)

@@ -101,6 +101,13 @@ struct state;
 void server_set_state(struct server *srv, struct state *st);
 
 /*
+ * Why there is no state (state_open()'s error and reason): named
+ * streams and the saved-streams requests are refused with it, until
+ * server_set_state() gives one.
+ */
+void server_state_failed(struct server *srv, int err, const char *why);
+
+/*
  * The shard cache that s3:// datasets are staged in (pipeline/rcache.h);
  * NULL (the default) refuses them. It must outlive the server.
  */

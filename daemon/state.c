@@ -2,6 +2,7 @@
  * state.c - named streams' checkpoints in LMDB (see state.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +20,11 @@
 /* Room for every checkpoint there will ever be: records are ~100 bytes. */
 #define STATE_MAP_SIZE (4ull << 30) /* virtual: the file grows as used */
 #define STATE_FILE     "loaderd.mdb"
+/*
+ * The lock file's blocks, allocated before LMDB maps it: more than its
+ * table for LMDB's 126 readers (8 KiB), which then makes room for more.
+ */
+#define STATE_LOCK_BYTES (64u << 10)
 
 /*
  * The records as stored: versioned, little-endian host. A job's record
@@ -397,6 +403,32 @@ int state_use(struct state *st, uint32_t uid, uint32_t *names, uint64_t *bytes,
 	return 0;
 }
 
+/*
+ * LMDB writes its lock file through a shared mapping, so on a full
+ * filesystem its first store to a block not yet allocated is SIGBUS,
+ * not an error, and the file it leaves makes every later start fault
+ * the same way. Allocate the blocks first: a full disk is then ENOSPC
+ * here, named, and the daemon serves on without named streams. (The
+ * data file LMDB writes with pwrite(), which fails cleanly.)
+ */
+static int lock_room(const struct state *st, struct diag *d)
+{
+	char lock[4300];
+	int fd, err;
+
+	snprintf(lock, sizeof(lock), "%s-lock", st->path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return diag_set(d, -errno, "%s: %s", lock, strerror(errno));
+	err = posix_fallocate(fd, 0, STATE_LOCK_BYTES);
+	close(fd);
+	if (err)
+		return diag_set(d, -err,
+				"%s: cannot allocate its %u bytes: %s", lock,
+				STATE_LOCK_BYTES, strerror(err));
+	return 0;
+}
+
 /* Open the environment and its database; rc is LMDB's code. */
 static int try_open(struct state *st, int *rc)
 {
@@ -441,6 +473,11 @@ int state_open(struct state **out, const char *dir, struct diag *d)
 	if (!st)
 		return diag_set(d, -ENOMEM, "no memory for the state");
 	snprintf(st->path, sizeof(st->path), "%s/%s", dir, STATE_FILE);
+	rc = lock_room(st, d);
+	if (rc) {
+		free(st);
+		return rc;
+	}
 	if (!try_open(st, &rc))
 		goto counted;
 	if (rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH &&
@@ -470,6 +507,11 @@ int state_open(struct state **out, const char *dir, struct diag *d)
 	plog(PLOG_WARN,
 	     "state: %s is unreadable (%s): moved aside to %s; saved stream positions are lost, named streams start over",
 	     st->path, mdb_strerror(rc), aside);
+	rc = lock_room(st, d);
+	if (rc) {
+		free(st);
+		return rc;
+	}
 	if (try_open(st, &rc)) {
 		int err = lmdb_err(rc, "cannot create", st, d);
 
