@@ -20,6 +20,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include <sys/socket.h>
 
 #include <curl/curl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "clock.h"
@@ -139,9 +141,97 @@ static uint64_t mono_ms(void)
 	return clock_mono_ns() / 1000000u;
 }
 
+/* ---- memory that is wiped when it is given back ------------------------ */
+
+/*
+ * libcurl copies a client's credentials where we cannot reach them: the
+ * user name and password into its easy handle and into each connection
+ * it keeps, the session token's header into the request it sends, and
+ * "AWS4" and the secret key into the buffers it signs with. Freed as
+ * they are, those copies stay in the heap until the memory is used
+ * again. libcurl and OpenSSL take their allocator from us
+ * (curl_global_init_mem(), CRYPTO_set_mem_functions()), and these give
+ * every block back zeroed: wholly, as malloc_usable_size() says, since
+ * a string may have been longer in a block's earlier use. A realloc()
+ * that moves a block copies it and wipes the old one, which glibc's
+ * would free as it is. The cost, a memset of what libcurl frees (its
+ * receive buffer once a request), is small beside the request.
+ */
+static void wipe_free(void *p)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
+
+static void *wipe_realloc(void *p, size_t n)
+{
+	size_t have;
+	void *q;
+
+	if (!p)
+		return malloc(n);
+	if (!n) {
+		wipe_free(p);
+		return NULL;
+	}
+	have = malloc_usable_size(p);
+	if (n <= have)
+		return p;
+	q = malloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, have);
+	wipe_free(p);
+	return q;
+}
+
+static char *wipe_strdup(const char *str)
+{
+	size_t n = strlen(str) + 1;
+	char *p = malloc(n);
+
+	if (p)
+		memcpy(p, str, n);
+	return p;
+}
+
+static void *crypto_malloc(size_t n, const char *file, int line)
+{
+	(void)file;
+	(void)line;
+	return malloc(n);
+}
+
+static void *crypto_realloc(void *p, size_t n, const char *file, int line)
+{
+	(void)file;
+	(void)line;
+	return wipe_realloc(p, n);
+}
+
+static void crypto_free(void *p, const char *file, int line)
+{
+	(void)file;
+	(void)line;
+	wipe_free(p);
+}
+
 int s3_global_init(void)
 {
-	return curl_global_init(CURL_GLOBAL_DEFAULT) ? -ENOMEM : 0;
+	/*
+	 * OpenSSL takes an allocator only before its first allocation.
+	 * Where something has made one already (not so in loaderd, which
+	 * calls this first), its TLS buffers are freed unwiped; libcurl's
+	 * own copies, all of them over plain HTTP, still are wiped.
+	 */
+	(void)CRYPTO_set_mem_functions(crypto_malloc, crypto_realloc,
+				       crypto_free);
+	return curl_global_init_mem(CURL_GLOBAL_DEFAULT, malloc, wipe_free,
+				    wipe_realloc, wipe_strdup, calloc) ?
+		       -ENOMEM :
+		       0;
 }
 
 /* ---- URLs -------------------------------------------------------------- */
@@ -581,6 +671,18 @@ static int on_prereq(void *arg, char *ip, char *local_ip, int port, int lport)
 	return CURL_PREREQFUNC_OK;
 }
 
+/*
+ * A request's headers, one of them the session token's: wiped before
+ * they are freed (libcurl's free would wipe them too, but they are
+ * ours to wipe).
+ */
+static void hdrs_free(struct curl_slist *l)
+{
+	for (struct curl_slist *t = l; t; t = t->next)
+		explicit_bzero(t->data, strlen(t->data));
+	curl_slist_free_all(l);
+}
+
 static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 {
 	char h[AWS_TOKEN_MAX + 64];
@@ -670,7 +772,8 @@ static int req_setup(struct s3 *s, struct req *r, struct diag *d)
 	}
 	return 0;
 nomem:
-	curl_slist_free_all(l);
+	explicit_bzero(h, sizeof(h));
+	hdrs_free(l);
 	return diag_set(d, -ENOMEM, "out of memory (curl headers)");
 }
 
@@ -679,7 +782,7 @@ static void req_clean(struct req *r)
 	if (r->e)
 		curl_easy_cleanup(r->e);
 	r->e = NULL;
-	curl_slist_free_all(r->hdrs);
+	hdrs_free(r->hdrs);
 	r->hdrs = NULL;
 	free(r->stage);
 	r->stage = NULL;

@@ -62,14 +62,23 @@ struct s3;
 
 /*
  * Call once per process before any thread makes a struct s3 (libcurl's
- * global state). Returns 0 or -ENOMEM.
+ * global state), and before anything else uses libcurl or OpenSSL. It
+ * gives both an allocator that zeroes every block before freeing it, so
+ * that the copies they make of a client's credentials (libcurl's user
+ * name and password, the session token's header, the signing key, TLS
+ * buffers) are wiped when they free them: by s3_free() at the latest.
+ * OpenSSL takes it only before its first allocation; when something
+ * made one earlier, its own buffers are freed unwiped (libcurl's copies
+ * still are wiped). Returns 0 or -ENOMEM.
  */
 int s3_global_init(void);
 
 /*
  * A client for bucket at cfg's endpoint with cfg's credentials (copied;
- * the copy is wiped by s3_free()). p may be NULL (defaults). Returns 0
- * or a negative code described in d.
+ * s3_free() wipes the copy, and libcurl's copies are wiped as it frees
+ * them, those its kept connections hold by s3_free(): see
+ * s3_global_init()). p may be NULL (defaults). Returns 0 or a negative
+ * code described in d.
  */
 int s3_new(struct s3 **out, const struct aws_cfg *cfg, const char *bucket,
 	   const struct s3_params *p, struct diag *d);
