@@ -164,6 +164,7 @@ struct loaderd {
 	char state_dir[4096];
 	struct diag state_d;
 	int state_err;
+	int state_fd;	       /* the directory's lock (state_lock()), or -1 */
 	struct rcache *rcache; /* s3:// datasets' shards; NULL: refused */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
@@ -319,16 +320,27 @@ static void stop(struct loaderd *ld, int signum)
  * needing a restart. A file that does not parse changes nothing.
  */
 /*
- * Open the state, or log why not: the daemon serves on without it,
- * refusing named streams with the reason, and tries again on SIGHUP.
+ * Lock the state directory and open the state, or log why not: the
+ * daemon serves on without it, refusing named streams with the reason,
+ * and tries again on SIGHUP. Returns -EBUSY, and logs nothing, when
+ * another daemon holds the directory (fatal at start).
  */
-static void open_state(struct loaderd *ld)
+static int open_state(struct loaderd *ld)
 {
-	ld->state_err = state_open(&ld->state, ld->state_dir, &ld->state_d);
+	if (ld->state_fd < 0) {
+		ld->state_err =
+			state_lock(ld->state_dir, &ld->state_fd, &ld->state_d);
+		if (ld->state_err == -EBUSY)
+			return -EBUSY;
+	}
+	if (ld->state_fd >= 0)
+		ld->state_err =
+			state_open(&ld->state, ld->state_dir, &ld->state_d);
 	if (ld->state_err)
 		plog(PLOG_ERR,
 		     "state: %s; named streams are refused until a reload (SIGHUP) opens it",
 		     ld->state_d.msg);
+	return 0;
 }
 
 static void reload(struct loaderd *ld)
@@ -392,7 +404,8 @@ static void reload(struct loaderd *ld)
 	if (ld->srv)
 		server_set_limits(ld->srv, &lim);
 	if (ld->srv && !ld->state) {
-		open_state(ld);
+		if (open_state(ld))
+			plog(PLOG_ERR, "state: %s", ld->state_d.msg);
 		if (ld->state) {
 			plog(PLOG_INFO,
 			     "state: %s opened; named streams served",
@@ -448,6 +461,7 @@ static void on_status(uv_timer_t *t)
 
 	if (!ld->srv)
 		return;
+	server_check_socket(ld->srv);
 	server_status(ld->srv, &st);
 	/* A stream that ended takes its counts along: no rate from that. */
 	if (ms && st.batches >= ld->last.batches &&
@@ -680,7 +694,7 @@ int main(int argc, char **argv)
 	struct server_listen l;
 	struct diag d = { { 0 } };
 	struct pool *pool = NULL;
-	struct loaderd ld = { 0 };
+	struct loaderd ld = { .state_fd = -1 };
 	uv_loop_t *loop;
 	char path[108], state[PATH_MAX], cache[PATH_MAX];
 	int help, err, notify = -1, rc = 0, fd;
@@ -825,10 +839,14 @@ int main(int argc, char **argv)
 		 * serves on and refuses named streams, saying why.
 		 */
 		snprintf(ld.state_dir, sizeof(ld.state_dir), "%s", state);
-		open_state(&ld);
-		if (curl_ok)
-			open_rcache(&ld, cache);
-		err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
+		err = open_state(&ld);
+		if (err) {
+			d = ld.state_d;
+		} else {
+			if (curl_ok)
+				open_rcache(&ld, cache);
+			err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
+		}
 	}
 	if (err) {
 		plog(PLOG_ERR, "%s", d.msg);
@@ -873,6 +891,8 @@ int main(int argc, char **argv)
 		plog(PLOG_WARN, "event loop: %s", uv_strerror(err));
 	pool_free(pool);
 	state_close(ld.state);
+	if (ld.state_fd >= 0)
+		close(ld.state_fd);
 	rcache_free(ld.rcache);
 	free(ld.conf_text);
 	for (size_t i = 0; i < ld.nkept; i++)

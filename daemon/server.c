@@ -251,6 +251,7 @@ struct server {
 	/* Connections refused for the limits: logged once a second. */
 	uint64_t refused_log_ms, refused_unlogged;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
+	bool sock_gone; /* server_check_socket() found it gone, and said so */
 	bool stopping;	/* server_free() ran */
 	/* Its two handles open, sessions alive, teardowns queued. */
 	unsigned refs;
@@ -2648,16 +2649,32 @@ static int server_bind(struct server *srv, const struct server_listen *l,
 	return 0;
 }
 
+/* Is path still the socket this daemon bound? */
+static bool socket_ours(const struct server *srv)
+{
+	struct stat st;
+
+	return !lstat(srv->path, &st) && S_ISSOCK(st.st_mode) &&
+	       st.st_dev == srv->sock_dev && st.st_ino == srv->sock_ino;
+}
+
+void server_check_socket(struct server *srv)
+{
+	if (srv->inherited || srv->sock_gone || socket_ours(srv))
+		return;
+	srv->sock_gone = true;
+	plog(PLOG_WARN,
+	     "%s: the socket file is gone (removed, or another file took its place): new clients cannot reach this loaderd; restart it to make the socket again",
+	     srv->path);
+}
+
 /*
  * Remove the socket file this daemon made, unless another file took its
  * place (a daemon started on the same path after it).
  */
 static void unlink_socket(const struct server *srv)
 {
-	struct stat st;
-
-	if (!lstat(srv->path, &st) && S_ISSOCK(st.st_mode) &&
-	    st.st_dev == srv->sock_dev && st.st_ino == srv->sock_ino)
+	if (socket_ours(srv))
 		unlink(srv->path);
 }
 

@@ -101,6 +101,12 @@ struct state;
 void server_set_state(struct server *srv, struct state *st);
 
 /*
+ * Log, once, that the socket file this daemon made is gone from its path
+ * (removed, or replaced by another daemon's): called now and then.
+ */
+void server_check_socket(struct server *srv);
+
+/*
  * Why there is no state (state_open()'s error and reason): named
  * streams and the saved-streams requests are refused with it, until
  * server_set_state() gives one.

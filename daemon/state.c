@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 
 #include <lmdb.h>
 
@@ -423,9 +424,48 @@ static int lock_room(const struct state *st, struct diag *d)
 	err = posix_fallocate(fd, 0, STATE_LOCK_BYTES);
 	close(fd);
 	if (err)
-		return diag_set(d, -err,
-				"%s: cannot allocate its %u bytes: %s", lock,
-				STATE_LOCK_BYTES, strerror(err));
+		return diag_set(d, -err, "%s: cannot allocate its %u bytes: %s",
+				lock, STATE_LOCK_BYTES, strerror(err));
+	return 0;
+}
+
+int state_lock(const char *dir, int *fd, struct diag *d)
+{
+	char path[4200], pid[32] = "";
+	ssize_t n;
+	int len;
+
+	snprintf(path, sizeof(path), "%s/loaderd.lock", dir);
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (*fd < 0)
+		return diag_set(d, -errno, "%s: %s", path, strerror(errno));
+	if (flock(*fd, LOCK_EX | LOCK_NB)) {
+		int err = -errno;
+
+		n = pread(*fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, " \n")] = '\0';
+		close(*fd);
+		*fd = -1;
+		if (err == -EWOULDBLOCK)
+			return diag_set(
+				d, -EBUSY,
+				"%s: held by loaderd pid %s: another daemon uses this state directory (give each its own --state-dir)",
+				path, pid[0] ? pid : "(unknown)");
+		return diag_set(d, err, "%s: flock: %s", path, strerror(-err));
+	}
+	/*
+	 * Always the same length, written over the last holder's: a file
+	 * that held a pid needs no new block (a full disk lets it be).
+	 */
+	len = snprintf(pid, sizeof(pid), "%-20ld\n", (long)getpid());
+	if (pwrite(*fd, pid, (size_t)len, 0) != len || ftruncate(*fd, len)) {
+		int err = diag_set(d, -errno, "%s: %s", path, strerror(errno));
+
+		close(*fd);
+		*fd = -1;
+		return err;
+	}
 	return 0;
 }
 

@@ -96,6 +96,15 @@ struct state;
  */
 int state_open(struct state **out, const char *dir, struct diag *d);
 
+/*
+ * Take dir's lock (dir/loaderd.lock, flock()ed, with this process's pid
+ * in it) for as long as *fd stays open: one daemon per state directory,
+ * or two would serve the same named stream's rank at once. -EBUSY when
+ * another process holds it, d naming the file and the pid written there;
+ * another negative code when it cannot be taken.
+ */
+int state_lock(const char *dir, int *fd, struct diag *d);
+
 /* Sync and close. NULL is a no-op. */
 void state_close(struct state *st);
 

@@ -11,7 +11,7 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 36
+plan 40
 
 # --- the table, the help, the man pages ---------------------------------
 keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
@@ -50,12 +50,30 @@ timeout 10 "$LD" -f --socket "$T/file2.sock" --state-dir "$T/fs.state" \
 is "$?: $(cat "$T/file2.sock.new")" "1: also precious" \
 	"so is a file at the socket's temporary name"
 
+# One daemon per state directory: a second is refused, naming the lock
+# file and the first's pid (both would serve one named stream's ranks).
+start_daemon "$T/st1.sock" --state-dir "$T/shared.state"
+first=$DAEMON_PID
+timeout 10 "$LD" -f --socket "$T/st2.sock" --state-dir "$T/shared.state" \
+	--cache-dir "$T/st2.cache" >"$T/st2.out" 2>&1
+is "$?" 1 "a second daemon on the same state directory does not start"
+like "$(cat "$T/st2.out")" "shared.state/loaderd.lock: held by loaderd pid $first: another daemon uses this state directory" \
+	"... naming the lock file and the pid holding it"
+kill "$first"
+wait "$first" 2>/dev/null
+start_daemon "$T/st2.sock" --state-dir "$T/shared.state" --cache-dir "$T/st2.cache"
+ok "once the first has stopped, it starts" "$LOADERCTL" status --socket "$T/st2.sock"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+
 # A daemon that stops removes its socket file only if it is still its
 # own: here a second daemon's took the path meanwhile.
 start_daemon "$T/own.sock" --state-dir "$T/own1.state" --cache-dir "$T/own1.cache"
 first=$DAEMON_PID
 mv "$T/own.sock" "$T/own.sock.moved"
 start_daemon "$T/own.sock" --state-dir "$T/own2.state" --cache-dir "$T/own2.cache"
+ok "the first daemon notices its socket file is gone, and says so" \
+	wait_for 'own.sock: the socket file is gone' "$T/own.sock.log"
 kill "$first"
 wait "$first" 2>/dev/null
 ok "a daemon stopping leaves the socket another daemon made at its path" \

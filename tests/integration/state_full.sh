@@ -20,8 +20,11 @@ plan 15
 "$LOADERCTL" pack --split test --shard-size 4M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
 mkdir "$T/full/st" "$T/full/st2"
-# A lock file as a start that faulted leaves it: its size, no blocks.
+# A lock file as a start that faulted leaves LMDB's: its size, no
+# blocks. (The directory's own lock, loaderd.lock, as an earlier daemon
+# left it: a pid written, its block allocated.)
 truncate -s 8192 "$T/full/st2/loaderd.mdb-lock"
+for st in st st2; do printf '%-20s\n' 1 >"$T/full/$st/loaderd.lock"; done
 dd if=/dev/zero of="$T/full/fill" bs=4k 2>/dev/null
 is "$(df --output=avail "$T/full" | tail -1 | tr -d ' ')" 0 "the tmpfs is full"
 
