@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "plog.h"
 
 static int plog_level = PLOG_INFO;
@@ -36,11 +37,11 @@ void plog(int level, const char *fmt, ...)
 {
 	static const char *const tag[8] = { "",	       "", "",	   "error",
 					    "warning", "", "info", "debug" };
-	char line[1024];
+	char line[1024], msg[1024];
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
-	int n;
+	int n, m;
 
 	if (level > plog_level)
 		return;
@@ -51,10 +52,16 @@ void plog(int level, const char *fmt, ...)
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 		     tag[level & 7]);
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
+	/*
+	 * The message carries clients' text (names, paths, reasons): one
+	 * line, whatever is in it (escape.h).
+	 */
+	if (m > 0)
+		n += (int)esc_text(line + n, sizeof(line) - (size_t)n - 1, msg,
+				   (size_t)m < sizeof(msg) ? (size_t)m :
+							     sizeof(msg) - 1);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		return;

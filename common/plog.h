@@ -2,7 +2,9 @@
  * plog.h - leveled log lines on stderr, for the daemon and its pipeline.
  *
  * One line per call, written with a single write(2) so that lines from
- * different threads never interleave. journald (or a terminal) adds what
+ * different threads never interleave. The message's control characters
+ * and backslashes are escaped (escape.h): clients' text in it cannot
+ * start a line, or a priority, of its own. journald (or a terminal) adds what
  * else is needed.
  */
 #ifndef LD_PLOG_H

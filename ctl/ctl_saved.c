@@ -15,6 +15,7 @@
 
 #include "ctl.h"
 #include "daemon_query.h"
+#include "escape.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "proto.h"
@@ -38,7 +39,7 @@ int ctl_saved_list(int fd, uint32_t *seq, bool json, const char *prog)
 	uint32_t total = 1;
 
 	for (q.index = 0; q.index < total; q.index++) {
-		char at[64], epochs[32];
+		char at[64], epochs[32], name[4 * sizeof(r.name)];
 		int err = daemon_ask(fd, seq, PROTO_SAVED, &q, sizeof(q),
 				     PROTO_SAVED_OK, &r, sizeof(r), why,
 				     sizeof(why));
@@ -79,9 +80,9 @@ int ctl_saved_list(int fd, uint32_t *seq, bool json, const char *prog)
 			snprintf(epochs, sizeof(epochs), "/-");
 		printf("%-24s %6" PRIu32 " %4" PRIu32 "%-3s %10" PRIu64
 		       " %8" PRIu64 " %4" PRIu32 "/%-4" PRIu32 "  %s%s\n",
-		       r.name, r.uid, r.epoch, epochs, r.batch,
-		       r.batches_per_epoch, r.rank, r.world, at,
-		       r.finished ? " (finished)" : "");
+		       esc_str(name, sizeof(name), r.name), r.uid, r.epoch,
+		       epochs, r.batch, r.batches_per_epoch, r.rank, r.world,
+		       at, r.finished ? " (finished)" : "");
 	}
 	if (json) {
 		json_dumpf(arr, stdout, JSON_INDENT(2) | CTL_JSON_REAL);

@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "daemon_query.h"
+#include "escape.h"
 #include "loader_error.h"
 #include "opts.h"
 #include "proto.h"
@@ -242,9 +243,13 @@ static void print_table(const struct daemon_reading *now,
 	       "DATASET");
 	for (uint32_t i = 0; i < now->n; i++) {
 		const struct proto_stream_info_ok *s = &now->s[i];
+		/* A client's path: one cell, whatever is in it. */
+		char ds[4 * sizeof(s->dataset)];
 		struct figures f;
 
 		figures(s, find(then, s->session), secs, &f);
+		esc_text(ds, sizeof(ds), s->dataset,
+			 strnlen(s->dataset, sizeof(s->dataset)));
 		printf("%-5" PRIu64 " %-7" PRIu32 " %-5" PRIu32 " %5" PRIu32
 		       " %5" PRIu32 " %2" PRIu32 "/%-2" PRIu32
 		       " %9.0f %7.1f %5.1f %5.1f %5.1f %6.1f %4" PRIu64
@@ -252,7 +257,7 @@ static void print_table(const struct daemon_reading *now,
 		       s->session, s->pid, s->uid, s->batch_size, s->epoch,
 		       s->ring_used, s->slots, f.samples_s, f.mb_s, f.read_pct,
 		       f.decode_pct, f.slot_pct, f.waited_pct, s->bad_samples,
-		       f.batches ? f.bottleneck : "idle", s->dataset);
+		       f.batches ? f.bottleneck : "idle", ds);
 	}
 	if (!now->n)
 		printf("(no streams)\n");
