@@ -415,9 +415,12 @@ static void reload(struct loaderd *ld)
 	plog(PLOG_INFO,
 	     "reloaded: log-level %s, max-ring %" PRIu64
 	     ", max-uid-ring %" PRIu64 ", max-uid-streams %" PRIu64
-	     ", max-pixels %" PRIu64 "%s",
+	     ", max-pixels %" PRIu64 "%s, max-uid-stages %" PRIu32
+	     ", s3-stage-timeout %" PRIu64 ", s3-endpoints %s",
 	     n.log_level, n.max_ring, n.max_uid_ring, n.max_uid_streams,
-	     n.max_pixels, n.direct ? ", direct" : "");
+	     n.max_pixels, n.direct ? ", direct" : "", lim.max_uid_stages,
+	     n.s3_stage_timeout,
+	     n.s3_endpoints && *n.s3_endpoints ? n.s3_endpoints : "any");
 	sd_notify(0, "READY=1");
 }
 

@@ -185,6 +185,7 @@ struct open_job {
 	 */
 	uint64_t arrived_ms, deadline_ms, stage_timeout_ms;
 	bool queued, staging;
+	bool uid_full; /* what held it back last: its uid's cap, or all's */
 	struct open_job *next_stage;
 	struct rcache_stats staged;
 	uint64_t budget; /* ring bytes the uid may still take */
@@ -612,20 +613,28 @@ static double stage_secs(const struct open_job *j)
  */
 static void stage_expire(struct server *srv, struct open_job *j)
 {
-	const struct uid_use *u = uid_find(srv, j->ss->cred.uid);
+	char held[160];
 
-	j->err = diag_set(
-		&j->d, -ETIMEDOUT,
-		"%s: not staged within %g s (s3-stage-timeout): no turn came; uid %u runs %" PRIu32
-		" stages of s3:// datasets (max-uid-stages %" PRIu32
-		"), all users %" PRIu32 " (at most %" PRIu32 ")",
-		j->remote->url, stage_secs(j), (unsigned)j->ss->cred.uid,
-		u ? u->stages : 0, srv->lim.max_uid_stages, srv->stages,
-		srv->lim.max_stages);
+	if (j->uid_full)
+		snprintf(held, sizeof(held),
+			 "uid %u's earlier ones took its %" PRIu32
+			 " at once (max-uid-stages)",
+			 (unsigned)j->ss->cred.uid, srv->lim.max_uid_stages);
+	else
+		snprintf(held, sizeof(held),
+			 "all users' took the %" PRIu32
+			 " at once that loaderd runs (half of libuv's thread pool)",
+			 srv->lim.max_stages);
+	j->err = diag_set(&j->d, -ETIMEDOUT,
+			  "%s: not staged within %g s (s3-stage-timeout): no turn came to stage it: %s",
+			  j->remote->url, stage_secs(j), held);
 	open_done(&j->req, 0);
 }
 
 static void on_stage_timer(uv_timer_t *t);
+
+/* The least time left that an s3:// OPEN's stage starts with. */
+#define STAGE_MIN_MS 1000
 
 /*
  * Start the queued s3:// OPENs whose uid and the daemon are below their
@@ -651,8 +660,19 @@ static void stage_pump(struct server *srv)
 			stage_expire(srv, j);
 			continue;
 		}
-		if (srv->stages >= srv->lim.max_stages || !u ||
-		    u->stages >= srv->lim.max_uid_stages)
+		/*
+		 * A turn that comes with less than STAGE_MIN_MS left could
+		 * not even connect: it waits for its deadline instead.
+		 */
+		if (!u || u->stages >= srv->lim.max_uid_stages) {
+			j->uid_full = true;
+			continue;
+		}
+		if (srv->stages >= srv->lim.max_stages) {
+			j->uid_full = false;
+			continue;
+		}
+		if (j->deadline_ms - now < STAGE_MIN_MS)
 			continue;
 		stage_unqueue(srv, j);
 		j->staging = true;
