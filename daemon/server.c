@@ -117,8 +117,8 @@ struct uid_use {
 	uint32_t sessions;
 	uint32_t streams;
 	uint64_t bytes;
-	uint64_t files; /* descriptors held for this uid's sessions */
-	uint64_t mem;	/* rings, prefetch and scratch of its streams */
+	uint64_t files;	 /* descriptors held for this uid's sessions */
+	uint64_t mem;	 /* rings, prefetch and scratch of its streams */
 	uint32_t stages; /* s3:// OPENs of its staging on the pool now */
 	struct uid_use *next;
 };
@@ -277,9 +277,9 @@ struct server {
 	/* s3:// OPENs waiting their turn, oldest first, and those staging. */
 	struct open_job *stage_q, **stage_tail;
 	uint32_t stages;
-	bool pumping;		 /* stage_pump() runs */
-	uv_timer_t stage_timer;	 /* while stage_q is not empty */
-	char *endpoints;	 /* s3-endpoints, copied; NULL: any */
+	bool pumping;		/* stage_pump() runs */
+	uv_timer_t stage_timer; /* while stage_q is not empty */
+	char *endpoints;	/* s3-endpoints, copied; NULL: any */
 	/* Connections refused for the limits: logged once a second. */
 	uint64_t refused_log_ms, refused_unlogged;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -621,13 +621,15 @@ static void stage_expire(struct server *srv, struct open_job *j)
 			 " at once (max-uid-stages)",
 			 (unsigned)j->ss->cred.uid, srv->lim.max_uid_stages);
 	else
-		snprintf(held, sizeof(held),
-			 "all users' took the %" PRIu32
-			 " at once that loaderd runs (half of libuv's thread pool)",
-			 srv->lim.max_stages);
-	j->err = diag_set(&j->d, -ETIMEDOUT,
-			  "%s: not staged within %g s (s3-stage-timeout): no turn came to stage it: %s",
-			  j->remote->url, stage_secs(j), held);
+		snprintf(
+			held, sizeof(held),
+			"all users' took the %" PRIu32
+			" at once that loaderd runs (half of libuv's thread pool)",
+			srv->lim.max_stages);
+	j->err = diag_set(
+		&j->d, -ETIMEDOUT,
+		"%s: not staged within %g s (s3-stage-timeout): no turn came to stage it: %s",
+		j->remote->url, stage_secs(j), held);
 	open_done(&j->req, 0);
 }
 
@@ -683,7 +685,8 @@ static void stage_pump(struct server *srv)
 	}
 	srv->pumping = false;
 	if (!srv->stopping) {
-		if (srv->stage_q && !uv_is_active((uv_handle_t *)&srv->stage_timer))
+		if (srv->stage_q &&
+		    !uv_is_active((uv_handle_t *)&srv->stage_timer))
 			(void)uv_timer_start(&srv->stage_timer, on_stage_timer,
 					     100, 100);
 		else if (!srv->stage_q)
@@ -1866,10 +1869,11 @@ static void open_work(uv_work_t *req)
 			char last[DIAG_MAX];
 
 			snprintf(last, sizeof(last), "%s", j->d.msg);
-			diag_set(&j->d, -ETIMEDOUT,
-				 "%.120s: not staged within %g s (s3-stage-timeout): endpoint %.100s did not answer in time: %s",
-				 j->remote->url, stage_secs(j), cfg.endpoint,
-				 last);
+			diag_set(
+				&j->d, -ETIMEDOUT,
+				"%.120s: not staged within %g s (s3-stage-timeout): endpoint %.100s did not answer in time: %s",
+				j->remote->url, stage_secs(j), cfg.endpoint,
+				last);
 		}
 		j->fds = out.fds;
 		j->nfds = out.nfds;
@@ -2300,9 +2304,10 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		/* Checked before anything connects, and refused for good. */
 		if (!endpoint_allowed(srv, ss->remote->endpoint, hp,
 				      sizeof(hp))) {
-			snprintf(why, sizeof(why),
-				 "%.160s: endpoint %s is not one loaderd may connect to (s3-endpoints in its loaderd.conf)",
-				 ss->remote->url, hp);
+			snprintf(
+				why, sizeof(why),
+				"%.160s: endpoint %s is not one loaderd may connect to (s3-endpoints in its loaderd.conf)",
+				ss->remote->url, hp);
 			remote_free(ss->remote);
 			ss->remote = NULL;
 			reply_error(ss, h->seq, -EACCES, why);

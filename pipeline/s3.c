@@ -858,13 +858,14 @@ static int run_fed(struct s3 *s, const struct feed *fd, struct diag *d)
 		if (s->p.deadline_ms && now >= s->p.deadline_ms) {
 			const struct req *r = nheld ? held[0] : NULL;
 
-			err = diag_set(d, -ETIMEDOUT,
-				       "s3://%s/%s: %s not done by the deadline (try %u%s%s)",
-				       s->bucket, r && r->key ? r->key : "",
-				       r ? r->method : "request",
-				       r ? r->attempt + 1 : 0,
-				       r && r->why[0] ? "; last: " : "",
-				       r && r->why[0] ? r->why : "");
+			err = diag_set(
+				d, -ETIMEDOUT,
+				"s3://%s/%s: %s not done by the deadline (try %u%s%s)",
+				s->bucket, r && r->key ? r->key : "",
+				r ? r->method : "request",
+				r ? r->attempt + 1 : 0,
+				r && r->why[0] ? "; last: " : "",
+				r && r->why[0] ? r->why : "");
 			goto out;
 		}
 		while (nheld < s->p.parallel) {
