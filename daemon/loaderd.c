@@ -60,6 +60,9 @@ struct loaderd_opts {
 	uint64_t stream_expiry;
 	uint64_t max_uid_names;
 	uint64_t max_uid_state;
+	uint64_t max_uid_stages;
+	uint64_t s3_stage_timeout;
+	const char *s3_endpoints;
 };
 
 /*
@@ -140,6 +143,15 @@ static const struct opt loaderd_table[] = {
 	{ "cache-disk", 0, OPT_SIZE, O(cache_disk), "10G", "BYTES",
 	  "the shard cache of s3:// datasets, in the cache directory's s3/: shards kept on disk for every stream, least recently used removed first; what has no room is read in place (0: no bound)",
 	  0, 0, 0 },
+	{ "max-uid-stages", 0, OPT_U64, O(max_uid_stages), "4", "N",
+	  "OPENs of s3:// datasets one user may have staging at once (all users: half of libuv's thread pool); more wait their turn",
+	  1, 1024, OPT_F_RELOAD },
+	{ "s3-stage-timeout", 0, OPT_U64, O(s3_stage_timeout), "300", "SECONDS",
+	  "an OPEN of an s3:// dataset is answered within SECONDS of its arrival, its wait for a turn, connects, stalls and retries included; past it, it is refused",
+	  1, 86400, OPT_F_RELOAD },
+	{ "s3-endpoints", 0, OPT_STR, O(s3_endpoints), NULL, "LIST",
+	  "the object stores an s3:// OPEN may make loaderd connect to: HOST, HOST:PORT or [IPV6]:PORT patterns (wildcards as in the shell), apart by commas (default: any)",
+	  0, 0, OPT_F_RELOAD },
 	{ "stop-timeout", 0, OPT_F64, O(stop_timeout), "10", "SECONDS",
 	  "on SIGTERM, how long streams may take to finish their batch in progress before loaderd exits anyway",
 	  0.1, 3600, 0 },
@@ -224,6 +236,10 @@ static int load_options(struct loaderd_opts *o, char **text, int argc,
 /* The values load_options() cannot check alone. */
 static int check_options(const struct loaderd_opts *o, struct diag *d)
 {
+	int err = server_endpoints_check(o->s3_endpoints, d);
+
+	if (err)
+		return err;
 	if (o->socket_group && *o->socket_group && !getgrnam(o->socket_group))
 		return diag_set(d, LOADER_EUSAGE,
 				"socket-group: no group \"%s\"",
@@ -237,6 +253,32 @@ static uint64_t phys_memory(void)
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
 
 	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/*
+ * Opens and teardowns run on libuv's thread pool (4 threads unless told),
+ * and an open of an s3:// dataset holds one while it stages: a few such
+ * opens must not hold up every other open and teardown. The pool's size
+ * is fixed at its first use, from the environment.
+ */
+#define LOADERD_UV_POOL "16"
+
+/*
+ * Stages of s3:// datasets that may run at once, all users: half the
+ * pool, so that local opens, teardowns, the saved-stream listing and the
+ * state's expiry always find threads free.
+ */
+static uint32_t max_stages(void)
+{
+	const char *v = getenv("UV_THREADPOOL_SIZE");
+	long n = v ? strtol(v, NULL, 10) : 0;
+
+	/* libuv's own reading: 0 or less is 1, more than 1024 is 1024. */
+	if (n <= 0)
+		n = 1;
+	if (n > 1024)
+		n = 1024;
+	return n > 1 ? (uint32_t)n / 2 : 1;
 }
 
 static void make_limits(const struct loaderd *ld, struct server_limits *lim)
@@ -262,7 +304,13 @@ static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 		.stream_expiry_ms = o->stream_expiry * 3600 * 1000,
 		.max_uid_names = (uint32_t)o->max_uid_names,
 		.max_uid_state = o->max_uid_state,
+		.max_uid_stages = (uint32_t)o->max_uid_stages,
+		.max_stages = max_stages(),
+		.stage_timeout_ms = o->s3_stage_timeout * 1000,
+		.s3_endpoints = o->s3_endpoints,
 	};
+	if (lim->max_uid_stages > lim->max_stages)
+		lim->max_uid_stages = lim->max_stages;
 }
 
 /* Close h if it was set up (init sets its loop) and is not closing. */
@@ -419,9 +467,12 @@ static void reload(struct loaderd *ld)
 	plog(PLOG_INFO,
 	     "reloaded: log-level %s, max-ring %" PRIu64
 	     ", max-uid-ring %" PRIu64 ", max-uid-streams %" PRIu64
-	     ", max-pixels %" PRIu64 "%s",
+	     ", max-pixels %" PRIu64 "%s, max-uid-stages %" PRIu32
+	     ", s3-stage-timeout %" PRIu64 ", s3-endpoints %s",
 	     n.log_level, n.max_ring, n.max_uid_ring, n.max_uid_streams,
-	     n.max_pixels, n.direct ? ", direct" : "");
+	     n.max_pixels, n.direct ? ", direct" : "", lim.max_uid_stages,
+	     n.s3_stage_timeout,
+	     n.s3_endpoints && *n.s3_endpoints ? n.s3_endpoints : "any");
 	sd_notify(0, "READY=1");
 }
 
@@ -785,6 +836,7 @@ int main(int argc, char **argv)
 	}
 	getrlimit(RLIMIT_NOFILE, &nofile);
 	ld.nofile = nofile.rlim_cur;
+	setenv("UV_THREADPOOL_SIZE", LOADERD_UV_POOL, 0);
 	make_limits(&ld, &lim);
 	if (!ld.o.foreground && detach(&notify)) {
 		fprintf(stderr, "loaderd: cannot detach: %s\n",
@@ -792,12 +844,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	/*
-	 * Opens run on libuv's thread pool (4 threads unless told), and an
-	 * open of an s3:// dataset holds one while it fetches: a few such
-	 * opens must not hold up every other open and teardown.
-	 */
-	setenv("UV_THREADPOOL_SIZE", "16", 0);
 	/* libcurl's global state, before any thread. */
 	curl_ok = !s3_global_init();
 	if (!curl_ok)

@@ -8,14 +8,23 @@
  * freeing one (it joins the stream's threads, which finish the batch in
  * progress first: seconds of JPEG decoding).
  *
+ * An OPEN of an s3:// dataset holds its thread while it stages, waiting
+ * on a store the client chose, which may never answer. So stages are
+ * counted, per uid and in all, and run only below both caps
+ * (server_limits: max_uid_stages, max_stages, which leaves threads of
+ * the pool to everything else); the others wait in srv->stage_q, off
+ * the pool, and each is answered by its deadline, its wait included.
+ *
  * Lifetimes. A session lives until its poll handle has closed and its
  * OPEN in flight, if any, has completed (ss->refs). The server lives
  * until its two handles have closed, its last session is freed and its
  * last stream teardown has finished (srv->refs); server_free() starts
  * that, and the loop's run finishes it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <pthread.h>
 #include <inttypes.h>
@@ -108,8 +117,9 @@ struct uid_use {
 	uint32_t sessions;
 	uint32_t streams;
 	uint64_t bytes;
-	uint64_t files; /* descriptors held for this uid's sessions */
-	uint64_t mem;	/* rings, prefetch and scratch of its streams */
+	uint64_t files;	 /* descriptors held for this uid's sessions */
+	uint64_t mem;	 /* rings, prefetch and scratch of its streams */
+	uint32_t stages; /* s3:// OPENs of its staging on the pool now */
 	struct uid_use *next;
 };
 
@@ -158,6 +168,15 @@ struct open_job {
 	struct proto_remote *remote;
 	uint32_t remote_files; /* descriptors the stage gave the stream */
 	bool cancel;	       /* set when the session ends: the stage stops */
+	/*
+	 * When an s3:// OPEN must be answered (CLOCK_MONOTONIC ms), from its
+	 * arrival and s3-stage-timeout then; whether it waits in
+	 * srv->stage_q, or counts in the stages running (srv->stages).
+	 */
+	uint64_t arrived_ms, deadline_ms, stage_timeout_ms;
+	bool queued, staging;
+	bool uid_full; /* what held it back last: its uid's cap, or all's */
+	struct open_job *next_stage;
 	struct rcache_stats staged;
 	uint64_t budget; /* ring bytes the uid may still take */
 	/* Memory the stream may take (ring included), and whose limit. */
@@ -248,6 +267,12 @@ struct server {
 	uint64_t synced_ms;	     /* the last state_sync(), atomic */
 	bool accept_paused;
 	uint32_t nsessions;
+	/* s3:// OPENs waiting their turn, oldest first, and those staging. */
+	struct open_job *stage_q, **stage_tail;
+	uint32_t stages;
+	bool pumping;		/* stage_pump() runs */
+	uv_timer_t stage_timer; /* while stage_q is not empty */
+	char *endpoints;	/* s3-endpoints, copied; NULL: any */
 	/* Connections refused for the limits: logged once a second. */
 	uint64_t refused_log_ms, refused_unlogged;
 	bool inherited; /* the socket came from systemd: not ours to unlink */
@@ -434,6 +459,7 @@ static void server_put(struct server *srv)
 	}
 	/* Every stream has been freed: no set of the cache is attached. */
 	ncache_free(srv->cache);
+	free(srv->endpoints);
 	free(srv);
 }
 
@@ -552,6 +578,308 @@ static void close_files(struct session *ss)
 static void open_work(uv_work_t *req);
 static void open_done(uv_work_t *req, int status);
 
+/* ---- s3:// OPENs: their turn on the pool, their deadline ---------------- */
+
+static void stage_unqueue(struct server *srv, struct open_job *j)
+{
+	struct open_job **pp = &srv->stage_q;
+
+	while (*pp && *pp != j)
+		pp = &(*pp)->next_stage;
+	if (!*pp)
+		return;
+	*pp = j->next_stage;
+	if (srv->stage_tail == &j->next_stage)
+		srv->stage_tail = pp;
+	j->next_stage = NULL;
+	j->queued = false;
+}
+
+/* The time an s3:// OPEN has to be answered in, for messages. */
+static double stage_secs(const struct open_job *j)
+{
+	return (double)j->stage_timeout_ms / 1000.0;
+}
+
+/*
+ * Queued job j's deadline passed before it had its turn: refuse it,
+ * with what held it back.
+ */
+static void stage_expire(struct server *srv, struct open_job *j)
+{
+	char held[160];
+
+	if (j->uid_full)
+		snprintf(held, sizeof(held),
+			 "uid %u's earlier ones took its %" PRIu32
+			 " at once (max-uid-stages)",
+			 (unsigned)j->ss->cred.uid, srv->lim.max_uid_stages);
+	else
+		snprintf(
+			held, sizeof(held),
+			"all users' took the %" PRIu32
+			" at once that loaderd runs (half of libuv's thread pool)",
+			srv->lim.max_stages);
+	j->err = diag_set(
+		&j->d, -ETIMEDOUT,
+		"%s: not staged within %g s (s3-stage-timeout): no turn came to stage it: %s",
+		j->remote->url, stage_secs(j), held);
+	open_done(&j->req, 0);
+}
+
+static void on_stage_timer(uv_timer_t *t);
+
+/* The least time left that an s3:// OPEN's stage starts with. */
+#define STAGE_MIN_MS 1000
+
+/*
+ * Start the queued s3:// OPENs whose uid and the daemon are below their
+ * caps, oldest first, and refuse those whose deadline has passed. Runs
+ * whenever that may have changed: an OPEN queued or done, limits
+ * reloaded, and every 100 ms while any waits (deadlines).
+ */
+static void stage_pump(struct server *srv)
+{
+	struct open_job *j, *next;
+	uint64_t now = now_ms();
+
+	/* open_done() of a job refused here pumps again: once is enough. */
+	if (srv->pumping)
+		return;
+	srv->pumping = true;
+	for (j = srv->stage_q; j; j = next) {
+		struct uid_use *u = uid_find(srv, j->ss->cred.uid);
+
+		next = j->next_stage;
+		if (now >= j->deadline_ms) {
+			stage_unqueue(srv, j);
+			stage_expire(srv, j);
+			continue;
+		}
+		/*
+		 * A turn that comes with less than STAGE_MIN_MS left could
+		 * not even connect: it waits for its deadline instead.
+		 */
+		if (!u || u->stages >= srv->lim.max_uid_stages) {
+			j->uid_full = true;
+			continue;
+		}
+		if (srv->stages >= srv->lim.max_stages) {
+			j->uid_full = false;
+			continue;
+		}
+		if (j->deadline_ms - now < STAGE_MIN_MS)
+			continue;
+		stage_unqueue(srv, j);
+		j->staging = true;
+		srv->stages++;
+		u->stages++;
+		if (uv_queue_work(srv->loop, &j->req, open_work, open_done))
+			open_done(&j->req, UV_ECANCELED);
+	}
+	srv->pumping = false;
+	if (!srv->stopping) {
+		if (srv->stage_q &&
+		    !uv_is_active((uv_handle_t *)&srv->stage_timer))
+			(void)uv_timer_start(&srv->stage_timer, on_stage_timer,
+					     100, 100);
+		else if (!srv->stage_q)
+			(void)uv_timer_stop(&srv->stage_timer);
+	}
+}
+
+static void on_stage_timer(uv_timer_t *t)
+{
+	stage_pump(t->data);
+}
+
+/*
+ * Queue job j: an s3:// OPEN waits for its turn (stage_pump() starts
+ * it, the caller calls that), any other runs on the pool at once.
+ */
+static int open_submit(struct server *srv, struct open_job *j)
+{
+	if (!j->remote)
+		return uv_queue_work(srv->loop, &j->req, open_work, open_done);
+	j->queued = true;
+	j->next_stage = NULL;
+	*srv->stage_tail = j;
+	srv->stage_tail = &j->next_stage;
+	return 0;
+}
+
+/*
+ * The host and port an endpoint URL (scheme://[user@]host[:port][/...])
+ * connects to: the host lower-cased, an IPv6 address without its
+ * brackets, the scheme's port when none is named. False for a URL that
+ * names none.
+ */
+static bool endpoint_split(const char *url, char *host, size_t n,
+			   unsigned *port)
+{
+	const char *a = strstr(url, "://"), *end, *h, *he, *p = NULL;
+	bool https;
+	size_t len;
+
+	if (!a)
+		return false;
+	https = a - url == 5 && !strncasecmp(url, "https", 5);
+	a += 3;
+	end = a + strcspn(a, "/?#");
+	for (const char *c = a; c < end; c++)
+		if (*c == '@')
+			a = c + 1;
+	if (*a == '[') {
+		h = a + 1;
+		he = memchr(h, ']', (size_t)(end - h));
+		if (!he)
+			return false;
+		if (he + 1 < end) {
+			if (he[1] != ':')
+				return false;
+			p = he + 2;
+		}
+	} else {
+		h = a;
+		he = memchr(h, ':', (size_t)(end - h));
+		if (he)
+			p = he + 1;
+		else
+			he = end;
+	}
+	len = (size_t)(he - h);
+	if (!len || len >= n)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		host[i] = (char)tolower((unsigned char)h[i]);
+	host[len] = '\0';
+	*port = https ? 443 : 80;
+	if (p) {
+		unsigned v = 0;
+
+		if (p == end)
+			return false;
+		for (; p < end; p++) {
+			if (!isdigit((unsigned char)*p) || v > 6553)
+				return false;
+			v = v * 10 + (unsigned)(*p - '0');
+		}
+		if (!v || v > 65535)
+			return false;
+		*port = v;
+	}
+	return true;
+}
+
+/*
+ * One s3-endpoints entry, e[0..len): HOST, HOST:PORT, [IPV6] or
+ * [IPV6]:PORT. The host pattern lower-cased into host, the port into
+ * *port (0: any). False for one that is not such.
+ */
+static bool entry_split(const char *e, size_t len, char *host, size_t n,
+			unsigned *port)
+{
+	const char *end = e + len, *h = e, *he, *p = NULL;
+
+	if (*e == '[') {
+		h = e + 1;
+		he = memchr(h, ']', (size_t)(end - h));
+		if (!he || (he + 1 < end && he[1] != ':'))
+			return false;
+		if (he + 1 < end)
+			p = he + 2;
+	} else {
+		he = memchr(h, ':', len);
+		if (he && memchr(he + 1, ':', (size_t)(end - he - 1)))
+			return false; /* a bare IPv6 address: brackets */
+		if (he)
+			p = he + 1;
+		else
+			he = end;
+	}
+	if (he == h || (size_t)(he - h) >= n)
+		return false;
+	for (size_t i = 0; i < (size_t)(he - h); i++)
+		host[i] = (char)tolower((unsigned char)h[i]);
+	host[he - h] = '\0';
+	*port = 0;
+	if (p && end - p == 1 && *p == '*')
+		return true;
+	if (p) {
+		unsigned v = 0;
+
+		if (p == end)
+			return false;
+		for (; p < end; p++) {
+			if (!isdigit((unsigned char)*p) || v > 6553)
+				return false;
+			v = v * 10 + (unsigned)(*p - '0');
+		}
+		if (!v || v > 65535)
+			return false;
+		*port = v;
+	}
+	return true;
+}
+
+#define ENDPOINT_SEP ", \t"
+
+int server_endpoints_check(const char *list, struct diag *d)
+{
+	const char *e = list;
+
+	while (e && *e) {
+		size_t len;
+		char host[256];
+		unsigned port;
+
+		e += strspn(e, ENDPOINT_SEP);
+		len = strcspn(e, ENDPOINT_SEP);
+		if (len && !entry_split(e, len, host, sizeof(host), &port))
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"s3-endpoints: \"%.*s\" is not HOST, HOST:PORT or [IPV6]:PORT",
+				(int)len, e);
+		e += len;
+	}
+	return 0;
+}
+
+/*
+ * May an s3:// OPEN make the daemon connect to endpoint url, by
+ * s3-endpoints? Its host and port go into hp, for the refusal.
+ */
+static bool endpoint_allowed(const struct server *srv, const char *url,
+			     char *hp, size_t n)
+{
+	const char *e = srv->endpoints;
+	bool any = !e || !e[strspn(e, ENDPOINT_SEP)];
+	char host[256];
+	unsigned port;
+
+	if (!endpoint_split(url, host, sizeof(host), &port)) {
+		/* No host to connect to: libcurl refuses it, if it may. */
+		snprintf(hp, n, "\"%.200s\"", url);
+		return any;
+	}
+	snprintf(hp, n, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+	if (any)
+		return true;
+	while (*e) {
+		char pat[256];
+		unsigned pport;
+		size_t len;
+
+		e += strspn(e, ENDPOINT_SEP);
+		len = strcspn(e, ENDPOINT_SEP);
+		if (len && entry_split(e, len, pat, sizeof(pat), &pport) &&
+		    (!pport || pport == port) && !fnmatch(pat, host, 0))
+			return true;
+		e += len;
+	}
+	return false;
+}
+
 /*
  * Queue the OPENs that waited for a named stream's teardown: its final
  * checkpoint is written, they may read it now.
@@ -560,13 +888,13 @@ static void open_unpark(struct server *srv, struct open_job *j)
 {
 	while (j) {
 		struct open_job *next = j->next_parked;
-		int err =
-			uv_queue_work(srv->loop, &j->req, open_work, open_done);
+		int err = open_submit(srv, j);
 
 		if (err)
 			open_done(&j->req, UV_ECANCELED);
 		j = next;
 	}
+	stage_pump(srv);
 }
 
 static void teardown_work(uv_work_t *req)
@@ -723,7 +1051,13 @@ static void session_end(struct session *ss, const char *why)
 	 * descriptors); one already running cannot be, and uv_cancel() says
 	 * so with UV_EBUSY: it completes, and open_done() frees its stream.
 	 */
-	if (ss->opening) {
+	if (ss->opening && ss->opening->queued) {
+		/* Waiting for its turn, off the pool: it ends here. */
+		struct open_job *j = ss->opening;
+
+		stage_unqueue(ss->srv, j);
+		open_done(&j->req, UV_ECANCELED);
+	} else if (ss->opening) {
 		__atomic_store_n(&ss->opening->cancel, true, __ATOMIC_RELAXED);
 		(void)uv_cancel((uv_req_t *)&ss->opening->req);
 	}
@@ -1495,8 +1829,18 @@ static void open_work(uv_work_t *req)
 		struct rcache_staged out;
 
 		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
-				      j->ss->label, &j->cancel, &out,
-				      &j->staged, &j->d);
+				      j->ss->label, &j->cancel, j->deadline_ms,
+				      &out, &j->staged, &j->d);
+		if (j->err == -ETIMEDOUT) {
+			char last[DIAG_MAX];
+
+			snprintf(last, sizeof(last), "%s", j->d.msg);
+			diag_set(
+				&j->d, -ETIMEDOUT,
+				"%.120s: not staged within %g s (s3-stage-timeout): endpoint %.100s did not answer in time: %s",
+				j->remote->url, stage_secs(j), cfg.endpoint,
+				last);
+		}
 		j->fds = out.fds;
 		j->nfds = out.nfds;
 		c.rread = out.rr;
@@ -1672,9 +2016,19 @@ static void open_done(uv_work_t *req, int status)
 	char why[PROTO_REASON_MAX];
 	uint64_t mem;
 	int fds[2], err;
+	bool pump = false;
 
 	fault_open_note(ss);
 	ss->opening = NULL;
+	if (j->staging) {
+		/* Its thread is free: a waiting stage may have it. */
+		u = uid_find(srv, ss->cred.uid);
+		if (u)
+			u->stages--;
+		srv->stages--;
+		j->staging = false;
+		pump = true;
+	}
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
 	openreq_given_clear(&j->given);
@@ -1770,6 +2124,8 @@ static void open_done(uv_work_t *req, int status)
 		     loader_strerror(err));
 out:
 	free(j);
+	if (pump)
+		stage_pump(srv);
 	session_put(ss);
 }
 
@@ -1935,6 +2291,22 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 			"REMOTE was sent, and the OPEN is not of a remote dataset");
 		return;
 	}
+	if (ss->remote) {
+		char hp[300], why[PROTO_REASON_MAX];
+
+		/* Checked before anything connects, and refused for good. */
+		if (!endpoint_allowed(srv, ss->remote->endpoint, hp,
+				      sizeof(hp))) {
+			snprintf(
+				why, sizeof(why),
+				"%.160s: endpoint %s is not one loaderd may connect to (s3-endpoints in its loaderd.conf)",
+				ss->remote->url, hp);
+			remote_free(ss->remote);
+			ss->remote = NULL;
+			reply_error(ss, h->seq, -EACCES, why);
+			return;
+		}
+	}
 	if (openreq_given_check(&ss->given, m->flags, &d)) {
 		reply_error(ss, h->seq, LOADER_EPROTO, d.msg);
 		return;
@@ -2007,6 +2379,9 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->state = srv->state;
 	j->named.uid = ss->cred.uid;
 	j->fresh = m->flags & PROTO_OPEN_FRESH;
+	j->arrived_ms = now_ms();
+	j->stage_timeout_ms = srv->lim.stage_timeout_ms;
+	j->deadline_ms = j->arrived_ms + j->stage_timeout_ms;
 	/*
 	 * A stream of this name still being torn down has yet to write where
 	 * its client stopped: this OPEN waits for that (teardown_done()
@@ -2018,7 +2393,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		down->parked = j;
 		err = 0;
 	} else {
-		err = uv_queue_work(srv->loop, &j->req, open_work, open_done);
+		err = open_submit(srv, j);
 	}
 	if (err) {
 		free(j);
@@ -2033,6 +2408,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	ss->files_got = ss->files_total = 0;
 	ss->opening = j;
 	ss->refs++;
+	stage_pump(srv); /* an s3:// OPEN: now, or when its turn comes */
 }
 
 /*
@@ -2726,14 +3102,25 @@ int server_new(struct server **out, uv_loop_t *loop,
 	srv->pool = pool;
 	srv->started_ms = now_ms();
 	srv->lim = *lim;
+	srv->stage_tail = &srv->stage_q;
+	if (lim->s3_endpoints && *lim->s3_endpoints) {
+		srv->endpoints = strdup(lim->s3_endpoints);
+		if (!srv->endpoints) {
+			free(srv);
+			return diag_set(d, -ENOMEM, "out of memory");
+		}
+	}
+	srv->lim.s3_endpoints = srv->endpoints;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
 	if (ncache_new(&srv->cache, lim->cache_memory)) {
+		free(srv->endpoints);
 		free(srv);
 		return diag_set(d, -ENOMEM, "node cache: out of memory");
 	}
 	err = l->fd >= 0 ? server_inherit(srv, l, d) : server_bind(srv, l, d);
 	if (err) {
 		ncache_free(srv->cache);
+		free(srv->endpoints);
 		free(srv);
 		return err;
 	}
@@ -2745,6 +3132,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 			unlink_socket(srv);
 		}
 		ncache_free(srv->cache);
+		free(srv->endpoints);
 		free(srv);
 		return err;
 	}
@@ -2754,7 +3142,9 @@ int server_new(struct server **out, uv_loop_t *loop,
 	srv->accept_pause.data = srv;
 	(void)uv_timer_init(loop, &srv->expiry);
 	srv->expiry.data = srv;
-	srv->refs = 3; /* the three handles */
+	(void)uv_timer_init(loop, &srv->stage_timer);
+	srv->stage_timer.data = srv;
+	srv->refs = 4; /* the four handles */
 	err = uv_poll_start(&srv->poll, UV_READABLE, on_accept);
 	if (err) {
 		err = diag_set(d, err, "%s: %s", path, uv_strerror(err));
@@ -2767,7 +3157,23 @@ int server_new(struct server **out, uv_loop_t *loop,
 
 void server_set_limits(struct server *srv, const struct server_limits *lim)
 {
+	char *e = NULL;
+
+	/* Out of memory: the endpoints in effect stay. */
+	if (lim->s3_endpoints && *lim->s3_endpoints) {
+		e = strdup(lim->s3_endpoints);
+		if (!e)
+			plog(PLOG_ERR,
+			     "reload: out of memory: s3-endpoints unchanged");
+	}
 	srv->lim = *lim;
+	if (e || !lim->s3_endpoints || !*lim->s3_endpoints) {
+		free(srv->endpoints);
+		srv->endpoints = e;
+	}
+	srv->lim.s3_endpoints = srv->endpoints;
+	/* Raised caps give waiting s3:// OPENs their turn now. */
+	stage_pump(srv);
 	if (srv->state)
 		state_set_limits(srv->state, lim->max_uid_names,
 				 lim->max_uid_state);
@@ -2898,6 +3304,7 @@ void server_free(struct server *srv)
 	 */
 	uv_close((uv_handle_t *)&srv->accept_pause, server_handle_closed);
 	uv_close((uv_handle_t *)&srv->expiry, server_handle_closed);
+	uv_close((uv_handle_t *)&srv->stage_timer, server_handle_closed);
 	uv_close((uv_handle_t *)&srv->poll, server_handle_closed);
 	/* systemd made an inherited socket, and keeps it for the next start. */
 	if (!srv->inherited)

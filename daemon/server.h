@@ -51,6 +51,23 @@ struct server_limits {
 	 */
 	uint32_t max_uid_names;
 	uint64_t max_uid_state;
+	/*
+	 * OPENs of s3:// datasets stage on libuv's thread pool, and a stage
+	 * waits on a store the client chose. At most max_uid_stages of one
+	 * uid and max_stages of all uids (fewer than the pool's threads, so
+	 * that local OPENs, teardowns and the state's work always find one)
+	 * run at once; the others wait their turn off the pool. Each is
+	 * answered within stage_timeout_ms of its arrival, its wait
+	 * included: past it, it is refused with -ETIMEDOUT.
+	 */
+	uint32_t max_uid_stages;
+	uint32_t max_stages;
+	uint64_t stage_timeout_ms;
+	/*
+	 * The store endpoints an s3:// OPEN may name (server_endpoints_ok());
+	 * NULL or "": any. Copied by server_new() and server_set_limits().
+	 */
+	const char *s3_endpoints;
 };
 
 /* Where the server listens. */
@@ -86,6 +103,14 @@ struct server;
 int server_new(struct server **out, uv_loop_t *loop,
 	       const struct server_listen *l, struct pool *pool,
 	       const struct server_limits *lim, struct diag *d);
+
+/*
+ * Is list a valid s3-endpoints value: entries HOST or HOST:PORT apart by
+ * commas or blanks, HOST a host name, an IPv4 address or an IPv6 one in
+ * brackets, with fnmatch(3) wildcards, PORT a number or "*"? Returns 0,
+ * or LOADER_EUSAGE with the entry at fault in d.
+ */
+int server_endpoints_check(const char *list, struct diag *d);
 
 /*
  * New limits, from now on: streams already open keep what they hold,

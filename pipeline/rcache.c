@@ -640,6 +640,34 @@ static bool evictable(const struct rcache *c, const char *name,
 }
 
 /*
+ * Wait, under the lock, for another stage's shard key to move on, as
+ * this stage's own requests would: until sp's cancel is set or its
+ * deadline passes, looking every 100 ms. Returns 0, -ECANCELED or
+ * -ETIMEDOUT (in d).
+ */
+static int wait_theirs(struct rcache *c, const struct s3_params *sp,
+		       const char *key, struct diag *d)
+{
+	struct timespec ts;
+
+	if (sp->cancel && __atomic_load_n(sp->cancel, __ATOMIC_RELAXED))
+		return diag_set(d, -ECANCELED, "%s: cancelled", key);
+	if (sp->deadline_ms && now_ms() >= sp->deadline_ms)
+		return diag_set(
+			d, -ETIMEDOUT,
+			"%s: another stage's fetch of it not done by the deadline",
+			key);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	(void)pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	return 0;
+}
+
+/*
  * Make room, under the lock, for the shards v[which[0..nf)] that will
  * be cached: those, in order, that fit what removing the oldest shards
  * not in keep[0..nkeep) and not being fetched could free. Only that
@@ -705,8 +733,8 @@ static int evict(struct rcache *c, const struct item *it, const uint32_t *which,
  * (fill_main()), while the stream reads them.
  */
 static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
-		       struct rfill *fill, struct rcache_stats *st,
-		       struct diag *d)
+		       struct rfill *fill, const struct s3_params *sp,
+		       struct rcache_stats *st, struct diag *d)
 {
 	uint32_t *which = NULL, nf = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
@@ -760,11 +788,13 @@ static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
 		for (uint32_t i = 0; i < n; i++) {
 			struct flight *fl;
 
-			while (v[i].fd < 0 && !v[i].mine &&
+			while (!err && v[i].fd < 0 && !v[i].mine &&
 			       (fl = flight_of(c, v[i].name)) && !joinable(fl))
-				pthread_cond_wait(&c->cv, &c->mu);
+				err = wait_theirs(c, sp, v[i].key, d);
 		}
 		pthread_mutex_unlock(&c->mu);
+		if (err)
+			goto out;
 		st->waited += theirs;
 		goto out;
 	}
@@ -1621,7 +1651,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 }
 
 static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
-		      const char *bucket, const char *prefix, const char *label,
+		      const struct s3_params *sp, const char *bucket,
+		      const char *prefix, const char *label,
 		      struct rcache_staged *out, struct rcache_stats *st,
 		      struct diag *d)
 {
@@ -1704,7 +1735,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 	for (int round = 0; round < ROUNDS; round++) {
 		bool all = true;
 
-		err = fetch_round(c, v, n, out->fill, st, d);
+		err = fetch_round(c, v, n, out->fill, sp, st, d);
 		if (err)
 			goto out;
 		for (uint32_t i = 0; i < n; i++)
@@ -1765,7 +1796,7 @@ out:
 }
 
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const char *label, const bool *cancel,
+		 const char *label, const bool *cancel, uint64_t deadline_ms,
 		 struct rcache_staged *out, struct rcache_stats *st,
 		 struct diag *d)
 {
@@ -1781,6 +1812,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	memset(st, 0, sizeof(*st));
 	reap_jobs(c, false);
 	sp.cancel = cancel;
+	/* The fetch after the stage (start_fill()) is not bound by it. */
+	sp.deadline_ms = deadline_ms;
 	/*
 	 * The stage's requests are small (HEADs, headers, tails): more of
 	 * them at once hide their latency, as for reads in place.
@@ -1798,7 +1831,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	 */
 	for (int i = 0; i < 2; i++) {
 		memset(st, 0, sizeof(*st));
-		err = stage_once(c, s, cfg, bucket, prefix, label, out, st, d);
+		err = stage_once(c, s, cfg, &sp, bucket, prefix, label, out, st,
+				 d);
 		if (err != -ESTALE)
 			break;
 		/* Forget what these credentials were told of it. */

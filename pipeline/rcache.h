@@ -98,14 +98,17 @@ struct rcache_staged {
  * reference (rfill.h), whose rfill_cancel() stops the fetch when the
  * stream ends; that thread logs, under label, what it fetched. st (may
  * be NULL) receives what was done. When *cancel (may be NULL) is set
- * meanwhile, the stage ends within about 100 ms with -ECANCELED. Returns
+ * meanwhile, the stage ends within about 100 ms with -ECANCELED; so it
+ * does with -ETIMEDOUT at deadline_ms (CLOCK_MONOTONIC milliseconds, 0:
+ * none), which bounds the whole stage: its connects, stalls, retries and
+ * its waits for other stages' fetches of the same shards. Returns
  * 0 or a negative code, with d naming the object (s3://bucket/key) at
  * fault: -EACCES where cfg's credentials may not read it, -ENOENT,
  * -ESTALE if it kept changing, LOADER_EFORMAT for a shard that is not
  * what the manifest says.
  */
 int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const char *label, const bool *cancel,
+		 const char *label, const bool *cancel, uint64_t deadline_ms,
 		 struct rcache_staged *out, struct rcache_stats *st,
 		 struct diag *d);
 

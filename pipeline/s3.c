@@ -362,6 +362,11 @@ void s3_set_cancel(struct s3 *s, const bool *cancel)
 	s->p.cancel = cancel;
 }
 
+void s3_set_deadline(struct s3 *s, uint64_t deadline_ms)
+{
+	s->p.deadline_ms = deadline_ms;
+}
+
 struct s3_counts s3_counts(const struct s3 *s)
 {
 	return s->n;
@@ -945,6 +950,25 @@ static int run_fed(struct s3 *s, const struct feed *fd, struct diag *d)
 				       s->bucket,
 				       nheld && held[0]->key ? held[0]->key :
 							       "");
+			goto out;
+		}
+		/*
+		 * The caller's deadline bounds the whole operation: connects,
+		 * stalls, retries and their backoffs together. Each request's
+		 * own bounds (connect_s, stall_s, tries) would let a store that
+		 * accepts and never answers hold it for minutes.
+		 */
+		if (s->p.deadline_ms && now >= s->p.deadline_ms) {
+			const struct req *r = nheld ? held[0] : NULL;
+
+			err = diag_set(
+				d, -ETIMEDOUT,
+				"s3://%s/%s: %s not done by the deadline (try %u%s%s)",
+				s->bucket, r && r->key ? r->key : "",
+				r ? r->method : "request",
+				r ? r->attempt + 1 : 0,
+				r && r->why[0] ? "; last: " : "",
+				r && r->why[0] ? r->why : "");
 			goto out;
 		}
 		while (nheld < s->p.parallel) {

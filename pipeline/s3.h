@@ -15,7 +15,8 @@
  * Errors: -EACCES (403), -ENOENT (404), -ESTALE (412: the object is not
  * the one asked for any more), -EIO (retries spent; d says the last
  * cause), LOADER_ETOOBIG (larger than the caller allowed), -ENOMEM,
- * -ECANCELED (s3_params.cancel was set).
+ * -ECANCELED (s3_params.cancel was set), -ETIMEDOUT (s3_params.deadline_ms
+ * passed: d names the request in flight and its last fault).
  * Every message names the object as s3://bucket/key. No secret is ever
  * put into a message.
  *
@@ -56,6 +57,14 @@ struct s3_params {
 	 * -ECANCELED, its transfers dropped. NULL: never.
 	 */
 	const bool *cancel;
+	/*
+	 * When every operation must be over, on the CLOCK_MONOTONIC clock in
+	 * milliseconds (clock.h): past it the operation in progress ends
+	 * within about 100 ms with -ETIMEDOUT, its transfers dropped and no
+	 * retry started, however long each request's own timeouts would
+	 * have let it wait. 0: none.
+	 */
+	uint64_t deadline_ms;
 };
 
 struct s3;
@@ -179,6 +188,9 @@ int s3_make_bucket(struct s3 *s, struct diag *d);
 
 /* From now on, end operations when *cancel is set (NULL: never). */
 void s3_set_cancel(struct s3 *s, const bool *cancel);
+
+/* From now on, end operations at deadline_ms (s3_params; 0: never). */
+void s3_set_deadline(struct s3 *s, uint64_t deadline_ms);
 
 /* Requests made and retried, and bytes received, since s3_new(). */
 struct s3_counts {
