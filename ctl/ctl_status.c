@@ -342,6 +342,15 @@ static void print_json(const struct daemon_reading *now,
 	json_decref(o);
 }
 
+/* Prometheus's loaderd_up: 1 while the daemon answers, 0 when not. */
+static void print_up(int up)
+{
+	printf("# HELP loaderd_up 1 while loaderd answers\n"
+	       "# TYPE loaderd_up gauge\nloaderd_up %d\n",
+	       up);
+	fflush(stdout);
+}
+
 /* Prometheus's text exposition format: counters and gauges, no rates. */
 static void print_prometheus(const struct daemon_reading *r)
 {
@@ -372,7 +381,7 @@ static void print_prometheus(const struct daemon_reading *r)
 #undef F
 	};
 
-	printf("# HELP loaderd_up 1 while loaderd answers\n# TYPE loaderd_up gauge\nloaderd_up 1\n");
+	print_up(1);
 	printf("# HELP loaderd_resident_bytes the daemon's resident memory\n"
 	       "# TYPE loaderd_resident_bytes gauge\nloaderd_resident_bytes %" PRIu64
 	       "\n",
@@ -477,6 +486,8 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 			 why, sizeof(why));
 	if (fd < 0) {
 		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
+		if (o.prometheus)
+			print_up(0);
 		return CTL_FAIL;
 	}
 	if (o.saved) {
@@ -535,6 +546,9 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 	}
 	if (err) {
 		fprintf(stderr, "loaderctl %s: %s\n", argv[0], why);
+		/* The metric a scrape needs most: the daemon did not answer. */
+		if (o.prometheus)
+			print_up(0);
 		rc = CTL_FAIL;
 	}
 	close(fd);

@@ -8,7 +8,7 @@
 
 MKJPEG=$TOOLS/mkjpeg
 tmpdir
-plan 21
+plan 22
 
 # A JPEG dataset whose decoding dominates: 48 photos-sized images.
 mkdir -p "$T/img/a" "$T/img/b"
@@ -99,3 +99,6 @@ kill $fast $slow 2>/dev/null
 out=$("$CTL" status --socket "$T/none.sock" 2>&1)
 like "$out" "connect $T/none.sock: .*is loaderd running" \
 	"no daemon: the socket and the likely cause are named"
+"$CTL" stats --socket "$T/none.sock" --prometheus >"$T/prom.down" 2>"$T/prom.err"
+is "$?:$(grep -v '^#' "$T/prom.down")" "2:loaderd_up 0" \
+	"--prometheus with no daemon: loaderd_up 0 (and exit 2), the reason on stderr"
