@@ -200,8 +200,12 @@ struct loaderd {
  * the default one if it does. On error, d says what is wrong and where
  * (the file and line, or the option).
  */
+/*
+ * The options: defaults, then the config file, then the command line.
+ * *in_file says whether an error is the file's (no usage line for it).
+ */
 static int load_options(struct loaderd_opts *o, char **text, int argc,
-			char **argv, int *help, struct diag *d)
+			char **argv, int *help, bool *in_file, struct diag *d)
 {
 	struct loaderd_opts cli = { 0 };
 	const char *path;
@@ -227,6 +231,7 @@ static int load_options(struct loaderd_opts *o, char **text, int argc,
 		path = LOADERD_CONF;
 	if (path && *path) {
 		err = opts_parse_file(loaderd_table, o, path, text, d);
+		*in_file = err != 0;
 		if (err)
 			return err;
 	}
@@ -399,9 +404,10 @@ static void reload(struct loaderd *ld)
 	char *text = NULL, later[256] = "";
 	size_t used = 0;
 	int help, err;
+	bool in_file = false;
 
 	sd_notify(0, "RELOADING=1");
-	err = load_options(&n, &text, ld->argc, ld->argv, &help, &d);
+	err = load_options(&n, &text, ld->argc, ld->argv, &help, &in_file, &d);
 	if (!err)
 		err = check_options(&n, &d);
 	if (err) {
@@ -596,6 +602,27 @@ static int activated_socket(char *path, size_t n, struct diag *d)
 }
 
 /*
+ * Under socket activation the socket is systemd's, made as the .socket
+ * unit says: socket, socket-mode and socket-group set here change
+ * nothing, and an operator who set them should hear so.
+ */
+static void socket_opts_unused(const struct loaderd_opts *o, const char *path)
+{
+	char set[64] = "";
+
+	if (o->socket && *o->socket)
+		strcat(set, ", socket");
+	if (o->socket_mode != 0660)
+		strcat(set, ", socket-mode");
+	if (o->socket_group && *o->socket_group)
+		strcat(set, ", socket-group");
+	if (set[0])
+		plog(PLOG_WARN,
+		     "%s set, but systemd passed the socket (%s): they have no effect; set ListenSequentialPacket=, SocketMode= and SocketGroup= in loaderd.socket instead (systemctl edit loaderd.socket)",
+		     set + 2, path);
+}
+
+/*
  * A directory of the daemon's: the option's value, else the one systemd
  * made for the unit (env: $STATE_DIRECTORY or $CACHE_DIRECTORY, the first
  * of a colon-separated list), else root_dir as root, else
@@ -751,11 +778,12 @@ int main(int argc, char **argv)
 	int help, err, notify = -1, rc = 0, fd;
 	uint32_t cores = cores_usable();
 	uint32_t threads;
-	bool curl_ok;
+	bool curl_ok, in_file = false;
 	struct group *gr;
 	struct rlimit nofile;
 
-	err = load_options(&ld.o, &ld.conf_text, argc, argv, &help, &d);
+	err = load_options(&ld.o, &ld.conf_text, argc, argv, &help, &in_file,
+			   &d);
 	if (!err && !help)
 		err = check_options(&ld.o, &d);
 	if (err || help) {
@@ -767,8 +795,11 @@ int main(int argc, char **argv)
 				loaderd_table);
 			return 0;
 		}
-		fprintf(stderr, "loaderd: %s\nusage: %s (--help for options)\n",
-			d.msg, usage);
+		/* With its priority, so that journalctl -p err shows why. */
+		plog(PLOG_ERR, "loaderd: %s", d.msg);
+		if (!in_file)
+			fprintf(stderr, "usage: %s (--help for options)\n",
+				usage);
 		return 2;
 	}
 	if (ld.o.print_config) {
@@ -786,9 +817,9 @@ int main(int argc, char **argv)
 				 "/var/cache/loaderd", "XDG_CACHE_HOME",
 				 ".cache", &d);
 	if (err) {
-		fprintf(stderr, "loaderd: %s\n", d.msg);
+		plog(PLOG_ERR, "loaderd: %s", d.msg);
 		free(ld.conf_text);
-		return 2;
+		return 1;
 	}
 	ld.argc = argc;
 	ld.argv = argv;
@@ -796,7 +827,7 @@ int main(int argc, char **argv)
 	/* Faults for the tests (fault.h): never set in a real deployment. */
 	err = fault_setup(getenv("LOADERD_FAULT"), &d);
 	if (err) {
-		fprintf(stderr, "loaderd: LOADERD_FAULT: %s\n", d.msg);
+		plog(PLOG_ERR, "loaderd: LOADERD_FAULT: %s", d.msg);
 		return 2;
 	}
 	if (fault_armed) {
@@ -807,9 +838,11 @@ int main(int argc, char **argv)
 	}
 	fd = activated_socket(path, sizeof(path), &d);
 	if (fd < -1) {
-		fprintf(stderr, "loaderd: %s\n", d.msg);
+		plog(PLOG_ERR, "loaderd: %s", d.msg);
 		return 1;
 	}
+	if (fd >= 0)
+		socket_opts_unused(&ld.o, path);
 	if (fd < 0) {
 		if (ld.o.socket && *ld.o.socket)
 			snprintf(path, sizeof(path), "%s", ld.o.socket);
@@ -839,8 +872,7 @@ int main(int argc, char **argv)
 	setenv("UV_THREADPOOL_SIZE", LOADERD_UV_POOL, 0);
 	make_limits(&ld, &lim);
 	if (!ld.o.foreground && detach(&notify)) {
-		fprintf(stderr, "loaderd: cannot detach: %s\n",
-			strerror(errno));
+		plog(PLOG_ERR, "loaderd: cannot detach: %s", strerror(errno));
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);

@@ -16,7 +16,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 15
+plan 16
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -40,7 +40,8 @@ while [ ! -S "$T/notify" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 systemd-socket-activate --seqpacket -l "$T/act.sock" \
 	-E NOTIFY_SOCKET="$T/notify" -E WATCHDOG_USEC=200000 \
 	-E STATE_DIRECTORY="$T/state" -E CACHE_DIRECTORY="$T/cache" \
-	"$top_builddir/loaderd" -f --socket "$T/own.sock" 2>"$T/daemon.log" &
+	"$top_builddir/loaderd" -f --socket "$T/own.sock" --socket-mode 0600 \
+	2>"$T/daemon.log" &
 apid=$!
 DAEMONS="$DAEMONS $apid"
 i=0
@@ -62,6 +63,8 @@ listening=$(grep -n 'listening on' "$T/daemon.log" | head -1 | cut -d: -f1)
 ok "it listened (and said READY=1) before it served the first client" \
 	test "${listening:-99999}" -lt "${first_session:-0}"
 ok "the daemon made no socket of its own" test ! -e "$T/own.sock"
+like "$(cat "$T/daemon.log")" "warning: socket, socket-mode set, but systemd passed the socket \\($T/act.sock\\): they have no effect; set ListenSequentialPacket=, SocketMode= and SocketGroup= in loaderd.socket" \
+	"it warns that --socket and --socket-mode set beside the passed socket do nothing"
 ok "it pings the watchdog at half of WATCHDOG_USEC (200 ms)" \
 	wait_for '^WATCHDOG=1$' "$T/notify.log"
 sleep 0.5
