@@ -3,7 +3,9 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,6 +13,13 @@
 #include "plog.h"
 
 static int plog_level = PLOG_INFO;
+static bool plog_syslog;
+
+void plog_to_syslog(const char *ident)
+{
+	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	plog_syslog = true;
+}
 
 void plog_set_level(int level)
 {
@@ -41,27 +50,33 @@ void plog(int level, const char *fmt, ...)
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
+	size_t len;
 	int n, m;
 
 	if (level > plog_level)
 		return;
+	va_start(ap, fmt);
+	m = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		return;
+	len = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+	/*
+	 * The message carries clients' text (names, paths, reasons): one
+	 * line, whatever is in it (escape.h).
+	 */
+	if (plog_syslog) {
+		esc_text(line, sizeof(line), msg, len);
+		syslog(level, "%s", line);
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	/* "<N>" lets journald see the priority; terminals show it too. */
 	n = snprintf(line, sizeof(line), "<%d>%02d:%02d:%02d.%03ld %s: ", level,
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 		     tag[level & 7]);
-	va_start(ap, fmt);
-	m = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/*
-	 * The message carries clients' text (names, paths, reasons): one
-	 * line, whatever is in it (escape.h).
-	 */
-	if (m > 0)
-		n += (int)esc_text(line + n, sizeof(line) - (size_t)n - 1, msg,
-				   (size_t)m < sizeof(msg) ? (size_t)m :
-							     sizeof(msg) - 1);
+	n += (int)esc_text(line + n, sizeof(line) - (size_t)n - 1, msg, len);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		return;

@@ -17,6 +17,13 @@ enum plog_level {
 	PLOG_DEBUG = 7,
 };
 
+/*
+ * From now on, lines go to syslog(3) (facility daemon, tagged ident and
+ * the pid, at their level) instead of stderr: for a daemon that detached
+ * from its terminal, whose stderr leads nowhere.
+ */
+void plog_to_syslog(const char *ident);
+
 /* Lines above this level are dropped (default PLOG_INFO). */
 void plog_set_level(int level);
 

@@ -736,6 +736,8 @@ static void notify_parent(int fd, bool ok)
 	if (fd < 0)
 		return;
 	if (ok) {
+		/* Detached: stderr leads nowhere from here, the log to syslog. */
+		plog_to_syslog("loaderd");
 		null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (null >= 0) {
 			dup2(null, STDIN_FILENO);
