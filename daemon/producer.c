@@ -333,9 +333,11 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	if (pr->ring_bytes > p->max_bytes) {
 		err = diag_set(d, LOADER_ETOOBIG,
 			       "ring of %" PRIu32 " slots x %" PRIu64
-			       " bytes exceeds the limit of %" PRIu64
-			       " bytes (fewer slots or a smaller batch)",
-			       slots, pr->slot_size, p->max_bytes);
+			       " bytes exceeds the %" PRIu64
+			       " %s (fewer slots or a smaller batch)",
+			       slots, pr->slot_size, p->max_bytes,
+			       p->max_bytes_why ? p->max_bytes_why :
+						  "bytes allowed");
 		goto fail;
 	}
 	/*

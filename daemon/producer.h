@@ -38,9 +38,10 @@ struct producer_params {
 	uint32_t slots;	 /* a power of two in 2..1024; 0: default */
 	uint32_t epochs; /* 0: endless; told to the client */
 	uint32_t start_epoch;
-	uint64_t max_bytes; /* refuse a larger ring */
-	const char *label;  /* for logs; copied */
-	bool named;	    /* the client waits for each release to be saved */
+	uint64_t max_bytes;	   /* refuse a larger ring */
+	const char *max_bytes_why; /* what sets it, for the reason */
+	const char *label;	   /* for logs; copied */
+	bool named; /* the client waits for each release to be saved */
 };
 
 /*

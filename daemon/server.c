@@ -178,7 +178,8 @@ struct open_job {
 	bool uid_full; /* what held it back last: its uid's cap, or all's */
 	struct open_job *next_stage;
 	struct rcache_stats staged;
-	uint64_t budget; /* ring bytes the uid may still take */
+	uint64_t budget;      /* ring bytes the uid may still take */
+	char budget_why[160]; /* which limit sets it */
 	/* Memory the stream may take (ring included), and whose limit. */
 	uint64_t mem_left;
 	char mem_why[160];
@@ -536,8 +537,17 @@ static void send_error(int fd, uint32_t seq, int code, const char *reason)
 static void reply_error(struct session *ss, uint32_t seq, int code,
 			const char *reason)
 {
+	/*
+	 * A refusal for want of the daemon's own resources (disk, memory,
+	 * descriptors, I/O) is the operator's to see; any other is the
+	 * client's affair.
+	 */
+	bool ours = code == -ENOSPC || code == -ENOMEM || code == -EIO ||
+		    code == -ENFILE;
+
 	if (session_may_log(ss))
-		plog(PLOG_INFO, "%s: refused: %s", ss->label, reason);
+		plog(ours ? PLOG_WARN : PLOG_INFO, "%s: refused: %s", ss->label,
+		     reason);
 	send_error(ss->fd, seq, code, reason);
 }
 
@@ -1113,6 +1123,7 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 {
 	struct uid_use *u;
 	char why[160];
+	int code = LOADER_EPROTO;
 
 	if (!ss->hello || ss->stream || ss->opening || ss->remote) {
 		snprintf(why, sizeof(why), "FILES %s",
@@ -1143,11 +1154,13 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 	}
 	u = uid_use(ss->srv, ss->cred.uid);
 	if (!u || u->files + nfds > ss->srv->lim.max_uid_files) {
-		snprintf(why, sizeof(why),
-			 "uid %u holds %" PRIu64
-			 " descriptors in this daemon, the limit is %" PRIu64,
-			 (unsigned)ss->cred.uid, u ? u->files : 0,
-			 ss->srv->lim.max_uid_files);
+		snprintf(
+			why, sizeof(why),
+			"uid %u holds %" PRIu64
+			" dataset descriptors in this daemon; %u more would pass max-uid-files %" PRIu64,
+			(unsigned)ss->cred.uid, u ? u->files : 0, nfds,
+			ss->srv->lim.max_uid_files);
+		code = -EMFILE;
 		goto bad;
 	}
 	for (unsigned i = 0; i < nfds; i++) {
@@ -1184,7 +1197,7 @@ static void on_files(struct session *ss, const struct proto_hdr *h,
 bad:
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
-	reply_error(ss, h->seq, LOADER_EPROTO, why);
+	reply_error(ss, h->seq, code, why);
 }
 
 /*
@@ -1421,7 +1434,7 @@ static int named_resolve(struct open_job *j, struct stream_config *c)
 	struct state_job *old = &j->job;
 	uint32_t end, world = c->world ? c->world : 1;
 	struct state_pos *pos = NULL;
-	uint64_t dsid, oid;
+	uint64_t dsid = 0, oid;
 	int err;
 
 	if (!j->state)
@@ -1791,6 +1804,7 @@ static void open_work(uv_work_t *req)
 	struct open_job *j = req->data;
 	struct server *srv = j->ss->srv;
 	struct stream_config c;
+	char why[256];
 	struct producer_params pp = {
 		.slots = j->open.ring_slots,
 		.epochs = j->open.epochs,
@@ -1879,7 +1893,7 @@ static void open_work(uv_work_t *req)
 	}
 	c.label = j->ss->label;
 	c.max_pixels = j->max_pixels;
-	c.max_mem = j->mem_left ? j->mem_left : 1;
+	c.max_mem = j->mem_left; /* not 0: on_open() refused that */
 	c.max_mem_why = j->mem_why;
 	c.direct = c.direct || j->direct;
 	c.io_depth = j->io_depth;
@@ -1915,8 +1929,15 @@ static void open_work(uv_work_t *req)
 	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
 	/* The ring takes what the stream's other memory leaves. */
-	if (pp.max_bytes > j->mem_left - pp.lay->mem_bytes)
+	pp.max_bytes_why = j->budget_why;
+	if (pp.max_bytes > j->mem_left - pp.lay->mem_bytes) {
 		pp.max_bytes = j->mem_left - pp.lay->mem_bytes;
+		snprintf(why, sizeof(why),
+			 "%s, less the %" PRIu64
+			 " its prefetch, scratch and indexes take",
+			 j->mem_why, pp.lay->mem_bytes);
+		pp.max_bytes_why = why;
+	}
 	/* Releases wait for the saver (named_begin() keeps the name then). */
 	pp.named = j->open.name[0] && pp.lay->batches_per_epoch;
 	j->err = producer_new(&j->prod, &pp, &j->d);
@@ -2270,7 +2291,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	struct teardown *down;
 	struct uid_use *u;
 	struct diag d;
-	uint64_t budget;
+	uint64_t mem_left;
+	char mem_why[160];
 	int err;
 
 	if (!ss->hello || ss->stream || ss->opening) {
@@ -2346,15 +2368,32 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		open_refused(ss, h->seq, -EUSERS, why);
 		return;
 	}
-	budget = 0;
-	if (srv->lim.max_uid_bytes > u->bytes)
-		budget = srv->lim.max_uid_bytes - u->bytes;
-	if (budget > srv->lim.max_ring_bytes)
-		budget = srv->lim.max_ring_bytes;
+	mem_allowance(srv, u, &mem_left, mem_why, sizeof(mem_why));
+	if (!mem_left) {
+		char why[PROTO_REASON_MAX];
+
+		snprintf(why, sizeof(why), "no memory left for a stream: 0 %s",
+			 mem_why);
+		open_refused(ss, h->seq, LOADER_ETOOBIG, why);
+		return;
+	}
 	j = mem_calloc(1, sizeof(*j));
 	if (!j) {
 		open_refused(ss, h->seq, -ENOMEM, "out of memory");
 		return;
+	}
+	j->budget = 0;
+	if (srv->lim.max_uid_bytes > u->bytes)
+		j->budget = srv->lim.max_uid_bytes - u->bytes;
+	snprintf(
+		j->budget_why, sizeof(j->budget_why),
+		"ring bytes uid %u may still take (its streams' rings hold %" PRIu64
+		" of max-uid-ring %" PRIu64 ")",
+		(unsigned)ss->cred.uid, u->bytes, srv->lim.max_uid_bytes);
+	if (j->budget > srv->lim.max_ring_bytes) {
+		j->budget = srv->lim.max_ring_bytes;
+		snprintf(j->budget_why, sizeof(j->budget_why),
+			 "bytes of max-ring, the largest ring of a stream");
 	}
 	j->req.data = j;
 	j->ss = ss;
@@ -2365,8 +2404,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->nfds = ss->files_got;
 	j->remote = ss->remote;
 	j->given = ss->given;
-	j->budget = budget;
-	mem_allowance(srv, u, &j->mem_left, j->mem_why, sizeof(j->mem_why));
+	j->mem_left = mem_left;
+	memcpy(j->mem_why, mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
 	j->direct = srv->lim.direct;
 	j->io_depth = srv->lim.io_depth;

@@ -462,7 +462,7 @@ Test(producer, max_bytes)
 			     d.msg);
 		if (err) {
 			cr_expect_null(f.pr);
-			cr_expect_not_null(strstr(d.msg, "exceeds the limit"),
+			cr_expect_not_null(strstr(d.msg, " bytes allowed (fewer slots"),
 					   "case %zu: %s", i, d.msg);
 			continue;
 		}

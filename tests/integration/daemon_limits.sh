@@ -13,7 +13,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 22
+plan 24
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
@@ -158,6 +158,22 @@ done
 is "$refused" 6 "six OPENs refused after their $(($(cat "$T/nshards") + 1)) files each came"
 out=$("$LDCLIENT" --batch 100 "$T/f.sock" "$D" 2>&1)
 like "$out" '^total batches 100 ' "the user's descriptor quota is whole again: the next OPEN is served"
+# Four streams held take the 40; a fifth's files are refused by name.
+fh=
+for i in 1 2 3 4; do
+	"$LDCLIENT" --batch 100 --hold-after 1 "$T/f.sock" "$D" >"$T/fh.$i" 2>&1 &
+	fh="$fh $!"
+	wait_for 'holding after' "$T/fh.$i"
+done
+out=$("$LDCLIENT" --batch 100 "$T/f.sock" "$D" 2>&1)
+like "$out" "uid [0-9]+ holds [0-9]+ dataset descriptors in this daemon; [0-9]+ more would pass max-uid-files 40" \
+	"past max-uid-files the client is told the limit by name, not of a malformed message"
+kill $fh 2>/dev/null
+wait $fh 2>/dev/null
+start_daemon "$T/g2.sock" --max-uid-ring 1M
+out=$("$LDCLIENT" --batch 1000 "$T/g2.sock" "$D" 2>&1)
+like "$out" 'exceeds the 1048576 ring bytes uid [0-9]+ may still take \(its streams. rings hold 0 of max-uid-ring 1048576\)' \
+	"a ring past max-uid-ring is refused naming the option and what is held"
 
 # --- 7. shard indexes are memory the stream holds ------------------------------
 # 700,000 one-pixel samples in one shard: 1.4 MB of data, a 16.8 MB footer

@@ -1533,7 +1533,7 @@ static int case_files_hoard(struct ctx *c, const void *arg)
 	close(one);
 	/* The daemon answers nothing but the first refusal. */
 	if (!r)
-		r = expect_error(c, fd, PA_NO_SEQ, "limit");
+		r = expect_error(c, fd, PA_NO_SEQ, "max-uid-files");
 	close(fd);
 	return r;
 }
@@ -1806,7 +1806,7 @@ static const struct open_abuse open_ragged_huge = { o_ragged_huge,
 static const struct open_abuse open_twice = { o_twice, "image" };
 static const struct open_abuse open_cast9 = { o_cast9, "cast" };
 static const struct open_abuse open_unit_label = { o_unit_label, "unit" };
-static const struct open_abuse open_big_ring = { o_big_ring, "limit" };
+static const struct open_abuse open_big_ring = { o_big_ring, "max-ring" };
 static const struct open_abuse open_prefetch_huge = { o_prefetch_huge,
 						      "prefetch" };
 
