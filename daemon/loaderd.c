@@ -119,7 +119,8 @@ static const struct opt loaderd_table[] = {
 	{ "max-uid-ring", 0, OPT_SIZE, O(max_uid_ring), "4G", "BYTES",
 	  "ring bytes all streams of one user may hold", 0, 0, OPT_F_RELOAD },
 	{ "max-uid-streams", 0, OPT_U64, O(max_uid_streams), "64", "N",
-	  "streams one user may hold", 0, 0, OPT_F_RELOAD },
+	  "streams one user may hold (0: as many as its sessions)", 0, 0,
+	  OPT_F_RELOAD },
 	{ "max-uid-files", 0, OPT_U64, O(max_uid_files), "0", "N",
 	  "dataset descriptors one user's sessions may hold (0: a quarter of the descriptor limit)",
 	  0, 0, OPT_F_RELOAD },
@@ -127,7 +128,8 @@ static const struct opt loaderd_table[] = {
 	  "connections at once, all users together (0: a quarter of the descriptor limit)",
 	  0, 0, OPT_F_RELOAD },
 	{ "max-uid-sessions", 0, OPT_U64, O(max_uid_sessions), "128", "N",
-	  "connections one user may hold at once", 0, 0, OPT_F_RELOAD },
+	  "connections one user may hold at once (0: as many as all users together)",
+	  0, 0, OPT_F_RELOAD },
 	{ "max-pixels", 0, OPT_SIZE, O(max_pixels), "64M", "N",
 	  "largest image (width x height) the image pipeline decodes; larger ones are bad samples",
 	  0, 0, OPT_F_RELOAD },
@@ -289,16 +291,25 @@ static uint32_t max_stages(void)
 static void make_limits(const struct loaderd *ld, struct server_limits *lim)
 {
 	const struct loaderd_opts *o = &ld->o;
+	/*
+	 * 0 is never "refuse everything": each limit's 0 is the daemon's
+	 * choice, a user's sessions and streams bounded by the next limit
+	 * up.
+	 */
+	uint64_t sessions = o->max_sessions ? o->max_sessions : ld->nofile / 4;
+	uint64_t uid_sessions =
+		o->max_uid_sessions ? o->max_uid_sessions : sessions;
 
 	*lim = (struct server_limits){
 		.max_ring_bytes = o->max_ring,
 		.max_uid_bytes = o->max_uid_ring,
-		.max_uid_streams = (uint32_t)o->max_uid_streams,
+		.max_uid_streams =
+			(uint32_t)(o->max_uid_streams ? o->max_uid_streams :
+							uid_sessions),
 		.max_uid_files =
 			o->max_uid_files ? o->max_uid_files : ld->nofile / 4,
-		.max_sessions = (uint32_t)(o->max_sessions ? o->max_sessions :
-							     ld->nofile / 4),
-		.max_uid_sessions = (uint32_t)o->max_uid_sessions,
+		.max_sessions = (uint32_t)sessions,
+		.max_uid_sessions = (uint32_t)uid_sessions,
 		.max_pixels = o->max_pixels,
 		.direct = o->direct,
 		.io_depth = (uint32_t)o->io_depth,

@@ -13,7 +13,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 24
+plan 25
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 D=$T/ds/test
@@ -210,3 +210,8 @@ like "$out" 'the indexes of the dataset.s shards take 168[0-9]{5} bytes of memor
 	"... and in the budget: a second stream's index does not fit beside the first's"
 kill "$xc" 2>/dev/null
 wait "$xc" 2>/dev/null
+
+# --- 8. 0 is the daemon's choice, never "refuse everything" ------------------
+start_daemon "$T/z.sock" --max-uid-streams 0 --max-uid-sessions 0
+like "$("$LDCLIENT" --batch 100 "$T/z.sock" "$D" 2>&1)" '^total batches 100 ' \
+	"max-uid-streams 0 and max-uid-sessions 0 serve a stream (bounded by the next limit up)"
