@@ -460,6 +460,20 @@ void opts_print_config(FILE *f, const struct opt *table, const void *dst)
 	}
 }
 
+void opts_print_values(FILE *f, const struct opt *table, const void *dst,
+		       unsigned flags)
+{
+	const char *sep = "";
+
+	for (const struct opt *o = table; o->name; o++) {
+		if ((o->flags & flags) != flags)
+			continue;
+		fprintf(f, "%s%s ", sep, o->name);
+		print_value(f, o, dst);
+		sep = ", ";
+	}
+}
+
 bool opts_same(const struct opt *o, const void *a, const void *b)
 {
 	const void *x = (const char *)a + o->offset;

@@ -84,6 +84,13 @@ int opts_parse_file(const struct opt *table, void *dst, const char *path,
  */
 void opts_print_config(FILE *f, const struct opt *table, const void *dst);
 
+/*
+ * "NAME VALUE, NAME VALUE, ..." on one line (no newline): every option
+ * of table with all of flags set, with dst's values.
+ */
+void opts_print_values(FILE *f, const struct opt *table, const void *dst,
+		       unsigned flags);
+
 /* Do a and b (two structs of table's) hold the same value of option o? */
 bool opts_same(const struct opt *o, const void *a, const void *b);
 

@@ -481,15 +481,19 @@ static void reload(struct loaderd *ld)
 					    ld->state_d.msg);
 		}
 	}
-	plog(PLOG_INFO,
-	     "reloaded: log-level %s, max-ring %" PRIu64
-	     ", max-uid-ring %" PRIu64 ", max-uid-streams %" PRIu64
-	     ", max-pixels %" PRIu64 "%s, max-uid-stages %" PRIu32
-	     ", s3-stage-timeout %" PRIu64 ", s3-endpoints %s",
-	     n.log_level, n.max_ring, n.max_uid_ring, n.max_uid_streams,
-	     n.max_pixels, n.direct ? ", direct" : "", lim.max_uid_stages,
-	     n.s3_stage_timeout,
-	     n.s3_endpoints && *n.s3_endpoints ? n.s3_endpoints : "any");
+	{
+		/* Every option a reload applies, with its value now. */
+		char *line = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&line, &len);
+
+		if (m) {
+			opts_print_values(m, loaderd_table, &n, OPT_F_RELOAD);
+			fclose(m);
+		}
+		plog(PLOG_INFO, "reloaded: %s", line ? line : "");
+		free(line);
+	}
 	sd_notify(0, "READY=1");
 }
 

@@ -3194,8 +3194,11 @@ int server_new(struct server **out, uv_loop_t *loop,
 	return 0;
 }
 
+static void on_expiry(uv_timer_t *timer);
+
 void server_set_limits(struct server *srv, const struct server_limits *lim)
 {
+	bool sweep = lim->stream_expiry_ms != srv->lim.stream_expiry_ms;
 	char *e = NULL;
 
 	/* Out of memory: the endpoints in effect stay. */
@@ -3216,6 +3219,10 @@ void server_set_limits(struct server *srv, const struct server_limits *lim)
 	if (srv->state)
 		state_set_limits(srv->state, lim->max_uid_names,
 				 lim->max_uid_state);
+	/* A new stream-expiry applies now, not at the next hourly sweep. */
+	if (sweep && srv->state)
+		(void)uv_timer_start(&srv->expiry, on_expiry, 0,
+				     SERVER_EXPIRY_MS);
 }
 
 static void expiry_work(uv_work_t *req)

@@ -54,8 +54,8 @@ is "$extra" "" "loaderctl.1 documents no option the code lacks"
 # The same for loaderd and loaderd(8). Where loaderd.8 quotes another
 # command's option it writes \-\&\- so that it is not counted here.
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.8" |
-	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
-helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
+	grep -Eo -- '--[a-z][a-z0-9-]*[a-z]' | sort -u)
+helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z0-9-]*[a-z]' | sort -u)
 is "$manopts" "$helpopts" "loaderd.8 documents exactly the options of loaderd --help"
 out=$("$top_builddir/loaderd" --threads x 2>&1)
 like "$out" '--threads: "x" is not an integer in \[0, 1024\]' "loaderd names a bad option value"

@@ -11,16 +11,27 @@
 src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 LD=$top_builddir/loaderd
 tmpdir
-plan 40
+plan 43
 
 # --- the table, the help, the man pages ---------------------------------
-keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z-]*\) =.*/\1/p' | sort)
+keys=$("$LD" --print-config | sed -n 's/^#\{0,1\}\([a-z][a-z0-9-]*\) =.*/\1/p' | sort)
 man5=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.conf.5" |
-	sed -n 's/^\.BI \([a-z][a-z-]*\) " = .*/\1/p' | sort)
+	sed -n 's/^\.BI \([a-z][a-z0-9-]*\) " = .*/\1/p' | sort)
 is "$man5" "$keys" "loaderd.conf.5 documents exactly the options a file may set"
-help=$("$LD" --help | grep -Eo -- '--[a-z][a-z-]*[a-z]' | sed 's/^--//' |
+help=$("$LD" --help | grep -Eo -- '--[a-z][a-z0-9-]*[a-z]' | sed 's/^--//' |
 	grep -vx -e config -e print-config -e foreground -e help | sort -u)
 is "$keys" "$help" "a file may set every option of --help but config, print-config, foreground"
+# The options a reload applies: the table's, loaderd(8)'s SIGHUP list,
+# and loaderd.conf(5)'s "reload" marks name the same ones.
+live=$("$LD" --print-config | sed -n '/(reloaded on SIGHUP)$/{n;s/^#\{0,1\}\([a-z][a-z0-9-]*\) =.*/\1/p}' | sort)
+man8=$(sed -n '/^What can change live/,/applies from then on/p' "$top_srcdir/man/loaderd.8" |
+	sed 's/\\-/-/g' | grep -Eo -- '--[a-z][a-z0-9-]*[a-z]' | sed 's/^--//' | sort -u)
+is "$man8" "$live" "loaderd.8's SIGHUP list names exactly the options a reload applies"
+conf5=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.conf.5" | awk '
+	/^\.BI [a-z][a-z0-9-]* " = / { key = $2 }
+	/^\.TP/ { key = "" }
+	key != "" && (/^\.IR reload \.$/ || /Applies at once on a reload/) { print key; key = "" }' | sort -u)
+is "$conf5" "$live" "loaderd.conf.5 marks exactly those as applied by a reload"
 
 # --- values: defaults, file, command line ----------------------------------
 val() { "$LD" "$@" --print-config | sed -n "s/^$KEY = //p"; }
@@ -144,6 +155,8 @@ if [ -r "$src/t10k-labels-idx1-ubyte.gz" ]; then
 	wait_for 'reloaded' "$T/d.sock.log"
 	like "$(cat "$T/d.sock.log")" 'changed, but applied only by a restart: threads' \
 		"SIGHUP names what needs a restart"
+	n=$(grep 'reloaded: ' "$T/d.sock.log" | tail -1 | grep -o '[a-z][a-z-]* [^ ,]*' | wc -l)
+	is "$n" "$(printf '%s\n' "$live" | wc -l)" "the reloaded: line shows every option a reload applies"
 	out=$("$LDCLIENT" --epochs 1 "$T/d.sock" "$T/fm/test" 2>&1)
 	like "$out" 'uid [0-9]+ has 1 streams, the limit' \
 		"SIGHUP applied max-uid-streams = 1 to the next stream"
