@@ -142,6 +142,15 @@ static void figures(const struct proto_stream_info_ok *now,
 		100.0 * (double)(now->decode_ns - then->decode_ns) / wall;
 	f->slot_pct =
 		100.0 * (double)(now->slot_wait_ns - then->slot_wait_ns) / wall;
+	/*
+	 * One thread's waits, timed by the daemon, over an interval timed
+	 * here: the two clocks' readings differ by the request's trip, which
+	 * can take a wait past 100 %. (Decoding is summed over threads.)
+	 */
+	if (f->read_pct > 100)
+		f->read_pct = 100;
+	if (f->slot_pct > 100)
+		f->slot_pct = 100;
 	f->waited_pct = f->batches ? 100.0 *
 					     (double)(now->client_waits -
 						      then->client_waits) /
@@ -285,6 +294,13 @@ static json_t *json_reading(const struct daemon_reading *now,
 			    json_integer((json_int_t)now->st.memory_used));
 	json_object_set_new(o, "memory_budget",
 			    json_integer((json_int_t)now->st.memory_budget));
+	json_object_set_new(o, "limits",
+			    json_pack("{s:I, s:I, s:i}", "max_ring_bytes",
+				      (json_int_t)now->st.max_ring_bytes,
+				      "max_uid_ring_bytes",
+				      (json_int_t)now->st.max_uid_ring_bytes,
+				      "max_uid_streams",
+				      (int)now->st.max_uid_streams));
 	json_object_set_new(o, "interval_s", json_real(secs));
 	decode_use(now, then, &use, &cores);
 	json_object_set_new(o, "decode_pool_use_pct", json_real(use * 100));
@@ -479,6 +495,13 @@ static int run(enum status_cmd cmd, int argc, char **argv)
 	if (o.json && o.prometheus) {
 		fprintf(stderr,
 			"loaderctl %s: --json or --prometheus, not both\n",
+			argv[0]);
+		return CTL_FAIL;
+	}
+	/* One exposition a scrape: its HELP and TYPE once, its samples once. */
+	if (o.prometheus && o.watch) {
+		fprintf(stderr,
+			"loaderctl %s: --prometheus prints one reading, as a scrape takes it: not with --watch\n",
 			argv[0]);
 		return CTL_FAIL;
 	}

@@ -36,6 +36,7 @@
 struct loaderd_opts {
 	const char *config;
 	bool print_config;
+	bool version;
 	const char *socket;
 	uint64_t socket_mode;
 	const char *socket_group;
@@ -80,6 +81,8 @@ static const struct opt loaderd_table[] = {
 	{ "print-config", 0, OPT_FLAG, O(print_config), NULL, NULL,
 	  "print the options in effect as a config file, and exit", 0, 0,
 	  OPT_F_CLI_ONLY },
+	{ "version", 0, OPT_FLAG, O(version), NULL, NULL,
+	  "print loaderd's version, and exit", 0, 0, OPT_F_CLI_ONLY },
 	{ "socket", 's', OPT_STR, O(socket), NULL, "PATH",
 	  "control socket (default: $XDG_RUNTIME_DIR/loaderd.sock, or /run/loaderd/loaderd.sock as root); one passed by systemd (socket activation) wins",
 	  0, 0, 0 },
@@ -818,6 +821,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: %s (--help for options)\n",
 				usage);
 		return 2;
+	}
+	if (ld.o.version) {
+		printf("loaderd %s\n", PACKAGE_VERSION);
+		free(ld.conf_text);
+		return 0;
 	}
 	if (ld.o.print_config) {
 		printf("# loaderd.conf: the options in effect (loaderd --print-config)\n");

@@ -3,7 +3,7 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 27
+plan 28
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
@@ -59,3 +59,5 @@ helpopts=$("$top_builddir/loaderd" --help | grep -Eo -- '--[a-z][a-z0-9-]*[a-z]'
 is "$manopts" "$helpopts" "loaderd.8 documents exactly the options of loaderd --help"
 out=$("$top_builddir/loaderd" --threads x 2>&1)
 like "$out" '--threads: "x" is not an integer in \[0, 1024\]' "loaderd names a bad option value"
+v=$("$top_builddir/loaderctl" --version | sed 's/^loaderctl //')
+is "$("$top_builddir/loaderd" --version)" "loaderd $v" "loaderd --version names the version loaderctl does"

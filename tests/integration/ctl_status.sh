@@ -8,7 +8,7 @@
 
 MKJPEG=$TOOLS/mkjpeg
 tmpdir
-plan 22
+plan 24
 
 # A JPEG dataset whose decoding dominates: 48 photos-sized images.
 mkdir -p "$T/img/a" "$T/img/b"
@@ -102,3 +102,10 @@ like "$out" "connect $T/none.sock: .*is loaderd running" \
 "$CTL" stats --socket "$T/none.sock" --prometheus >"$T/prom.down" 2>"$T/prom.err"
 is "$?:$(grep -v '^#' "$T/prom.down")" "2:loaderd_up 0" \
 	"--prometheus with no daemon: loaderd_up 0 (and exit 2), the reason on stderr"
+start_daemon "$T/j.sock" --max-uid-streams 7
+out=$("$CTL" status --json --socket "$T/j.sock")
+like "$(printf '%s' "$out" | tr -d ' \n')" '"limits":\{"max_ring_bytes":1073741824,"max_uid_ring_bytes":4294967296,"max_uid_streams":7\}' \
+	"status --json carries the limits"
+out=$("$CTL" stats --prometheus --watch --socket "$T/j.sock" 2>&1)
+like "$?: $out" '^2: .*--prometheus prints one reading, as a scrape takes it: not with --watch' \
+	"--prometheus --watch is refused: one exposition a scrape"

@@ -19,8 +19,8 @@ man5=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderd.conf.5" |
 	sed -n 's/^\.BI \([a-z][a-z0-9-]*\) " = .*/\1/p' | sort)
 is "$man5" "$keys" "loaderd.conf.5 documents exactly the options a file may set"
 help=$("$LD" --help | grep -Eo -- '--[a-z][a-z0-9-]*[a-z]' | sed 's/^--//' |
-	grep -vx -e config -e print-config -e foreground -e help | sort -u)
-is "$keys" "$help" "a file may set every option of --help but config, print-config, foreground"
+	grep -vx -e config -e print-config -e version -e foreground -e help | sort -u)
+is "$keys" "$help" "a file may set every option of --help but config, print-config, version, foreground"
 # The options a reload applies: the table's, loaderd(8)'s SIGHUP list,
 # and loaderd.conf(5)'s "reload" marks name the same ones.
 live=$("$LD" --print-config | sed -n '/(reloaded on SIGHUP)$/{n;s/^#\{0,1\}\([a-z][a-z0-9-]*\) =.*/\1/p}' | sort)
