@@ -20,13 +20,15 @@ cd "$top"
 # libloader resolves an s3:// dataset's credentials in the caller's
 # process (common/awscfg.h, with the diag it reports in): that is why the
 # client may use those two of common/ beside the public errors.
+# loaderctl finds the daemon as libloader does: one lookup order, in
+# client/sockpath.h, compiled into both.
 allowed() {
 	case $1 in
 	common) echo "" ;;
 	codecs) echo "common" ;;
 	pipeline) echo "codecs common" ;;
 	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
-	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h" ;;
+	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h client/sockpath.h" ;;
 	client) echo "common/loader_error.h common/tie.h common/awscfg.h common/diag.h" ;;
 	trainer) echo "client/loader.h" ;;
 	bench) echo "ctl pipeline codecs common" ;;
