@@ -329,6 +329,7 @@ JP='decode | center 24 | u8'
 # its pid must be the client's, for kill -9 to be a trainer crash).
 JA="--on-bad skip --order random --seed 9 --epochs 30 --batch 4"
 ST2=$T/state2
+d2=$DAEMON_PID # the daemon on $ST, until section 8 damages its file
 ok "daemon for the JPEG rounds starts" start_daemon "$T/j.sock" --state-dir "$ST2"
 jd=$DAEMON_PID
 "$LDCLIENT" --pipeline "$JP" $JA --name ref --batch-hash --after-release \
@@ -388,8 +389,9 @@ ok "and most were confirmed ($(wc -l <"$T/ja" | tr -d ' ') of 480; the rest were
 [ -n "${KEEP_RESUME:-}" ] && cp -r "$T" "$KEEP_RESUME"
 
 # --- 8. an unreadable state file -----------------------------------------
-kill "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
+# (Both daemons stop: the one on $ST holds the directory's lock.)
+kill "$DAEMON_PID" "$d2"
+wait "$DAEMON_PID" "$d2" 2>/dev/null
 printf 'this is not an LMDB file, whatever it was\n%4096s\n' x >"$ST/loaderd.mdb"
 ok "the daemon starts on a damaged state file" start_daemon "$T/d3.sock" --state-dir "$ST"
 like "$(cat "$T/d3.sock.log")" 'loaderd.mdb is unreadable .*moved aside to .*loaderd.mdb.bad-' \
