@@ -7,6 +7,12 @@ first batch of the next epoch, once seen, is kept (converted, so that its
 tensors hold its slot) for the next iteration. set_epoch() and
 load_state_dict() move to another place by opening the stream again
 there (start_epoch, start_batch), which the order contract makes exact.
+
+The stream is opened lazily: at the first iteration, len(), state_dict()
+or .stream, never in the constructor. So a load_state_dict() that comes
+before (one rank's state, or the gathered list) decides where the first
+open starts, as a training script's resume path does: make the loader,
+load the checkpoint, set_epoch(), iterate.
 """
 
 import errno
@@ -43,16 +49,51 @@ class Epochs:
         self._kw.setdefault("epochs", 0)
         # Checked here as Stream checks them: some are counted with below.
         _check_options(self._kw)
+        slots = self._kw.get("ring_slots") or 0
+        if slots and slots < MIN_SLOTS:
+            raise Error(-errno.EINVAL,
+                        "ring_slots=%d: a training loop holds the batch "
+                        "before while it asks for the next, and the next "
+                        "epoch's first is read ahead: at least %d"
+                        % (slots, MIN_SLOTS))
         self._first = _int("start_epoch", self._kw.pop("start_epoch", 0)) \
             or 0
         self._stream = None
+        self._opened = False   # the stream opened since the last move
         self._peek = None      # (epoch, index, converted) of a next epoch
         self.epoch = self._first  # the epoch the next iteration yields
         self.batch = _int("start_batch", self._kw.pop("start_batch", 0)) \
             or 0  # its next batch
-        self._open(self.epoch, self.batch)
-        if keys is not None:
+        # Where this epoch's iteration starts (len() counts from it).
+        self._epoch_start = self.batch
+        self._resume = None    # gathered positions for the next open
+        self._keys, self._extra = keys, extra
+        # With outputs= the keys are checked now; else at the open,
+        # which reads the first batch to learn the outputs.
+        if keys is not None and self._kw.get("outputs") is not None:
             self._check_keys(keys, extra)
+
+    def _ensure(self):
+        """Open the stream where the loader stands, if it is not open."""
+        if self._opened:
+            return
+        self._opened = True
+        self._open(self.epoch, self.batch, self._resume)
+        self._resume = None
+        if self._keys is not None and self._kw.get("outputs") is None:
+            self._check_keys(self._keys, self._extra)
+
+    def _move(self, epoch, batch, resume=None):
+        """Stand at (epoch, batch): the stream opens there when next
+        used."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self._peek = None
+        self._opened = False
+        self.epoch, self.batch = epoch, batch
+        self._epoch_start = batch
+        self._resume = resume
 
     def _outputs(self):
         """The stream's output names and the batch they were read from:
@@ -89,8 +130,8 @@ class Epochs:
                    ", ".join(missing), ", ".join(names + tuple(extra))))
         if b is not None:
             self._peek = (b.epoch, b.index, self._convert(b))
-            # A named stream may start where its name was saved.
             self.epoch, self.batch = b.epoch, b.index
+            self._epoch_start = b.index
             b.release()
 
     def _open(self, epoch, batch, resume=None):
@@ -106,15 +147,9 @@ class Epochs:
             if left <= 0:
                 self._stream = None
                 self.epoch, self.batch = epoch, batch
+                self._epoch_start = batch
                 return
             kw["epochs"] = left
-        slots = kw.get("ring_slots") or 0
-        if slots and slots < MIN_SLOTS:
-            raise Error(-errno.EINVAL,
-                        "ring_slots=%d: a training loop holds the batch "
-                        "before while it asks for the next, and the next "
-                        "epoch's first is read ahead: at least %d"
-                        % (slots, MIN_SLOTS))
         if resume:
             kw["resume_from"], kw["resume_plan"] = resume
         self._stream = Stream(self._dataset, start_epoch=epoch,
@@ -128,35 +163,43 @@ class Epochs:
                         "are too large for 4 under its --max-ring): a "
                         "training loop needs at least %d; use a smaller "
                         "batch or raise loaderd's --max-ring" % (n, MIN_SLOTS))
-        if resume:
-            # The positions, not the request, say where it starts.
-            epoch, batch = self._stream.start
-        self.epoch, self.batch = epoch, batch
+        # Where it really starts: a named stream's saved position, or the
+        # positions given, may say otherwise than the request.
+        self.epoch, self.batch = self._stream.start
+        self._epoch_start = self.batch
 
     @property
     def stream(self):
+        self._ensure()
         return self._stream
 
     def __len__(self):
+        """The batches the next (or the current) iteration yields: an
+        epoch's, less those a resume starts past."""
+        self._ensure()
         if self._stream is None:
             return 0
-        return len(self._stream)
+        return max(len(self._stream) - self._epoch_start, 0)
 
     def set_epoch(self, epoch):
-        """The next iteration yields epoch `epoch` from its first batch."""
+        """The next iteration yields epoch `epoch`: from its first batch,
+        unless that is where the loader already stands and none of it
+        has been yielded since (a new epoch, or a checkpoint loaded in
+        it), which it keeps: the usual loop set_epoch(e); for b in dl
+        goes on from a resumed position instead of repeating it."""
         epoch = _int("epoch", epoch)
         if epoch is None:
             raise TypeError("epoch=None: must be an integer")
-        if epoch == self.epoch and self.batch == 0:
+        if epoch == self.epoch and self.batch == self._epoch_start:
             return
-        if self._peek is not None and self._peek[0] == epoch and \
-                self._peek[1] == 0 and self.batch == 0:
-            return
-        self._open(epoch, 0)
+        self._move(epoch, 0)
 
     def state_dict(self):
         """Where the next iteration starts: (seed, epoch, batch), with
-        what else makes the order (loaderd's order contract)."""
+        what else makes the order (loaderd's order contract). Right at
+        any moment: before the first batch it opens the stream, to say
+        where a named one really starts."""
+        self._ensure()
         kw = self._kw
         s = self._stream
         return {"seed": kw.get("seed", 0), "epoch": self.epoch,
@@ -185,7 +228,7 @@ class Epochs:
         # default, which Stream now refuses.
         if self._kw.get("batch_size") == 0:
             self._kw["batch_size"] = None
-        self._open(_int("start_epoch", state["epoch"], "state epoch"),
+        self._move(_int("start_epoch", state["epoch"], "state epoch"),
                    _int("start_batch", state["batch"], "state batch"))
 
     def _load_gathered(self, states):
@@ -214,9 +257,10 @@ class Epochs:
         if len(plans) != 1:
             raise Error(-errno.EINVAL, "the ranks' states differ in plan")
         pos = [(s["epoch"], s["batch"]) for s in states]
-        self._open(min(e for e, _ in pos), 0, (pos, plans.pop()))
+        self._move(min(e for e, _ in pos), 0, (pos, plans.pop()))
 
     def __iter__(self):
+        self._ensure()
         s = self._stream
         if s is None:
             return
@@ -234,19 +278,23 @@ class Epochs:
                 self._peek = (b.epoch, b.index, self._convert(b))
                 b.release()
                 self.epoch, self.batch = b.epoch, b.index
+                self._epoch_start = b.index
                 return
             item = self._convert(b)
             b.release()
             self.batch = b.index + 1
             if self.batch >= len(s):
                 self.epoch, self.batch = want + 1, 0
+                self._epoch_start = 0
             yield item
             del item
         # The stream ended (its last epoch): nothing more to peek.
         self.epoch, self.batch = want + 1, 0
+        self._epoch_start = 0
 
     def close(self):
         self._peek = None
+        self._opened = True  # closed stays closed: no open on use
         if self._stream is not None:
             self._stream.close()
             self._stream = None

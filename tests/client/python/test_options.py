@@ -188,11 +188,16 @@ for kw, opt, bad, good in same:
                  "%d" % (kw, v, opt, v))
 
 # --- DataLoader(keys=...) ----------------------------------------------------
-for desc, kw in (("outputs given", dict(outputs="image:unit,label")),
-                 ("outputs=None (the first batch tells)", dict())):
-    e = t.raises(U, lambda: loader.torch.DataLoader(
-        D, socket=S, keys=("img", "label"), epochs=1, **kw),
-        "DataLoader(keys=('img', 'label')), %s: refused when made" % desc)
+# With outputs= the keys are checked when the loader is made; without,
+# at its first use, which opens the stream (it opens lazily, so that a
+# load_state_dict() before decides where).
+for desc, kw, use in (("outputs given", dict(outputs="image:unit,label"),
+                       lambda dl: None),
+                      ("outputs=None (the first batch tells)", dict(), len)):
+    e = t.raises(U, lambda: use(loader.torch.DataLoader(
+        D, socket=S, keys=("img", "label"), epochs=1, **kw)),
+        "DataLoader(keys=('img', 'label')), %s: refused when %s" %
+        (desc, "made" if kw else "first used"))
     t.eq(str(e), "keys=('img', 'label'): the stream has no output img (its "
          "outputs: image, label)", "... listing the outputs")
 e = t.raises(TypeError, lambda: loader.torch.DataLoader(
@@ -237,9 +242,10 @@ for kw, text in ((dict(workers=0), "workers=0: must be a positive integer"),
                   "batch_size=0: must be a positive integer" + DEF),
                  (dict(x="img"), "keys=('img', 'label'): the stream has no "
                   "output img (its outputs: image, label, ids)")):
-    e = t.raises(U, lambda: loader.keras.PyDataset(
-        D, keras=keras, socket=S, epochs=1, **kw),
-        "keras.PyDataset(%s) is refused" % kw)
+    e = t.raises(U, lambda: len(loader.keras.PyDataset(
+        D, keras=keras, socket=S, epochs=1, **kw)),
+        "keras.PyDataset(%s) is refused (by its first use when the stream "
+        "must tell its outputs)" % kw)
     t.eq(str(e), text, "... saying so")
 e = t.raises(U, lambda: loader.keras.tf_dataset(
     D, keys=("image", "lbl"), tf=types.SimpleNamespace(), socket=S,
