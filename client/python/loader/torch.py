@@ -47,10 +47,12 @@ class DataLoader:
 
     keys: output names to yield as a tuple in that order (e.g.
     ("image", "label")); None yields a dict of every output. Each must
-    be an output of the stream: one that is not is refused here, with
-    the outputs there are (read from outputs= when it is given, else
-    from the stream's first batch, which is then read now and kept for
-    the first iteration).
+    be an output of the stream: one that is not is refused, with the
+    outputs there are: here when outputs= names them, else at the first
+    use, from the stream's first batch (kept for the first iteration).
+
+    The stream opens at the first use (iteration, len(), state_dict(),
+    .stream), not here: a load_state_dict() before it decides where.
     pin_memory: copy each batch into pinned memory (for asynchronous
     transfers to an accelerator); the copy frees the slot at once.
     with_ids: add the samples' global indices (int64) as "ids".
@@ -82,7 +84,8 @@ class DataLoader:
         return iter(self._ep)
 
     def __len__(self):
-        """Batches per epoch."""
+        """The batches the next (or current) epoch's iteration yields: a
+        whole epoch's, or those left of an epoch a checkpoint resumes."""
         return len(self._ep)
 
     @property
@@ -96,7 +99,9 @@ class DataLoader:
 
     def set_epoch(self, epoch):
         """The next iteration yields epoch `epoch` (as DistributedSampler's
-        set_epoch); a no-op when that is the epoch that comes next."""
+        set_epoch); a no-op when that is the epoch that comes next and
+        none of it has been yielded, from its first batch or from where
+        load_state_dict() put it."""
         self._ep.set_epoch(epoch)
 
     def state_dict(self):
