@@ -1653,6 +1653,29 @@ static int named_given(struct open_job *j, struct stream_config *c,
 }
 
 /* named_resolve() with the job's record and positions read. */
+/*
+ * The least of the saved positions of job's ranks (pos, job->world of
+ * them), a rank with none counting as where the job starts.
+ */
+static struct state_pos least_position(const struct state_job *job,
+				       const struct state_pos *pos)
+{
+	struct state_pos least = { .epoch = UINT32_MAX, .batch = UINT64_MAX };
+
+	for (uint32_t r = 0; r < job->world; r++) {
+		struct state_pos p = pos[r];
+
+		if (!p.generation) {
+			p.epoch = job->start_epoch;
+			p.batch = job->start_batch;
+		}
+		if (p.epoch < least.epoch ||
+		    (p.epoch == least.epoch && p.batch < least.batch))
+			least = p;
+	}
+	return least;
+}
+
 static int named_resume(struct open_job *j, struct stream_config *c,
 			const struct state_pos *pos, uint64_t dsid,
 			uint64_t oid, uint32_t world, uint32_t end)
@@ -1691,15 +1714,20 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 		return diag_set(&j->d, LOADER_EUSAGE,
 				"rank %" PRIu32 " of world %" PRIu32, n->rank,
 				old->world);
-	p = pos[n->rank];
-	if (!p.generation) {
-		/* A rank that has not run yet starts where the job does. */
-		p.epoch = old->start_epoch;
-		p.batch = old->start_batch;
+	/*
+	 * Every rank of one world resumes at the least of their positions
+	 * (a rank that has not run yet counts as where the job starts). Ranks
+	 * that stopped apart, one killed holding a batch it had not
+	 * released, so go on with as many batches each, as DDP's lockstep
+	 * needs; a rank that had released batches past that point is given
+	 * them again (at least once, never skipped: loader(7)).
+	 */
+	p = least_position(old, pos);
+	if (!pos[n->rank].generation && p.epoch == old->start_epoch &&
+	    p.batch == old->start_batch)
 		j->resumed = old->plan_words ||
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
-	}
 	return named_start(j, c, p.epoch, p.batch, end);
 }
 

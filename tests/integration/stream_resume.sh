@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 50
+plan 52
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -398,3 +398,17 @@ like "$(cat "$T/d3.sock.log")" 'loaderd.mdb is unreadable .*moved aside to .*loa
 	"and says it moved the file aside"
 out=$("$LDCLIENT" --name job $ARGS --kill-after 0 "$T/d3.sock" "$D" 2>&1)
 like "$out" '^start 0 0 resumed 0' "named streams start over"
+
+# --- 9. the ranks of one world resume together -----------------------------
+# Rank 0 killed after 13 releases, rank 1 after 12 (one killed holding a
+# batch it had not released): restarted with the same world, both go on
+# at the least, 0:12, and deliver as many batches each (DDP's lockstep).
+EQ="--name eq --world 2 --order random --seed 3 --epochs 1 --batch 100"
+"$LDCLIENT" $EQ --rank 0 --kill-after 13 "$T/d3.sock" "$D" >/dev/null 2>&1
+"$LDCLIENT" $EQ --rank 1 --kill-after 12 "$T/d3.sock" "$D" >/dev/null 2>&1
+o0=$("$LDCLIENT" $EQ --rank 0 "$T/d3.sock" "$D" 2>&1)
+o1=$("$LDCLIENT" $EQ --rank 1 "$T/d3.sock" "$D" 2>&1)
+is "$(printf '%s\n' "$o0" "$o1" | sed -n 's/^start \([0-9]* [0-9]*\) resumed.*/\1/p' | tr '\n' ' ')" \
+	"0 12 0 12 " "both ranks of the world resume at the least of their positions, 0:12"
+is "$(printf '%s\n' "$o0" | sed -n 's/^total batches \([0-9]*\) .*/\1/p') $(printf '%s\n' "$o1" | sed -n 's/^total batches \([0-9]*\) .*/\1/p')" \
+	"38 38" "... and deliver as many batches each (38 of 50)"
