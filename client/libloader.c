@@ -1797,6 +1797,9 @@ static int loader_reconnect(struct loader *l)
 	 * positions it began from included).
 	 */
 	po.flags &= ~(uint32_t)(PROTO_OPEN_FRESH | PROTO_OPEN_POSITIONS);
+	/* A named rank goes on at its own position, not its world's least. */
+	if (l->po.name[0])
+		po.flags |= PROTO_OPEN_GO_ON;
 	if (!l->po.name[0] && bpe) {
 		po.start_epoch = (uint32_t)(at / bpe);
 		po.start_batch = at % bpe;

@@ -158,6 +158,13 @@ struct proto_output {
  * start_epoch and epochs still say where the stream ends.
  */
 #define PROTO_OPEN_POSITIONS 64u
+/*
+ * A named stream's client that reconnects and goes on (a daemon that
+ * went away): this rank resumes at its own saved position, not at the
+ * least of its world's as a restarted job does, since its trainer has
+ * consumed up to there and goes on from it.
+ */
+#define PROTO_OPEN_GO_ON 128u
 
 /*
  * A dataset in an S3-API object store, and the client's credentials for

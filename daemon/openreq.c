@@ -29,9 +29,10 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
 {
 	memset(c, 0, sizeof(*c));
-	if (m->flags & ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH |
-			 PROTO_OPEN_RAGGED | PROTO_OPEN_TAR | PROTO_OPEN_LMDB |
-			 PROTO_OPEN_REMOTE | PROTO_OPEN_POSITIONS))
+	if (m->flags &
+	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED |
+	      PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE |
+	      PROTO_OPEN_POSITIONS | PROTO_OPEN_GO_ON))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)

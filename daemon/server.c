@@ -1722,7 +1722,12 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 	 * needs; a rank that had released batches past that point is given
 	 * them again (at least once, never skipped: loader(7)).
 	 */
-	p = least_position(old, pos);
+	p = j->open.flags & PROTO_OPEN_GO_ON ? pos[n->rank] :
+					       least_position(old, pos);
+	if (!p.generation) {
+		p.epoch = old->start_epoch;
+		p.batch = old->start_batch;
+	}
 	if (!pos[n->rank].generation && p.epoch == old->start_epoch &&
 	    p.batch == old->start_batch)
 		j->resumed = old->plan_words ||

@@ -212,7 +212,7 @@ Test(openreq, edges_accepted)
 
 static void unknown_flag(struct proto_open *m)
 {
-	m->flags |= 0x80;
+	m->flags |= 0x100;
 }
 
 static void positions_unnamed(struct proto_open *m)
@@ -317,7 +317,7 @@ Test(openreq, malformed_refused)
 		const char *needle; /* in the reason */
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
-		  "unknown flags 0x81" },
+		  "unknown flags 0x101" },
 		{ "positions without a name", positions_unnamed, LOADER_EUSAGE,
 		  "positions of an earlier world need a stream name" },
 		{ "positions with a start batch", positions_start_batch,

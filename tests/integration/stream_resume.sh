@@ -15,7 +15,7 @@ src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
 	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
 tmpdir
-plan 52
+plan 54
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -243,6 +243,16 @@ ride ride3 --keep 3
 is "$?" 0 "a client holding 2 batches rides a daemon SIGKILL out"
 is "$(uniq -d "$T/ride3.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ride3.sorted" "$T/b" && echo same)" "0 same" \
 	"its batches are the uninterrupted run's, none twice, none lost"
+# A rank of world 2 rides it out while the other rank's saved position is
+# far behind (killed after 3 releases): it goes on at its own position,
+# not at the world's least, as a restarted job would.
+"$LDCLIENT" --name rw $ARGS --world 2 --rank 1 --kill-after 3 "$T/d2.sock" "$D" >/dev/null 2>&1
+"$LDCLIENT" $ARGS --world 2 --rank 0 --batch-hash "$T/d2.sock" "$D" 2>&1 |
+	grep '^batch ' | sort >"$T/b2"
+ride rw --world 2 --rank 0 --after-release
+is "$?" 0 "rank 0 of world 2 finishes its stream across a daemon SIGKILL"
+is "$(uniq -d "$T/rw.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/rw.sorted" "$T/b2" && echo same)" "0 same" \
+	"... going on at its own position: its batches are an uninterrupted rank 0's, none twice"
 
 # --- 6. SIGKILL while checkpoints are written ------------------------------
 # Six named streams checkpoint every 200 ms and at every session end
