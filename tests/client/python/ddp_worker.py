@@ -1,0 +1,97 @@
+"""One rank of a small data-parallel job, for test_ddp.py: an MLP on
+Fashion-MNIST trained with torch.distributed (gloo, CPU) through
+loader.torch.DataLoader, as a training script is written: make the
+loader, load the checkpoint if there is one, then for each epoch
+set_epoch() and iterate. Every CKPT steps rank 0 saves the model, the
+optimizer and every rank's loader state, gathered (all_gather_object),
+then a barrier. Each rank appends "STEP EPOCH ID ID ..." to its log for
+every batch it trains on (DIR/aATTEMPT.rankR.log, ATTEMPT from the
+environment); a rank given --die-at STEP kills itself with SIGKILL after
+that step, as a crash.
+
+    ddp_worker.py DATASET SOCKET DIR [--resume] [--die-at STEP]
+                  [--name NAME]
+with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as a launcher
+sets them.
+"""
+
+import argparse
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+import loader.torch
+
+EPOCHS, BATCH, CKPT = 2, 64, 20
+
+p = argparse.ArgumentParser()
+p.add_argument("dataset")
+p.add_argument("socket")
+p.add_argument("dir")
+p.add_argument("--resume", action="store_true")
+p.add_argument("--die-at", type=int, default=-1)
+p.add_argument("--name", default=None)
+a = p.parse_args()
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+    torch.nn.Flatten(), torch.nn.Linear(784, 32), torch.nn.ReLU(),
+    torch.nn.Linear(32, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+kw = dict(socket=a.socket, keys=("image", "label"), with_ids=True,
+          batch_size=BATCH, outputs="image:unit,label", seed=7,
+          epochs=EPOCHS, rank=rank, world=world)
+if a.name:
+    kw["name"] = a.name
+dl = loader.torch.DataLoader(a.dataset, **kw)
+ckpt = os.path.join(a.dir, "ckpt.pt")
+step = 0
+if a.resume:
+    ck = torch.load(ckpt)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    states = ck["loader"]
+    # This rank's own state when the world is the checkpoint's and the
+    # stream unnamed; else every rank's (a named stream's elastic resume).
+    if a.name:
+        dl.load_state_dict(states)
+    else:
+        dl.load_state_dict(states[rank])
+    step = ck["step"]
+first = dl.epoch
+log = open(os.path.join(a.dir, "a%s.rank%d.log" % (
+    os.environ.get("ATTEMPT", "0"), rank)), "w")
+log.write("start %d len %d\n" % (step, len(dl)))
+log.flush()
+for e in range(first, EPOCHS):
+    dl.set_epoch(e)
+    for x, y, ids in dl:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        step += 1
+        log.write("%d %d %s\n" % (step, e, " ".join(map(str, ids.tolist()))))
+        log.flush()
+        if step % CKPT == 0:
+            states = [None] * world
+            dist.all_gather_object(states, dl.state_dict())
+            if rank == 0:
+                torch.save({"model": model.state_dict(),
+                            "opt": opt.state_dict(), "loader": states,
+                            "step": step}, ckpt + ".tmp")
+                os.replace(ckpt + ".tmp", ckpt)
+            dist.barrier()
+        if step == a.die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+dl.close()
+if rank == 0:
+    torch.save(model.state_dict(), os.path.join(a.dir, "final.pt"))
+log.write("end %d\n" % step)
+log.close()
+dist.barrier()
+dist.destroy_process_group()
