@@ -1,7 +1,7 @@
 """Data-parallel jobs through loader.torch.DataLoader, real processes:
 torch.distributed on gloo, each rank launched as a launcher does (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Debian 12's torchrun does not
-start), running tests/client/python/ddp_worker.py. One rank is killed
+start), running the recipe of examples/ddp_resume.py. One rank is killed
 with SIGKILL mid-epoch, the other then killed as a launcher would, and
 the job restarted from its last checkpoint (every rank's loader state
 gathered with the model): with the same world, unnamed and named; 2 -> 1;
@@ -29,8 +29,7 @@ t = fx.Tap()
 T = fx.tmpdir()
 D = fx.pack_fmnist(T)
 d = fx.Daemon(T, "d", "--threads", "1")
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                      "ddp_worker.py")
+WORKER = os.path.join(fx.SRC, "examples", "ddp_resume.py")
 N, CKPT = 10000, 20
 
 

@@ -1,18 +1,37 @@
-"""One rank of a small data-parallel job, for test_ddp.py: an MLP on
-Fashion-MNIST trained with torch.distributed (gloo, CPU) through
-loader.torch.DataLoader, as a training script is written: make the
-loader, load the checkpoint if there is one, then for each epoch
-set_epoch() and iterate. Every CKPT steps rank 0 saves the model, the
-optimizer and every rank's loader state, gathered (all_gather_object),
-then a barrier. Each rank appends "STEP EPOCH ID ID ..." to its log for
-every batch it trains on (DIR/aATTEMPT.rankR.log, ATTEMPT from the
-environment); a rank given --die-at STEP kills itself with SIGKILL after
-that step, as a crash.
+#!/usr/bin/python3
+"""ddp_resume.py - a data-parallel training job that resumes exactly.
 
-    ddp_worker.py DATASET SOCKET DIR [--resume] [--die-at STEP]
-                  [--name NAME]
-with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as a launcher
-sets them.
+The recipe (loader(7), "Resuming a data-parallel job"): every rank makes
+its loader.torch.DataLoader, loads the checkpoint if there is one, then
+for each epoch calls set_epoch() and iterates. At each checkpoint every
+rank's dl.state_dict() is gathered with all_gather_object and saved with
+the model and the optimizer; on restart each rank loads its own entry
+(the same world, a stream without a name) or the whole list (a named
+stream, whose world may have changed). The loader opens its stream only
+when first used, so the state loaded decides where it starts, and every
+sample of each epoch is trained on once after the restored checkpoint,
+with as many batches on every rank.
+
+An MLP on Fashion-MNIST, torch.distributed on gloo (CPU). Launch each
+rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (Debian 12's
+torchrun does not start: set them yourself, as a launcher does):
+
+    build/loaderctl pack --split test /usr/share/datasets/fashion-mnist fm
+    build/loaderd -f --socket /tmp/ld.sock &
+    for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=29500 build/loader-python examples/ddp_resume.py \
+        fm/test /tmp/ld.sock ckpt & done; wait
+    ... kill a rank; start them all again with --resume
+
+    ddp_resume.py DATASET SOCKET DIR [--resume] [--name NAME]
+                  [--die-at STEP]
+
+DIR holds the checkpoint (ckpt.pt, every 20 steps), the final weights
+(final.pt) and each rank's log, aATTEMPT.rankR.log (ATTEMPT from the
+environment, default 0): "start STEP len N", then "STEP EPOCH ID ID ..."
+for every batch trained on, then "end STEP". --die-at STEP kills the
+rank with SIGKILL after that step, to try a resume
+(tests/client/python/test_ddp.py does).
 """
 
 import argparse
