@@ -1654,24 +1654,23 @@ static int named_given(struct open_job *j, struct stream_config *c,
 
 /* named_resolve() with the job's record and positions read. */
 /*
- * The least of the saved positions of job's ranks (pos, job->world of
- * them), a rank with none counting as where the job starts.
+ * The least of the positions this daemon saved of job's ranks (pos,
+ * job->world of them; generation 0: none), or none (generation 0) when
+ * it saved none. A rank it has no position of is skipped: it may run on
+ * another node, whose daemon keeps its position.
  */
 static struct state_pos least_position(const struct state_job *job,
 				       const struct state_pos *pos)
 {
-	struct state_pos least = { .epoch = UINT32_MAX, .batch = UINT64_MAX };
+	struct state_pos least = { .generation = 0 };
 
 	for (uint32_t r = 0; r < job->world; r++) {
-		struct state_pos p = pos[r];
+		const struct state_pos *p = &pos[r];
 
-		if (!p.generation) {
-			p.epoch = job->start_epoch;
-			p.batch = job->start_batch;
-		}
-		if (p.epoch < least.epoch ||
-		    (p.epoch == least.epoch && p.batch < least.batch))
-			least = p;
+		if (p->generation &&
+		    (!least.generation || p->epoch < least.epoch ||
+		     (p->epoch == least.epoch && p->batch < least.batch)))
+			least = *p;
 	}
 	return least;
 }
@@ -1715,24 +1714,25 @@ static int named_resume(struct open_job *j, struct stream_config *c,
 				"rank %" PRIu32 " of world %" PRIu32, n->rank,
 				old->world);
 	/*
-	 * Every rank of one world resumes at the least of their positions
-	 * (a rank that has not run yet counts as where the job starts). Ranks
-	 * that stopped apart, one killed holding a batch it had not
-	 * released, so go on with as many batches each, as DDP's lockstep
-	 * needs; a rank that had released batches past that point is given
-	 * them again (at least once, never skipped: loader(7)).
+	 * A rank that resumes goes on at the least of the positions saved
+	 * here of its world's ranks (ranks on other nodes are their
+	 * daemons'). Ranks that stopped apart, one killed holding a batch it
+	 * had not released, so go on with as many batches each, as DDP's
+	 * lockstep needs; a rank that had released batches past that point
+	 * is given them again (at least once, never skipped: loader(7)). A
+	 * rank that has not run yet starts where the job does, whatever its
+	 * world's ranks that opened before it have delivered since.
 	 */
-	p = j->open.flags & PROTO_OPEN_GO_ON ? pos[n->rank] :
-					       least_position(old, pos);
+	p = pos[n->rank];
+	if (p.generation && !(j->open.flags & PROTO_OPEN_GO_ON))
+		p = least_position(old, pos);
 	if (!p.generation) {
 		p.epoch = old->start_epoch;
 		p.batch = old->start_batch;
-	}
-	if (!pos[n->rank].generation && p.epoch == old->start_epoch &&
-	    p.batch == old->start_batch)
 		j->resumed = old->plan_words ||
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
+	}
 	return named_start(j, c, p.epoch, p.batch, end);
 }
 
