@@ -217,9 +217,21 @@ class Epochs:
         e.g. with torch.distributed.all_gather_object, at the
         checkpoint): a named stream then goes on from all of them, with
         this process's rank and world, which may differ from theirs
-        (elastic resume across nodes, libloader(3))."""
+        (elastic resume across nodes, libloader(3)).
+
+        For a named stream the state wins over the position the daemon
+        saved: one rank's state is taken as every rank's of its world
+        (the ranks of a data-parallel job checkpoint at the same batch)."""
         if isinstance(state, (list, tuple)):
             self._load_gathered(list(state))
+            return
+        if self._kw.get("name") and state.get("world"):
+            # A named stream's daemon has saved positions of its own:
+            # the checkpoint's win. One rank's state stands for every
+            # rank of its world (a data-parallel job's ranks checkpoint
+            # in lockstep, at the same batch).
+            self._load_gathered([dict(state, rank=r)
+                                 for r in range(state["world"])])
             return
         for k in ("seed", "order", "batch_size"):
             if k in state and state[k] is not None:

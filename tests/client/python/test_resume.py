@@ -8,7 +8,9 @@ decides where its stream starts:
   for b in dl` goes on from the checkpoint, delivering no batch twice;
 - len() of a resumed epoch is the batches left, not a whole epoch's;
 - state_dict() is right before the first batch: a named stream that the
-  daemon resumes says where it really starts.
+  daemon resumes says where it really starts;
+- a named stream goes on from a loaded state, not from the position the
+  daemon saved after it.
 """
 
 import os
@@ -94,4 +96,24 @@ t.eq((s["epoch"], s["batch"]), (0, 5), "state_dict() before the first "
 t.eq(len(dl), BPE - 5, "... and len() is the 95 batches left")
 dl.set_epoch(0)
 t.eq(len(ids_of(dl)), BPE - 5, "set_epoch(0) keeps that position too")
+dl.close()
+
+# A named stream: the checkpoint's position wins over the one the daemon
+# saved since. 10 batches, a state, 5 more: the daemon saved 15; loading
+# the state goes back to 10.
+NK = dict(KW, name="r2")
+dl = loader.torch.DataLoader(D, keys=("label",), with_ids=True, **NK)
+got = ids_of(dl, 10)
+state = dl.state_dict()
+got += ids_of(dl, 5)
+dl.close()
+dl = loader.torch.DataLoader(D, keys=("label",), with_ids=True, **NK)
+dl.load_state_dict(state)
+t.eq((dl.state_dict()["epoch"], dl.state_dict()["batch"]), (0, 10),
+     "named stream saved at 0:15, a state of 0:10 loaded: it starts at "
+     "0:10, not where the daemon saved it")
+dl.set_epoch(0)
+again = ids_of(dl)
+t.ok(again[:5] == got[10:15] and len(again) == BPE - 10,
+     "... and delivers batches 10.. again (those after the checkpoint)")
 dl.close()
