@@ -718,6 +718,24 @@ static int open_submit(struct server *srv, struct open_job *j)
 	return 0;
 }
 
+/* A port, [p, end): 1..65535 in decimal, into *port; false if not one. */
+static bool parse_port(const char *p, const char *end, unsigned *port)
+{
+	unsigned v = 0;
+
+	if (p == end)
+		return false;
+	for (; p < end; p++) {
+		if (!isdigit((unsigned char)*p) || v > 6553)
+			return false;
+		v = v * 10 + (unsigned)(*p - '0');
+	}
+	if (!v || v > 65535)
+		return false;
+	*port = v;
+	return true;
+}
+
 /*
  * The host and port an endpoint URL (scheme://[user@]host[:port][/...])
  * connects to: the host lower-cased, an IPv6 address without its
@@ -764,21 +782,7 @@ static bool endpoint_split(const char *url, char *host, size_t n,
 		host[i] = (char)tolower((unsigned char)h[i]);
 	host[len] = '\0';
 	*port = https ? 443 : 80;
-	if (p) {
-		unsigned v = 0;
-
-		if (p == end)
-			return false;
-		for (; p < end; p++) {
-			if (!isdigit((unsigned char)*p) || v > 6553)
-				return false;
-			v = v * 10 + (unsigned)(*p - '0');
-		}
-		if (!v || v > 65535)
-			return false;
-		*port = v;
-	}
-	return true;
+	return !p || parse_port(p, end, port);
 }
 
 /*
@@ -815,21 +819,7 @@ static bool entry_split(const char *e, size_t len, char *host, size_t n,
 	*port = 0;
 	if (p && end - p == 1 && *p == '*')
 		return true;
-	if (p) {
-		unsigned v = 0;
-
-		if (p == end)
-			return false;
-		for (; p < end; p++) {
-			if (!isdigit((unsigned char)*p) || v > 6553)
-				return false;
-			v = v * 10 + (unsigned)(*p - '0');
-		}
-		if (!v || v > 65535)
-			return false;
-		*port = v;
-	}
-	return true;
+	return !p || parse_port(p, end, port);
 }
 
 #define ENDPOINT_SEP ", \t"

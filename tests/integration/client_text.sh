@@ -9,9 +9,7 @@
 
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "python3 not installed"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 9
 nl='

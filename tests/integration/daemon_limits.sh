@@ -9,9 +9,7 @@
 # refused past the user's memory, and shown in the status.
 . "$top_srcdir/tests/integration/tap.sh"
 
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 25
 

@@ -15,9 +15,7 @@
 command -v setpriv >/dev/null 2>&1 || skip_all "setpriv not installed (util-linux)"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "python3 not installed"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 TPID=
 trap 'for p in $DAEMONS $TPID; do kill -9 $p 2>/dev/null; done; [ -n "${KEEP-}" ] || rm -rf "$T"' EXIT

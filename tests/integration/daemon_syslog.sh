@@ -10,9 +10,7 @@
 [ -e /dev/log ] && skip_all "/dev/log is there already (a system logger runs)"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "python3 not installed"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 6
 "$LOADERCTL" pack --split test --shard-size 4M "$src" "$T/ds" >/dev/null

@@ -12,9 +12,7 @@
 command -v systemd-socket-activate >/dev/null 2>&1 ||
 	skip_all "no systemd-socket-activate (Debian package systemd)"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3 for the notify listener"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 16
 

@@ -15,9 +15,7 @@
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root, to run a client as another user"
 command -v setpriv >/dev/null 2>&1 || skip_all "setpriv not installed (util-linux)"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 35
 as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }

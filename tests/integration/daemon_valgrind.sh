@@ -31,9 +31,7 @@ if ! grep -q '^#define HAVE_VALGRIND 1' "$top_builddir/config.h"; then
 		"reconfigure it (scripts/build.sh does) now that valgrind is installed"
 	exit 1
 fi
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 32
 

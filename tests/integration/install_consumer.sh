@@ -6,9 +6,7 @@
 # soname, the installed headers on their own, and the man pages.
 . "$top_srcdir/tests/integration/tap.sh"
 
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 
 # mkvar NAME: NAME's value in the build tree's Makefile, as configure wrote
 # it (e.g. libdir = ${exec_prefix}/lib).

@@ -12,9 +12,7 @@
 . "$top_srcdir/tests/integration/ceph.sh"
 
 ceph_need
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 trap 'ceph_stop; rm -rf "$T"' EXIT
 plan 44

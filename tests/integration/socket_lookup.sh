@@ -11,9 +11,7 @@
 [ "$(id -u)" -eq 0 ] || skip_all "needs root, to listen on /run/loaderd/loaderd.sock"
 SYS=/run/loaderd/loaderd.sock
 [ -e "$SYS" ] && skip_all "$SYS is there already (a loaderd runs on this machine)"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 16
 "$LOADERCTL" pack --split test --shard-size 4M "$src" "$T/ds" >/dev/null

@@ -8,9 +8,7 @@
 . "$top_srcdir/tests/integration/tap.sh"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root, to mount a tmpfs"
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 mkdir "$T/full"
 mount -t tmpfs -o size=1M tmpfs "$T/full" 2>/dev/null ||

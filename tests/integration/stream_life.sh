@@ -4,9 +4,7 @@
 # corrupt record fails that stream with a reason, and the daemon serves on.
 . "$top_srcdir/tests/integration/tap.sh"
 
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 12
 

@@ -4,9 +4,7 @@
 # every run; epochs differ; shapes and dtypes as asked.
 . "$top_srcdir/tests/integration/tap.sh"
 
-src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
-	skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+need_fmnist
 tmpdir
 plan 25
 

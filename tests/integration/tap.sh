@@ -19,6 +19,14 @@ skip_all() {
 	exit 77
 }
 
+# need_fmnist: src, the Fashion-MNIST IDX files ($FASHION_MNIST_DIR, else
+# Debian's dataset-fashion-mnist), or skip the whole test.
+need_fmnist() {
+	src=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+	[ -r "$src/t10k-labels-idx1-ubyte.gz" ] ||
+		skip_all "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)"
+}
+
 # ok DESC CMD...: pass when CMD succeeds.
 ok() {
 	desc=$1
