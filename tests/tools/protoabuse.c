@@ -1205,6 +1205,28 @@ static const enum status_abuse sa_reserved = SA_RESERVED;
 static const enum status_abuse sa_stats_before_hello = SA_STATS_BEFORE_HELLO;
 
 /*
+ * OPEN o must be refused with a reason that mentions want (unless NULL),
+ * and the session must serve on.
+ */
+static int open_refused_naming(struct ctx *c, const struct proto_open *o,
+			       const char *want)
+{
+	struct fx x;
+	int r = fx_open(c, &x, o);
+
+	if (r == 0)
+		r = fail(c, "OPEN accepted");
+	else if (r == 1 && want && !strcasestr(x.reason, want))
+		r = fail(c, "reason does not mention \"%s\"", want);
+	else if (r == 1)
+		r = 0;
+	if (!r)
+		r = still_usable(c, x.fd);
+	fx_close(&x);
+	return r;
+}
+
+/*
  * A saved named stream (made at rank 0 of world 1) opened at a rank past
  * its world: refused at the OPEN, before the daemon indexes the record's
  * positions by that rank.
@@ -1223,17 +1245,7 @@ static int case_named_rank(struct ctx *c, const void *arg)
 	if (r)
 		return r == 1 ? fail(c, "the OPEN at rank 0 was refused") : r;
 	o.rank = 0x7fffffff;
-	r = fx_open(c, &x, &o);
-	if (r == 0)
-		r = fail(c, "OPEN accepted");
-	else if (r == 1 && !strcasestr(x.reason, "rank"))
-		r = fail(c, "reason does not mention the rank");
-	else if (r == 1)
-		r = 0;
-	if (!r)
-		r = still_usable(c, x.fd);
-	fx_close(&x);
-	return r;
+	return open_refused_naming(c, &o, "rank");
 }
 
 static int case_open_before_files(struct ctx *c, const void *arg)
@@ -1814,22 +1826,10 @@ static int case_open(struct ctx *c, const void *arg)
 {
 	const struct open_abuse *k = arg;
 	struct proto_open o;
-	struct fx x;
-	int r;
 
 	base_open(&o);
 	k->mutate(c, &o);
-	r = fx_open(c, &x, &o);
-	if (r == 0)
-		r = fail(c, "OPEN accepted");
-	else if (r == 1 && k->want && !strcasestr(x.reason, k->want))
-		r = fail(c, "reason does not mention \"%s\"", k->want);
-	else if (r == 1)
-		r = 0;
-	if (!r)
-		r = still_usable(c, x.fd);
-	fx_close(&x);
-	return r;
+	return open_refused_naming(c, &o, k->want);
 }
 
 /*
