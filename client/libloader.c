@@ -352,6 +352,10 @@ static int loader_make_open(struct loader *l, const struct loader_opts *o,
 				o->start_batch);
 		po->flags |= PROTO_OPEN_POSITIONS;
 	}
+	if (o->pad > 1)
+		return loader_fail(l, LOADER_EUSAGE, "pad %u: 0 or 1", o->pad);
+	if (o->pad)
+		po->flags |= PROTO_OPEN_PAD;
 	if (o->pipeline) {
 		size_t n = strlen(o->pipeline);
 
@@ -1932,6 +1936,28 @@ loader_offsets(const struct loader *l, const struct loader_batch *b, uint32_t k)
 	return (const uint64_t *)(const void *)(slot + o->index);
 }
 
+LOADER_API int loader_repeats(const struct loader *l,
+			      const struct loader_batch *b)
+{
+	const unsigned char *slot;
+	struct ring_slot rs;
+
+	if (!l || !b || !b->ids)
+		return -EINVAL;
+	/* The batch's slot, in this ring or the one before a reconnect. */
+	slot = (const unsigned char *)b->ids - l->ids_offset;
+	if (!loader_is_slot(slot, l->slots, l->slot_size, l->slot_count) &&
+	    !(l->old.left &&
+	      loader_is_slot(slot, l->old.slots, l->old.slot_size,
+			     l->old.slot_count)))
+		return -EINVAL;
+	memcpy(&rs, slot, sizeof(rs));
+	if (rs.seq != b->seq)
+		return -EINVAL;
+	/* The slot is the caller's to spoil: never more than the batch. */
+	return (int)(rs.repeats < b->count ? rs.repeats : b->count);
+}
+
 LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 			   int timeout_ms)
 {
@@ -1980,11 +2006,12 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 				       l->next, rs.seq);
 		return l->final;
 	}
-	if (rs.count > l->batch_size) {
+	if (rs.count > l->batch_size || rs.repeats > rs.count) {
 		l->final = loader_fail(
 			l, LOADER_EPROTO,
-			"ring: batch %llu has %u samples, more than %u",
-			(unsigned long long)rs.seq, rs.count, l->batch_size);
+			"ring: batch %llu has %u samples (%u repeated), more than %u",
+			(unsigned long long)rs.seq, rs.count, rs.repeats,
+			l->batch_size);
 		return l->final;
 	}
 	b->seq = rs.seq;

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 3
+#define LOADER_VERSION_MINOR 4
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (DESIGN.md, "Sample order"). */
@@ -197,6 +197,22 @@ struct loader_opts {
 	const uint32_t *from_epoch;
 	const uint64_t *from_batch;
 	uint64_t from_plan;
+	/* ---- 1.4 ---- */
+	/*
+	 * 1: pad the epoch's end, as torch's DistributedSampler does. When
+	 * the dataset's N samples do not divide among the world's ranks,
+	 * ranks get ceil(N/world) samples each, those short of one taking a
+	 * sample of the epoch again, so that every rank's last batch has
+	 * the same size and none is empty (world 3, batch 101 and 10000
+	 * samples: 1, 1 and 1 samples rather than 1, 0 and 0). Each repeat
+	 * is the last sample of its rank's last batch, and
+	 * loader_repeats() counts it, so that a loss can mask it; at most
+	 * world - 1 samples an epoch come twice. Batch counts, positions
+	 * and the other samples are those of an unpadded stream, so a named
+	 * stream may be resumed with or without padding. No effect with
+	 * drop_last, or when world divides N. 0: no padding (the default).
+	 */
+	uint32_t pad;
 };
 
 /* clang-format off */
@@ -334,6 +350,16 @@ LOADER_API int loader_start(const struct loader *l, uint32_t *epoch,
  * them and gives them back in from_plan and from_plan_end. Since 1.3.
  */
 LOADER_API uint64_t loader_plan(const struct loader *l, uint32_t *end_epoch);
+
+/*
+ * Of batch b's count samples (held), how many at its end repeat a sample
+ * the epoch delivered already: padding (loader_opts.pad), 0 or 1, and 0
+ * in every batch but a rank's last of an epoch. The samples
+ * 0..count - repeats - 1 are the epoch's own. -EINVAL if b is not a
+ * batch held. Since 1.4.
+ */
+LOADER_API int loader_repeats(const struct loader *l,
+			      const struct loader_batch *b);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

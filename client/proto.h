@@ -37,12 +37,13 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	8 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	9 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
 				FORGET; 6: ragged outputs;
 				7: REMOTE, OPEN_REMOTE;
-				8: POSITIONS, OPEN_POSITIONS */
+				8: POSITIONS, OPEN_POSITIONS;
+				9: OPEN_GO_ON, OPEN_PAD */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -165,6 +166,12 @@ struct proto_output {
  * consumed up to there and goes on from it.
  */
 #define PROTO_OPEN_GO_ON 128u
+/*
+ * Pad the ranks short of a sample at an epoch's end with a repeat
+ * (pipeline/order.h), so that every rank's last batch has the same size;
+ * the slot's repeats counts it. No effect with drop_last.
+ */
+#define PROTO_OPEN_PAD 256u
 
 /*
  * A dataset in an S3-API object store, and the client's credentials for

@@ -46,7 +46,8 @@
 
 #define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
 #define RING_VERSION                                                           \
-	4 /* 2: slots writable by the client; 3: saved; 4: ragged outputs */
+	5 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
+	     5: the slot's repeats */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -151,6 +152,10 @@ struct ring_slot {
 	uint64_t batch; /* index within its epoch */
 	uint32_t epoch;
 	uint32_t count; /* samples in this batch (<= batch_size) */
+	/* Of count, those at the end that repeat a sample of the epoch
+	 * (PROTO_OPEN_PAD). */
+	uint32_t repeats;
+	uint32_t reserved; /* 0 */
 };
 
 _Static_assert(sizeof(struct ring_hdr) <= RING_PAGE, "ring header fits a page");

@@ -32,7 +32,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	if (m->flags &
 	    ~(PROTO_OPEN_DIRECT | PROTO_OPEN_FRESH | PROTO_OPEN_RAGGED |
 	      PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE |
-	      PROTO_OPEN_POSITIONS | PROTO_OPEN_GO_ON))
+	      PROTO_OPEN_POSITIONS | PROTO_OPEN_GO_ON | PROTO_OPEN_PAD))
 		return diag_set(d, LOADER_EUSAGE, "unknown flags %#" PRIx32,
 				m->flags);
 	if (m->reserved || m->reserved2)
@@ -113,6 +113,7 @@ int openreq_config(const struct proto_open *m, struct stream_config *c,
 	c->rank = m->rank;
 	c->world = m->world;
 	c->drop_last = m->drop_last;
+	c->pad = m->flags & PROTO_OPEN_PAD;
 	c->direct = m->flags & PROTO_OPEN_DIRECT;
 	c->prefetch_bytes = m->prefetch_bytes;
 	c->threads = m->threads;

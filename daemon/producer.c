@@ -268,6 +268,7 @@ static void sink_publish(void *ctx, const struct stream_batch *b)
 	slot->batch = b->batch;
 	slot->epoch = b->epoch;
 	slot->count = b->count;
+	slot->repeats = b->repeats;
 	/* Release: producer_released() reads it on another thread. */
 	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);

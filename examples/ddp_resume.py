@@ -24,14 +24,22 @@ torchrun does not start: set them yourself, as a launcher does):
     ... kill a rank; start them all again with --resume
 
     ddp_resume.py DATASET SOCKET DIR [--resume] [--name NAME]
-                  [--die-at STEP]
+                  [--die-at STEP] [--batch N]
 
 DIR holds the checkpoint (ckpt.pt, every 20 steps), the final weights
 (final.pt) and each rank's log, aATTEMPT.rankR.log (ATTEMPT from the
-environment, default 0): "start STEP len N", then "STEP EPOCH ID ID ..."
-for every batch trained on, then "end STEP". --die-at STEP kills the
-rank with SIGKILL after that step, to try a resume
-(tests/client/python/test_ddp.py does).
+environment, default 0): "start STEP len N", then "STEP EPOCH SIZE ID ID
+..." for every batch trained on (its size, and the ids its loss counts),
+then "end STEP".
+--die-at STEP kills the rank with SIGKILL after that step, to try a
+resume (tests/client/python/test_ddp.py does). --batch sets the batch
+size (64).
+
+When the world does not divide the dataset, the DataLoader pads (its
+default, as DistributedSampler does): every rank's last batch has the
+same size, the ranks short of a sample taking one again. The loss
+leaves those repeats out through the batch's mask, so that each sample
+of an epoch counts once; a batch of repeats only adds nothing.
 """
 
 import argparse
@@ -52,6 +60,7 @@ p.add_argument("dir")
 p.add_argument("--resume", action="store_true")
 p.add_argument("--die-at", type=int, default=-1)
 p.add_argument("--name", default=None)
+p.add_argument("--batch", type=int, default=BATCH)
 a = p.parse_args()
 
 dist.init_process_group("gloo")
@@ -63,7 +72,7 @@ model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
     torch.nn.Linear(32, 10)))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 kw = dict(socket=a.socket, keys=("image", "label"), with_ids=True,
-          batch_size=BATCH, outputs="image:unit,label", seed=7,
+          with_mask=True, batch_size=a.batch, outputs="image:unit,label", seed=7,
           epochs=EPOCHS, rank=rank, world=world)
 if a.name:
     kw["name"] = a.name
@@ -89,12 +98,18 @@ log.write("start %d len %d\n" % (step, len(dl)))
 log.flush()
 for e in range(first, EPOCHS):
     dl.set_epoch(e)
-    for x, y, ids in dl:
+    for x, y, ids, mask in dl:
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        per = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+        loss = (per * mask).sum() / mask.sum().clamp(min=1)
+        if not torch.isfinite(loss):
+            raise SystemExit("rank %d step %d: loss %s on a batch of %d"
+                             % (rank, step + 1, loss.item(), len(y)))
+        loss.backward()
         opt.step()
         step += 1
-        log.write("%d %d %s\n" % (step, e, " ".join(map(str, ids.tolist()))))
+        log.write("%d %d %d %s\n" % (step, e, len(y),
+                                     " ".join(map(str, ids[mask].tolist()))))
         log.flush()
         if step % CKPT == 0:
             states = [None] * world

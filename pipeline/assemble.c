@@ -643,6 +643,7 @@ void *assembler_main(void *arg)
 		b.batch = pb->batch;
 		b.epoch = pb->epoch;
 		b.count = pb->count;
+		b.repeats = pb->repeats;
 		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
 		if (s->nragged)
 			job.err = place_ragged(s, &job);

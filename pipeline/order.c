@@ -78,7 +78,7 @@ struct order {
 	enum order_kind kind;
 	uint64_t seed;
 	uint32_t rank, world, batch_size;
-	bool drop_last;
+	bool drop_last, pad;
 	uint64_t window;
 	uint32_t nshards;
 	uint32_t epoch;
@@ -410,6 +410,7 @@ int order_new(struct order **out, const struct order_params *p, struct diag *d)
 	o->world = p->world;
 	o->batch_size = p->batch_size;
 	o->drop_last = p->drop_last;
+	o->pad = p->pad && !p->drop_last;
 	o->window = p->window ? p->window : ORDER_QUASI_WINDOW;
 	o->nshards = p->nshards;
 	o->n = n;
@@ -478,23 +479,52 @@ uint64_t order_batches(const struct order *o)
 	return o->batches;
 }
 
-uint32_t order_batch_count(const struct order *o, uint64_t b)
+/*
+ * Of batch b's places, from its first: those the rank has (*count), and
+ * of them those below N or R (*fresh). Padded, every rank has as many
+ * places as rank 0.
+ */
+static void batch_places(const struct order *o, uint64_t b, uint32_t *count,
+			 uint32_t *fresh)
 {
-	uint64_t mine, first, len = o->cur ? o->cur->len : o->n;
+	uint64_t len = o->cur ? o->cur->len : o->n, first, mine, real;
 
+	*count = *fresh = 0;
 	if (b >= o->batches || (o->cur && b < o->cur->first))
-		return 0;
-	if (o->drop_last)
-		return o->batch_size;
+		return;
+	if (o->drop_last) {
+		*count = *fresh = o->batch_size;
+		return;
+	}
 	if (o->cur)
 		b -= o->cur->first;
 	/* Positions rank, rank + w, ... below N (or R). */
-	mine = share(len, o->world, o->rank);
+	real = share(len, o->world, o->rank);
+	mine = o->pad ? share(len, o->world, 0) : real;
 	first = b * o->batch_size;
-	if (mine <= first)
-		return 0;
-	mine -= first;
-	return mine < o->batch_size ? (uint32_t)mine : o->batch_size;
+	if (mine > first)
+		*count = mine - first < o->batch_size ?
+				 (uint32_t)(mine - first) :
+				 o->batch_size;
+	if (real > first)
+		*fresh = real - first < *count ? (uint32_t)(real - first) :
+						 *count;
+}
+
+uint32_t order_batch_count(const struct order *o, uint64_t b)
+{
+	uint32_t n, fresh;
+
+	batch_places(o, b, &n, &fresh);
+	return n;
+}
+
+uint32_t order_repeats(const struct order *o, uint64_t b)
+{
+	uint32_t n, fresh;
+
+	batch_places(o, b, &n, &fresh);
+	return n - fresh;
 }
 
 uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
@@ -576,6 +606,15 @@ static uint64_t quasi_sample(const struct order *o, uint64_t p)
 	return o->shard_start[o->block_shard[j]] + (q - o->block_start[j]);
 }
 
+/*
+ * Is place p >= len (of a list of len dealt to the world) one that
+ * padding fills: one of rank 0's share's length?
+ */
+static bool pad_place(const struct order *o, uint64_t p, uint64_t len)
+{
+	return o->pad && len && p / o->world < share(len, o->world, 0);
+}
+
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 {
 	uint64_t p;
@@ -585,11 +624,13 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 			return UINT64_MAX;
 		p = ((b - o->cur->first) * o->batch_size + k) * o->world +
 		    o->rank;
-		if (p >= o->cur->len)
+		if (p >= o->cur->len && !pad_place(o, p, o->cur->len))
 			return UINT64_MAX;
-		p = plan_position(o->cur, p);
+		p = plan_position(o->cur, p % o->cur->len);
 	} else {
 		p = (b * o->batch_size + k) * o->world + o->rank;
+		if (p >= o->n && pad_place(o, p, o->n))
+			p %= o->n;
 	}
 	/*
 	 * Cycle walking from a value outside [0, n) need not come back
@@ -682,7 +723,8 @@ void order_batch(const struct order *o, uint64_t b, uint32_t n, uint64_t *out)
 		out[k] = feistel_pass(f, out[k]);
 	for (k = 0; k < n; k++) {
 		if (p + (uint64_t)k * o->world >= o->n) {
-			out[k] = UINT64_MAX; /* past the epoch's end */
+			/* Past the epoch's end: nothing, or padding. */
+			out[k] = order_sample(o, b, k);
 			continue;
 		}
 		while (out[k] >= o->n)

@@ -17,6 +17,14 @@
  *   drop_last = 1: floor(floor(N/w) / B) full batches; the samples past
  *                  them are not delivered this epoch (which ones changes
  *                  with the epoch under the random orders).
+ * Padding (pad, with drop_last = 0) fills the ranks that the positions
+ * below N leave a sample short: every rank gets ceil(N/w) samples, in
+ * the same batches, the position p >= N of the sequence standing for
+ * p mod N. So each rank's last batch has the same size (never 0), and
+ * at most w - 1 samples an epoch come twice: each is the last sample of
+ * its rank's last batch, and order_repeats() counts it, so that a loss
+ * can leave it out. Padding changes no batch count and no position
+ * below N: a stream may be resumed with or without it.
  * Orders:
  *   ORDER_SEQUENTIAL  p -> p.
  *   ORDER_RANDOM      a full pseudo-random permutation of [0, N) per epoch.
@@ -42,7 +50,9 @@
  * drop_last = 1, nb = floor(floor(R/w')/B) and the rest's positions
  * past w' * nb * B are not delivered that epoch (fewer than w' * B, as
  * at the end of any epoch); under drop_last = 0, nb = ceil(ceil(R/w')/B)
- * and the last batch of a rank may be short, or empty. Those batches are the last of the epoch under w',
+ * and the last batch of a rank may be short, or empty (with pad, each
+ * rank gets ceil(R/w') places, the place j >= R standing for j mod R).
+ * Those batches are the last of the epoch under w',
  * numbered bpe' - nb to bpe' - 1, so that a position (epoch, batch)
  * counts on as in any epoch resumed part-way; later epochs are whole.
  *
@@ -77,6 +87,7 @@ struct order_params {
 	uint32_t rank, world; /* rank < world, world >= 1 */
 	uint32_t batch_size;  /* >= 1 */
 	bool drop_last;
+	bool pad; /* fill the short ranks (above); ignored with drop_last */
 	uint32_t window; /* ORDER_QUASI: W; 0 means ORDER_QUASI_WINDOW */
 	/*
 	 * Dataset: nshards blocks of shard_records[i] samples, in order.
@@ -131,6 +142,12 @@ uint64_t order_batches(const struct order *o);
  * 0 past them, and before order_first_batch() of a planned epoch.
  */
 uint32_t order_batch_count(const struct order *o, uint64_t b);
+
+/*
+ * Of the order_batch_count(o, b) samples of batch b, how many at its end
+ * repeat a sample of the epoch (padding): 0, or 1 in a rank's last batch.
+ */
+uint32_t order_repeats(const struct order *o, uint64_t b);
 
 /* A run of consecutive records of one shard (record indexes in it). */
 struct order_run {
@@ -195,8 +212,10 @@ uint32_t order_epoch(const struct order *o);
  * Global sample index (0..N-1, counting shards in dataset order) of the
  * k-th sample of batch b in the selected epoch, k < order_batch_count().
  * A (b, k) whose epoch position i*w + r (i = b*B + k) is N or more gives
- * UINT64_MAX (in a planned epoch: whose place j in the rest is R or more). Thread-safe between order_set_epoch() calls; allocates
- * nothing.
+ * UINT64_MAX (in a planned epoch: whose place j in the rest is R or
+ * more), unless padding makes it a repeat, which gives the sample of
+ * position p mod N (place j mod R). Thread-safe between order_set_epoch()
+ * calls; allocates nothing.
  */
 uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k);
 

@@ -581,6 +581,7 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	pb->batch = b;
 	pb->epoch = order_epoch(s->order);
 	pb->count = n;
+	pb->repeats = order_repeats(s->order, b);
 	/*
 	 * The quasi order, outside the node cache's way: whole windows. A
 	 * rank of several uses 1/world of its window's records: reading all
@@ -785,6 +786,7 @@ void reader_serve(struct stream *s, struct stream_pb *pb)
 	pb->batch = b;
 	pb->epoch = e;
 	pb->count = order_batch_count(s->order, b);
+	pb->repeats = order_repeats(s->order, b);
 	if (lookup_batch(s, pb, b)) {
 		const struct stream_ref *r = &s->refs[0];
 

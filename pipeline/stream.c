@@ -840,6 +840,7 @@ static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 		.world = s->c.world ? s->c.world : 1,
 		.batch_size = s->lay.batch_size,
 		.drop_last = s->c.drop_last,
+		.pad = s->c.pad,
 		.nshards = s->ds->nshards,
 		.shard_records = counts,
 		.plan = s->plan,

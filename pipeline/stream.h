@@ -99,6 +99,12 @@ struct stream_config {
 	const uint64_t *from_batch;
 	bool drop_last;
 	/*
+	 * Fill the ranks short of a sample at the end of an epoch with a
+	 * repeat, so that every rank's last batch has the same size (order.h,
+	 * padding); no effect with drop_last.
+	 */
+	bool pad;
+	/*
 	 * The dataset is WebDataset tars read in place (wds.h): every fd is
 	 * a tar, one shard each, in the client's order (no manifest). Their
 	 * indexes are made by one scan each and kept through index (NULL:
@@ -215,7 +221,7 @@ struct stream_layout {
  * The place of one batch, given by the sink. The sink sets ids (one u64
  * per sample: its global index) and out[] (each output's first sample;
  * sample i of output k is at out[k] + i * sample_bytes); the stream
- * fills them and sets epoch, batch and count before publish(). A ragged
+ * fills them and sets epoch, batch, count and repeats before publish(). A ragged
  * output k has room for capacity bytes at out[k] and batch_size + 1 u64
  * at off[k]: the stream writes count + 1 offsets there, sample i being
  * out[k] + [off[k][i], off[k][i + 1]).
@@ -227,6 +233,9 @@ struct stream_batch {
 	uint32_t epoch;
 	uint64_t batch; /* index within its epoch */
 	uint32_t count; /* samples, <= batch_size */
+	/* Of count, those at the end that repeat a sample of the epoch
+	 * (padding, stream_config.pad): 0 or 1. */
+	uint32_t repeats;
 };
 
 /*

@@ -79,6 +79,7 @@ struct stream_ext {
 struct stream_pb {
 	uint32_t epoch;
 	uint32_t count;
+	uint32_t repeats; /* of count, at the end: padding (order.h) */
 	uint64_t batch;
 	uint64_t arena_end; /* arena position freed after this batch */
 	const unsigned char **rec;

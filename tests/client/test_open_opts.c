@@ -66,6 +66,11 @@ static void big_world(struct loader_opts *o)
 	o->world = 65537;
 }
 
+static void pad_two(struct loader_opts *o)
+{
+	o->pad = 2;
+}
+
 Test(open_opts, refuses_what_overflows)
 {
 	static const struct {
@@ -83,6 +88,7 @@ Test(open_opts, refuses_what_overflows)
 		{ big_ring, "ring_slots 2048: 2..1024" },
 		{ big_world,
 		  "rank 0 of world 65537: need rank < world <= 65536" },
+		{ pad_two, "pad 2: 0 or 1" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {

@@ -135,6 +135,10 @@ Test(openreq, enums_map_to_pipeline_values)
 	cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
 	cr_expect_not(c.direct);
 	cr_expect_not(c.drop_last);
+	cr_expect_not(c.pad);
+	m.flags = PROTO_OPEN_PAD;
+	cr_assert_eq(openreq_config(&m, &c, &d), 0, "%s", d.msg);
+	cr_expect(c.pad, "PROTO_OPEN_PAD pads the stream");
 }
 
 /* ------------------------------------------------- edges that pass */
@@ -212,7 +216,7 @@ Test(openreq, edges_accepted)
 
 static void unknown_flag(struct proto_open *m)
 {
-	m->flags |= 0x100;
+	m->flags |= 0x200;
 }
 
 static void positions_unnamed(struct proto_open *m)
@@ -317,7 +321,7 @@ Test(openreq, malformed_refused)
 		const char *needle; /* in the reason */
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
-		  "unknown flags 0x101" },
+		  "unknown flags 0x201" },
 		{ "positions without a name", positions_unnamed, LOADER_EUSAGE,
 		  "positions of an earlier world need a stream name" },
 		{ "positions with a start batch", positions_start_batch,

@@ -127,6 +127,7 @@ static void publish(struct fix *f, struct stream_batch *b, uint32_t seq)
 	b->epoch = 7 + seq / 25;
 	b->batch = seq % 25;
 	b->count = seq % 3 ? BATCH : BATCH - 1;
+	b->repeats = seq % 5 == 4;
 	for (uint32_t i = 0; i < b->count; i++) {
 		int64_t label = (int64_t)seq * 10 + i;
 
@@ -162,6 +163,7 @@ static void check_slot(const struct fix *f, uint32_t seq)
 	cr_expect_eq(rs->epoch, 7 + seq / 25, "batch %u", seq);
 	cr_expect_eq(rs->batch, seq % 25, "batch %u", seq);
 	cr_expect_eq(rs->count, count, "batch %u", seq);
+	cr_expect_eq(rs->repeats, seq % 5 == 4, "batch %u: repeats", seq);
 	for (uint32_t i = 0; i < count; i++) {
 		const unsigned char *img = s + f->hdr->out[0].offset + i * 784;
 		int64_t label;
@@ -361,7 +363,8 @@ Test(producer, header_not_trusted)
 		f.sink->ops->publish(f.sink->ctx, &b);
 		s = w + RING_PAGE + ring_slot_of(k, h.slot_count) * h.slot_size;
 		memcpy(&id, s + h.ids_offset, sizeof(id));
-		cr_expect_eq(id, 0xabc0 + k, "batch %u: ids not in its slot", k);
+		cr_expect_eq(id, 0xabc0 + k, "batch %u: ids not in its slot",
+			     k);
 		for (uint32_t i = 0; i < f.lay.noutputs; i++)
 			cr_expect_eq(s[h.out[i].offset], 0x50 + 16 * i + k,
 				     "batch %u: output %u not in its slot", k,
@@ -462,8 +465,9 @@ Test(producer, max_bytes)
 			     d.msg);
 		if (err) {
 			cr_expect_null(f.pr);
-			cr_expect_not_null(strstr(d.msg, " bytes allowed (fewer slots"),
-					   "case %zu: %s", i, d.msg);
+			cr_expect_not_null(
+				strstr(d.msg, " bytes allowed (fewer slots"),
+				"case %zu: %s", i, d.msg);
 			continue;
 		}
 		producer_reply(f.pr, &f.ok, &f.ring_fd, &f.cons_fd);

@@ -343,10 +343,172 @@ Test(order, batch_matches_sample)
 						       variants[v].window, &l);
 
 					checked += batch_vs_sample(&p);
+					/* The last rank's repeat, padded. */
+					p.pad = true;
+					checked += batch_vs_sample(&p);
 				}
 	}
 	cr_expect_gt(checked, 500000, "%llu checked",
 		     (unsigned long long)checked);
+}
+
+/*
+ * Padding: every rank of a world gets ceil(N/w) samples in the batches
+ * it had unpadded, the last batch of each the same size (never empty);
+ * each sample of the epoch comes once outside the repeats, in its
+ * unpadded place; the repeats are the last of their rank's last batch,
+ * order_repeats() counts them, and each is the sample of position
+ * p mod N; there are ceil(N/w) * w - N of them. drop_last ignores it.
+ */
+static void check_pad(const struct order_params *tmpl, const uint64_t *ref,
+		      unsigned char *seen)
+{
+	uint32_t w = tmpl->world, bs = tmpl->batch_size, last = 0;
+	uint64_t n = 0, fresh = 0, repeats = 0;
+	char what[128];
+
+	snprintf(what, sizeof(what), "%s w=%u B=%u W=%u padded",
+		 kind_name[tmpl->kind], w, bs, tmpl->window);
+	for (uint32_t r = 0; r < w; r++) {
+		struct order_params p = *tmpl, q;
+		struct order *o, *u;
+		uint64_t batches, mine = 0;
+
+		p.rank = r;
+		p.pad = true;
+		q = p;
+		q.pad = false;
+		o = must_new(&p);
+		u = must_new(&q);
+		order_set_epoch(o, 3);
+		order_set_epoch(u, 3);
+		n = order_size(o);
+		batches = order_batches(o);
+		CHECK(batches == order_batches(u), "%s N=%llu: batches", what,
+		      (unsigned long long)n);
+		if (r == 0)
+			memset(seen, 0, n);
+		for (uint64_t b = 0; b < batches; b++) {
+			uint32_t cnt = order_batch_count(o, b);
+			uint32_t rep = order_repeats(o, b);
+			uint32_t un = order_batch_count(u, b);
+
+			CHECK(cnt == un + rep && order_repeats(u, b) == 0,
+			      "%s N=%llu rank %u batch %llu: %u = %u + %u",
+			      what, (unsigned long long)n, r,
+			      (unsigned long long)b, cnt, un, rep);
+			CHECK(!rep || b + 1 == batches,
+			      "%s: a repeat before the last batch", what);
+			mine += cnt;
+			for (uint32_t k = 0; k < cnt; k++) {
+				uint64_t g = order_sample(o, b, k);
+				uint64_t pos = (b * bs + k) * w + r;
+
+				CHECK(g < n && ref[pos % n] == g,
+				      "%s N=%llu rank %u batch %llu: %u", what,
+				      (unsigned long long)n, r,
+				      (unsigned long long)b, k);
+				if (k >= cnt - rep) {
+					CHECK(pos >= n, "%s: repeat %llu", what,
+					      (unsigned long long)pos);
+					repeats++;
+					continue;
+				}
+				CHECK(g == order_sample(u, b, k),
+				      "%s: another sample", what);
+				if (g < n) {
+					CHECK(!seen[g], "%s: %llu twice", what,
+					      (unsigned long long)g);
+					seen[g] = 1;
+					fresh++;
+				}
+			}
+		}
+		CHECK(mine == (n + w - 1) / w,
+		      "%s N=%llu rank %u: %llu samples", what,
+		      (unsigned long long)n, r, (unsigned long long)mine);
+		if (r == 0)
+			last = batches ? order_batch_count(o, batches - 1) : 0;
+		CHECK(!batches || (last >= 1 &&
+				   order_batch_count(o, batches - 1) == last),
+		      "%s N=%llu rank %u: last batch %u, rank 0's %u", what,
+		      (unsigned long long)n, r,
+		      batches ? order_batch_count(o, batches - 1) : 0, last);
+		order_free(o);
+		order_free(u);
+	}
+	CHECK(fresh == n && repeats == (n + w - 1) / w * w - n,
+	      "%s N=%llu: %llu fresh, %llu repeats", what,
+	      (unsigned long long)n, (unsigned long long)fresh,
+	      (unsigned long long)repeats);
+}
+
+Test(order, pad)
+{
+	static struct layout l;
+	uint64_t *ref = malloc(65537 * sizeof(*ref));
+	unsigned char *seen = malloc(65537);
+
+	cr_assert(ref && seen);
+	for (size_t v = 0; v < NELEM(variants); v++) {
+		for (size_t ni = 0; ni < NELEM(sizes); ni++) {
+			struct order_params p;
+
+			make_layout(&l, sizes[ni]);
+			p = params(variants[v].kind, 42, 0, 1, 1, false,
+				   variants[v].window, &l);
+			epoch_seq(ref, &p, 3);
+			for (size_t wi = 0; wi < NELEM(worlds); wi++)
+				for (size_t bi = 0; bi < NELEM(batch_sizes);
+				     bi++) {
+					p.world = worlds[wi];
+					p.batch_size = batch_sizes[bi];
+					check_pad(&p, ref, seen);
+				}
+		}
+	}
+	free(ref);
+	free(seen);
+}
+
+/*
+ * The case that asked for padding: 10000 samples, world 3, batches of
+ * 101. Unpadded, the last batches hold 1, 0 and 0 samples; padded, 1
+ * each, ranks 1 and 2 repeating one; dropping, there is no last batch.
+ */
+Test(order, pad_uneven_world)
+{
+	static struct layout l;
+	uint32_t unpadded[3], padded[3], reps[3];
+
+	make_layout(&l, 10000);
+	for (uint32_t r = 0; r < 3; r++) {
+		struct order_params p =
+			params(ORDER_RANDOM, 1, r, 3, 101, false, 0, &l);
+		struct order *o = must_new(&p);
+
+		cr_expect_eq(order_batches(o), 34);
+		unpadded[r] = order_batch_count(o, 33);
+		order_free(o);
+		p.pad = true;
+		o = must_new(&p);
+		padded[r] = order_batch_count(o, 33);
+		reps[r] = order_repeats(o, 33);
+		cr_expect_eq(order_repeats(o, 32), 0);
+		order_free(o);
+		p.drop_last = true;
+		o = must_new(&p);
+		cr_expect_eq(order_batches(o), 33);
+		cr_expect_eq(order_repeats(o, 32), 0);
+		cr_expect_eq(order_batch_count(o, 32), 101);
+		order_free(o);
+	}
+	cr_expect(unpadded[0] == 1 && unpadded[1] == 0 && unpadded[2] == 0,
+		  "unpadded %u %u %u", unpadded[0], unpadded[1], unpadded[2]);
+	cr_expect(padded[0] == 1 && padded[1] == 1 && padded[2] == 1,
+		  "padded %u %u %u", padded[0], padded[1], padded[2]);
+	cr_expect(reps[0] == 0 && reps[1] == 1 && reps[2] == 1,
+		  "repeats %u %u %u", reps[0], reps[1], reps[2]);
 }
 
 static bool seq_equal(const struct order_params *p1, uint32_t e1,
@@ -789,6 +951,7 @@ Test(order, huge)
 
 struct el_world {
 	uint32_t world;
+	bool pad;
 	struct order **o;
 	struct order_sched sched;
 	uint32_t *epoch; /* where each rank stops (its first batch not run) */
@@ -814,6 +977,7 @@ static void el_make(struct el_world *ew, const struct order_params *tmpl,
 	p.world = w;
 	p.plan = plan;
 	p.plan_words = words;
+	ew->pad = p.pad && !p.drop_last;
 	for (uint32_t r = 0; r < w; r++) {
 		struct order_sched s;
 
@@ -835,6 +999,14 @@ static void el_free(struct el_world *ew)
 	free(ew->o);
 	free(ew->epoch);
 	free(ew->batch);
+}
+
+/* Rank 0's count of batch b of epoch e: padded, every rank's. */
+static uint32_t last_count(struct el_world *ew, uint32_t e, uint64_t b)
+{
+	if (order_epoch(ew->o[0]) != e)
+		order_set_epoch(ew->o[0], e);
+	return order_batch_count(ew->o[0], b);
 }
 
 /*
@@ -860,20 +1032,33 @@ static void el_run(struct el_world *ew, uint32_t e0, uint64_t b0, uint64_t t,
 		if (!ew->sched.batches)
 			run = 0; /* dropping, a world too large has no batch */
 		for (uint64_t i = 0; i < run && e < EL_EPOCHS; i++) {
-			uint32_t cnt;
+			uint32_t cnt, rep;
 
 			if (order_epoch(o) != e)
 				order_set_epoch(o, e);
 			cnt = order_batch_count(o, b);
-			CHECK(cnt <= order_batch_count(o, order_first_batch(o, e)) ||
-				      !order_batch_count(o, order_first_batch(o, e)),
+			CHECK(cnt <= order_batch_count(
+					     o, order_first_batch(o, e)) ||
+				      !order_batch_count(
+					      o, order_first_batch(o, e)),
 			      "batch %llu larger than the epoch's first",
 			      (unsigned long long)b);
+			rep = order_repeats(o, b);
+			CHECK(cnt == last_count(ew, e, b) ||
+				      b + 1 < ew->sched.batches || !ew->pad,
+			      "padded: rank %u's last batch of epoch %u has %u",
+			      r, e, cnt);
 			for (uint32_t k = 0; k < cnt; k++) {
 				uint64_t g = order_sample(o, b, k);
 
-				CHECK(g < n, "rank %u epoch %u batch %llu: %llu",
-				      r, e, (unsigned long long)b,
+				if (k >= cnt - rep) { /* padding */
+					CHECK(g < n, "a repeat %llu",
+					      (unsigned long long)g);
+					continue;
+				}
+				CHECK(g < n,
+				      "rank %u epoch %u batch %llu: %llu", r, e,
+				      (unsigned long long)b,
 				      (unsigned long long)g);
 				if (g < n && seen[(uint64_t)e * n + g] < 255)
 					seen[(uint64_t)e * n + g]++;
@@ -898,7 +1083,7 @@ static void el_replan(struct el_world *ew, uint64_t **plan, size_t *words,
 }
 
 static void el_case(enum order_kind kind, uint64_t n, uint32_t bs, bool drop,
-		    const uint32_t ws[3], uint64_t seed)
+		    const uint32_t ws[3], uint64_t seed, bool pad)
 {
 	static struct layout l;
 	struct order_params p;
@@ -911,6 +1096,7 @@ static void el_case(enum order_kind kind, uint64_t n, uint32_t bs, bool drop,
 	cr_assert(seen);
 	make_layout(&l, n);
 	p = params(kind, seed, 0, 1, bs, drop, 64, &l);
+	p.pad = pad;
 	el_make(&a, &p, ws[0], NULL, 0);
 	t = el_rand(&rnd) % (2 * a.sched.batches + 1);
 	el_run(&a, 0, 0, t, 2, &rnd, seen, n);
@@ -967,9 +1153,14 @@ Test(order, elastic)
 					for (uint64_t seed = 1; seed <= 3;
 					     seed++) {
 						el_case(kind, ns[ni], bss[bi],
-							false, seqs[si], seed);
+							false, seqs[si], seed,
+							false);
 						el_case(kind, ns[ni], bss[bi],
-							true, seqs[si], seed);
+							true, seqs[si], seed,
+							false);
+						el_case(kind, ns[ni], bss[bi],
+							false, seqs[si], seed,
+							true);
 					}
 }
 
@@ -1042,9 +1233,9 @@ Test(order, elastic_refused)
 	uint64_t bad1[] = { 2, 1 | (2ull << 32), 0, 0 };
 	uint64_t bad2[] = { 1, 1 | (3ull << 32), 0, 0 };
 	uint64_t bad3[] = { 2, 2 | (1ull << 32), 0, 1 | (1ull << 32), 0 };
-	uint64_t five[] = { 5, 0 | (1ull << 32), 1, 1 | (1ull << 32), 1,
-			    2 | (1ull << 32), 1, 3 | (1ull << 32), 1,
-			    4 | (1ull << 32), 1 };
+	uint64_t five[] = { 5, 0 | (1ull << 32), 1, 1 | (1ull << 32),
+			    1, 2 | (1ull << 32), 1, 3 | (1ull << 32),
+			    1, 4 | (1ull << 32), 1 };
 	uint32_t ep[2] = { 0, 4 }, from;
 	uint64_t bt[2] = { 0, 0 }, *plan;
 	size_t words;

@@ -45,6 +45,7 @@ int main(void)
 	FIELD(loader_opts, from_epoch);
 	FIELD(loader_opts, from_batch);
 	FIELD(loader_opts, from_plan);
+	FIELD(loader_opts, pad);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

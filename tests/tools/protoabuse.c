@@ -1725,9 +1725,9 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag256(const struct ctx *c, struct proto_open *o)
+static void o_flag512(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 256;
+	o->flags |= 512;
 }
 
 /* PROTO_OPEN_POSITIONS with no POSITIONS sent. */
@@ -1804,7 +1804,7 @@ static const struct open_abuse open_name_unterminated = {
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag256 = { o_flag256, "unknown flags" };
+static const struct open_abuse open_flag512 = { o_flag512, "unknown flags" };
 static const struct open_abuse open_positions_unsent = {
 	o_positions_unsent, "before all of them were sent"
 };
@@ -2465,7 +2465,7 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag256 },
+	{ "OPEN with an unknown flag", case_open, &open_flag512 },
 	{ "OPEN from positions with none sent", case_open,
 	  &open_positions_unsent },
 	{ "OPEN of a saved named stream at rank 2^31-1 of world 1",

@@ -534,16 +534,18 @@ class Batch(collections.abc.Mapping):
     """A batch: a mapping from output names to Outputs, plus its place.
 
     epoch, index (within the epoch), seq (in the stream), count (samples),
-    ids (an Output of the samples' global indices, uint64). Valid until
+    repeats (of count, those at the end that repeat a sample of the epoch:
+    padding, Stream(pad=True); 0 or 1), ids (an Output of the samples'
+    global indices, uint64). Valid until
     the stream's next iteration or release(); b[name] after that raises
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
     __slots__ = ("_slot", "_ptrs", "_rbytes", "_by_name", "_names", "seq",
-                 "index", "epoch", "count")
+                 "index", "epoch", "count", "repeats")
 
     def __init__(self, stream, slot, seq, index, epoch, count, ptrs,
-                 rbytes=None):
+                 rbytes=None, repeats=0):
         # The stream's layout, not the stream: the stream holds its
         # current batch, and a cycle would keep both until a GC pass.
         self._by_name = stream._by_name
@@ -553,6 +555,7 @@ class Batch(collections.abc.Mapping):
         self.index = index
         self.epoch = epoch
         self.count = count
+        self.repeats = repeats
         self._ptrs = ptrs  # the outputs', then the ids'
         self._rbytes = rbytes  # {output: bytes} of ragged outputs
 
@@ -600,9 +603,21 @@ class Batch(collections.abc.Mapping):
     def __exit__(self, *exc):
         self.release()
 
+    def mask(self):
+        """A NumPy bool array of count: False for the repeats (padding)
+        at the end, True for the epoch's own samples; e.g. a loss's
+        per-sample weights."""
+        np = _numpy()
+        m = np.ones(self.count, dtype=bool)
+        if self.repeats:
+            m[self.count - self.repeats:] = False
+        return m
+
     def __repr__(self):
-        return "<loader.Batch epoch %d index %d: %d samples, %s>" % (
-            self.epoch, self.index, self.count, ", ".join(self._names))
+        return "<loader.Batch epoch %d index %d: %d samples%s, %s>" % (
+            self.epoch, self.index, self.count,
+            " (%d repeated)" % self.repeats if self.repeats else "",
+            ", ".join(self._names))
 
 
 class Stream:
@@ -614,7 +629,7 @@ class Stream:
            ring_slots=None, prefetch_bytes=None, threads=None,
            direct=False, on_bad="fail", timeout_ms=None, socket=None,
            wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
-           ragged_bytes=None)
+           ragged_bytes=None, pad=False)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), None meaning the library's default (batch_size 256,
@@ -661,6 +676,13 @@ class Stream:
     the library connect again to a daemon that went away (crashed,
     restarted) and go on at the first batch not released.
 
+    pad=True fills the epoch's end as torch's DistributedSampler does:
+    when world does not divide the dataset, the ranks short of a sample
+    take one of the epoch again, so that every rank's last batch has the
+    same size and none is empty. Each repeat is the last sample of its
+    rank's last batch; batch.repeats counts it and batch.mask() leaves it
+    out. Batch counts and every other sample stay those of pad=False.
+
     A bytes field (captions, tokens, JSON) is a ragged output: b["text"]
     is a Ragged (its values as memoryviews, plus .data and .offsets), and
     ragged_bytes is the room for its values in a batch (None: the daemon's
@@ -693,7 +715,7 @@ class Stream:
                  threads=None, direct=False, on_bad="fail", timeout_ms=None,
                  socket=None, wait_timeout=None, name=None, fresh=False,
                  reconnect_ms=0, ragged_bytes=None, resume_from=None,
-                 resume_plan=None):
+                 resume_plan=None, pad=False):
         self._ring = None
         # Every number is checked before anything is opened: see _INTS.
         batch_size = _int("batch_size", batch_size)
@@ -741,6 +763,7 @@ class Stream:
         o.start_batch = start_batch or 0
         o.rank, o.world = rank, world
         o.drop_last = bool(drop_last)
+        o.pad = bool(pad)
         o.ring_slots = ring_slots or 0
         o.prefetch_bytes = prefetch_bytes or 0
         o.threads = threads or 0
@@ -791,6 +814,7 @@ class Stream:
         if rc:
             raise Error(rc, err.value.decode("utf-8", "replace"))
         self._ring = _Ring(h)
+        self._pad = bool(pad) and not drop_last
         self._view = _lib.BatchView()
         self._pview = ctypes.byref(self._view)
         self.slots = _lib.lib.loader_slots(h)
@@ -906,7 +930,8 @@ class Stream:
         rec = [seq, False, v.epoch, v.index]
         held.append(rec)
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
-                  ptrs, rbytes)
+                  ptrs, rbytes,
+                  lib.loader_repeats(h, pv) if self._pad else 0)
         self._cur = b
         return b
 

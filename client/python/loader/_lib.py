@@ -11,7 +11,7 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 3
+NEED_MINOR = 4
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
@@ -77,6 +77,8 @@ class Opts(ctypes.Structure):
         ("from_epoch", ctypes.POINTER(ctypes.c_uint32)),
         ("from_batch", ctypes.POINTER(ctypes.c_uint64)),
         ("from_plan", ctypes.c_uint64),
+        # 1.4
+        ("pad", ctypes.c_uint32),
     ]
 
 
@@ -202,6 +204,8 @@ lib.loader_slots.restype = ctypes.c_uint32
 lib.loader_slots.argtypes = [_P]
 lib.loader_offsets.restype = ctypes.c_void_p
 lib.loader_offsets.argtypes = [_P, ctypes.POINTER(BatchView), ctypes.c_uint32]
+lib.loader_repeats.restype = ctypes.c_int
+lib.loader_repeats.argtypes = [_P, ctypes.POINTER(BatchView)]
 lib.loader_strerror.restype = ctypes.c_char_p
 lib.loader_strerror.argtypes = [ctypes.c_int]
 

@@ -23,8 +23,14 @@ copy), except bytes fields, which stay loader.Ragged objects; each
 keeps its batch's slot of the ring until it is freed, so a
 loop may hold a few batches (up to ring_slots - 1) but must copy what it
 keeps for longer (x.clone()). In-place operations on them are allowed.
-Options are those of loader.Stream; order defaults to "random" and
-epochs to 0 (endless; set_epoch() moves on).
+Options are those of loader.Stream; order defaults to "random",
+epochs to 0 (endless; set_epoch() moves on) and pad to True: as with
+DistributedSampler, when the world does not divide the dataset the
+ranks short of a sample take one of the epoch again, so that every
+rank's last batch has the same size (an empty or uneven last batch
+gives DDP a NaN loss or a BatchNorm error). with_mask=True adds a
+bool "mask", False at such a repeat, to leave it out of a loss;
+pad=False delivers each sample exactly once instead.
 """
 
 import torch as _torch
@@ -56,13 +62,19 @@ class DataLoader:
     pin_memory: copy each batch into pinned memory (for asynchronous
     transfers to an accelerator); the copy frees the slot at once.
     with_ids: add the samples' global indices (int64) as "ids".
+    with_mask: add "mask", a bool tensor, False for the samples that
+    padding repeats (the last of a rank's last batch, at most), so that
+    loss = (per_sample_loss * mask).sum() / mask.sum() counts each
+    sample of the epoch once. pad (default True here) as loader.Stream.
     """
 
     def __init__(self, dataset, *, keys=None, pin_memory=False,
-                 with_ids=False, **stream_kwargs):
+                 with_ids=False, with_mask=False, **stream_kwargs):
         self.keys = key_tuple(keys)
         self.pin_memory = pin_memory
         self.with_ids = with_ids
+        self.with_mask = with_mask
+        stream_kwargs.setdefault("pad", True)
         self._ep = Epochs(dataset, self._convert, stream_kwargs, self.keys)
 
     def _convert(self, b):
@@ -74,6 +86,9 @@ class DataLoader:
             # torch has no uint64 (DLPack import refuses it): the ids,
             # all below 2^63, as int64 through a NumPy view.
             t.append(from_dlpack(b.ids.numpy().view("int64")))
+        if self.with_mask:
+            names = names + ("mask",)
+            t.append(_torch.from_numpy(b.mask()))
         if self.pin_memory:
             t = [x if isinstance(x, Ragged) else x.pin_memory() for x in t]
         if self.keys is not None:

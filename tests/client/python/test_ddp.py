@@ -74,8 +74,8 @@ def launch(run, attempt, world, *args, die=None):
 
 
 def attempt_log(run, attempt, rank):
-    """(start step, len() at the start, [(step, epoch, ids)]) of one
-    rank's attempt."""
+    """(start step, len() at the start, [(step, epoch, ids, size)]) of
+    one rank's attempt: ids those the loss counted, size the batch's."""
     start, length, batches = 0, 0, []
     for line in open(os.path.join(T, run, "a%d.rank%d.log" % (attempt,
                                                                 rank))):
@@ -83,7 +83,8 @@ def attempt_log(run, attempt, rank):
         if w[0] == "start":
             start, length = int(w[1]), int(w[3])
         elif w[0] != "end":
-            batches.append((int(w[0]), int(w[1]), [int(i) for i in w[2:]]))
+            batches.append((int(w[0]), int(w[1]), [int(i) for i in w[3:]],
+                            int(w[2])))
     return start, length, batches
 
 
@@ -97,7 +98,7 @@ def check_run(desc, run, worlds):
         upto = attempt_log(run, k + 1, 0)[0] if k + 1 < len(worlds) \
             else None
         for r in range(w):
-            for step, epoch, ids in attempt_log(run, k, r)[2]:
+            for step, epoch, ids, _ in attempt_log(run, k, r)[2]:
                 if upto is None or step <= upto:
                     trained.extend((epoch, i) for i in ids)
     per_epoch = {}
@@ -149,3 +150,28 @@ launch("flex", 1, 2, "--resume", "--name", "n3", die={1: 2 * CKPT + 3})
 codes = launch("flex", 2, 1, "--resume", "--name", "n3")
 t.eq(codes, [0], "1 -> 2 -> 1 within one epoch: the job finishes")
 check_run("1 -> 2 -> 1", "flex", [1, 2, 1])
+
+# World 3, batches of 101: the ranks' shares of the 10,000 samples are
+# 3334, 3333 and 3333, so unpadded the last batches would hold 1, 0 and
+# 0 samples (a NaN loss on the empty ones). The DataLoader pads by
+# default: each rank's last batch holds 1, ranks 1 and 2 repeating a
+# sample that their mask leaves out. Then a named job killed in epoch 0
+# goes on with world 2 (padding the rest of the epoch as dealt anew).
+codes = launch("pad", 0, 3, "--batch", "101")
+t.eq(codes, [0, 0, 0], "world 3, batches of 101: the job runs, every loss "
+     "finite")
+last = [attempt_log("pad", 0, r)[2] for r in range(3)]
+sizes = [[b[3] for b in a if b[1] == e][-1] for e in (0, 1) for a in last]
+t.eq(sizes, [1] * 6, "padded: each rank's last batch of each epoch holds "
+     "1 sample, none 0")
+t.eq([sum(len(b[2]) for b in a if b[1] == 0) for a in last],
+     [3334, 3333, 3333], "the masks leave out the repeats: ranks 1 and 2 "
+     "train on their own 3333 samples")
+check_run("world 3, padded", "pad", [3])
+launch("padflex", 0, 3, "--batch", "101", "--name", "n4",
+       die={2: CKPT + 7})
+codes = launch("padflex", 1, 2, "--batch", "101", "--resume", "--name",
+               "n4")
+t.eq(codes, [0, 0], "padded 3 -> 2: the job restarted with two ranks "
+     "finishes")
+check_run("padded 3 -> 2", "padflex", [3, 2])
