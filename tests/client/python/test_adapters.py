@@ -7,23 +7,18 @@ with exactly the batches an uninterrupted run delivers, and from every
 rank's state gathered, with another world on another node; zero-copy
 tensors.
 
-loader.keras: TensorFlow and Keras are not in Debian 12, so PyDataset and
-tf_dataset are tested against stand-in classes with the interfaces they
-use (keras.utils.PyDataset's constructor and protocol; tf.TensorSpec,
-tf.as_dtype, tf.data.Dataset.from_generator), driven as Keras's fit()
-and a tf.data loop drive them.
+loader.keras is tested in test_keras.py, against a replay of Keras' own
+call order.
 """
 
 import os
 import sys
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture as fx  # noqa: E402
 
 np, torch = fx.need("numpy", "torch")
 import loader  # noqa: E402
-import loader.keras  # noqa: E402
 import loader.torch  # noqa: E402
 
 t = fx.Tap()
@@ -140,91 +135,6 @@ b = next(iter(loader.torch.DataLoader(D, epochs=1, **KW)))
 t.eq((sorted(b), b["image"].dtype, b["label"].dtype),
      (["image", "label"], torch.float32, torch.int64),
      "without keys: a dict of every output")
-
-# --- loader.keras, against stand-ins -------------------------------------------
-class StandInPyDataset:
-    """keras.utils.PyDataset's constructor, as Keras 3 defines it."""
-
-    def __init__(self, workers=1, use_multiprocessing=False,
-                 max_queue_size=10):
-        self.workers = workers
-        self.use_multiprocessing = use_multiprocessing
-        self.max_queue_size = max_queue_size
-
-
-keras = types.SimpleNamespace(
-    utils=types.SimpleNamespace(PyDataset=StandInPyDataset))
-
-
-def fit(ds, epochs):
-    """What Model.fit does with a PyDataset and workers=1: every index in
-    order each epoch, then on_epoch_end()."""
-    seen = []
-    for _ in range(epochs):
-        ep = []
-        for i in range(len(ds)):
-            x, y = ds[i]
-            ep.append((x.shape, y.shape, x.dtype, digest(y)))
-            seen.append(y.copy())
-        ds.on_epoch_end()
-    return seen
-
-
-ds = loader.keras.PyDataset(D, keras=keras, x="image", y="ids", epochs=2,
-                            **KW)
-t.ok(isinstance(ds, StandInPyDataset), "PyDataset subclasses "
-     "keras.utils.PyDataset")
-t.eq(len(ds), 20, "len(): batches per epoch")
-ys = fit(ds, 2)
-t.ok(len(ys) == 40 and
-     set(np.concatenate(ys[:20]).tolist()) == set(range(10000)) and
-     set(np.concatenate(ys[20:]).tolist()) == set(range(10000)),
-     "two epochs of fit(): every sample once in each")
-t.ok(not np.array_equal(np.concatenate(ys[:20]), np.concatenate(ys[20:])),
-     "... in another order each epoch")
-want = [d[1] for d in stream_epoch(0)]
-t.eq([digest(y) for y in ys[:20]], want,
-     "epoch 0 is a Stream's epoch 0 (ids, batch by batch)")
-ds = loader.keras.PyDataset(D, keras=keras, x="image", y="label", epochs=1,
-                            **KW)
-x, y = ds[0]
-t.eq((x.shape, x.dtype.name, y.shape, y.dtype.name),
-     ((500, 28, 28), "float32", (500,), "int64"), "(x, y) as NumPy arrays")
-t.ok(fx.in_ring(x.ctypes.data), "... views of the ring (copy=False)")
-t.raises(IndexError, lambda: ds[5], "an index out of order is refused, "
-         "saying why", "in order")
-
-
-class StandInSpec:
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = shape, dtype
-
-
-class StandInDataset:
-    def __init__(self, gen, output_signature):
-        self.gen, self.element_spec = gen, output_signature
-
-    @staticmethod
-    def from_generator(generator, output_signature):
-        return StandInDataset(generator, output_signature)
-
-    def __iter__(self):
-        return iter(self.gen())
-
-
-tf = types.SimpleNamespace(
-    TensorSpec=StandInSpec, as_dtype=lambda dt: np.dtype(dt).name,
-    data=types.SimpleNamespace(Dataset=StandInDataset))
-tds = loader.keras.tf_dataset(D, keys=("image", "ids"), tf=tf, epochs=2,
-                              copy=True, **KW)
-t.eq([(s.shape, s.dtype) for s in tds.element_spec],
-     [((None, 28, 28), "float32"), ((None,), "uint64")],
-     "tf_dataset: the element spec from the stream's outputs")
-e0 = [digest(i) for _, i in tds]
-e1 = [digest(i) for _, i in tds]
-t.eq(e0, want, "one epoch per iteration: epoch 0 first (the batch read "
-     "for the spec is not lost)")
-t.eq(e1, [d[1] for d in stream_epoch(1)], "... then epoch 1")
 
 # --- ring slots a training loop needs ----------------------------------------
 t.raises(loader.Error, lambda: loader.torch.DataLoader(D, ring_slots=2, **KW),
