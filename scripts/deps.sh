@@ -5,8 +5,10 @@
 #   scripts/deps.sh --test   the same plus what the test suite and CI use:
 #                            criterion, valgrind, Python 3 with NumPy and
 #                            torch (the loader package's tests and its
-#                            PyTorch example), mdb_load (lmdb-utils: the
-#                            LMDB pack test's databases), clang-format
+#                            PyTorch example), keras_preprocessing with
+#                            SciPy (its transforms need it), mdb_load
+#                            (lmdb-utils: the LMDB pack test's
+#                            databases), clang-format
 #                            and cppcheck for make lint, and a Ceph
 #                            cluster's daemons (ceph-mon, ceph-osd,
 #                            radosgw) and curl: the S3 store of the
@@ -14,8 +16,10 @@
 #                            (tests/integration/ceph.sh)
 #   scripts/deps.sh --bench  the same plus what the image benchmarks use:
 #                            torch, torchvision, PIL and NumPy (the peer and
-#                            bench/mkcorpus.py) and three wallpaper packages
-#                            of real photographs (the corpus's sources)
+#                            bench/mkcorpus.py), keras_preprocessing with
+#                            SciPy (bench/keras_flow.sh's peer) and three
+#                            wallpaper packages of real photographs (the
+#                            corpus's sources)
 #   scripts/deps.sh --fuzz   the --test set plus clang, whose libFuzzer
 #                            make fuzz builds the fuzz targets with
 #
@@ -29,8 +33,10 @@ libcurl4-openssl-dev libssl-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch python3-torchvision python3-pil lmdb-utils
+python3-keras-preprocessing python3-scipy
 ceph-mon ceph-osd radosgw curl"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libspng-dev
+python3-keras-preprocessing python3-scipy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 fuzz_pkgs="clang"
 
