@@ -3,7 +3,7 @@
  * records of one size, kept back to back in memory as the node cache
  * keeps them, copied batch by batch into a ring of slots in a random
  * order (a new permutation each epoch), as a light stream's assembler
- * copies them (pipeline/assemble.c: every line of the record 16 samples
+ * copies them (pipeline/stream/assemble.c: every line of the record 16 samples
  * ahead asked for first). In the same run, memcpy of the same volume
  * batch by batch, as ldclient --memcpy-ref measures it (memref.h). Prints both rates and their ratio: the most
  * one thread gathering can reach against bench/stream_core.sh's memcpy.

@@ -40,14 +40,14 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "augp.h"
+#include "augment.h"
 #include "clock.h"
 #include "jpgset.h"
 #include "jroi.h"
 #include "jrst.h"
 #include "rng.h"
 
-#define OUT_SIZE 224
+#define OUT_SIZE      224
 #define MAX_INTERVALS 8
 
 struct item {
@@ -205,12 +205,8 @@ int main(int argc, char **argv)
 		char *s, *tok;
 
 		switch (opt) {
-		case 't':
-			secs = atof(optarg);
-			break;
-		case 's':
-			seed = strtoull(optarg, NULL, 0);
-			break;
+		case 't': secs = atof(optarg); break;
+		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'i':
 			nint = 0;
 			s = optarg;
@@ -219,8 +215,7 @@ int main(int argc, char **argv)
 				s = NULL;
 			}
 			break;
-		default:
-			usage();
+		default: usage();
 		}
 	}
 	if (optind + 1 != argc || secs <= 0 || !nint)
@@ -249,16 +244,20 @@ int main(int argc, char **argv)
 		max_len = files[i].len > max_len ? files[i].len : max_len;
 		if (jroi_header(c.dec, files[i].data, files[i].len, &info,
 				&d)) {
-			fprintf(stderr, "jpeg_restart: %s: %s\n",
-				files[i].path, d.msg);
+			fprintf(stderr, "jpeg_restart: %s: %s\n", files[i].path,
+				d.msg);
 			return 1;
 		}
 		rng_seed(&r, rng_mix(seed, i, 0));
 		augp_rrc(&r, info.width, info.height, 0.08, 1.0, 3.0 / 4,
 			 4.0 / 3, &rect);
-		v[i].q = (struct jroi_req){ (uint32_t)rect.x, (uint32_t)rect.y,
-					    (uint32_t)rect.w, (uint32_t)rect.h,
-					    OUT_SIZE, OUT_SIZE, 0 };
+		v[i].q = (struct jroi_req){ (uint32_t)rect.x,
+					    (uint32_t)rect.y,
+					    (uint32_t)rect.w,
+					    (uint32_t)rect.h,
+					    OUT_SIZE,
+					    OUT_SIZE,
+					    0 };
 	}
 	c.cap = 64u << 20;
 	c.buf = malloc(c.cap);
@@ -279,9 +278,11 @@ int main(int argc, char **argv)
 				const unsigned char *o;
 				size_t len;
 
-				if (jrst_transcode(enc, v[i].orig, v[i].orig_len,
-						   &p, &o, &len, &d)) {
-					fprintf(stderr, "jpeg_restart: %s: %s\n",
+				if (jrst_transcode(enc, v[i].orig,
+						   v[i].orig_len, &p, &o, &len,
+						   &d)) {
+					fprintf(stderr,
+						"jpeg_restart: %s: %s\n",
 						files[i].path, d.msg);
 					return 1;
 				}
@@ -339,15 +340,16 @@ int main(int argc, char **argv)
 			walk = timed(pass_walk, v, n, &c, secs);
 			if (full < 0 || region < 0 || segs < 0 || cut < 0 ||
 			    walk < 0) {
-				fprintf(stderr, "jpeg_restart: a pass failed\n");
+				fprintf(stderr,
+					"jpeg_restart: a pass failed\n");
 				return 1;
 			}
 			printf("restart interval=%u optimize=%d size_pct=%+.2f transcode_us=%.0f full_us=%.1f region_us=%.1f segments_us=%.1f cut_us=%.1f walk_us=%.1f speedup_vs_region=%.3f exact=%zu/%zu images=%zu\n",
 			       p.interval, optimize,
 			       100.0 * ((double)out / in - 1), tx * 1e6,
-			       full / n * 1e6, region / n * 1e6,
-			       segs / n * 1e6, cut / n * 1e6, walk / n * 1e6,
-			       region / segs, exact, n, n);
+			       full / n * 1e6, region / n * 1e6, segs / n * 1e6,
+			       cut / n * 1e6, walk / n * 1e6, region / segs,
+			       exact, n, n);
 			fflush(stdout);
 		}
 	}

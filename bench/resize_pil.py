@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare our box resize (pipeline/resize.c) with Pillow's.
+"""Compare our box resize (pipeline/image/resize.c) with Pillow's.
 
 usage: resize_pil.py [RESIZE_BENCH [CASES]]
 

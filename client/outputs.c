@@ -32,7 +32,7 @@ outputs_bad(char *why, size_t whylen, const char *fmt, ...)
 }
 
 /*
- * The characters of a schema field name (pipeline/schema.c). Spelled
+ * The characters of a schema field name (pipeline/format/schema.c). Spelled
  * out rather than isalnum(), whose answer depends on the locale.
  */
 static bool outputs_name_char(char c)

@@ -168,7 +168,7 @@ struct proto_output {
 #define PROTO_OPEN_GO_ON 128u
 /*
  * Pad the ranks short of a sample at an epoch's end with a repeat
- * (pipeline/order.h), so that every rank's last batch has the same size;
+ * (pipeline/stream/order.h), so that every rank's last batch has the same size;
  * the slot's repeats counts it. No effect with drop_last.
  */
 #define PROTO_OPEN_PAD 256u
@@ -238,7 +238,7 @@ struct proto_open {
 	uint32_t on_bad;    /* enum proto_bad */
 	uint32_t reserved2; /* 0 */
 	/*
-	 * The image pipeline (pipeline/ispec.h) that every jpeg output goes
+	 * The image pipeline (pipeline/image/ispec.h) that every jpeg output goes
 	 * through, NUL-terminated; "" when there is none (then a jpeg field
 	 * cannot be an output).
 	 */

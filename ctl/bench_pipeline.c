@@ -3,7 +3,7 @@
  * dataset, measured stage by stage, the bottleneck named, and how many
  * accelerators the machine keeps fed.
  *
- * The stream runs in this process, as loaderd runs it (pipeline/stream.h
+ * The stream runs in this process, as loaderd runs it (pipeline/stream/stream.h
  * with its reader, assembler and a pool of decode threads), into a sink
  * that takes every batch at once: what is measured is what the loader
  * can deliver, with no trainer to wait for. Stage times come from the

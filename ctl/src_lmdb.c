@@ -2,7 +2,7 @@
  * src_lmdb.c - an LMDB database of samples as a pack source.
  *
  * The convention, and reading the database through LMDB's map, are
- * pipeline/lmdbds.c's (a stream reads LMDB datasets in place with it
+ * pipeline/format/lmdbds.c's (a stream reads LMDB datasets in place with it
  * too): this file hands its samples and class names to pack.
  */
 #include <errno.h>

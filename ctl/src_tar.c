@@ -1,7 +1,7 @@
 /*
  * src_tar.c - a WebDataset-style tar file as a pack source.
  *
- * The scan of the tar into samples and schema is pipeline/wds.c's (a
+ * The scan of the tar into samples and schema is pipeline/format/wds.c's (a
  * stream reads tars in place with it too); this file opens the tar and
  * reads a sample's members with pread, converting what the schema says
  * (decimal labels to int64, .npy arrays to their data, swapped to

@@ -28,7 +28,7 @@
 #include "opts.h"
 #include "plog.h"
 #include "pool.h"
-#include "rcache.h"
+#include "s3cache.h"
 #include "s3.h"
 #include "server.h"
 #include "state.h"

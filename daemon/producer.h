@@ -1,6 +1,6 @@
 /*
  * producer.h - the daemon's side of a stream's batch ring (client/ring.h):
- * the memfds, the ring header, and the sink (pipeline/stream.h) through
+ * the memfds, the ring header, and the sink (pipeline/stream/stream.h) through
  * which a stream's assembler fills and publishes slots.
  *
  * The client's consumer index is untrusted input: the producer checks it

@@ -42,13 +42,13 @@
 #include "fault.h"
 #include "loader_error.h"
 #include "msg.h"
-#include "ncache.h"
+#include "nodecache.h"
 #include "openreq.h"
 #include "plog.h"
 #include "pool.h"
 #include "producer.h"
 #include "proto.h"
-#include "rcache.h"
+#include "s3cache.h"
 #include "server.h"
 #include "state.h"
 #include "stream.h"
@@ -1783,7 +1783,7 @@ static int named_begin(struct open_job *j, const struct stream_layout *lay)
  * make the ring, start. The stream takes the files, whatever happens.
  */
 /*
- * Tars read in place keep their indexes in the state (pipeline/wds.h):
+ * Tars read in place keep their indexes in the state (pipeline/format/wds.h):
  * on the thread pool, like every LMDB access. A failure costs the next
  * stream a scan, nothing else.
  */

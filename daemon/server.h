@@ -37,7 +37,7 @@ struct server_limits {
 	 */
 	uint64_t memory_budget;
 	/*
-	 * The node cache's budget (pipeline/ncache.h): records shared by
+	 * The node cache's budget (pipeline/stream/nodecache.h): records shared by
 	 * every stream on the same files; 0: no cache.
 	 */
 	uint64_t cache_memory;
@@ -139,7 +139,7 @@ void server_check_socket(struct server *srv);
 void server_state_failed(struct server *srv, int err, const char *why);
 
 /*
- * The shard cache that s3:// datasets are staged in (pipeline/rcache.h);
+ * The shard cache that s3:// datasets are staged in (pipeline/remote/s3cache.h);
  * NULL (the default) refuses them. It must outlive the server.
  */
 struct rcache;

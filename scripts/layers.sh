@@ -16,7 +16,12 @@ top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top"
 
 # The allowed arrows: FOLDER: what it may include besides its own headers.
-# A folder name allows all of its headers; folder/header allows just one.
+# A folder name allows all of its headers and those of its subfolders;
+# folder/header allows just one. pipeline/ is five subfolders, each a
+# layer of its own (doc/design.md, "Folders"): base uses nothing else of
+# the pipeline; format uses base; image uses base and format's dtype.h
+# (the element types) alone; remote uses base and format; stream uses
+# them all, and nothing of the pipeline uses stream.
 # libloader resolves an s3:// dataset's credentials in the caller's
 # process (common/awscfg.h, with the diag it reports in): that is why the
 # client may use those two of common/ beside the public errors.
@@ -26,15 +31,39 @@ allowed() {
 	case $1 in
 	common) echo "" ;;
 	codecs) echo "common" ;;
-	pipeline) echo "codecs common" ;;
+	pipeline/base) echo "common" ;;
+	pipeline/format) echo "pipeline/base codecs common" ;;
+	pipeline/image) echo "pipeline/base pipeline/format/dtype.h codecs common" ;;
+	pipeline/remote) echo "pipeline/base pipeline/format common" ;;
+	pipeline/stream) echo "pipeline/base pipeline/format pipeline/image pipeline/remote codecs common" ;;
 	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
 	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h client/sockpath.h" ;;
 	client) echo "common/loader_error.h common/tie.h common/awscfg.h common/diag.h" ;;
 	trainer) echo "client/loader.h" ;;
 	bench) echo "ctl pipeline codecs common" ;;
+	*) echo "?" ;;
 	esac
 }
-folders="common codecs pipeline daemon ctl client trainer bench"
+tops="common codecs pipeline daemon ctl client trainer bench"
+
+# Every folder holding sources, subfolders included: each must have an
+# entry above (a new subfolder is a decision, not an accident).
+folders=
+for f in $tops; do
+	[ -d "$f" ] || continue
+	for d in $(find "$f" -type d | sort); do
+		[ -n "$(find "$d" -maxdepth 1 -name '*.[ch]' | head -1)" ] ||
+			continue
+		folders="$folders $d"
+	done
+done
+bad=0
+for f in $folders; do
+	if [ "$(allowed "$f")" = "?" ]; then
+		echo "$f/: a folder of sources with no layer in scripts/layers.sh"
+		bad=1
+	fi
+done
 
 # Where a header lives: the folder of the one file of that name (file
 # names are unique across the tree), or nothing.
@@ -45,10 +74,9 @@ home() {
 	echo ""
 }
 
-bad=0
 for f in $folders; do
-	[ -d "$f" ] || continue
 	may=$(allowed "$f")
+	[ "$may" = "?" ] && continue
 	for src in "$f"/*.c "$f"/*.h; do
 		[ -f "$src" ] || continue
 		for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$src"); do
@@ -69,7 +97,10 @@ for f in $folders; do
 			fi
 			ok=0
 			for m in $may; do
-				[ "$m" = "$to" ] || [ "$m" = "$to/$h" ] && ok=1
+				case $to in
+				"$m" | "$m"/*) ok=1 ;;
+				esac
+				[ "$m" = "$to/$h" ] && ok=1
 			done
 			if [ $ok -eq 0 ]; then
 				echo "$src: #include \"$h\" ($to/): $f may use only: ${may:-nothing of ours}"

@@ -1,6 +1,6 @@
 /*
  * fuzz_wds.c - a WebDataset tar scanned into samples and read in place
- * (pipeline/wds.c), and an index as the daemon's state holds it: an
+ * (pipeline/format/wds.c), and an index as the daemon's state holds it: an
  * input that starts with the index magic is loaded as a kept index
  * (what a damaged or planted state file would give), any other is a tar:
  * scanned, indexed, saved and loaded back, and every sample's fields

@@ -20,7 +20,7 @@ command -v valgrind >/dev/null 2>&1 ||
 case "${LOADER_SAN_CFLAGS:-}" in
 *sanitize*) skip_all "sanitizer build: valgrind cannot run ASan binaries" ;;
 esac
-# The stream's reader (pipeline/reader.c) marks io_uring's buffers
+# The stream's reader (pipeline/stream/reader.c) marks io_uring's buffers
 # defined only in a build configured with valgrind present
 # (HAVE_VALGRIND); in one configured before valgrind came, every read
 # would show as uninitialised. Say so rather than fail on thousands of

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The node cache (loaderd --cache-memory, pipeline/ncache.h) with real
+# The node cache (loaderd --cache-memory, pipeline/stream/nodecache.h) with real
 # daemons: a second stream on the same files reads nothing from storage
 # and delivers the very bytes an uncached daemon does; with room for half
 # the dataset the same half is hit every epoch (no thrashing under random

@@ -1,5 +1,5 @@
 #!/bin/sh
-# LMDB databases read in place by a real daemon (pipeline/lmdbds.c): made
+# LMDB databases read in place by a real daemon (pipeline/format/lmdbds.c): made
 # by mdb_load, they give the very batches a stream of the same database
 # packed by loaderctl gives (JPEG values under CLASS/NAME keys, Caffe
 # Datums encoded and of pixels, bytes values); every sample once per

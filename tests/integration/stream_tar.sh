@@ -1,5 +1,5 @@
 #!/bin/sh
-# WebDataset tars read in place by a real daemon (pipeline/wds.c): tars
+# WebDataset tars read in place by a real daemon (pipeline/format/wds.c): tars
 # made by GNU tar (long names, pax headers) and by Python's tarfile give
 # the very batches a stream of the same tar packed by loaderctl gives
 # (raw fields byte for byte, JPEGs through the image pipeline pixel for

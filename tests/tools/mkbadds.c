@@ -18,7 +18,7 @@
  * must have a JPEG header, a tar member must start with FF D8), so an
  * empty file or one that is not a JPEG at all can only reach the daemon
  * through a dataset written like this. The shard and manifest come from
- * the writers the packer uses (pipeline/shard.h, pipeline/dataset.h), so
+ * the writers the packer uses (pipeline/format/shard.h, pipeline/format/dataset.h), so
  * everything but the payloads is well formed. Exit status: 0, 1 on
  * failure (the reason on stderr), 2 for bad usage.
  */

@@ -1,0 +1,343 @@
+/*
+ * imgpipe.c - one JPEG through the image pipeline (see imgpipe.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "augment.h"
+#include "fault.h"
+#include "imgpipe.h"
+#include "jroi.h"
+#include "loader_error.h"
+#include "resize.h"
+#include "rng.h"
+
+/*
+ * The largest side of a decoded region a worker is sized for, besides
+ * twice the output size: a JPEG side is at most 65535, and at the
+ * coarsest scale (1/8) that is 8192 pixels, plus the covering pixel.
+ */
+#define IMGPIPE_WIDE_SIDE (65535u / JROI_DENOM + 2)
+
+struct imgpipe {
+	struct ispec sp;
+	uint64_t max_pixels;
+	uint32_t max_side;  /* of a decoded region */
+	size_t dec_cap;	    /* bytes of a decoded region */
+	size_t plan_cap;    /* bytes of a resize plan */
+	size_t scratch_cap; /* bytes of resize scratch */
+	size_t ws_bytes;    /* all of a worker's buffers */
+};
+
+struct imgpipe_ws {
+	struct jroi_dec *dec;
+	bool timing;
+	struct imgpipe_times t;
+	unsigned char *mem; /* one allocation for everything below */
+	unsigned char *dec_buf;
+	void *plan_mem;
+	void *scratch;
+	unsigned char *rgb;  /* size x size x 3 */
+	unsigned char *gray; /* size x size */
+};
+
+static size_t round64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
+		uint64_t max_pixels, struct diag *d)
+{
+	struct imgpipe *ip;
+	uint64_t s, px;
+
+	*out = NULL;
+	if (sp->size == 0 || sp->size > ISPEC_SIZE_MAX)
+		return diag_set(d, LOADER_EUSAGE, "image size %u out of range",
+				sp->size);
+	ip = mem_calloc(1, sizeof(*ip));
+	if (!ip)
+		return -ENOMEM;
+	ip->sp = *sp;
+	ip->max_pixels = max_pixels ? max_pixels : JROI_DEFAULT_MAX_PIXELS;
+	s = sp->size;
+	/*
+	 * A region decoded at the scale jroi picks is under twice the
+	 * output size per side (a finer scale than needed is chosen only
+	 * when the coarser one is too small), unless even 1/8 is larger
+	 * than needed: then it is at most an eighth of the image per side.
+	 * Room for both; a region that would still not fit (an extreme
+	 * aspect ratio) is decoded at a coarser scale instead.
+	 */
+	ip->max_side = 2 * (uint32_t)s + 32;
+	if (ip->max_side < IMGPIPE_WIDE_SIDE)
+		ip->max_side = IMGPIPE_WIDE_SIDE;
+	px = (2 * s + 32) * (2 * s + 32) * 2;
+	if (px < ip->max_pixels / 64 + 4ull * IMGPIPE_WIDE_SIDE)
+		px = ip->max_pixels / 64 + 4ull * IMGPIPE_WIDE_SIDE;
+	ip->dec_cap = round64(px * 3);
+	ip->plan_cap = round64(rsz_plan_bytes(ip->max_side, ip->max_side,
+					      (uint32_t)s, (uint32_t)s));
+	ip->scratch_cap = round64(
+		rsz_scratch_bytes(ip->max_side, (uint32_t)s, (uint32_t)s, 3));
+	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
+		       round64(s * s * 3) + round64(s * s);
+	*out = ip;
+	return 0;
+}
+
+void imgpipe_free(struct imgpipe *ip)
+{
+	free(ip);
+}
+
+const struct ispec *imgpipe_spec(const struct imgpipe *ip)
+{
+	return &ip->sp;
+}
+
+size_t imgpipe_ws_bytes(const struct imgpipe *ip)
+{
+	return ip->ws_bytes;
+}
+
+int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
+		   struct imgpipe_ws **out)
+{
+	struct imgpipe_ws *ws;
+	size_t s = ip->sp.size;
+	unsigned char *p;
+
+	*out = NULL;
+	ws = mem_calloc(1, sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	ws->timing = timing;
+	if (jroi_new(&ws->dec, ip->max_pixels) ||
+	    !(ws->mem = mem_aligned(64, ip->ws_bytes))) {
+		imgpipe_ws_free(ws);
+		return -ENOMEM;
+	}
+	p = ws->mem;
+	ws->dec_buf = p;
+	p += ip->dec_cap;
+	ws->plan_mem = p;
+	p += ip->plan_cap;
+	ws->scratch = p;
+	p += ip->scratch_cap;
+	ws->rgb = p;
+	p += round64(s * s * 3);
+	ws->gray = p;
+	*out = ws;
+	return 0;
+}
+
+void imgpipe_ws_free(struct imgpipe_ws *ws)
+{
+	if (!ws)
+		return;
+	jroi_free(ws->dec);
+	free(ws->mem);
+	free(ws);
+}
+
+void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t)
+{
+	struct jroi_counts c;
+
+	*t = ws->t;
+	jroi_get_counts(ws->dec, &c);
+	t->segment_decodes = c.segments;
+}
+
+static uint64_t clock_ns(const struct imgpipe_ws *ws)
+{
+	return ws->timing ? clock_mono_ns() : 0;
+}
+
+/*
+ * Pin the request's scale: the one jroi would pick, or, if that region
+ * would not fit the worker's buffers, the finest coarser one that does.
+ */
+static void fit_scale(const struct imgpipe *ip, struct jroi_req *q,
+		      uint32_t width, uint32_t height)
+{
+	uint32_t k = jroi_pick_scale(q, width, height);
+
+	for (; k > 1; k--) {
+		uint64_t w, h;
+
+		jroi_region_size(q, k, &w, &h);
+		if (w <= ip->max_side && h <= ip->max_side &&
+		    w * h * 3 <= ip->dec_cap)
+			break;
+	}
+	q->scale_num = k ? k : 1;
+}
+
+/*
+ * The source rectangle r (fractional for the resize + center path) and
+ * the request that decodes it: r's bounding whole pixels, widened for
+ * the resize + center path by the filter's reach, so that the pixels
+ * just outside r weigh in as they do when torchvision resizes the
+ * whole image first.
+ */
+static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
+		    uint32_t height, struct augp_rect *rect, struct jroi_req *q,
+		    struct diag *d)
+{
+	const struct ispec *sp = &ip->sp;
+	uint32_t rw, rh;
+	double reach_x, reach_y, x0, y0, x1, y1;
+	int err;
+
+	*q = (struct jroi_req){ 0 };
+	if (sp->geom == ISPEC_RRC) {
+		err = augp_rrc(r, width, height, sp->scale[0], sp->scale[1],
+			       sp->ratio[0], sp->ratio[1], rect);
+		if (err)
+			return diag_set(d, LOADER_EUSAGE,
+					"rrc parameters refused");
+		goto whole;
+	}
+	if (!sp->resize) {
+		if (width < sp->size || height < sp->size)
+			return diag_set(
+				d, LOADER_ERANGE,
+				"image of %ux%u is smaller than the center crop of %u",
+				width, height, sp->size);
+		rect->x =
+			augp_round_half_even((double)(width - sp->size) / 2.0);
+		rect->y =
+			augp_round_half_even((double)(height - sp->size) / 2.0);
+		rect->w = rect->h = sp->size;
+		goto whole;
+	}
+	if (augp_resize_center(width, height, sp->resize, sp->size, rect, &rw,
+			       &rh))
+		return diag_set(
+			d, LOADER_ERANGE,
+			"image of %ux%u cannot be resized to %u and cropped to %u",
+			width, height, sp->resize, sp->size);
+	reach_x = rect->w / sp->size + 1.0;
+	reach_y = rect->h / sp->size + 1.0;
+	x0 = floor(rect->x - reach_x);
+	y0 = floor(rect->y - reach_y);
+	x1 = ceil(rect->x + rect->w + reach_x);
+	y1 = ceil(rect->y + rect->h + reach_y);
+	if (x0 < 0)
+		x0 = 0;
+	if (y0 < 0)
+		y0 = 0;
+	if (x1 > width)
+		x1 = width;
+	if (y1 > height)
+		y1 = height;
+	q->x = (uint32_t)x0;
+	q->y = (uint32_t)y0;
+	q->w = (uint32_t)(x1 - x0);
+	q->h = (uint32_t)(y1 - y0);
+	/* The scale must give the rectangle, not the request, size pixels. */
+	q->min_w = (uint32_t)ceil(sp->size * (x1 - x0) / rect->w);
+	q->min_h = (uint32_t)ceil(sp->size * (y1 - y0) / rect->h);
+	return 0;
+whole:
+	/* A rectangle of whole pixels, decoded as it is. */
+	q->x = (uint32_t)rect->x;
+	q->y = (uint32_t)rect->y;
+	q->w = (uint32_t)rect->w;
+	q->h = (uint32_t)rect->h;
+	q->min_w = q->min_h = sp->size;
+	return 0;
+}
+
+int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		const void *jpeg, size_t len, uint64_t seed, void *dst,
+		struct diag *d)
+{
+	const struct ispec *sp = &ip->sp;
+	uint32_t s = sp->size;
+	struct jroi_info info;
+	struct jroi_out jo;
+	struct jroi_req q;
+	struct augp_rect rect;
+	struct rsz_plan *plan;
+	struct rng r;
+	double box[4], k;
+	bool flip = false;
+	uint64_t t0, t1, t2, t3, t4;
+	unsigned ch;
+	int err;
+
+	t0 = clock_ns(ws);
+	/* The decoder's checks, shared with verify: an empty payload too. */
+	err = jroi_header(ws->dec, jpeg, len, &info, d);
+	if (err)
+		return err;
+	rng_seed(&r, seed);
+	err = geometry(ip, &r, info.width, info.height, &rect, &q, d);
+	if (err)
+		return err;
+	if (sp->has_flip)
+		flip = augp_flip(&r, sp->flip);
+	fit_scale(ip, &q, info.width, info.height);
+	t1 = clock_ns(ws);
+
+	err = jroi_decode(ws->dec, jpeg, len, &q, ws->dec_buf, 0, ip->dec_cap,
+			  &jo, d);
+	if (err)
+		return err;
+	t2 = clock_ns(ws);
+
+	/* The rectangle in the decoded region's pixels. */
+	k = (double)jo.scale_num / JROI_DENOM;
+	box[0] = rect.x * k - jo.x0;
+	box[1] = rect.y * k - jo.y0;
+	box[2] = (rect.x + rect.w) * k - jo.x0;
+	box[3] = (rect.y + rect.h) * k - jo.y0;
+	if (box[0] < 0)
+		box[0] = 0;
+	if (box[1] < 0)
+		box[1] = 0;
+	if (box[2] > jo.width)
+		box[2] = jo.width;
+	if (box[3] > jo.height)
+		box[3] = jo.height;
+	err = rsz_plan_box(ws->plan_mem, ip->plan_cap, jo.width, jo.height, box,
+			   s, s, flip ? RSZ_MIRROR : 0, &plan);
+	ch = jo.channels;
+	if (!err && rsz_scratch_size(plan, ch) > ip->scratch_cap)
+		err = -ENOSPC;
+	if (!err)
+		err = rsz_run(plan, ws->dec_buf, (size_t)jo.width * ch,
+			      ch == 1 ? ws->gray : ws->rgb, (size_t)s * ch, ch,
+			      ws->scratch);
+	if (err)
+		return diag_set(d, LOADER_ETOOBIG,
+				"resize of a %ux%u region to %u: %s", jo.width,
+				jo.height, s, strerror(-err));
+	if (ch == 1) {
+		const unsigned char *g = ws->gray;
+		unsigned char *o = ws->rgb;
+
+		for (size_t i = 0; i < (size_t)s * s; i++, o += 3)
+			o[0] = o[1] = o[2] = g[i];
+	}
+	t3 = clock_ns(ws);
+
+	ispec_emit(sp, ws->rgb, s, s, dst);
+	t4 = clock_ns(ws);
+	if (ws->timing) {
+		ws->t.images++;
+		ws->t.header_ns += t1 - t0;
+		ws->t.decode_ns += t2 - t1;
+		ws->t.resize_ns += t3 - t2;
+		ws->t.emit_ns += t4 - t3;
+	}
+	return 0;
+}

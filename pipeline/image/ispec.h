@@ -1,0 +1,117 @@
+/*
+ * ispec.h - the image pipeline spec: its text form, and the last step of
+ * the pipeline (normalize, cast, layout).
+ *
+ * One short text describes what happens to every image of a stream, and
+ * the client, loaderctl, the config file and the man page all share it:
+ *
+ *	decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw
+ *	decode | resize 256 | center 224 | normalize imagenet | f32 | nchw
+ *
+ * Stages are separated by '|', in this order:
+ *	decode					(required, first)
+ *	rrc SIZE [scale LO HI] [ratio LO HI]	(one geometry, required:
+ *	  | resize SHORT | center SIZE		 RandomResizedCrop, or an
+ *	  | center SIZE				 optional resize + center crop)
+ *	flip P					(optional, 0 <= P <= 1)
+ *	normalize imagenet | normalize M0,M1,M2 S0,S1,S2  (optional; on the
+ *						 0..1 scale, std > 0)
+ *	u8 | f16 | f32				(optional, default f32)
+ *	nchw | nhwc				(optional, default nchw)
+ * SIZE and SHORT are 1..8192; rrc's scale defaults to 0.08 1, its ratio to
+ * 3/4 4/3 (a ratio may be written as a fraction); u8 cannot be normalized.
+ *
+ * This module depends on common/diag.h and pipeline/format/schema.h (dtypes) only.
+ */
+#ifndef LD_ISPEC_H
+#define LD_ISPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+
+#define ISPEC_SIZE_MAX 8192
+#define ISPEC_CHANNELS 3
+/* ispec_format() never needs more than this, NUL included. */
+#define ISPEC_TEXT_MAX 512
+
+enum ispec_geom {
+	ISPEC_RRC = 1, /* RandomResizedCrop to size x size */
+	ISPEC_CENTER,  /* optional resize of the short side, center crop */
+};
+
+enum ispec_layout {
+	ISPEC_NCHW = 0,
+	ISPEC_NHWC,
+};
+
+/* A parsed spec: a plain value, copied freely; nothing to free. */
+struct ispec {
+	uint8_t geom;	    /* enum ispec_geom */
+	uint8_t dtype;	    /* DT_U8, DT_F16 or DT_F32 (dtype.h) */
+	uint8_t layout;	    /* enum ispec_layout */
+	bool has_flip;	    /* a flip stage was given */
+	bool has_normalize; /* a normalize stage was given */
+	uint32_t size;	    /* output side: the output is size x size */
+	uint32_t resize;    /* ISPEC_CENTER: short side first; 0 = none */
+	double scale[2];    /* ISPEC_RRC: area fraction range */
+	double ratio[2];    /* ISPEC_RRC: aspect ratio range */
+	double flip;	    /* probability of a horizontal flip */
+	double mean[3];	    /* per channel (RGB), 0..1 scale */
+	double std[3];	    /* per channel, > 0 */
+};
+
+/*
+ * Parse text into sp. Returns 0, or LOADER_EUSAGE with a message in d
+ * that names the column (1-based, in bytes), the stage and the word at
+ * fault. sp is fully written either way (zeroed on error).
+ */
+int ispec_parse(struct ispec *sp, const char *text, struct diag *d);
+
+/*
+ * Write the canonical text of sp into buf: every stage that sp holds,
+ * dtype and layout always, rrc's scale and ratio only when they differ
+ * from the defaults, numbers in the shortest form that parses back to
+ * the same double. ispec_parse() of the result gives sp back. Returns
+ * the length, as snprintf.
+ */
+int ispec_format(const struct ispec *sp, char *buf, size_t n);
+
+/*
+ * The per-sample output shape: {3, size, size} for nchw, {size, size, 3}
+ * for nhwc. Returns the number of dimensions (3).
+ */
+unsigned ispec_out_shape(const struct ispec *sp, uint32_t dims[3]);
+
+/* Bytes of one output sample. */
+size_t ispec_out_bytes(const struct ispec *sp);
+
+/*
+ * The last stage: turn a resized RGB image (u8, HWC, w x h, which must be
+ * sp->size on both sides) into ispec_out_bytes(sp) bytes at dst, in sp's
+ * dtype and layout. Float outputs are x / 255 or, with normalize,
+ * (x / 255 - mean) / std, computed in float as one multiply-add per
+ * element; f16 is rounded to nearest even from that float. u8 is a copy
+ * or a transposition. Returns 0, or -EINVAL if w or h is not sp->size.
+ * Allocates nothing; safe to call from many threads at once.
+ */
+int ispec_emit(const struct ispec *sp, const uint8_t *hwc, uint32_t w,
+	       uint32_t h, void *dst);
+
+/*
+ * IEEE 754 binary32 -> binary16, round to nearest even: subnormals,
+ * overflow to infinity, infinities and NaN (kept quiet, sign kept) all
+ * handled. Exposed for the tests and for other f16 outputs.
+ */
+uint16_t ispec_f32_to_f16(float f);
+
+/*
+ * Tests only: false makes ispec_emit() use its portable loops (the
+ * default, true, uses AVX2/F16C where the CPU has them); the bytes are
+ * the same either way. Not thread-safe.
+ */
+void ispec_test_simd(bool on);
+
+#endif /* LD_ISPEC_H */

@@ -1,0 +1,1175 @@
+/*
+ * stream.c - a stream's set-up and life: check the config, open the
+ * dataset, lay out the batches, size every buffer once, start and stop
+ * the reader (reader.c) and the assembler (assemble.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "dataset.h"
+#include "fault.h"
+#include "fdio.h"
+#include "imgpipe.h"
+#include "ispec.h"
+#include "lmdbds.h"
+#include "loader_error.h"
+#include "nodecache.h"
+#include "order.h"
+#include "plog.h"
+#include "pool.h"
+#include "s3fill.h"
+#include "s3read.h"
+#include "schema.h"
+#include "shard.h"
+#include "stream_priv.h"
+#include "wds.h"
+
+#define STREAM_READ_AHEAD 8 /* batches the reader may run ahead */
+
+_Static_assert(STREAM_MAX_DIMS == SCHEMA_MAX_DIMS,
+	       "an output sample has the dimensions of its field");
+_Static_assert(STREAM_NAME_MAX == SCHEMA_NAME_MAX + 1,
+	       "an output is named as its field");
+
+/* ------------------------------------------------------------ set-up */
+
+int stream_config_check(const struct stream_config *c, struct diag *d)
+{
+	if (c->batch_size > STREAM_MAX_BATCH)
+		return diag_set(d, LOADER_EUSAGE,
+				"batch size %" PRIu32 " above %d",
+				c->batch_size, STREAM_MAX_BATCH);
+	if (c->order > ORDER_QUASI)
+		return diag_set(d, LOADER_EUSAGE, "unknown order %u",
+				(unsigned)c->order);
+	if (c->world > STREAM_MAX_WORLD || c->rank >= (c->world ? c->world : 1))
+		return diag_set(d, LOADER_EUSAGE,
+				"rank %" PRIu32 " of world %" PRIu32
+				" (need rank < world <= %d)",
+				c->rank, c->world, STREAM_MAX_WORLD);
+	if (c->on_bad > STREAM_BAD_SKIP)
+		return diag_set(d, LOADER_EUSAGE,
+				"bad sample policy %u (0 fail, 1 skip)",
+				(unsigned)c->on_bad);
+	if (c->noutputs > STREAM_MAX_OUTPUTS)
+		return diag_set(d, LOADER_EUSAGE,
+				"%" PRIu32 " outputs, at most %d", c->noutputs,
+				STREAM_MAX_OUTPUTS);
+	if (c->epochs > 0 && (uint64_t)c->start_epoch + c->epochs > UINT32_MAX)
+		return diag_set(d, LOADER_EUSAGE, "epochs out of range");
+	if (c->prefetch_bytes > (64ull << 30))
+		return diag_set(d, LOADER_EUSAGE,
+				"prefetch budget above 64 GiB");
+	for (uint32_t i = 0; i < c->noutputs; i++)
+		if (!memchr(c->out[i].field, '\0', STREAM_NAME_MAX))
+			return diag_set(d, LOADER_EUSAGE,
+					"output %" PRIu32 ": name too long", i);
+	return 0;
+}
+
+/*
+ * The default room for a ragged field's values in a batch: batch_size
+ * times the larger of the largest record (which bounds an uncompressed
+ * value) and twice the field's mean unpacked size (for compressed ones),
+ * from the shards' indexes and footers, capped.
+ */
+static uint64_t default_ragged(const struct stream *s, uint32_t field)
+{
+	uint64_t largest = 0, raw = 0, records = 0, room;
+
+	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		const struct shard *sh = s->sh[i];
+		uint64_t n = shard_count(sh);
+
+		for (uint64_t r = 0; r < n; r++) {
+			struct shard_rec rec;
+
+			if (!shard_rec(sh, r, &rec) && rec.length > largest)
+				largest = rec.length;
+		}
+		raw += shard_stats(sh, field).raw_bytes;
+		records += n;
+	}
+	if (records && 2 * (raw / records) > largest)
+		largest = 2 * (raw / records);
+	if (largest > STREAM_DEFAULT_RAGGED_MAX / s->lay.batch_size)
+		return STREAM_DEFAULT_RAGGED_MAX;
+	room = align_up(largest * s->lay.batch_size, 64);
+	return room ? room : 64;
+}
+
+/* A bytes field or ragged tensor: a ragged output (stream.h). */
+static int add_ragged(struct stream *s, uint32_t k, enum stream_cast cast,
+		      struct diag *d)
+{
+	const struct field *f = &s->ds->schema.f[k];
+	struct stream_out *o = &s->out[s->lay.noutputs];
+	struct stream_tensor *t = &s->lay.out[s->lay.noutputs];
+
+	if (!s->c.ragged)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: a bytes field or ragged tensor is delivered as a ragged output, which this client does not take (libloader 1.2 or later does)",
+			f->name);
+	if (cast != STREAM_CAST_NONE)
+		return diag_set(d, LOADER_EUSAGE,
+				"output %s: a ragged field takes no cast",
+				f->name);
+	o->ragged = true;
+	o->comp = f->comp;
+	t->dtype = f->kind == FIELD_BYTES ? DT_U8 : f->dtype;
+	t->ndim = f->kind == FIELD_BYTES ? 1 : f->ndim;
+	t->shape[0] = 0;
+	for (uint32_t i = 1; i < t->ndim; i++)
+		t->shape[i] = f->dims[i];
+	t->row_bytes = field_row_size(f);
+	t->sample_bytes = 0;
+	t->ragged = true;
+	t->capacity = s->c.ragged_bytes ? align_up(s->c.ragged_bytes, 64) :
+					  default_ragged(s, k);
+	s->lay.noutputs++;
+	s->nragged++;
+	return 0;
+}
+
+/* How many field names an error lists before it says "...". */
+#define STREAM_FIELDS_NAMED 10
+
+/*
+ * The schema's field names, comma-separated, for a message: the first
+ * STREAM_FIELDS_NAMED, then "..." (a dataset may have 64 of them).
+ */
+static const char *field_list(const struct schema *sc, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t k = 0;
+	     k < sc->nfields && k <= STREAM_FIELDS_NAMED && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", k ? ", " : "",
+				      k < STREAM_FIELDS_NAMED ? sc->f[k].name :
+								"...");
+	return buf;
+}
+
+static int add_output(struct stream *s, const char *name, enum stream_cast cast,
+		      struct diag *d)
+{
+	const struct schema *sc = &s->ds->schema;
+	int k = schema_find(sc, name);
+	const struct field *f;
+	struct stream_out *o = &s->out[s->lay.noutputs];
+	struct stream_tensor *t = &s->lay.out[s->lay.noutputs];
+	uint64_t n;
+
+	if (k < 0) {
+		/* Names of STREAM_NAME_MAX bytes at most, and the "...". */
+		char fields[STREAM_FIELDS_NAMED * (STREAM_NAME_MAX + 1) + 8];
+
+		if (sc->nfields > STREAM_FIELDS_NAMED)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: no such field in the dataset (its %" PRIu32
+				" fields: %s)",
+				name, sc->nfields,
+				field_list(sc, fields, sizeof(fields)));
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"output %s: no such field in the dataset (its fields: %s)",
+			name, field_list(sc, fields, sizeof(fields)));
+	}
+	f = &sc->f[k];
+	for (uint32_t i = 0; i < s->lay.noutputs; i++)
+		if (s->out[i].field == (uint32_t)k)
+			return diag_set(d, LOADER_EUSAGE,
+					"output %s named twice", name);
+	snprintf(t->name, sizeof(t->name), "%s", f->name);
+	o->field = (uint32_t)k;
+	if (f->kind == FIELD_JPEG) {
+		const struct ispec *sp;
+		uint32_t dims[3];
+
+		if (!s->pipe)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: a jpeg field needs an image pipeline (e.g. \"decode | rrc 224 | flip 0.5 | normalize imagenet | f16 | nchw\")",
+				name);
+		if (cast != STREAM_CAST_NONE)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: a jpeg field takes no cast; the pipeline sets its type",
+				name);
+		sp = imgpipe_spec(s->pipe);
+		/* jpeg fields are stored as they are: nothing to unpack */
+		o->image = true;
+		t->dtype = sp->dtype;
+		t->sample_bytes = ispec_out_bytes(sp);
+		t->ndim = ispec_out_shape(sp, dims);
+		for (uint32_t i = 0; i < t->ndim; i++)
+			t->shape[i] = dims[i];
+		s->lay.noutputs++;
+		return 0;
+	}
+	if (f->kind == FIELD_BYTES || field_ragged(f))
+		return add_ragged(s, (uint32_t)k, cast, d);
+	n = field_fixed_size(f) / dtype_size(f->dtype);
+	o->cast = cast;
+	switch (cast) {
+	case STREAM_CAST_NONE: t->dtype = f->dtype; break;
+	case STREAM_CAST_F32_UNIT:
+		if (f->dtype != DT_U8)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: \"unit\" needs a u8 field, it is %s",
+				name, dtype_name(f->dtype));
+		t->dtype = DT_F32;
+		break;
+	case STREAM_CAST_F32:
+		if (f->dtype == DT_F16 || f->dtype == DT_F64)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"output %s: \"f32\" casts integer fields, it is %s",
+				name, dtype_name(f->dtype));
+		t->dtype = DT_F32;
+		break;
+	default:
+		return diag_set(d, LOADER_EUSAGE, "output %s: unknown cast %u",
+				name, (unsigned)cast);
+	}
+	t->sample_bytes = n * dtype_size(t->dtype);
+	t->ndim = f->ndim;
+	for (uint32_t i = 0; i < f->ndim; i++)
+		t->shape[i] = f->dims[i];
+	o->field_bytes = field_fixed_size(f);
+	o->elems = n;
+	o->src_dtype = f->dtype;
+	o->comp = f->comp;
+	if (field_fixed_size(f) > s->max_field)
+		s->max_field = field_fixed_size(f);
+	s->lay.noutputs++;
+	return 0;
+}
+
+/* The image pipeline, when the config has one. */
+static int setup_pipeline(struct stream *s, const char *spec,
+			  uint64_t max_pixels, struct diag *d)
+{
+	struct ispec sp;
+	char text[ISPEC_TEXT_MAX];
+	int err;
+
+	if (!spec || !spec[0])
+		return 0;
+	err = ispec_parse(&sp, spec, d);
+	if (err)
+		return diag_wrap(d, err, "pipeline");
+	err = imgpipe_new(&s->pipe, &sp, max_pixels, d);
+	if (err)
+		return err;
+	ispec_format(&sp, text, sizeof(text));
+	plog(PLOG_INFO, "%s: pipeline \"%s\", bad samples: %s", s->label, text,
+	     s->c.on_bad == STREAM_BAD_SKIP ? "skip" : "fail");
+	return 0;
+}
+
+static int setup_outputs(struct stream *s, struct diag *d)
+{
+	const struct stream_config *c = &s->c;
+	int err;
+
+	if (c->noutputs == 0) {
+		for (uint32_t k = 0; k < s->ds->schema.nfields; k++) {
+			/* The key and the like, only when named (schema.h). */
+			if (schema_meta_name(s->ds->schema.f[k].name))
+				continue;
+			if (s->lay.noutputs == STREAM_MAX_OUTPUTS)
+				return diag_set(
+					d, LOADER_EUSAGE,
+					"the dataset has %" PRIu32
+					" fields; name at most %d outputs",
+					s->ds->schema.nfields,
+					STREAM_MAX_OUTPUTS);
+			err = add_output(s, s->ds->schema.f[k].name,
+					 STREAM_CAST_NONE, d);
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->noutputs; i++) {
+		err = add_output(s, c->out[i].field, c->out[i].cast, d);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Is every output a plain copy of its field, and the batch small enough
+ * for one thread (stream_priv.h, light)?
+ */
+static bool light_outputs(const struct stream *s)
+{
+	uint64_t bytes = 0;
+
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		const struct stream_out *o = &s->out[k];
+
+		if (o->image || o->ragged || o->comp != COMP_NONE ||
+		    o->cast != STREAM_CAST_NONE)
+			return false;
+		bytes += s->lay.out[k].sample_bytes * s->lay.batch_size;
+	}
+	return s->lay.noutputs > 0 && bytes <= STREAM_LIGHT_MAX;
+}
+
+/*
+ * The layout a light stream's records share (stream_priv.h, fix_len): the
+ * same in every shard, or none.
+ */
+static void fixed_layout(struct stream *s)
+{
+	uint32_t off[SCHEMA_MAX_FIELDS] = { 0 };
+	unsigned char head[4 * SCHEMA_MAX_FIELDS] = { 0 };
+
+	s->fix_len = 0;
+	memset(s->fix_off, 0, sizeof(s->fix_off));
+	memset(s->fix_head, 0, sizeof(s->fix_head));
+	if (!s->light || !s->ds->nshards)
+		return;
+	s->fix_len = shard_fixed_layout(s->sh[0], s->fix_off, s->fix_head);
+	for (uint32_t i = 1; s->fix_len && i < s->ds->nshards; i++)
+		if (shard_fixed_layout(s->sh[i], off, head) != s->fix_len ||
+		    memcmp(off, s->fix_off, sizeof(off)) ||
+		    memcmp(head, s->fix_head, sizeof(head)))
+			s->fix_len = 0;
+	s->fix_hlen = 4 * shard_schema(s->sh[0])->nfields;
+}
+
+/*
+ * What the stream will hold beside its ring, before it allocates: the
+ * prefetch arena, no larger than the dataset's shards (a larger one
+ * would only cycle through memory the dataset never needs, and make it
+ * all resident), and each worker's scratch. Refused above max_mem.
+ */
+static int plan_memory(struct stream *s, struct diag *d)
+{
+	uint64_t data = 0, per_worker, workers = pool_workers(s->pool) + 1;
+
+	for (uint32_t i = 0; i < s->ds->nshards; i++)
+		data += shard_file_size(s->sh[i]);
+	s->arena_size = s->c.prefetch_bytes ? s->c.prefetch_bytes :
+					      STREAM_DEFAULT_PREFETCH;
+	/* Room for the alignment of every read in flight, above the data. */
+	data += (uint64_t)STREAM_READ_AHEAD * s->lay.batch_size * 2 *
+		STREAM_DIRECT_ALIGN;
+	if (s->arena_size > data)
+		s->arena_size = data;
+	/* Page-aligned: O_DIRECT reads land in it. */
+	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
+	per_worker = (s->max_field ? s->max_field : 1) +
+		     (s->pipe ? imgpipe_ws_bytes(s->pipe) : 0);
+	s->lay.mem_bytes =
+		s->arena_size + workers * per_worker + s->lay.index_bytes;
+	if (s->c.max_mem && s->lay.mem_bytes > s->c.max_mem)
+		return diag_set(d, LOADER_ETOOBIG,
+				"the stream would hold %" PRIu64
+				" bytes beside its ring (prefetch %" PRIu64
+				", decode scratch %" PRIu64 " x %" PRIu64
+				" workers, shard indexes %" PRIu64
+				"), more than the %" PRIu64 " %s",
+				s->lay.mem_bytes, s->arena_size, per_worker,
+				workers, s->lay.index_bytes, s->c.max_mem,
+				s->c.max_mem_why ? s->c.max_mem_why :
+						   "allowed");
+	return 0;
+}
+
+/*
+ * Count what shard i's index holds in memory (lay.index_bytes), and
+ * refuse as soon as the indexes alone pass max_mem: a dataset of many
+ * records per shard is refused before all of its footers are read.
+ */
+static int count_index(struct stream *s, uint32_t i, const char *name,
+		       struct diag *d)
+{
+	uint64_t mem = shard_index_bytes(s->sh[i]);
+	struct stat st;
+
+	/* A shard read in place: its header and tail in a memfd. */
+	if (rread_has(s->c.rread, i) && !fstat(s->fds[i + 1], &st))
+		mem += (uint64_t)st.st_blocks * 512;
+	s->lay.index_bytes += mem;
+	if (s->c.max_mem && s->lay.index_bytes > s->c.max_mem)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"the indexes of the dataset's shards take %" PRIu64
+			" bytes of memory by shard %" PRIu32 " (%s: %" PRIu64
+			"), more than the %" PRIu64 " %s",
+			s->lay.index_bytes, i, name, mem, s->c.max_mem,
+			s->c.max_mem_why ? s->c.max_mem_why : "allowed");
+	return 0;
+}
+
+static int setup_prefetch(struct stream *s, struct diag *d)
+{
+	uint32_t b = s->lay.batch_size;
+
+	/*
+	 * The arena in huge pages where the kernel has them: a stream's
+	 * first pass over a 64 MiB arena in 4 KiB pages takes 16,384 page
+	 * faults, which cost a JPEG epoch from page-cached shards a fifth
+	 * of its time on a virtual machine (1.25 s against 0.97 s). Only
+	 * advice: without transparent huge pages it is 4 KiB pages.
+	 */
+	if (s->arena_size >= STREAM_HUGE_PAGE) {
+		s->arena = mem_aligned(STREAM_HUGE_PAGE, s->arena_size);
+		if (s->arena)
+			(void)madvise(s->arena, s->arena_size, MADV_HUGEPAGE);
+	} else {
+		s->arena = mem_aligned(STREAM_DIRECT_ALIGN, s->arena_size);
+	}
+	/*
+	 * How many batches the reader may run ahead, within the byte budget.
+	 * Deep enough to keep storage busy, shallow enough that batches read
+	 * from the page cache are still in the CPU cache when decoded.
+	 */
+	s->npb = STREAM_READ_AHEAD;
+	s->pb = mem_calloc(s->npb, sizeof(*s->pb));
+	s->refs = mem_calloc(b, sizeof(*s->refs));
+	s->ext = mem_calloc(b, sizeof(*s->ext));
+	if (s->c.rread)
+		s->rq = mem_calloc(b, sizeof(*s->rq));
+	if (!s->arena || !s->pb || !s->refs || !s->ext ||
+	    (s->c.rread && !s->rq))
+		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
+				s->arena_size);
+	for (uint32_t i = 0; i < s->npb; i++) {
+		struct stream_pb *p = &s->pb[i];
+
+		p->rec = mem_calloc(b, sizeof(*p->rec));
+		p->len = mem_calloc(b, sizeof(*p->len));
+		p->gidx = mem_calloc(b, sizeof(*p->gidx));
+		p->shard = mem_calloc(b, sizeof(*p->shard));
+		p->ridx = mem_calloc(b, sizeof(*p->ridx));
+		p->rerr = mem_calloc(b, sizeof(*p->rerr));
+		p->cached = mem_calloc(b, sizeof(*p->cached));
+		if (!p->rec || !p->len || !p->gidx || !p->shard || !p->ridx ||
+		    !p->rerr || !p->cached)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int setup_workers(struct stream *s)
+{
+	s->nworkers = pool_workers(s->pool) + 1;
+	s->codec = mem_calloc(s->nworkers, sizeof(*s->codec));
+	s->scratch = mem_calloc(s->nworkers, sizeof(*s->scratch));
+	s->ws = mem_calloc(s->nworkers, sizeof(*s->ws));
+	s->bad = mem_calloc(s->lay.batch_size, 1);
+	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
+	if (!s->codec || !s->scratch || !s->ws || !s->bad || !s->rep)
+		return -ENOMEM;
+	if (s->nragged) {
+		uint64_t n = (uint64_t)s->lay.batch_size + 1;
+
+		s->roff = mem_calloc(n * s->lay.noutputs, sizeof(uint64_t));
+		s->roff2 = mem_calloc(n, sizeof(uint64_t));
+		s->rbig = mem_calloc(n, 1);
+		s->rbig_size = mem_calloc(n, sizeof(uint64_t));
+		if (!s->roff || !s->roff2 || !s->rbig || !s->rbig_size)
+			return -ENOMEM;
+	}
+	if (s->c.timing) {
+		s->wt = mem_aligned(64, s->nworkers * sizeof(*s->wt));
+		if (!s->wt)
+			return -ENOMEM;
+		memset(s->wt, 0, s->nworkers * sizeof(*s->wt));
+	}
+	for (uint32_t i = 0; i < s->nworkers; i++) {
+		if (codec_ctx_new(&s->codec[i], 0))
+			return -ENOMEM;
+		s->scratch[i] = mem_alloc(s->max_field ? s->max_field : 1);
+		if (!s->scratch[i])
+			return -ENOMEM;
+		if (s->pipe && imgpipe_ws_new(s->pipe, s->c.timing, &s->ws[i]))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * The node cache's set of this dataset's files, as the client's
+ * descriptors show them (ncache.h): none if one cannot be told.
+ */
+static void attach_cache(struct stream *s)
+{
+	struct ncache_file *f;
+	uint32_t n = s->ds->nshards;
+
+	if (!s->c.cache)
+		return;
+	f = mem_calloc(n, sizeof(*f));
+	if (!f)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		struct stat st;
+
+		/*
+		 * A shard of an object store is its object's version,
+		 * however it is read (rfill.h).
+		 */
+		if (rfill_named(s->c.rfill, i)) {
+			uint64_t id[2];
+
+			rfill_ident(s->c.rfill, i, id);
+			f[i] = (struct ncache_file){
+				.dev = 0,
+				.ino = id[1],
+				.size = shard_file_size(s->sh[i]),
+				.mtime_ns = (int64_t)id[0],
+				.ctime_ns = -1,
+				.records = shard_count(s->sh[i]),
+			};
+			continue;
+		}
+		if (fstat(s->fds[i + 1], &st)) {
+			free(f);
+			return;
+		}
+		f[i] = (struct ncache_file){
+			.dev = st.st_dev,
+			.ino = st.st_ino,
+			.size = (uint64_t)st.st_size,
+			.mtime_ns = st.st_mtim.tv_sec * 1000000000ll +
+				    st.st_mtim.tv_nsec,
+			.ctime_ns = st.st_ctim.tv_sec * 1000000000ll +
+				    st.st_ctim.tv_nsec,
+			.records = shard_count(s->sh[i]),
+		};
+	}
+	s->cset = ncache_attach(s->c.cache, f, n);
+	free(f);
+}
+
+static int replan(struct stream *s, struct order_params *op, struct diag *d);
+static int plan_start(struct stream *s, struct diag *d);
+
+static void schema_brief(const struct schema *sc, char *buf, size_t n);
+static void tar_names(struct stream *s, struct dataset *ds);
+
+/*
+ * The index of tar i (its fd is s->fds[i + 1]): the one kept for this
+ * file, if its size, modification and change times and owner are still
+ * the same, or a new scan's, kept for the next stream. The record kept
+ * is those four, then the index (wds_index_save()). A file's owner can
+ * set its size and mtime, not its ctime: a file that took the place of
+ * another (the same inode, its times set back) or was rewritten in place
+ * is scanned again, never given the other's index.
+ */
+static int tar_index(struct stream *s, uint32_t i, const char *name,
+		     struct wds_index **out, struct diag *d)
+{
+	const struct stream_index_ops *io = s->c.index;
+	int fd = s->fds[i + 1];
+	struct stat st;
+	char id[64];
+	uint64_t head[4];
+	void *val = NULL, *blob;
+	size_t len = 0, blen;
+	int err;
+
+	if (fstat(fd, &st))
+		return diag_set(d, -errno, "%s: fstat: %s", name,
+				strerror(errno));
+	head[0] = (uint64_t)st.st_size;
+	head[1] = (uint64_t)(st.st_mtim.tv_sec * 1000000000ll +
+			     st.st_mtim.tv_nsec);
+	head[2] = (uint64_t)(st.st_ctim.tv_sec * 1000000000ll +
+			     st.st_ctim.tv_nsec);
+	head[3] = (uint64_t)st.st_uid;
+	snprintf(id, sizeof(id), "%llx:%llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	if (io)
+		val = io->get(io->ctx, id, &len);
+	if (val && len > sizeof(head) && !memcmp(val, head, sizeof(head))) {
+		struct diag ld = { "" };
+
+		err = wds_index_load(out, (unsigned char *)val + sizeof(head),
+				     len - sizeof(head), head[0], &ld);
+		free(val);
+		if (!err)
+			return 0;
+		plog(PLOG_WARN,
+		     "%s: %s: the kept index is damaged (%s): scanning again",
+		     s->label, name, ld.msg);
+	} else {
+		free(val);
+	}
+	/* An LMDB file is scanned in a child: LMDB trusts its pages. */
+	err = s->c.lmdb ? lmdbds_index_fd(fd, name, LMDBDS_SCAN_MS, out, d) :
+			  wds_index_scan(out, fd, name, d);
+	if (err)
+		return err;
+	plog(PLOG_INFO, "%s: %s: scanned, %" PRIu64 " samples", s->label, name,
+	     (*out)->count);
+	if (io && !wds_index_save(*out, &blob, &blen)) {
+		val = mem_alloc(sizeof(head) + blen);
+		if (val) {
+			memcpy(val, head, sizeof(head));
+			memcpy((unsigned char *)val + sizeof(head), blob, blen);
+			io->put(io->ctx, id, val, sizeof(head) + blen);
+			free(val);
+		}
+		free(blob);
+	}
+	return 0;
+}
+
+/*
+ * A dataset of tars read in place: each fd a tar and a shard, named
+ * "tar-NNNNN" (the daemon is given no paths), every one with the first's
+ * fields; the manifest is made in memory from their indexes.
+ */
+static int open_tars(struct stream *s, struct diag *d)
+{
+	uint32_t n = s->nfds - 1;
+	struct dataset *ds;
+	int err;
+
+	if (!n)
+		return diag_set(d, LOADER_EUSAGE,
+				"a tar dataset needs at least one tar");
+	if (s->c.lmdb && n != 1)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"an LMDB dataset is one data file, not %" PRIu32, n);
+	ds = mem_calloc(1, sizeof(*ds));
+	s->wix = mem_calloc(n, sizeof(*s->wix));
+	if (!ds || !s->wix) {
+		free(ds);
+		return -ENOMEM;
+	}
+	s->ds = ds;
+	ds->shards = mem_calloc(n, sizeof(*ds->shards));
+	if (!ds->shards)
+		return -ENOMEM;
+	ds->nshards = n;
+	ds->origin.shuffle_seed = -1;
+	tar_names(s, ds);
+	for (uint32_t i = 0; i < n; i++) {
+		char name[32];
+		const char *label = ds->shards[i].file;
+
+		snprintf(name, sizeof(name), "tar-%05" PRIu32, i);
+		if (!label) {
+			ds->shards[i].file = mem_strdup(name);
+			if (!ds->shards[i].file)
+				return -ENOMEM;
+			label = ds->shards[i].file;
+		}
+		err = tar_index(s, i, label, &s->wix[i], d);
+		if (err)
+			return err;
+		if (!i) {
+			ds->schema = s->wix[0]->schema;
+		} else if (!schema_equal(&ds->schema, &s->wix[i]->schema)) {
+			char a[FIELD_TEXT_MAX * 2], b[FIELD_TEXT_MAX * 2];
+
+			schema_brief(&ds->schema, a, sizeof(a));
+			schema_brief(&s->wix[i]->schema, b, sizeof(b));
+			return diag_set(d, LOADER_ESCHEMA,
+					"%s has the fields %s; %s has %s",
+					label, b, ds->shards[0].file, a);
+		}
+		ds->shards[i].records = s->wix[i]->count;
+		ds->shards[i].bytes = s->wix[i]->file_size;
+		ds->records += s->wix[i]->count;
+	}
+	return 0;
+}
+
+/*
+ * The tars' names from file 0 ("loaderd-tars 1", then a name a line),
+ * as labels for messages; the client's word, so each must be a short
+ * printable name, and the count right, else none is taken ("tar-N").
+ */
+static void tar_names(struct stream *s, struct dataset *ds)
+{
+	enum { MAX = 1 << 24 };
+	struct stat st;
+	char *buf, *p, *nl;
+	uint32_t i = 0;
+
+	if (fstat(s->fds[0], &st) || !S_ISREG(st.st_mode) || st.st_size > MAX ||
+	    st.st_size < 15)
+		return;
+	buf = mem_alloc((size_t)st.st_size + 1);
+	if (!buf)
+		return;
+	if (fdio_pread_all(s->fds[0], buf, (size_t)st.st_size, 0) ||
+	    memcmp(buf, "loaderd-tars 1\n", 15))
+		goto out;
+	buf[st.st_size] = '\0';
+	for (p = buf + 15; i < ds->nshards && (nl = strchr(p, '\n'));
+	     p = nl + 1, i++) {
+		size_t len = (size_t)(nl - p);
+
+		*nl = '\0';
+		if (!len || len > 200)
+			goto bad;
+		for (size_t k = 0; k < len; k++)
+			if ((unsigned char)p[k] < 0x20 || p[k] == 0x7f)
+				goto bad;
+		ds->shards[i].file = mem_strdup(p);
+		if (!ds->shards[i].file)
+			goto bad;
+	}
+	if (i == ds->nshards && !*p)
+		goto out;
+bad:
+	for (uint32_t k = 0; k < ds->nshards; k++) {
+		free(ds->shards[k].file);
+		ds->shards[k].file = NULL;
+	}
+out:
+	free(buf);
+}
+
+/* "a: jpeg, b: int64" (cut short to n bytes): a schema for messages. */
+static void schema_brief(const struct schema *sc, char *buf, size_t n)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (uint32_t k = 0; k < sc->nfields && at + 1 < n; k++) {
+		char f[FIELD_TEXT_MAX];
+
+		field_format(&sc->f[k], f, sizeof(f));
+		at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? ", " : "",
+				       f);
+	}
+}
+
+static int open_dataset(struct stream *s, const char *origin, struct diag *d)
+{
+	uint64_t *counts;
+	struct order_params op;
+	int err;
+
+	if (s->c.tar || s->c.lmdb) {
+		err = open_tars(s, d);
+		if (err)
+			return err;
+	} else {
+		if (s->nfds < 2)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"a dataset needs its manifest and at least one shard");
+		err = dataset_load_fd(&s->ds, s->fds[0], "manifest.json", d);
+		if (err)
+			return err;
+	}
+	if (s->ds->nshards != s->nfds - 1)
+		return diag_set(d, LOADER_EUSAGE,
+				"manifest lists %" PRIu32
+				" shards, client sent %" PRIu32,
+				s->ds->nshards, s->nfds - 1);
+	s->sh = mem_calloc(s->ds->nshards, sizeof(*s->sh));
+	counts = mem_calloc(s->ds->nshards, sizeof(*counts));
+	if (!s->sh || !counts) {
+		free(counts);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		size_t ol = origin ? strlen(origin) : 0;
+		char name[256];
+
+		snprintf(name, sizeof(name), "%s%s%s", origin ? origin : "",
+			 ol && origin[ol - 1] != '/' ? "/" : "",
+			 s->ds->shards[i].file);
+		err = s->c.tar || s->c.lmdb ?
+			      shard_open_wds(&s->sh[i], s->fds[i + 1], name,
+					     s->wix[i], d) :
+			      shard_open(&s->sh[i], s->fds[i + 1], name, d);
+		if (!err)
+			err = dataset_check_shard(s->ds, i, s->sh[i], d);
+		if (!err)
+			err = count_index(s, i, name, d);
+		if (err) {
+			free(counts);
+			return err;
+		}
+		counts[i] = shard_count(s->sh[i]);
+		/*
+		 * A shard read in place is not read through its fd; one
+		 * arriving is read from the page cache it is written to.
+		 */
+		if (s->c.direct && !rread_has(s->c.rread, i) &&
+		    !rfill_has(s->c.rfill, i)) {
+			int fl = fcntl(s->fds[i + 1], F_GETFL);
+
+			/* The client closed its copies: the flag is ours alone. */
+			if (fl < 0 ||
+			    fcntl(s->fds[i + 1], F_SETFL, fl | O_DIRECT)) {
+				err = diag_set(d, -errno,
+					       "%s: O_DIRECT not possible: %s",
+					       s->ds->shards[i].file,
+					       strerror(errno));
+				free(counts);
+				return err;
+			}
+		}
+	}
+	attach_cache(s);
+	op = (struct order_params){
+		.kind = s->c.order,
+		.seed = s->c.seed,
+		.rank = s->c.rank,
+		.world = s->c.world ? s->c.world : 1,
+		.batch_size = s->lay.batch_size,
+		.drop_last = s->c.drop_last,
+		.pad = s->c.pad,
+		.nshards = s->ds->nshards,
+		.shard_records = counts,
+		.plan = s->plan,
+		.plan_words = s->plan_words,
+	};
+	if (s->c.from_world)
+		err = replan(s, &op, d);
+	if (!err)
+		err = order_new(&s->order, &op, d);
+	free(counts);
+	if (err)
+		return err;
+	s->lay.batches_per_epoch = order_batches(s->order);
+	s->lay.samples = order_size(s->order);
+	order_schedule(s->order, &s->lay.sched);
+	if (s->c.from_world)
+		s->c.start_batch = 0;
+	if (s->c.start_batch && s->c.start_batch >= s->lay.batches_per_epoch)
+		return diag_set(d, LOADER_EUSAGE,
+				"start batch %" PRIu64
+				" of an epoch of %" PRIu64 " batches",
+				s->c.start_batch, s->lay.batches_per_epoch);
+	return plan_start(s, d);
+}
+
+/*
+ * Resume from the ranks of another world (stream_config.from_world):
+ * the plan that deals what they left to this world replaces the one
+ * given, in op and in the stream (which keeps it).
+ */
+static int replan(struct stream *s, struct order_params *op, struct diag *d)
+{
+	struct order_params old = *op;
+	struct order *o;
+	uint32_t from;
+	int err;
+
+	if (s->c.from_world > STREAM_MAX_WORLD || !s->c.from_epoch ||
+	    !s->c.from_batch)
+		return diag_set(d, LOADER_EUSAGE,
+				"resume from world %" PRIu32
+				": positions missing or world too large",
+				s->c.from_world);
+	old.rank = 0;
+	old.world = s->c.from_world;
+	err = order_new(&o, &old, d);
+	if (err)
+		return err;
+	free(s->plan);
+	s->plan = NULL;
+	s->plan_words = 0;
+	err = order_replan(o, s->c.from_epoch, s->c.from_batch, &s->plan,
+			   &s->plan_words, &from, d);
+	order_free(o);
+	if (err)
+		return err;
+	if (from != s->c.start_epoch)
+		return diag_set(d, LOADER_EUSAGE,
+				"resume from world %" PRIu32
+				": starts at epoch %" PRIu32 ", not %" PRIu32,
+				s->c.from_world, from, s->c.start_epoch);
+	op->plan = s->plan;
+	op->plan_words = s->plan_words;
+	return 0;
+}
+
+/*
+ * Start no earlier than the start epoch's first batch, and past epochs
+ * whose rest deals nothing (an elastic resume may leave one).
+ */
+static int plan_start(struct stream *s, struct diag *d)
+{
+	uint32_t e = s->c.start_epoch;
+	uint64_t b = s->c.start_batch;
+
+	if (!s->lay.batches_per_epoch)
+		return 0;
+	order_advance(&s->lay.sched, &e, &b, 0);
+	if (e == s->c.start_epoch) {
+		s->c.start_batch = b;
+		return 0;
+	}
+	if (s->c.epochs && e - s->c.start_epoch >= s->c.epochs)
+		return diag_set(
+			d, LOADER_EEND,
+			"nothing is left to deliver before epoch %" PRIu32,
+			s->c.start_epoch + s->c.epochs);
+	if (s->c.epochs)
+		s->c.epochs -= e - s->c.start_epoch;
+	s->c.start_epoch = e;
+	s->c.start_batch = b;
+	return 0;
+}
+
+void stream_free(struct stream *s)
+{
+	if (!s)
+		return;
+	if (s->started) {
+		pthread_mutex_lock(&s->lock);
+		__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		/* The assembler may be waiting in the sink for a free place. */
+		s->sink.ops->cancel(s->sink.ctx);
+		pthread_join(s->reader, NULL);
+		pthread_join(s->assembler, NULL);
+	}
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->bad_lock);
+	for (uint32_t i = 0; s->codec && i < s->nworkers; i++)
+		codec_ctx_free(s->codec[i]);
+	for (uint32_t i = 0; s->scratch && i < s->nworkers; i++)
+		free(s->scratch[i]);
+	for (uint32_t i = 0; s->ws && i < s->nworkers; i++)
+		imgpipe_ws_free(s->ws[i]);
+	free(s->codec);
+	free(s->scratch);
+	free(s->ws);
+	free(s->wt);
+	free(s->bad);
+	free(s->rep);
+	free(s->roff);
+	free(s->roff2);
+	free(s->rbig);
+	free(s->rbig_size);
+	imgpipe_free(s->pipe);
+	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
+		free(s->pb[i].rec);
+		free(s->pb[i].len);
+		free(s->pb[i].gidx);
+		free(s->pb[i].shard);
+		free(s->pb[i].ridx);
+		free(s->pb[i].rerr);
+		free(s->pb[i].cached);
+	}
+	free(s->pb);
+	free(s->refs);
+	free(s->ext);
+	free(s->rq);
+	free(s->arena);
+	/* The threads are gone: nothing points into the set any more. */
+	ncache_detach(s->cset);
+	order_free(s->order);
+	free(s->plan);
+	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
+		shard_close(s->sh[i]);
+	for (uint32_t i = 0; s->wix && s->ds && i < s->ds->nshards; i++)
+		wds_index_free(s->wix[i]);
+	free(s->wix);
+	free(s->sh);
+	dataset_free(s->ds);
+	for (uint32_t i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	free(s->fds);
+	rread_free(s->c.rread);
+	rfill_cancel(s->c.rfill);
+	rfill_put(s->c.rfill);
+	free(s);
+}
+
+int stream_new(struct stream **out, const struct stream_config *c, int *fds,
+	       uint32_t nfds, struct pool *pool, struct diag *d)
+{
+	struct stream *s = mem_calloc(1, sizeof(*s));
+	int err;
+
+	if (!s) {
+		for (uint32_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		rread_free(c->rread);
+		rfill_cancel(c->rfill);
+		rfill_put(c->rfill);
+		return diag_set(d, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->bad_lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
+	s->c.rread = c->rread; /* stream_free() frees it */
+	s->c.rfill = c->rfill; /* and drops this */
+	/* A read in place in flight when the stream stops ends then. */
+	if (s->c.rread)
+		rread_set_cancel(s->c.rread, &s->stop);
+	if (!s->fds) {
+		for (uint32_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		stream_free(s);
+		return diag_set(d, -ENOMEM, "out of memory");
+	}
+	memcpy(s->fds, fds, nfds * sizeof(int));
+	s->nfds = nfds;
+	s->c = *c;
+	/* Pointers of the caller's: used here only, not kept. */
+	s->c.pipeline = NULL;
+	s->c.label = NULL;
+	s->c.plan = NULL;
+	s->c.origin = NULL;
+	if (c->plan && c->plan_words) {
+		s->plan = mem_alloc(c->plan_words * sizeof(uint64_t));
+		if (!s->plan) {
+			stream_free(s);
+			return diag_set(d, -ENOMEM, "out of memory");
+		}
+		memcpy(s->plan, c->plan, c->plan_words * sizeof(uint64_t));
+		s->plan_words = c->plan_words;
+	}
+	s->pool = pool;
+	snprintf(s->label, sizeof(s->label), "%s", c->label ? c->label : "");
+	s->lay.batch_size =
+		c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
+	err = stream_config_check(c, d);
+	if (!err)
+		err = setup_pipeline(s, c->pipeline, c->max_pixels, d);
+	if (!err)
+		err = open_dataset(s, c->origin, d);
+	if (!err)
+		err = setup_outputs(s, d);
+	if (!err) {
+		s->light = light_outputs(s);
+		fixed_layout(s);
+	}
+	if (!err)
+		err = plan_memory(s, d);
+	if (!err)
+		err = setup_prefetch(s, d);
+	if (!err)
+		err = setup_workers(s);
+	s->c.from_epoch = NULL;
+	s->c.from_batch = NULL;
+	s->c.max_mem_why = NULL;
+	if (err) {
+		if (err == -ENOMEM && !d->msg[0])
+			diag_set(d, err, "out of memory");
+		stream_free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+const struct stream_layout *stream_layout(const struct stream *s)
+{
+	return &s->lay;
+}
+
+void stream_begins(const struct stream *s, uint32_t *epoch, uint64_t *batch,
+		   uint32_t *epochs)
+{
+	*epoch = s->c.start_epoch;
+	*batch = s->c.start_batch;
+	*epochs = s->c.epochs;
+}
+
+void stream_plan(const struct stream *s, const uint64_t **plan, size_t *words)
+{
+	*plan = s->plan;
+	*words = s->plan_words;
+}
+
+void stream_stats(const struct stream *s, struct stream_stats *st)
+{
+	st->batches = __atomic_load_n(&s->n.batches, __ATOMIC_RELAXED);
+	st->samples = __atomic_load_n(&s->n.samples, __ATOMIC_RELAXED);
+	st->bytes_read = __atomic_load_n(&s->n.bytes_read, __ATOMIC_RELAXED);
+	st->reads = __atomic_load_n(&s->n.reads, __ATOMIC_RELAXED);
+	st->cache_hits = __atomic_load_n(&s->n.cache_hits, __ATOMIC_RELAXED);
+	st->cache_misses =
+		__atomic_load_n(&s->n.cache_misses, __ATOMIC_RELAXED);
+	st->served = __atomic_load_n(&s->n.served, __ATOMIC_RELAXED);
+	st->bad_samples = __atomic_load_n(&s->n.bad_samples, __ATOMIC_RELAXED);
+	st->read_wait_ns =
+		__atomic_load_n(&s->n.read_wait_ns, __ATOMIC_RELAXED);
+	st->decode_ns = __atomic_load_n(&s->n.decode_ns, __ATOMIC_RELAXED);
+	st->slot_wait_ns =
+		__atomic_load_n(&s->n.slot_wait_ns, __ATOMIC_RELAXED);
+	st->epoch = __atomic_load_n(&s->n.epoch, __ATOMIC_RELAXED);
+}
+
+void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,
+		       uint64_t *assembler_ns)
+{
+	*reader_ns = __atomic_load_n(&s->reader_cpu_ns, __ATOMIC_RELAXED);
+	*assembler_ns = __atomic_load_n(&s->assembler_cpu_ns, __ATOMIC_RELAXED);
+}
+
+void stream_stages(const struct stream *s, struct stream_stages *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (!s->wt)
+		return;
+	for (uint32_t i = 0; i < s->nworkers; i++) {
+		struct imgpipe_times it;
+
+		t->decode_ns +=
+			__atomic_load_n(&s->wt[i].decode_ns, __ATOMIC_RELAXED);
+		t->emit_ns +=
+			__atomic_load_n(&s->wt[i].emit_ns, __ATOMIC_RELAXED);
+		if (!s->ws[i])
+			continue;
+		imgpipe_ws_times(s->ws[i], &it);
+		t->decode_ns += it.header_ns + it.decode_ns;
+		t->augment_ns += it.resize_ns;
+		t->emit_ns += it.emit_ns;
+	}
+}
+
+int stream_start(struct stream *s, const struct stream_sink *sink,
+		 struct diag *d)
+{
+	int err;
+
+	s->sink = *sink;
+	err = fault_alloc() ? -EAGAIN :
+			      -pthread_create(&s->reader, NULL, reader_main, s);
+	if (err)
+		return diag_set(d, err, "reader thread: %s", strerror(-err));
+	err = fault_alloc() ?
+		      -EAGAIN :
+		      -pthread_create(&s->assembler, NULL, assembler_main, s);
+	if (err) {
+		pthread_mutex_lock(&s->lock);
+		s->stop = true;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->reader, NULL);
+		return diag_set(d, err, "assembler thread: %s", strerror(-err));
+	}
+	s->started = true;
+	return 0;
+}
