@@ -200,7 +200,7 @@ static int inspect_tars(const struct inspect_cli *o, const char *path, bool dir)
 {
 	char sb[SHOWN_MAX];
 	struct inspect_sum s = { 0 };
-	struct wds_index **ix = NULL;
+	struct recindex **ix = NULL;
 	struct shard **sh = NULL;
 	char **names = NULL, a[32];
 	size_t n = 0;
@@ -318,7 +318,7 @@ out:
 		if (sh)
 			shard_close(sh[i]);
 		if (ix)
-			wds_index_free(ix[i]);
+			recindex_free(ix[i]);
 		free(names[i]);
 	}
 	free(sh);

@@ -129,7 +129,7 @@ static void verify_one(struct verify_run *r, struct verify_ctx *vc,
  * which the shard needs until it is closed).
  */
 static int open_file(struct verify_run *r, const char *path, int *fd,
-		     struct shard **sh, struct wds_index **ix)
+		     struct shard **sh, struct recindex **ix)
 {
 	struct diag d;
 	int err;
@@ -147,7 +147,7 @@ static int open_file(struct verify_run *r, const char *path, int *fd,
 		if (!err)
 			err = shard_open_wds(sh, *fd, path, *ix, &d);
 		if (err) {
-			wds_index_free(*ix);
+			recindex_free(*ix);
 			*ix = NULL;
 		}
 		if (err && *fd < 0)
@@ -157,7 +157,7 @@ static int open_file(struct verify_run *r, const char *path, int *fd,
 		if (!err)
 			err = shard_open_wds(sh, *fd, path, *ix, &d);
 		if (err) {
-			wds_index_free(*ix);
+			recindex_free(*ix);
 			*ix = NULL;
 		}
 	} else {
@@ -178,7 +178,7 @@ bad:
 static void verify_path(struct verify_run *r, struct verify_ctx *vc,
 			const char *path)
 {
-	struct wds_index *ix;
+	struct recindex *ix;
 	struct shard *sh;
 	int fd;
 
@@ -186,7 +186,7 @@ static void verify_path(struct verify_run *r, struct verify_ctx *vc,
 		return;
 	verify_one(r, vc, sh, fd);
 	shard_close(sh);
-	wds_index_free(ix);
+	recindex_free(ix);
 	close(fd);
 }
 

@@ -198,12 +198,12 @@ static int tar_get(struct source *base, uint64_t i, struct codec_ctx *ctx,
 		    (len < 2 || data[0] != 0xff || data[1] != 0xd8))
 			return diag_set(d, LOADER_EDECODE,
 					"not a JPEG (no FF D8 at the start)");
-		if (wds_conv(s->w, k) == WDS_NPY) {
+		if (wds_conv(s->w, k) == REC_NPY) {
 			err = npy_payload(&sch->f[k], data, len, &f[k], d);
 			if (err)
 				return err;
 		}
-		if (wds_conv(s->w, k) == WDS_INT_TEXT) {
+		if (wds_conv(s->w, k) == REC_INT_TEXT) {
 			int64_t v = 0;
 
 			err = wds_parse_int(data, len, &v, d);

@@ -24,7 +24,7 @@
 #include "fdio.h"
 #include "lmdbds.h"
 #include "loader_error.h"
-#include "wds.h"
+#include "recindex.h"
 
 #define LMDB_MAGIC 0xBEEFC0DEu
 
@@ -478,11 +478,11 @@ static const unsigned char *map_base(const struct lmdbds *l)
 	return base;
 }
 
-int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
+int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct recindex **out,
 		 struct diag *d)
 {
 	uint32_t nf = l->schema.nfields;
-	struct wds_index *ix;
+	struct recindex *ix;
 	const unsigned char *base = map_base(l);
 
 	*out = NULL;
@@ -490,7 +490,7 @@ int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
 		return diag_set(d, LOADER_EFORMAT,
 				"%s: the data file's map is not to be found",
 				l->path);
-	ix = wds_index_new(l->count, nf);
+	ix = recindex_new(l->count, nf);
 	if (!ix)
 		return diag_set(d, -ENOMEM, "%s: index of %" PRIu64 " samples",
 				l->path, l->count);
@@ -498,7 +498,7 @@ int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
 	ix->file_size = file_size;
 	for (uint32_t k = 0; k < nf; k++)
 		ix->conv[k] =
-			l->labels && k == nf - 1 ? WDS_INT_TEXT : WDS_AS_IS;
+			l->labels && k == nf - 1 ? REC_INT_TEXT : REC_AS_IS;
 	for (uint64_t i = 0; i < l->count; i++) {
 		struct shard_field f[SCHEMA_MAX_FIELDS];
 		const unsigned char *v = l->vals[i].mv_data;
@@ -508,21 +508,21 @@ int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
 
 		if (v < base || off > file_size || len > file_size - off ||
 		    len > SHARD_MAX_RECORD)
-			return wds_index_free(ix),
+			return recindex_free(ix),
 			       diag_set(d, LOADER_EFORMAT,
 					"%s: value %" PRIu64
 					" lies outside the data file",
 					l->path, i);
 		err = lmdbds_sample(l, i, f, where, sizeof(where), d);
 		if (err) {
-			wds_index_free(ix);
+			recindex_free(ix);
 			return diag_wrap(d, err, "%s", where);
 		}
-		wds_index_set(ix, i, off, (uint32_t)len);
+		recindex_set(ix, i, off, (uint32_t)len);
 		for (uint32_t k = 0; k < nf; k++) {
 			uint64_t *e = &ix->ent[i * nf + k];
 
-			if (ix->conv[k] == WDS_INT_TEXT) {
+			if (ix->conv[k] == REC_INT_TEXT) {
 				memcpy(e, f[k].data, 8);
 			} else {
 				*e = (uint64_t)((const unsigned char *)f[k].data -
@@ -530,7 +530,7 @@ int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
 				     (uint64_t)f[k].len << 32;
 			}
 			ix->raw_bytes[k] +=
-				ix->conv[k] == WDS_INT_TEXT ? 8 : f[k].len;
+				ix->conv[k] == REC_INT_TEXT ? 8 : f[k].len;
 		}
 	}
 	*out = ix;
@@ -598,7 +598,7 @@ static void scan_child(int fd, const char *name, int out)
 {
 	char path[64];
 	struct lmdbds *l = NULL;
-	struct wds_index *ix = NULL;
+	struct recindex *ix = NULL;
 	struct diag d = { "" };
 	struct stat st;
 	void *blob = NULL;
@@ -626,7 +626,7 @@ static void scan_child(int fd, const char *name, int out)
 	if (!err)
 		err = lmdbds_index(l, (uint64_t)st.st_size, &ix, &d);
 	if (!err)
-		err = wds_index_save(ix, &blob, &len);
+		err = recindex_save(ix, &blob, &len);
 	if (!err) {
 		ok = 1;
 		(void)!write(out, &ok, 1);
@@ -646,7 +646,7 @@ static void scan_child(int fd, const char *name, int out)
 }
 
 int lmdbds_index_fd(int fd, const char *name, int timeout_ms,
-		    struct wds_index **out, struct diag *d)
+		    struct recindex **out, struct diag *d)
 {
 	struct stat st;
 	void *buf = NULL;
@@ -699,13 +699,13 @@ int lmdbds_index_fd(int fd, const char *name, int timeout_ms,
 		free(buf);
 		return err;
 	}
-	err = wds_index_load(out, (unsigned char *)buf + 1, len - 1,
-			     (uint64_t)st.st_size, d);
+	err = recindex_load(out, (unsigned char *)buf + 1, len - 1,
+			    (uint64_t)st.st_size, d);
 	free(buf);
 	return err ? diag_wrap(d, err, "%s", name) : 0;
 }
 
-int lmdbds_index_path(const char *path, int *fd, struct wds_index **ix,
+int lmdbds_index_path(const char *path, int *fd, struct recindex **ix,
 		      struct diag *d)
 {
 	char data[4200];

@@ -20,9 +20,9 @@
  * transaction for as long as it is open: values are read in place
  * through LMDB's map. Every value is one run of bytes of the data file
  * (in a leaf page or on overflow pages), so the index of a database
- * read in place (the tar's struct wds_index, wds.h) gives each sample's
- * value as a record at its file offset, and a stream reads it with
- * io_uring like any record: LMDB itself runs only during the scan.
+ * read in place (a record index, recindex.h, as a tar's) gives each
+ * sample's value as a record at its file offset, and a stream reads it
+ * with io_uring like any record: LMDB itself runs only during the scan.
  */
 #ifndef LD_LMDBDS_H
 #define LD_LMDBDS_H
@@ -35,7 +35,7 @@
 #include "shard.h"
 
 struct lmdbds;
-struct wds_index;
+struct recindex;
 
 /*
  * Open the database at path: a directory holding data.mdb, or the data
@@ -65,7 +65,7 @@ uint64_t lmdbds_bytes_in(const struct lmdbds *l);
  * a record at its offset in the data file, its fields placed in it, a
  * label kept in the index. file_size: the data file's size.
  */
-int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
+int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct recindex **out,
 		 struct diag *d);
 
 /* How long a database's scan may take (its child is then killed). */
@@ -79,7 +79,7 @@ int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct wds_index **out,
  * Returns 0, or the child's error with its reason in d.
  */
 int lmdbds_index_fd(int fd, const char *name, int timeout_ms,
-		    struct wds_index **out, struct diag *d);
+		    struct recindex **out, struct diag *d);
 
 /* Is path an LMDB database (a directory with data.mdb, or a data file)? */
 bool lmdbds_detect(const char *path);
@@ -89,7 +89,7 @@ bool lmdbds_detect(const char *path);
  * at path as *fd, and its index read in place in *ix, made in a child as
  * lmdbds_index_fd() makes it.
  */
-int lmdbds_index_path(const char *path, int *fd, struct wds_index **ix,
+int lmdbds_index_path(const char *path, int *fd, struct recindex **ix,
 		      struct diag *d);
 
 #endif /* LD_LMDBDS_H */

@@ -21,7 +21,7 @@
 #include "fdio.h"
 #include "loader_error.h"
 #include "shard.h"
-#include "wds.h"
+#include "recindex.h"
 #include "codec.h"
 #include "zrec.h"
 
@@ -382,7 +382,7 @@ struct shard {
 	struct zrec_ddict *ddict[SCHEMA_MAX_FIELDS];
 	struct shard_field_stats stats[SCHEMA_MAX_FIELDS];
 	/* A tar read in place (shard_open_wds()): its index, else NULL. */
-	const struct wds_index *wds;
+	const struct recindex *wds;
 };
 
 void shard_close(struct shard *sh)
@@ -762,7 +762,7 @@ static int check_index(struct shard *sh, uint64_t foff, struct diag *d)
 }
 
 int shard_open_wds(struct shard **out, int fd, const char *name,
-		   const struct wds_index *ix, struct diag *d)
+		   const struct recindex *ix, struct diag *d)
 {
 	struct shard *sh = mem_calloc(1, sizeof(*sh));
 
@@ -1003,7 +1003,7 @@ int shard_check_sum(const struct shard *sh, uint64_t i, const void *buf,
 static int split_wds(const struct shard *sh, uint64_t i, const void *buf,
 		     size_t len, struct shard_field *out, struct diag *d)
 {
-	const struct wds_index *ix = sh->wds;
+	const struct recindex *ix = sh->wds;
 	uint32_t nf = sh->schema.nfields;
 	const uint64_t *e = ix->ent + i * nf;
 
@@ -1016,7 +1016,7 @@ static int split_wds(const struct shard *sh, uint64_t i, const void *buf,
 		uint32_t off = (uint32_t)e[k], l = (uint32_t)(e[k] >> 32);
 
 		out[k].raw_len = 0;
-		if (ix->conv[k] == WDS_INT_TEXT) {
+		if (ix->conv[k] == REC_INT_TEXT) {
 			out[k].data = &e[k];
 			out[k].len = 8;
 			continue;

@@ -128,9 +128,9 @@ int shard_open(struct shard **out, int fd, const char *name, struct diag *d);
  * the samples' byte ranges, their fields found by ix (which must outlive
  * the shard), with no checksum to check. fd as for shard_open().
  */
-struct wds_index;
+struct recindex;
 int shard_open_wds(struct shard **out, int fd, const char *name,
-		   const struct wds_index *ix, struct diag *d);
+		   const struct recindex *ix, struct diag *d);
 
 /*
  * Where a shard's trailer (its last SHARD_TRAILER_SIZE bytes) says the

@@ -45,7 +45,7 @@ struct wds {
 	uint64_t *key_off;	/* per sample */
 	struct wds_item *items; /* count * nfields */
 	uint64_t cap;		/* samples that key_off and items hold */
-	uint8_t conv[SCHEMA_MAX_FIELDS]; /* enum wds_conv */
+	uint8_t conv[SCHEMA_MAX_FIELDS]; /* enum rec_conv */
 	char *ragged;			 /* wds_scan()'s, or NULL */
 	int fd;				 /* during the scan */
 };
@@ -333,19 +333,19 @@ static int make_schema(struct wds *s, struct scan *sc, struct diag *d)
 
 			f->name[i] = ok ? c : '_';
 		}
-		s->conv[k] = WDS_AS_IS;
+		s->conv[k] = REC_AS_IS;
 		if (in_list(jpeg_exts, ext)) {
 			f->kind = FIELD_JPEG;
 		} else if (in_list(int_exts, ext)) {
 			f->kind = FIELD_TENSOR;
 			f->dtype = DT_I64;
-			s->conv[k] = WDS_INT_TEXT;
+			s->conv[k] = REC_INT_TEXT;
 		} else if (!strcmp(ext, "npy") || ends_with(ext, ".npy")) {
 			int err = npy_field(s, &sc->m[k], f, d);
 
 			if (err)
 				return err;
-			s->conv[k] = WDS_NPY;
+			s->conv[k] = REC_NPY;
 			if (in_csv(s->ragged, f->name)) {
 				if (!f->ndim)
 					return diag_set(
@@ -687,9 +687,9 @@ uint64_t wds_count(const struct wds *w)
 	return w->count;
 }
 
-enum wds_conv wds_conv(const struct wds *w, unsigned field)
+enum rec_conv wds_conv(const struct wds *w, unsigned field)
 {
-	return (enum wds_conv)w->conv[field];
+	return (enum rec_conv)w->conv[field];
 }
 
 const char *wds_key(const struct wds *w, uint64_t i)
@@ -746,43 +746,6 @@ int wds_check_npy(const struct field *fl, const unsigned char *hdr, size_t len,
 
 /* ---- read in place ---------------------------------------------------- */
 
-#define WDS_INDEX_MAGIC	  "LDWDSIX1"
-#define WDS_INDEX_VERSION 1
-
-void wds_index_free(struct wds_index *ix)
-{
-	if (!ix)
-		return;
-	free(ix->index);
-	free(ix->ent);
-	free(ix);
-}
-
-struct wds_index *wds_index_new(uint64_t count, uint32_t nf)
-{
-	struct wds_index *ix = mem_calloc(1, sizeof(*ix));
-
-	if (!ix)
-		return NULL;
-	ix->count = count;
-	ix->index = mem_calloc(count ? count : 1, SHARD_INDEX_ENTRY);
-	ix->ent = mem_calloc(count * nf > 0 ? count * nf : 1, sizeof(*ix->ent));
-	if (!ix->index || !ix->ent) {
-		wds_index_free(ix);
-		return NULL;
-	}
-	return ix;
-}
-
-void wds_index_set(struct wds_index *ix, uint64_t i, uint64_t off, uint32_t len)
-{
-	unsigned char *e = ix->index + i * SHARD_INDEX_ENTRY;
-
-	memset(e, 0, SHARD_INDEX_ENTRY);
-	memcpy(e, &off, 8); /* little-endian hosts (proto.h) */
-	memcpy(e + 8, &len, 4);
-}
-
 /* Sample i's field k into ent, its record starting at start. */
 static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 		   uint64_t start, struct field *f, bool auto_ragged,
@@ -797,7 +760,7 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 	int err;
 
 	switch (w->conv[k]) {
-	case WDS_INT_TEXT:
+	case REC_INT_TEXT:
 		if (it->len > INT_TEXT_MAX) {
 			wds_where(w, i, k, where, sizeof(where));
 			return diag_set(
@@ -813,7 +776,7 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 			break;
 		memcpy(ent, &v, sizeof(v));
 		return 0;
-	case WDS_NPY:
+	case REC_NPY:
 		got = it->len < sizeof(buf) ? it->len : sizeof(buf);
 		err = fdio_pread_all(fd, buf, got, it->off);
 		if (!err)
@@ -848,11 +811,11 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 	return diag_wrap(d, err, "%s", where);
 }
 
-int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
+int wds_index_build(struct recindex **out, const struct wds *w, int fd,
 		    const char *name, bool auto_ragged, struct diag *d)
 {
 	uint32_t nf = w->schema.nfields;
-	struct wds_index *ix = wds_index_new(w->count, nf);
+	struct recindex *ix = recindex_new(w->count, nf);
 	int err = 0;
 
 	*out = NULL;
@@ -883,152 +846,27 @@ int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
 				where, end - start, (unsigned)SHARD_MAX_RECORD);
 			break;
 		}
-		wds_index_set(ix, i, start, (uint32_t)(end - start));
+		recindex_set(ix, i, start, (uint32_t)(end - start));
 		for (unsigned k = 0; k < nf && !err; k++) {
 			uint64_t *e = &ix->ent[i * nf + k];
 
 			err = resolve(w, fd, i, k, start, &ix->schema.f[k],
 				      auto_ragged, e, d);
 			if (!err)
-				ix->raw_bytes[k] += w->conv[k] == WDS_INT_TEXT ?
+				ix->raw_bytes[k] += w->conv[k] == REC_INT_TEXT ?
 							    8 :
 							    *e >> 32;
 		}
 	}
 	if (err) {
-		wds_index_free(ix);
+		recindex_free(ix);
 		return err;
 	}
 	*out = ix;
 	return 0;
 }
 
-/*
- * The serialized form: magic, version, nfields, count, file size; each
- * field's text form in FIELD_TEXT_MAX bytes; raw_bytes per field; the
- * index entries; the field entries. Host byte order (one machine).
- */
-struct wds_blob_head {
-	char magic[8];
-	uint32_t version;
-	uint32_t nfields;
-	uint64_t count;
-	uint64_t file_size;
-};
-
-int wds_index_save(const struct wds_index *ix, void **blob, size_t *len)
-{
-	uint32_t nf = ix->schema.nfields;
-	struct wds_blob_head h = { .version = WDS_INDEX_VERSION,
-				   .nfields = nf,
-				   .count = ix->count,
-				   .file_size = ix->file_size };
-	size_t n = sizeof(h) + (size_t)nf * (FIELD_TEXT_MAX + 9) +
-		   ix->count * SHARD_INDEX_ENTRY + ix->count * nf * 8;
-	unsigned char *p = mem_calloc(1, n), *q = p;
-
-	if (!p)
-		return -ENOMEM;
-	memcpy(h.magic, WDS_INDEX_MAGIC, 8);
-	memcpy(q, &h, sizeof(h));
-	q += sizeof(h);
-	for (uint32_t k = 0; k < nf; k++, q += FIELD_TEXT_MAX)
-		field_format(&ix->schema.f[k], (char *)q, FIELD_TEXT_MAX);
-	memcpy(q, ix->raw_bytes, nf * 8);
-	q += nf * 8;
-	memcpy(q, ix->conv, nf);
-	q += nf;
-	memcpy(q, ix->index, ix->count * SHARD_INDEX_ENTRY);
-	q += ix->count * SHARD_INDEX_ENTRY;
-	memcpy(q, ix->ent, ix->count * nf * 8);
-	*blob = p;
-	*len = n;
-	return 0;
-}
-
-int wds_index_load(struct wds_index **out, const void *blob, size_t len,
-		   uint64_t file_size, struct diag *d)
-{
-	const unsigned char *p = blob;
-	struct wds_blob_head h;
-	struct wds_index *ix;
-	size_t need;
-
-	*out = NULL;
-	if (len < sizeof(h))
-		return diag_set(d, LOADER_EFORMAT, "tar index: %zu bytes", len);
-	memcpy(&h, p, sizeof(h));
-	if (memcmp(h.magic, WDS_INDEX_MAGIC, 8) ||
-	    h.version != WDS_INDEX_VERSION || !h.nfields ||
-	    h.nfields > SCHEMA_MAX_FIELDS || h.file_size != file_size ||
-	    h.count > (len / SHARD_INDEX_ENTRY))
-		return diag_set(d, LOADER_EFORMAT,
-				"tar index: not one of this version and file");
-	need = sizeof(h) + (size_t)h.nfields * (FIELD_TEXT_MAX + 9) +
-	       h.count * SHARD_INDEX_ENTRY + h.count * h.nfields * 8;
-	if (len != need)
-		return diag_set(d, LOADER_EFORMAT,
-				"tar index: %zu bytes, its head says %zu", len,
-				need);
-	ix = wds_index_new(h.count, h.nfields);
-	if (!ix)
-		return diag_set(d, -ENOMEM, "tar index: out of memory");
-	p += sizeof(h);
-	ix->schema.nfields = h.nfields;
-	for (uint32_t k = 0; k < h.nfields; k++, p += FIELD_TEXT_MAX) {
-		char text[FIELD_TEXT_MAX];
-
-		memcpy(text, p, FIELD_TEXT_MAX);
-		text[FIELD_TEXT_MAX - 1] = '\0';
-		if (field_parse(&ix->schema.f[k], text, d))
-			goto bad;
-	}
-	if (schema_check(&ix->schema, d))
-		goto bad;
-	memcpy(ix->raw_bytes, p, h.nfields * 8);
-	p += h.nfields * 8;
-	memcpy(ix->conv, p, h.nfields);
-	p += h.nfields;
-	for (uint32_t k = 0; k < h.nfields; k++)
-		if (ix->conv[k] > WDS_NPY ||
-		    (ix->conv[k] == WDS_INT_TEXT &&
-		     (ix->schema.f[k].kind != FIELD_TENSOR ||
-		      ix->schema.f[k].dtype != DT_I64 || ix->schema.f[k].ndim)))
-			goto bad_conv;
-	memcpy(ix->index, p, h.count * SHARD_INDEX_ENTRY);
-	p += h.count * SHARD_INDEX_ENTRY;
-	memcpy(ix->ent, p, h.count * h.nfields * 8);
-	ix->file_size = file_size;
-	/* Everything a reader will trust, checked against the file. */
-	for (uint64_t i = 0; i < h.count; i++) {
-		uint64_t off, *e = &ix->ent[i * h.nfields];
-		uint32_t rl;
-
-		memcpy(&off, ix->index + i * SHARD_INDEX_ENTRY, 8);
-		memcpy(&rl, ix->index + i * SHARD_INDEX_ENTRY + 8, 4);
-		if (off > file_size || rl > file_size - off)
-			goto range;
-		for (uint32_t k = 0; k < h.nfields; k++) {
-			if (ix->conv[k] == WDS_INT_TEXT)
-				continue; /* a value, not a place */
-			if ((e[k] & 0xffffffffu) > rl ||
-			    e[k] >> 32 > rl - (e[k] & 0xffffffffu))
-				goto range;
-		}
-	}
-	*out = ix;
-	return 0;
-range:
-	diag_set(d, LOADER_EFORMAT, "tar index: an entry outside the file");
-	goto bad;
-bad_conv:
-	diag_set(d, LOADER_EFORMAT, "tar index: a field of an unknown kind");
-bad:
-	wds_index_free(ix);
-	return LOADER_EFORMAT;
-}
-
-int wds_index_scan(struct wds_index **out, int fd, const char *name,
+int wds_index_scan(struct recindex **out, int fd, const char *name,
 		   struct diag *d)
 {
 	struct wds *w = NULL;

@@ -25,8 +25,8 @@
  * .npy header once and makes an index a shard is opened on
  * (shard_open_wds()): a sample is the byte range from its first
  * member's data to its last one's end, read as one record, its fields
- * found by the index. The index serializes (wds_index_save/load) for the
- * daemon to keep it in its state, keyed by the file's identity.
+ * found by the index (recindex.h), which serializes for the daemon to
+ * keep it in its state, keyed by the file's identity.
  */
 #ifndef LD_WDS_H
 #define LD_WDS_H
@@ -37,16 +37,10 @@
 
 #include "diag.h"
 #include "npy.h"
+#include "recindex.h"
 #include "schema.h"
 
 #define WDS_EXT_MAX SCHEMA_NAME_MAX
-
-/* What a field's members become. */
-enum wds_conv {
-	WDS_AS_IS = 0,	  /* jpeg and bytes fields: the member's bytes */
-	WDS_INT_TEXT = 1, /* a decimal integer, as int64 */
-	WDS_NPY = 2,	  /* a .npy array's data, after its header */
-};
 
 /* Where one member of a sample lies. */
 struct wds_item {
@@ -70,7 +64,7 @@ void wds_free(struct wds *w);
 
 const struct schema *wds_schema(const struct wds *w);
 uint64_t wds_count(const struct wds *w);
-enum wds_conv wds_conv(const struct wds *w, unsigned field);
+enum rec_conv wds_conv(const struct wds *w, unsigned field);
 /* Sample i's key; member k of it (schema order); an extension's spelling. */
 const char *wds_key(const struct wds *w, uint64_t i);
 const struct wds_item *wds_item(const struct wds *w, uint64_t i, unsigned k);
@@ -96,26 +90,6 @@ int wds_check_npy(const struct field *f, const unsigned char *hdr, size_t len,
 /* ---- read in place ------------------------------------------------ */
 
 /*
- * The index of one tar as a stream reads it: per sample its byte range
- * (as a shard index entry: offset, length, no checksum) and per field
- * its place in that range, or an int64 field's value. Tar members carry
- * no checksum: the headers' own are checked when scanned.
- */
-struct wds_index {
-	struct schema schema;
-	uint64_t count;
-	unsigned char *index; /* count shard index entries (shard.h) */
-	/*
-	 * count * nfields: the field's offset in its record (low 32 bits)
-	 * and length (high 32), or an int64 field's value.
-	 */
-	uint64_t *ent;
-	uint64_t raw_bytes[SCHEMA_MAX_FIELDS]; /* per field, all samples */
-	uint8_t conv[SCHEMA_MAX_FIELDS];       /* enum wds_conv */
-	uint64_t file_size;
-};
-
-/*
  * Make the index of the tar scanned into w (fd: the same file): reads
  * each sample's label texts and .npy headers with pread. A big-endian
  * .npy array cannot be read in place (it is refused: pack it, which
@@ -123,26 +97,15 @@ struct wds_index {
  * becomes ragged ("[*,...]") instead of refused: a tar read in place has
  * no --ragged to say so.
  */
-int wds_index_build(struct wds_index **out, const struct wds *w, int fd,
+int wds_index_build(struct recindex **out, const struct wds *w, int fd,
 		    const char *name, bool auto_ragged, struct diag *d);
-void wds_index_free(struct wds_index *ix);
-
-/*
- * For other sources read in place (lmdbds.h): an empty index of count
- * samples and nfields fields, and sample i's record placed at off, len
- * bytes. In an index, WDS_INT_TEXT marks a field whose int64 value is
- * kept in the index itself.
- */
-struct wds_index *wds_index_new(uint64_t count, uint32_t nfields);
-void wds_index_set(struct wds_index *ix, uint64_t i, uint64_t off,
-		   uint32_t len);
 
 /*
  * Scan the tar on fd and make its index (auto_ragged), in one call:
  * what a reader of one tar does (loaderctl inspect and verify, a stream
  * without a kept index).
  */
-int wds_index_scan(struct wds_index **out, int fd, const char *name,
+int wds_index_scan(struct recindex **out, int fd, const char *name,
 		   struct diag *d);
 
 /*
@@ -154,16 +117,5 @@ int wds_list(const char *dir, char ***names, size_t *n, struct diag *d);
 
 /* Is the file on fd a tar (its name ends in .tar, or its first block is a header)? */
 bool wds_is_tar(int fd, const char *name);
-
-/* Serialize an index into a new buffer (*blob, *len; the caller frees). */
-int wds_index_save(const struct wds_index *ix, void **blob, size_t *len);
-
-/*
- * An index from what wds_index_save() made, every offset checked against
- * file_size (the tar's size now) as a shard footer's are. A blob that
- * does not hold together is LOADER_EFORMAT (the caller scans again).
- */
-int wds_index_load(struct wds_index **out, const void *blob, size_t len,
-		   uint64_t file_size, struct diag *d);
 
 #endif /* LD_WDS_H */

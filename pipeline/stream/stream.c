@@ -573,13 +573,13 @@ static void tar_names(struct stream *s, struct dataset *ds);
  * The index of tar i (its fd is s->fds[i + 1]): the one kept for this
  * file, if its size, modification and change times and owner are still
  * the same, or a new scan's, kept for the next stream. The record kept
- * is those four, then the index (wds_index_save()). A file's owner can
+ * is those four, then the index (recindex_save()). A file's owner can
  * set its size and mtime, not its ctime: a file that took the place of
  * another (the same inode, its times set back) or was rewritten in place
  * is scanned again, never given the other's index.
  */
 static int tar_index(struct stream *s, uint32_t i, const char *name,
-		     struct wds_index **out, struct diag *d)
+		     struct recindex **out, struct diag *d)
 {
 	const struct stream_index_ops *io = s->c.index;
 	int fd = s->fds[i + 1];
@@ -606,8 +606,8 @@ static int tar_index(struct stream *s, uint32_t i, const char *name,
 	if (val && len > sizeof(head) && !memcmp(val, head, sizeof(head))) {
 		struct diag ld = { "" };
 
-		err = wds_index_load(out, (unsigned char *)val + sizeof(head),
-				     len - sizeof(head), head[0], &ld);
+		err = recindex_load(out, (unsigned char *)val + sizeof(head),
+				    len - sizeof(head), head[0], &ld);
 		free(val);
 		if (!err)
 			return 0;
@@ -624,7 +624,7 @@ static int tar_index(struct stream *s, uint32_t i, const char *name,
 		return err;
 	plog(PLOG_INFO, "%s: %s: scanned, %" PRIu64 " samples", s->label, name,
 	     (*out)->count);
-	if (io && !wds_index_save(*out, &blob, &blen)) {
+	if (io && !recindex_save(*out, &blob, &blen)) {
 		val = mem_alloc(sizeof(head) + blen);
 		if (val) {
 			memcpy(val, head, sizeof(head));
@@ -990,7 +990,7 @@ void stream_free(struct stream *s)
 	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
 		shard_close(s->sh[i]);
 	for (uint32_t i = 0; s->wix && s->ds && i < s->ds->nshards; i++)
-		wds_index_free(s->wix[i]);
+		recindex_free(s->wix[i]);
 	free(s->wix);
 	free(s->sh);
 	dataset_free(s->ds);

@@ -101,7 +101,7 @@ struct stream {
 	int *fds;
 	uint32_t nfds;
 	struct shard **sh;
-	struct wds_index **wix;	 /* per shard, of a tar read in place */
+	struct recindex **wix;	 /* per shard, of a tar read in place */
 	struct ncache_set *cset; /* the node cache's set of these files */
 	struct order *order;
 	uint64_t *plan; /* the order's plan (order.h), or NULL */

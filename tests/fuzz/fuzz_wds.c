@@ -34,7 +34,7 @@ static void split_all(const struct shard *sh, int fd)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct wds_index *ix = NULL, *back = NULL;
+	struct recindex *ix = NULL, *back = NULL;
 	struct shard *sh = NULL;
 	struct diag d;
 	void *blob;
@@ -45,11 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t fsize;
 
 		memcpy(&fsize, data + 24, 8);
-		if (!wds_index_load(&ix, data, size, fsize, &d) &&
+		if (!recindex_load(&ix, data, size, fsize, &d) &&
 		    !shard_open_wds(&sh, -1, "fuzz.tar", ix, &d))
 			split_all(sh, -1);
 		shard_close(sh);
-		wds_index_free(ix);
+		recindex_free(ix);
 		return 0;
 	}
 	fd = fuzz_memfd(data, size);
@@ -60,16 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			split_all(sh, fd);
 		shard_close(sh);
 		sh = NULL;
-		if (!wds_index_save(ix, &blob, &len)) {
-			if (!wds_index_load(&back, blob, len, ix->file_size,
-					    &d) &&
+		if (!recindex_save(ix, &blob, &len)) {
+			if (!recindex_load(&back, blob, len, ix->file_size,
+					   &d) &&
 			    !shard_open_wds(&sh, fd, "fuzz.tar", back, &d))
 				split_all(sh, fd);
 			shard_close(sh);
-			wds_index_free(back);
+			recindex_free(back);
 			free(blob);
 		}
-		wds_index_free(ix);
+		recindex_free(ix);
 	}
 	close(fd);
 	return 0;
