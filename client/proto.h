@@ -139,10 +139,11 @@ struct proto_output {
 #define PROTO_OPEN_RAGGED 4u
 /*
  * The dataset is WebDataset .tar files read in place: file 0 holds
- * their names (labels for messages, a line each after "loaderd-tars 1"),
- * files 1..n the tars.
+ * their names (labels for messages, a line each after the first line,
+ * PROTO_TARS_MAGIC), files 1..n the tars.
  */
-#define PROTO_OPEN_TAR 8u
+#define PROTO_OPEN_TAR	 8u
+#define PROTO_TARS_MAGIC "loaderd-tars 1\n"
 /* The dataset is an LMDB database read in place: file 1 its data file. */
 #define PROTO_OPEN_LMDB 16u
 /*

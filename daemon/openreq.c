@@ -1,13 +1,15 @@
 /*
- * openreq.c - from struct proto_open to struct stream_config, and
- * POSITIONS gathered for it.
+ * openreq.c - from struct proto_open to struct stream_config, POSITIONS
+ * gathered for it, and the names a client gives its tars.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fault.h"
+#include "fdio.h"
 #include "loader_error.h"
 #include "openreq.h"
 #include "producer.h"
@@ -208,4 +210,53 @@ void openreq_given_clear(struct openreq_given *g)
 {
 	free(g->pos);
 	*g = (struct openreq_given){ 0 };
+}
+
+char **openreq_tar_labels(int fd, uint32_t n)
+{
+	enum { MAX = 1 << 24 };
+	const size_t ml = sizeof(PROTO_TARS_MAGIC) - 1;
+	struct stat st;
+	char *buf, *p, *nl, **out = NULL;
+	uint32_t i = 0;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > MAX ||
+	    (size_t)st.st_size < ml || !n)
+		return NULL;
+	buf = mem_alloc((size_t)st.st_size + 1);
+	out = mem_calloc(n, sizeof(*out));
+	if (!buf || !out)
+		goto bad;
+	if (fdio_pread_all(fd, buf, (size_t)st.st_size, 0) ||
+	    memcmp(buf, PROTO_TARS_MAGIC, ml))
+		goto bad;
+	buf[st.st_size] = '\0';
+	for (p = buf + ml; i < n && (nl = strchr(p, '\n')); p = nl + 1, i++) {
+		size_t len = (size_t)(nl - p);
+
+		*nl = '\0';
+		if (!len || len > 200)
+			goto bad;
+		for (size_t k = 0; k < len; k++)
+			if ((unsigned char)p[k] < 0x20 || p[k] == 0x7f)
+				goto bad;
+		out[i] = mem_strdup(p);
+		if (!out[i])
+			goto bad;
+	}
+	if (i == n && !*p) {
+		free(buf);
+		return out;
+	}
+bad:
+	openreq_labels_free(out, n);
+	free(buf);
+	return NULL;
+}
+
+void openreq_labels_free(char **labels, uint32_t n)
+{
+	for (uint32_t i = 0; labels && i < n; i++)
+		free(labels[i]);
+	free(labels);
 }

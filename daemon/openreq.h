@@ -59,4 +59,14 @@ const struct proto_position *openreq_given_rank(const struct openreq_given *g,
 /* Free g's positions and zero it. */
 void openreq_given_clear(struct openreq_given *g);
 
+/*
+ * The tars' names the client gave in file 0 of a tar or LMDB dataset
+ * (fd; PROTO_TARS_MAGIC, then a name a line), as labels for messages: n
+ * of them, or NULL. They are the client's word: unless file 0 holds
+ * exactly n names of 1..200 printable bytes, none is taken, and the
+ * stream names its files "tar-NNNNN". Free with openreq_labels_free().
+ */
+char **openreq_tar_labels(int fd, uint32_t n);
+void openreq_labels_free(char **labels, uint32_t n);
+
 #endif /* LD_OPENREQ_H */

@@ -1821,9 +1821,10 @@ static void tar_index_put(void *ctx, const char *id, const void *val,
 
 static void open_work(uv_work_t *req)
 {
-	struct stream_index_ops tar_index = { tar_index_get, tar_index_put,
-					      NULL };
+	struct recindex_store tar_index = { tar_index_get, tar_index_put,
+					    NULL };
 	struct tar_index_ctx tix;
+	char **labels = NULL;
 	struct open_job *j = req->data;
 	struct server *srv = j->ss->srv;
 	struct stream_config c;
@@ -1937,7 +1938,11 @@ static void open_work(uv_work_t *req)
 			goto out;
 		}
 	}
+	if ((c.tar || c.lmdb) && j->nfds > 1)
+		labels = openreq_tar_labels(j->fds[0], j->nfds - 1);
+	c.tar_labels = labels;
 	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
+	openreq_labels_free(labels, j->nfds - 1);
 	if (j->err)
 		goto out;
 	/* A plan may move the start on (stream_begins()). */

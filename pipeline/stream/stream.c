@@ -17,6 +17,7 @@
 
 #include "codec.h"
 #include "dataset.h"
+#include "dsopen.h"
 #include "fault.h"
 #include "fdio.h"
 #include "imgpipe.h"
@@ -566,202 +567,6 @@ static void attach_cache(struct stream *s)
 static int replan(struct stream *s, struct order_params *op, struct diag *d);
 static int plan_start(struct stream *s, struct diag *d);
 
-static void schema_brief(const struct schema *sc, char *buf, size_t n);
-static void tar_names(struct stream *s, struct dataset *ds);
-
-/*
- * The index of tar i (its fd is s->fds[i + 1]): the one kept for this
- * file, if its size, modification and change times and owner are still
- * the same, or a new scan's, kept for the next stream. The record kept
- * is those four, then the index (recindex_save()). A file's owner can
- * set its size and mtime, not its ctime: a file that took the place of
- * another (the same inode, its times set back) or was rewritten in place
- * is scanned again, never given the other's index.
- */
-static int tar_index(struct stream *s, uint32_t i, const char *name,
-		     struct recindex **out, struct diag *d)
-{
-	const struct stream_index_ops *io = s->c.index;
-	int fd = s->fds[i + 1];
-	struct stat st;
-	char id[64];
-	uint64_t head[4];
-	void *val = NULL, *blob;
-	size_t len = 0, blen;
-	int err;
-
-	if (fstat(fd, &st))
-		return diag_set(d, -errno, "%s: fstat: %s", name,
-				strerror(errno));
-	head[0] = (uint64_t)st.st_size;
-	head[1] = (uint64_t)(st.st_mtim.tv_sec * 1000000000ll +
-			     st.st_mtim.tv_nsec);
-	head[2] = (uint64_t)(st.st_ctim.tv_sec * 1000000000ll +
-			     st.st_ctim.tv_nsec);
-	head[3] = (uint64_t)st.st_uid;
-	snprintf(id, sizeof(id), "%llx:%llx", (unsigned long long)st.st_dev,
-		 (unsigned long long)st.st_ino);
-	if (io)
-		val = io->get(io->ctx, id, &len);
-	if (val && len > sizeof(head) && !memcmp(val, head, sizeof(head))) {
-		struct diag ld = { "" };
-
-		err = recindex_load(out, (unsigned char *)val + sizeof(head),
-				    len - sizeof(head), head[0], &ld);
-		free(val);
-		if (!err)
-			return 0;
-		plog(PLOG_WARN,
-		     "%s: %s: the kept index is damaged (%s): scanning again",
-		     s->label, name, ld.msg);
-	} else {
-		free(val);
-	}
-	/* An LMDB file is scanned in a child: LMDB trusts its pages. */
-	err = s->c.lmdb ? lmdbds_index_fd(fd, name, LMDBDS_SCAN_MS, out, d) :
-			  wds_index_scan(out, fd, name, d);
-	if (err)
-		return err;
-	plog(PLOG_INFO, "%s: %s: scanned, %" PRIu64 " samples", s->label, name,
-	     (*out)->count);
-	if (io && !recindex_save(*out, &blob, &blen)) {
-		val = mem_alloc(sizeof(head) + blen);
-		if (val) {
-			memcpy(val, head, sizeof(head));
-			memcpy((unsigned char *)val + sizeof(head), blob, blen);
-			io->put(io->ctx, id, val, sizeof(head) + blen);
-			free(val);
-		}
-		free(blob);
-	}
-	return 0;
-}
-
-/*
- * A dataset of tars read in place: each fd a tar and a shard, named
- * "tar-NNNNN" (the daemon is given no paths), every one with the first's
- * fields; the manifest is made in memory from their indexes.
- */
-static int open_tars(struct stream *s, struct diag *d)
-{
-	uint32_t n = s->nfds - 1;
-	struct dataset *ds;
-	int err;
-
-	if (!n)
-		return diag_set(d, LOADER_EUSAGE,
-				"a tar dataset needs at least one tar");
-	if (s->c.lmdb && n != 1)
-		return diag_set(
-			d, LOADER_EUSAGE,
-			"an LMDB dataset is one data file, not %" PRIu32, n);
-	ds = mem_calloc(1, sizeof(*ds));
-	s->wix = mem_calloc(n, sizeof(*s->wix));
-	if (!ds || !s->wix) {
-		free(ds);
-		return -ENOMEM;
-	}
-	s->ds = ds;
-	ds->shards = mem_calloc(n, sizeof(*ds->shards));
-	if (!ds->shards)
-		return -ENOMEM;
-	ds->nshards = n;
-	ds->origin.shuffle_seed = -1;
-	tar_names(s, ds);
-	for (uint32_t i = 0; i < n; i++) {
-		char name[32];
-		const char *label = ds->shards[i].file;
-
-		snprintf(name, sizeof(name), "tar-%05" PRIu32, i);
-		if (!label) {
-			ds->shards[i].file = mem_strdup(name);
-			if (!ds->shards[i].file)
-				return -ENOMEM;
-			label = ds->shards[i].file;
-		}
-		err = tar_index(s, i, label, &s->wix[i], d);
-		if (err)
-			return err;
-		if (!i) {
-			ds->schema = s->wix[0]->schema;
-		} else if (!schema_equal(&ds->schema, &s->wix[i]->schema)) {
-			char a[FIELD_TEXT_MAX * 2], b[FIELD_TEXT_MAX * 2];
-
-			schema_brief(&ds->schema, a, sizeof(a));
-			schema_brief(&s->wix[i]->schema, b, sizeof(b));
-			return diag_set(d, LOADER_ESCHEMA,
-					"%s has the fields %s; %s has %s",
-					label, b, ds->shards[0].file, a);
-		}
-		ds->shards[i].records = s->wix[i]->count;
-		ds->shards[i].bytes = s->wix[i]->file_size;
-		ds->records += s->wix[i]->count;
-	}
-	return 0;
-}
-
-/*
- * The tars' names from file 0 ("loaderd-tars 1", then a name a line),
- * as labels for messages; the client's word, so each must be a short
- * printable name, and the count right, else none is taken ("tar-N").
- */
-static void tar_names(struct stream *s, struct dataset *ds)
-{
-	enum { MAX = 1 << 24 };
-	struct stat st;
-	char *buf, *p, *nl;
-	uint32_t i = 0;
-
-	if (fstat(s->fds[0], &st) || !S_ISREG(st.st_mode) || st.st_size > MAX ||
-	    st.st_size < 15)
-		return;
-	buf = mem_alloc((size_t)st.st_size + 1);
-	if (!buf)
-		return;
-	if (fdio_pread_all(s->fds[0], buf, (size_t)st.st_size, 0) ||
-	    memcmp(buf, "loaderd-tars 1\n", 15))
-		goto out;
-	buf[st.st_size] = '\0';
-	for (p = buf + 15; i < ds->nshards && (nl = strchr(p, '\n'));
-	     p = nl + 1, i++) {
-		size_t len = (size_t)(nl - p);
-
-		*nl = '\0';
-		if (!len || len > 200)
-			goto bad;
-		for (size_t k = 0; k < len; k++)
-			if ((unsigned char)p[k] < 0x20 || p[k] == 0x7f)
-				goto bad;
-		ds->shards[i].file = mem_strdup(p);
-		if (!ds->shards[i].file)
-			goto bad;
-	}
-	if (i == ds->nshards && !*p)
-		goto out;
-bad:
-	for (uint32_t k = 0; k < ds->nshards; k++) {
-		free(ds->shards[k].file);
-		ds->shards[k].file = NULL;
-	}
-out:
-	free(buf);
-}
-
-/* "a: jpeg, b: int64" (cut short to n bytes): a schema for messages. */
-static void schema_brief(const struct schema *sc, char *buf, size_t n)
-{
-	size_t at = 0;
-
-	buf[0] = '\0';
-	for (uint32_t k = 0; k < sc->nfields && at + 1 < n; k++) {
-		char f[FIELD_TEXT_MAX];
-
-		field_format(&sc->f[k], f, sizeof(f));
-		at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? ", " : "",
-				       f);
-	}
-}
-
 static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 {
 	uint64_t *counts;
@@ -769,7 +574,14 @@ static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 	int err;
 
 	if (s->c.tar || s->c.lmdb) {
-		err = open_tars(s, d);
+		struct dsopen_in in = { .fds = s->fds + 1,
+					.n = s->nfds - 1,
+					.lmdb = s->c.lmdb,
+					.labels = s->c.tar_labels,
+					.store = s->c.index,
+					.log = s->label };
+
+		err = dsopen_inplace(&s->ds, &s->wix, &in, d);
 		if (err)
 			return err;
 	} else {

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "dsopen.h"
 #include "order.h"
 
 struct ncache;
@@ -56,18 +57,6 @@ struct stream_output {
 /* The prefetch budget of a stream that names none. */
 #define STREAM_DEFAULT_PREFETCH (64ull << 20)
 #define STREAM_DEFAULT_BATCH	256 /* samples, when batch_size is 0 */
-
-/*
- * Where the indexes of tars read in place are kept between streams (the
- * daemon's state): opaque records under an id. get() returns a copy
- * the caller frees, or NULL; put() may fail silently (the next stream
- * scans again).
- */
-struct stream_index_ops {
-	void *(*get)(void *ctx, const char *id, size_t *len);
-	void (*put)(void *ctx, const char *id, const void *val, size_t len);
-	void *ctx;
-};
 
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {
@@ -115,7 +104,12 @@ struct stream_config {
 	 * data file, indexed as a tar is, by a scan in a child process.
 	 */
 	bool lmdb;
-	const struct stream_index_ops *index;
+	const struct recindex_store *index;
+	/*
+	 * Tars or LMDB: each file's name for messages (nfds - 1 of them, as
+	 * the client named them), or NULL: "tar-NNNNN". Copied.
+	 */
+	char *const *tar_labels;
 	/*
 	 * The node cache (ncache.h), or NULL: records found there are not
 	 * read, records read are added while it has room.

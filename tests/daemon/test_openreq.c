@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -435,4 +437,74 @@ Test(openreq, positions_gathered_and_checked)
 	openreq_given_clear(&g);
 	cr_expect(!g.pos && !g.got && !g.world);
 	cr_expect_eq(openreq_given_check(&g, 0, &d), 0);
+}
+
+/* ------------------------------------------------- the tars' names */
+
+static int text_fd(const char *text)
+{
+	int fd = memfd_create("tars", MFD_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	return fd;
+}
+
+/* The client's names for its tars: all n of them, or none. */
+Test(openreq, tar_labels)
+{
+	static const struct {
+		const char *text;
+		uint32_t n;
+		bool taken;
+		const char *why;
+	} t[] = {
+		{ PROTO_TARS_MAGIC "a.tar\nsub/b.tar\n", 2, true, "two names" },
+		{ PROTO_TARS_MAGIC "a.tar\n", 2, false, "one short" },
+		{ PROTO_TARS_MAGIC "a.tar\nb.tar\nc.tar\n", 2, false,
+		  "one too many" },
+		{ PROTO_TARS_MAGIC "a.tar\nb.tar", 2, false,
+		  "the last without its newline" },
+		{ PROTO_TARS_MAGIC "a.tar\n\nb.tar\n", 2, false,
+		  "an empty one" },
+		{ PROTO_TARS_MAGIC "a\x01.tar\nb.tar\n", 2, false,
+		  "a control character" },
+		{ "loaderd-tars 2\na.tar\nb.tar\n", 2, false,
+		  "another version" },
+		{ "", 2, false, "an empty file" },
+	};
+	char **l;
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		int fd = text_fd(t[i].text);
+
+		l = openreq_tar_labels(fd, t[i].n);
+		cr_expect_eq(l != NULL, t[i].taken, "%s", t[i].why);
+		if (l && t[i].taken) {
+			cr_expect_str_eq(l[0], "a.tar", "%s", t[i].why);
+			cr_expect_str_eq(l[1], "sub/b.tar", "%s", t[i].why);
+		}
+		openreq_labels_free(l, t[i].n);
+		close(fd);
+	}
+	{
+		char big[260];
+		char text[300];
+		int fd;
+
+		memset(big, 'x', 201);
+		big[201] = '\0';
+		snprintf(text, sizeof(text), PROTO_TARS_MAGIC "%s\n", big);
+		fd = text_fd(text);
+		cr_expect_null(openreq_tar_labels(fd, 1),
+			       "a name of 201 bytes");
+		close(fd);
+		big[200] = '\0';
+		snprintf(text, sizeof(text), PROTO_TARS_MAGIC "%s\n", big);
+		fd = text_fd(text);
+		l = openreq_tar_labels(fd, 1);
+		cr_expect(l && strlen(l[0]) == 200, "a name of 200 bytes");
+		openreq_labels_free(l, 1);
+		close(fd);
+	}
 }
