@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "augment.h"
 #include "fault.h"
+#include "imgkern.h"
 #include "imgpipe.h"
 #include "jroi.h"
 #include "loader_error.h"
@@ -330,7 +331,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	}
 	t3 = clock_ns(ws);
 
-	ispec_emit(sp, ws->rgb, s, s, dst);
+	imgkern_emit(sp, ws->rgb, s, s, dst);
 	t4 = clock_ns(ws);
 	if (ws->timing) {
 		ws->t.images++;

@@ -19,7 +19,7 @@
  *  4. rsz (resize.h) of the rectangle (fractional when the DCT scale
  *     does not map its edges onto whole pixels) to size x size, mirrored
  *     when flipped: PIL's antialiased bilinear filter;
- *  5. ispec_emit(): normalize, cast and layout into the destination.
+ *  5. imgkern_emit(): normalize, cast and layout into the destination.
  *
  * Gray JPEGs become RGB by repeating the channel (as PIL's convert("RGB")),
  * CMYK/YCCK through libjpeg-turbo's inverted-CMYK formula (jroi.h).

@@ -1,6 +1,6 @@
 /*
- * ispec.h - the image pipeline spec: its text form, and the last step of
- * the pipeline (normalize, cast, layout).
+ * ispec.h - the image pipeline spec: its text form (imgkern.h applies
+ * its last stages: normalize, cast, layout).
  *
  * One short text describes what happens to every image of a stream, and
  * the client, loaderctl, the config file and the man page all share it:
@@ -21,7 +21,7 @@
  * SIZE and SHORT are 1..8192; rrc's scale defaults to 0.08 1, its ratio to
  * 3/4 4/3 (a ratio may be written as a fraction); u8 cannot be normalized.
  *
- * This module depends on common/diag.h and pipeline/format/schema.h (dtypes) only.
+ * This module depends on common/diag.h and pipeline/format/dtype.h only.
  */
 #ifndef LD_ISPEC_H
 #define LD_ISPEC_H
@@ -87,31 +87,5 @@ unsigned ispec_out_shape(const struct ispec *sp, uint32_t dims[3]);
 
 /* Bytes of one output sample. */
 size_t ispec_out_bytes(const struct ispec *sp);
-
-/*
- * The last stage: turn a resized RGB image (u8, HWC, w x h, which must be
- * sp->size on both sides) into ispec_out_bytes(sp) bytes at dst, in sp's
- * dtype and layout. Float outputs are x / 255 or, with normalize,
- * (x / 255 - mean) / std, computed in float as one multiply-add per
- * element; f16 is rounded to nearest even from that float. u8 is a copy
- * or a transposition. Returns 0, or -EINVAL if w or h is not sp->size.
- * Allocates nothing; safe to call from many threads at once.
- */
-int ispec_emit(const struct ispec *sp, const uint8_t *hwc, uint32_t w,
-	       uint32_t h, void *dst);
-
-/*
- * IEEE 754 binary32 -> binary16, round to nearest even: subnormals,
- * overflow to infinity, infinities and NaN (kept quiet, sign kept) all
- * handled. Exposed for the tests and for other f16 outputs.
- */
-uint16_t ispec_f32_to_f16(float f);
-
-/*
- * Tests only: false makes ispec_emit() use its portable loops (the
- * default, true, uses AVX2/F16C where the CPU has them); the bytes are
- * the same either way. Not thread-safe.
- */
-void ispec_test_simd(bool on);
 
 #endif /* LD_ISPEC_H */
