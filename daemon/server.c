@@ -49,6 +49,7 @@
 #include "producer.h"
 #include "proto.h"
 #include "s3cache.h"
+#include "shardid.h"
 #include "server.h"
 #include "state.h"
 #include "stream.h"
@@ -1883,6 +1884,7 @@ static void open_work(uv_work_t *req)
 		j->nfds = out.nfds;
 		c.rread = out.rr;
 		c.rfill = out.fill;
+		c.shard_ids = out.ids;
 		c.origin = j->dataset; /* its URL: errors name the object */
 		if (j->err == -ECANCELED)
 			plog(PLOG_INFO,
@@ -1935,6 +1937,7 @@ static void open_work(uv_work_t *req)
 			rread_free(c.rread);
 			rfill_cancel(c.rfill);
 			rfill_put(c.rfill);
+			shardid_free(c.shard_ids);
 			goto out;
 		}
 	}

@@ -46,6 +46,7 @@
 #include "plog.h"
 #include "s3cache.h"
 #include "s3fill.h"
+#include "shardid.h"
 #include "s3read.h"
 #include "shard.h"
 #include "verify.h"
@@ -1724,11 +1725,13 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		cache_name(cfg, bucket, &v[i]);
 	}
 	err = rfill_new(&out->fill, n, d);
+	if (!err)
+		err = shardid_new(&out->ids, n, d);
 	for (uint32_t i = 0; !err && i < n; i++) {
 		uint64_t id[2];
 
 		item_id(&v[i], id);
-		rfill_name(out->fill, i, id);
+		shardid_set(out->ids, i, id);
 	}
 	if (err)
 		goto out;
@@ -1787,6 +1790,8 @@ out:
 		rfill_cancel(out->fill);
 		rfill_put(out->fill);
 		out->fill = NULL;
+		shardid_free(out->ids);
+		out->ids = NULL;
 	}
 	dataset_free(ds);
 	free(v);

@@ -83,8 +83,9 @@ void rcache_free(struct rcache *c);
 struct rcache_staged {
 	int *fds; /* [0] the manifest, [1..] the shards, in order */
 	uint32_t nfds;
-	struct rread *rr;   /* shards read in place, or NULL */
-	struct rfill *fill; /* shards still arriving, or NULL */
+	struct rread *rr;    /* shards read in place, or NULL */
+	struct rfill *fill;  /* shards still arriving, or NULL */
+	struct shardid *ids; /* the shards' identities (shardid.h) */
 };
 
 /*
@@ -96,7 +97,8 @@ struct rcache_staged {
  * not in the cache are fetched after the call, on a thread of the
  * cache's, while the stream reads them: out->fill is then the caller's
  * reference (rfill.h), whose rfill_cancel() stops the fetch when the
- * stream ends; that thread logs, under label, what it fetched. st (may
+ * stream ends, and out->ids the shards' identities in the node cache,
+ * the caller's to free (shardid.h); that thread logs, under label, what it fetched. st (may
  * be NULL) receives what was done. When *cancel (may be NULL) is set
  * meanwhile, the stage ends within about 100 ms with -ECANCELED; so it
  * does with -ETIMEDOUT at deadline_ms (CLOCK_MONOTONIC milliseconds, 0:

@@ -17,12 +17,11 @@
 #include "s3fill.h"
 
 struct fshard {
-	bool named, on, ended, wanted;
+	bool on, ended, wanted;
 	int err;
 	uint64_t have, tail;
 	uint64_t need; /* the least end a waiter waits for; 0: none waits */
-	uint64_t id[2];
-	char *why; /* when err */
+	char *why;     /* when err */
 	/* Linked: the shard arrives in another stage's fetch, as its src_i. */
 	struct rfill *src;
 	uint32_t src_i;
@@ -100,21 +99,6 @@ void rfill_put(struct rfill *f)
 	free(f);
 }
 
-/*
- * Names and arrivals are set before the stream has f, and never unset:
- * they need no lock.
- */
-void rfill_name(struct rfill *f, uint32_t i, const uint64_t id[2])
-{
-	memcpy(f->sh[i].id, id, sizeof(f->sh[i].id));
-	f->sh[i].named = true;
-}
-
-bool rfill_named(const struct rfill *f, uint32_t i)
-{
-	return f && i < f->n && f->sh[i].named;
-}
-
 void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail)
 {
 	pthread_mutex_lock(&f->mu);
@@ -158,11 +142,6 @@ int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si)
 bool rfill_has(const struct rfill *f, uint32_t i)
 {
 	return f && i < f->n && f->sh[i].on;
-}
-
-void rfill_ident(const struct rfill *f, uint32_t i, uint64_t id[2])
-{
-	memcpy(id, f->sh[i].id, sizeof(f->sh[i].id));
 }
 
 void rfill_came(struct rfill *f, uint32_t i, uint64_t end)

@@ -16,11 +16,6 @@
  * cache only whole and checked (its footer against the manifest, every
  * record's checksum).
  *
- * It also names every shard of the stage to the node cache (ncache.h) by
- * its object's version, the hash of its cache name: whether the stream
- * reads it from the cache, as it arrives or in place, and whichever
- * credentials staged it, the records are the same.
- *
  * Shared by the stream's reader thread and the fetching thread, each
  * holding a reference; the last rfill_put() frees it.
  */
@@ -40,12 +35,6 @@ struct rfill *rfill_get(struct rfill *f);
 /* Drop a reference (NULL: nothing). */
 void rfill_put(struct rfill *f);
 
-/* Shard i's identity to the node cache. */
-void rfill_name(struct rfill *f, uint32_t i, const uint64_t id[2]);
-
-/* Has shard i an identity? (NULL f: none has.) */
-bool rfill_named(const struct rfill *f, uint32_t i);
-
 /*
  * Shard i arrives: bytes [0, have) and [tail, its end) are there now,
  * those between will come.
@@ -63,9 +52,6 @@ int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si);
 
 /* Is shard i one that arrives? (NULL f: none is.) */
 bool rfill_has(const struct rfill *f, uint32_t i);
-
-/* Shard i's identity for the node cache. */
-void rfill_ident(const struct rfill *f, uint32_t i, uint64_t id[2]);
 
 /* The fetch: bytes [0, end) of shard i came (end only grows). */
 void rfill_came(struct rfill *f, uint32_t i, uint64_t end);

@@ -29,6 +29,7 @@
 #include "plog.h"
 #include "pool.h"
 #include "s3fill.h"
+#include "shardid.h"
 #include "s3read.h"
 #include "schema.h"
 #include "shard.h"
@@ -526,15 +527,13 @@ static void attach_cache(struct stream *s)
 		return;
 	for (uint32_t i = 0; i < n; i++) {
 		struct stat st;
+		uint64_t id[2];
 
 		/*
 		 * A shard of an object store is its object's version,
-		 * however it is read (rfill.h).
+		 * however it is read (shardid.h).
 		 */
-		if (rfill_named(s->c.rfill, i)) {
-			uint64_t id[2];
-
-			rfill_ident(s->c.rfill, i, id);
+		if (shardid_get(s->c.shard_ids, i, id)) {
 			f[i] = (struct ncache_file){
 				.dev = 0,
 				.ino = id[1],
@@ -812,6 +811,7 @@ void stream_free(struct stream *s)
 	rread_free(s->c.rread);
 	rfill_cancel(s->c.rfill);
 	rfill_put(s->c.rfill);
+	shardid_free(s->c.shard_ids);
 	free(s);
 }
 
@@ -827,14 +827,16 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		rread_free(c->rread);
 		rfill_cancel(c->rfill);
 		rfill_put(c->rfill);
+		shardid_free(c->shard_ids);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->bad_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
-	s->c.rread = c->rread; /* stream_free() frees it */
-	s->c.rfill = c->rfill; /* and drops this */
+	s->c.rread = c->rread;	       /* stream_free() frees it */
+	s->c.rfill = c->rfill;	       /* and drops this */
+	s->c.shard_ids = c->shard_ids; /* and frees this */
 	/* A read in place in flight when the stream stops ends then. */
 	if (s->c.rread)
 		rread_set_cancel(s->c.rread, &s->stop);

@@ -123,13 +123,18 @@ struct stream_config {
 	 */
 	struct rread *rread;
 	/*
-	 * An object-store dataset's shards (rfill.h): their identities to
-	 * the node cache, and which are still arriving in the shard cache;
-	 * NULL for other datasets. The stream takes this reference
+	 * An object-store dataset's shards still arriving in the shard
+	 * cache (s3fill.h), or NULL. The stream takes this reference
 	 * (stream_new() drops it, even when it fails), and cancels their
 	 * fetch when it ends: the reader waits for the bytes it reads.
 	 */
 	struct rfill *rfill;
+	/*
+	 * An object-store dataset's shards' identities in the node cache
+	 * (shardid.h), or NULL. The stream takes it (stream_new() frees it,
+	 * even when it fails).
+	 */
+	struct shardid *shard_ids;
 	/*
 	 * Where the shards are, for messages, or NULL: an object-store
 	 * dataset's URL (s3://bucket/prefix), so that a shard's errors

@@ -1,5 +1,5 @@
 /*
- * test_rfill.c - shards arriving while their stream reads them: what a
+ * test_s3fill.c - shards arriving while their stream reads them: what a
  * reader's wait returns, and when.
  */
 #include <errno.h>
@@ -19,28 +19,20 @@ static struct rfill *one(uint64_t have, uint64_t tail)
 {
 	struct rfill *f;
 	struct diag d = { "" };
-	uint64_t id[2] = { 7, 9 };
 
 	cr_assert_eq(rfill_new(&f, 3, &d), 0, "%s", d.msg);
-	rfill_name(f, 1, id);
 	rfill_add(f, 1, have, tail);
 	return f;
 }
 
-Test(rfill, names_and_arrivals)
+Test(rfill, arrivals)
 {
 	struct rfill *f = one(64, 1000);
-	uint64_t id[2];
 
-	cr_assert(rfill_named(f, 1));
-	cr_assert(!rfill_named(f, 0));
-	cr_assert(!rfill_named(NULL, 1));
 	cr_assert(rfill_has(f, 1));
 	cr_assert(!rfill_has(f, 2));
 	cr_assert(!rfill_has(f, 3), "past the last shard");
 	cr_assert(!rfill_has(NULL, 0));
-	rfill_ident(f, 1, id);
-	cr_assert(id[0] == 7 && id[1] == 9);
 	rfill_put(f);
 }
 
