@@ -1,6 +1,10 @@
 /*
  * libloader.c - the client library: connect to loaderd, hand it the
  * dataset's files, map the stream's batch ring and read batches from it.
+ * The options' OPEN message (openmsg.c), the dataset's files
+ * (discover.c) and the check of the ring's header (ringcheck.c) have
+ * files of their own; waiting, reading, releasing and reconnecting share
+ * the ring's indices and stay here.
  *
  * A handle is not thread-safe: one thread at a time calls into it (the
  * trainer's consumer thread). The hot path, loader_next() with a batch
@@ -9,7 +13,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -28,15 +31,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
-#include "awscfg.h"
+#include "discover.h"
 #include "futex.h"
+#include "libloader_priv.h"
 #include "loader.h"
 #include "msg.h"
-#include "outputs.h"
+#include "openmsg.h"
 #include "proto.h"
 #include "ring.h"
+#include "ringcheck.h"
 #include "sockpath.h"
 #include "tie.h"
 
@@ -63,30 +66,17 @@ TIE(LOADER_DTYPE_F16, RING_DTYPE_F16);
 TIE(LOADER_DTYPE_F32, RING_DTYPE_F32);
 TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 
-#define LOADER_BATCH_DEFAULT	256
-#define LOADER_PREFETCH_DEFAULT (64ull << 20)
-#define LOADER_TIMEOUT_DEFAULT	10000 /* ms */
+#define LOADER_TIMEOUT_DEFAULT 10000 /* ms */
 /*
  * How long an OPEN of an s3:// dataset may take at least: the daemon
  * fetches what its shard cache lacks before it answers.
  */
-#define LOADER_STAGE_TIMEOUT	(30 * 60 * 1000) /* ms */
-#define LOADER_MAX_BATCH	65536
-#define LOADER_MAX_WORLD	65536
-#define LOADER_MIN_SLOTS	2
-#define LOADER_MAX_SLOTS	1024
-#define LOADER_MAX_PREFETCH	(64ull << 30) /* the daemon's, stream.h */
-#define LOADER_MAX_RAGGED	(1ull << 30)  /* the daemon's, stream.h */
-#define LOADER_MANIFEST		"manifest.json"
-#define LOADER_MANIFEST_FORMAT	"loaderd-dataset"
-#define LOADER_MANIFEST_VERSION 1
-#define LOADER_REASON_LEN	1024
+#define LOADER_STAGE_TIMEOUT (30 * 60 * 1000) /* ms */
 /*
- * The smallest struct loader_opts and loader_stats a caller can know:
- * their layouts at LOADER_VERSION 1.0, the first with a size field.
- * Later versions only append fields.
+ * The smallest struct loader_stats a caller can know: its layout at
+ * LOADER_VERSION 1.0, the first with a size field. Later versions only
+ * append fields.
  */
-#define LOADER_OPTS_SIZE_1  (offsetof(struct loader_opts, start_batch) + 8)
 #define LOADER_STATS_SIZE_1 (offsetof(struct loader_stats, daemon_rss) + 8)
 /*
  * Spin this long before sleeping: a batch that is a few microseconds
@@ -105,95 +95,6 @@ TIE(LOADER_DTYPE_F64, RING_DTYPE_F64);
 /* Sleep in slices this long, to notice a daemon that died. */
 #define LOADER_SLICE_NS (50 * 1000000ll)
 
-/* One output, as checked at open time: never read from the ring again. */
-struct loader_output {
-	char name[PROTO_NAME_MAX];
-	uint32_t dtype;
-	uint32_t ndim;
-	uint64_t shape[RING_MAX_DIMS];
-	uint64_t offset; /* in a slot */
-	uint64_t sample_bytes;
-	/* A ragged output: its offsets in a slot, and the room for values. */
-	bool ragged;
-	uint64_t index, room, row;
-};
-
-struct loader {
-	int sock;
-	int timeout_ms;	  /* < 0: no limit */
-	uint32_t seq;	  /* of the last request sent */
-	uint32_t max_fds; /* per FILES message */
-
-	struct ring_hdr *hdr; /* the ring, mapped read-only */
-	size_t ring_bytes;
-	struct ring_cons *cons; /* the consumer page, ours to write */
-	size_t cons_bytes;
-
-	/*
-	 * The ring's layout, copied from its header and checked once: the
-	 * header is the daemon's memory, so nothing there is trusted (or
-	 * re-read) after loader_open().
-	 */
-	const unsigned char *slots;
-	uint64_t slot_size;
-	uint32_t slot_count;
-	uint32_t batch_size;
-	uint64_t ids_offset;
-	uint32_t noutputs;
-	struct loader_output out[PROTO_MAX_OUTPUTS];
-
-	/*
-	 * Batches [released, next) are held by the caller: at most
-	 * slot_count - 1 of them, so that the daemon always has a slot to
-	 * fill. `released` is what we last stored in the consumer page.
-	 */
-	bool named; /* releases wait until saved (RING_NAMED) */
-	/*
-	 * Reconnecting (loader_opts.reconnect_ms): where the daemon is, the
-	 * dataset to send again and the OPEN to repeat, and the absolute
-	 * position of the current ring's batch 0 (epoch * bpe + batch).
-	 */
-	struct sockaddr_un sa;
-	/* The per-user socket looked for and absent (sockpath.h), or "". */
-	char skipped[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int reconnect_ms;
-	char *dataset;
-	struct proto_open po;
-	uint64_t base;
-	uint32_t start_epoch; /* where loader_open() started (OPEN_OK) */
-	uint64_t start_batch;
-	int resumed;
-	uint64_t plan; /* OPEN_OK's */
-	uint32_t plan_end;
-	uint32_t next;	   /* the next batch to read */
-	uint32_t released; /* the oldest batch held, if any */
-	int final; /* sticky: LOADER_EEND, LOADER_ESTREAM, -EPIPE, EPROTO */
-	/*
-	 * The ring before a reconnect, while the caller holds batches of it
-	 * (old.left, the oldest old.first): its mappings stay until the last
-	 * is released. The new ring delivers them again first; those copies
-	 * are never handed out but released in their place, one for one, so
-	 * that the daemon saves what the caller released.
-	 */
-	struct loader_old {
-		struct ring_hdr *hdr;
-		size_t ring_bytes;
-		struct ring_cons *cons;
-		size_t cons_bytes;
-		const unsigned char *slots;
-		uint64_t slot_size;
-		uint32_t slot_count;
-		uint32_t first, left;
-	} old;
-	/* The batch released last, to find where a new ring goes on. */
-	bool have_last;
-	uint32_t last_epoch;
-	uint64_t last_batch;
-
-	struct loader_stats st;
-	char reason[LOADER_REASON_LEN];
-};
-
 /* Every reply the client accepts, received in place. */
 union loader_reply {
 	struct proto_hello_ok hello;
@@ -205,8 +106,8 @@ union loader_reply {
 	} err;
 };
 
-__attribute__((format(printf, 3, 4))) static int
-loader_fail(struct loader *l, int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) int loader_fail(struct loader *l, int err,
+						      const char *fmt, ...)
 {
 	va_list ap;
 
@@ -239,195 +140,6 @@ static inline void loader_cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield" ::: "memory");
 #endif
-}
-
-static size_t loader_dtype_size(uint32_t dtype)
-{
-	static const uint8_t size[] = {
-		[LOADER_DTYPE_U8] = 1,	[LOADER_DTYPE_I8] = 1,
-		[LOADER_DTYPE_U16] = 2, [LOADER_DTYPE_I16] = 2,
-		[LOADER_DTYPE_U32] = 4, [LOADER_DTYPE_I32] = 4,
-		[LOADER_DTYPE_U64] = 8, [LOADER_DTYPE_I64] = 8,
-		[LOADER_DTYPE_F16] = 2, [LOADER_DTYPE_F32] = 4,
-		[LOADER_DTYPE_F64] = 8,
-	};
-
-	return dtype < sizeof(size) ? size[dtype] : 0;
-}
-
-/* ---- options ------------------------------------------------------------ */
-
-/*
- * The caller's options as this library knows them: o->size bytes of
- * them, the rest zero. A caller built against a newer header may pass a
- * larger struct as long as the fields this library does not know are
- * zero (their defaults).
- */
-static int loader_copy_opts(struct loader *l, const struct loader_opts *in,
-			    struct loader_opts *o)
-{
-	const unsigned char *p = (const unsigned char *)in;
-
-	memset(o, 0, sizeof(*o));
-	if (!in)
-		return 0;
-	if (in->size < LOADER_OPTS_SIZE_1)
-		return loader_fail(
-			l, LOADER_EUSAGE,
-			"struct loader_opts: size %u is not set (initialise it with LOADER_OPTS_INIT)",
-			in->size);
-	for (size_t i = sizeof(*o); i < in->size; i++)
-		if (p[i])
-			return loader_fail(
-				l, LOADER_EUSAGE,
-				"struct loader_opts: byte %zu is set, past the %zu bytes this library (version %d.%d) knows",
-				i, sizeof(*o), LOADER_VERSION_MAJOR,
-				LOADER_VERSION_MINOR);
-	memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));
-	return 0;
-}
-
-/* Fill the OPEN message from the caller's options and their defaults. */
-static int loader_make_open(struct loader *l, const struct loader_opts *o,
-			    struct proto_open *po)
-{
-	char why[256];
-	int err;
-
-	memset(po, 0, sizeof(*po));
-	po->batch_size = o->batch_size ? o->batch_size : LOADER_BATCH_DEFAULT;
-	po->order = o->order;
-	po->seed = o->seed;
-	po->epochs = o->epochs;
-	po->start_epoch = o->start_epoch;
-	po->rank = o->rank;
-	po->world = o->world ? o->world : 1;
-	po->drop_last = o->drop_last;
-	po->ring_slots = o->ring_slots; /* 0: the daemon's choice */
-	po->prefetch_bytes =
-		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
-	po->threads = o->threads;
-	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
-	/*
-	 * A caller that knows 1.2's options knows ragged outputs (its
-	 * loader_opts reaches ragged_bytes; loader_opts_in() kept the size).
-	 */
-	if (o->size >= offsetof(struct loader_opts, ragged_bytes) +
-			       sizeof(o->ragged_bytes))
-		po->flags |= PROTO_OPEN_RAGGED;
-	po->ragged_bytes = o->ragged_bytes;
-	po->on_bad = o->on_bad;
-	po->start_batch = o->start_batch;
-	if (o->name) {
-		size_t n = strlen(o->name);
-
-		if (!n || n >= sizeof(po->name))
-			return loader_fail(l, LOADER_EUSAGE,
-					   "name of %zu bytes: 1 to %zu", n,
-					   sizeof(po->name) - 1);
-		memcpy(po->name, o->name, n + 1);
-	}
-	if (o->fresh) {
-		if (!o->name)
-			return loader_fail(l, LOADER_EUSAGE,
-					   "fresh without a name");
-		po->flags |= PROTO_OPEN_FRESH;
-	}
-	if (o->from_world) {
-		if (!o->name)
-			return loader_fail(
-				l, LOADER_EUSAGE,
-				"from_world without a name: positions of an earlier world resume a named stream");
-		if (o->from_world > LOADER_MAX_WORLD || !o->from_epoch ||
-		    !o->from_batch)
-			return loader_fail(
-				l, LOADER_EUSAGE,
-				"from_world %u: 1..%d, with from_epoch and from_batch",
-				o->from_world, LOADER_MAX_WORLD);
-		if (o->start_batch)
-			return loader_fail(
-				l, LOADER_EUSAGE,
-				"start_batch %" PRIu64
-				" with from_world: the positions say where each rank starts",
-				o->start_batch);
-		po->flags |= PROTO_OPEN_POSITIONS;
-	}
-	if (o->pad > 1)
-		return loader_fail(l, LOADER_EUSAGE, "pad %u: 0 or 1", o->pad);
-	if (o->pad)
-		po->flags |= PROTO_OPEN_PAD;
-	if (o->pipeline) {
-		size_t n = strlen(o->pipeline);
-
-		if (n >= sizeof(po->pipeline))
-			return loader_fail(l, LOADER_EUSAGE,
-					   "pipeline of %zu bytes: at most %zu",
-					   n, sizeof(po->pipeline) - 1);
-		memcpy(po->pipeline, o->pipeline, n + 1);
-	}
-
-	/*
-	 * The daemon checks all of this again; checking here too gives the
-	 * caller a precise message without a round trip.
-	 */
-	if (po->batch_size > LOADER_MAX_BATCH)
-		return loader_fail(l, LOADER_EUSAGE,
-				   "batch_size %u: at most %d", po->batch_size,
-				   LOADER_MAX_BATCH);
-	if (po->order > LOADER_ORDER_QUASI)
-		return loader_fail(l, LOADER_EUSAGE, "unknown order %u",
-				   po->order);
-	if (po->world > LOADER_MAX_WORLD || po->rank >= po->world)
-		return loader_fail(
-			l, LOADER_EUSAGE,
-			"rank %u of world %u: need rank < world <= %d",
-			po->rank, po->world, LOADER_MAX_WORLD);
-	if (po->drop_last > 1)
-		return loader_fail(l, LOADER_EUSAGE, "drop_last %u: 0 or 1",
-				   po->drop_last);
-	if (po->on_bad > LOADER_BAD_SKIP)
-		return loader_fail(
-			l, LOADER_EUSAGE,
-			"on_bad %u: LOADER_BAD_FAIL or LOADER_BAD_SKIP",
-			po->on_bad);
-	if (po->ring_slots && (po->ring_slots < LOADER_MIN_SLOTS ||
-			       po->ring_slots > LOADER_MAX_SLOTS))
-		return loader_fail(l, LOADER_EUSAGE, "ring_slots %u: %d..%d",
-				   po->ring_slots, LOADER_MIN_SLOTS,
-				   LOADER_MAX_SLOTS);
-	/*
-	 * The stream's last epoch, start_epoch + epochs, is a uint32_t on
-	 * the wire and in the daemon: a sum past it would wrap to an epoch
-	 * before the first (and loader_reconnect() computes it again).
-	 */
-	if (o->epochs && (uint64_t)o->start_epoch + o->epochs > UINT32_MAX)
-		return loader_fail(l, LOADER_EUSAGE,
-				   "epochs %" PRIu32
-				   " from start_epoch %" PRIu32
-				   ": the last epoch would be past %" PRIu32,
-				   o->epochs, o->start_epoch, UINT32_MAX);
-	if (o->prefetch_bytes > LOADER_MAX_PREFETCH)
-		return loader_fail(l, LOADER_EUSAGE,
-				   "prefetch_bytes %" PRIu64 ": at most %llu",
-				   o->prefetch_bytes, LOADER_MAX_PREFETCH);
-	if (o->ragged_bytes > LOADER_MAX_RAGGED)
-		return loader_fail(l, LOADER_EUSAGE,
-				   "ragged_bytes %" PRIu64 ": at most %llu",
-				   o->ragged_bytes, LOADER_MAX_RAGGED);
-	/*
-	 * A negative time would pass for "reconnect" (it is not 0) with a
-	 * deadline already past.
-	 */
-	if (o->reconnect_ms < 0)
-		return loader_fail(
-			l, LOADER_EUSAGE,
-			"reconnect_ms %d: 0 (never) or a positive number of milliseconds",
-			o->reconnect_ms);
-	err = loader_parse_outputs(o->outputs, po->out, &po->noutputs, why,
-				   sizeof(why));
-	if (err)
-		return loader_fail(l, err, "%s", why);
-	return 0;
 }
 
 /* Where the daemon is, in the order of sockpath.h. */
@@ -576,7 +288,7 @@ fail:
  * A send failed. If the daemon refused something and hung up, its
  * PROTO_ERROR may be waiting to be read: prefer its reason to EPIPE.
  */
-static int loader_send_failed(struct loader *l, int err, uint16_t type)
+int loader_send_failed(struct loader *l, int err, uint16_t type)
 {
 	union loader_reply r;
 	struct pollfd p = { .fd = l->sock, .events = POLLIN };
@@ -687,615 +399,7 @@ static int loader_hello(struct loader *l)
 	return 0;
 }
 
-/* ---- dataset files ------------------------------------------------------- */
-
-static bool loader_plain_name(const char *s)
-{
-	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
-}
-
-/*
- * Open a file of the dataset with the caller's permissions: that is the
- * whole point of passing descriptors. O_NONBLOCK keeps a FIFO planted in
- * the dataset from hanging the open; a regular file ignores it, and it is
- * cleared again before the daemon gets the descriptor.
- */
-static int loader_open_file(struct loader *l, int dfd, const char *dataset,
-			    const char *name, int *out)
-{
-	struct stat st;
-	int fd, fl;
-
-	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return loader_fail(l, -errno, "%s/%s: %s", dataset, name,
-				   strerror(errno));
-	if (fstat(fd, &st)) {
-		int err = -errno;
-
-		close(fd);
-		return loader_fail(l, err, "%s/%s: %s", dataset, name,
-				   strerror(-err));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return loader_fail(l, LOADER_EFORMAT,
-				   "%s/%s: not a regular file", dataset, name);
-	}
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
-		int err = -errno;
-
-		close(fd);
-		return loader_fail(l, err, "%s/%s: fcntl: %s", dataset, name,
-				   strerror(-err));
-	}
-	*out = fd;
-	return 0;
-}
-
-/*
- * The shard names, from the manifest read through the very descriptor
- * that the daemon will get, so that both read the same file.
- */
-static int loader_manifest(struct loader *l, int mfd, const char *dataset,
-			   json_t **rootp, json_t **shardsp)
-{
-	json_error_t je;
-	json_t *root, *j, *v;
-	size_t k;
-	int err;
-
-	root = json_loadfd(mfd, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
-		return loader_fail(l, LOADER_EFORMAT, "%s/%s: line %d: %s",
-				   dataset, LOADER_MANIFEST, je.line, je.text);
-	/*
-	 * The daemon shares this descriptor's file offset: leave it where
-	 * a reader that uses read() would expect it.
-	 */
-	if (lseek(mfd, 0, SEEK_SET) < 0) {
-		err = loader_fail(l, -errno, "%s/%s: lseek: %s", dataset,
-				  LOADER_MANIFEST, strerror(errno));
-		goto fail;
-	}
-	j = json_object_get(root, "format");
-	if (!json_is_string(j) ||
-	    strcmp(json_string_value(j), LOADER_MANIFEST_FORMAT)) {
-		err = loader_fail(l, LOADER_EFORMAT,
-				  "%s/%s: \"format\" is not \"%s\"", dataset,
-				  LOADER_MANIFEST, LOADER_MANIFEST_FORMAT);
-		goto fail;
-	}
-	j = json_object_get(root, "version");
-	if (!json_is_integer(j) ||
-	    json_integer_value(j) != LOADER_MANIFEST_VERSION) {
-		err = loader_fail(l, LOADER_EVERSION,
-				  "%s/%s: \"version\" is not %d", dataset,
-				  LOADER_MANIFEST, LOADER_MANIFEST_VERSION);
-		goto fail;
-	}
-	j = json_object_get(root, "shards");
-	if (!json_is_array(j)) {
-		err = loader_fail(l, LOADER_EFORMAT,
-				  "%s/%s: \"shards\" is not an array", dataset,
-				  LOADER_MANIFEST);
-		goto fail;
-	}
-	if (json_array_size(j) > PROTO_MAX_FILES - 1) {
-		err = loader_fail(l, LOADER_ETOOBIG,
-				  "%s/%s: %zu shards, at most %u", dataset,
-				  LOADER_MANIFEST, json_array_size(j),
-				  PROTO_MAX_FILES - 1);
-		goto fail;
-	}
-	/* Check every name before opening any file. */
-	json_array_foreach(j, k, v)
-	{
-		json_t *f = json_object_get(v, "file");
-
-		if (!json_is_string(f) ||
-		    !loader_plain_name(json_string_value(f))) {
-			err = loader_fail(
-				l, LOADER_EFORMAT,
-				"%s/%s: shard %zu: \"file\" is not a plain file name",
-				dataset, LOADER_MANIFEST, k);
-			goto fail;
-		}
-	}
-	*rootp = root;
-	*shardsp = j;
-	return 0;
-fail:
-	json_decref(root);
-	return err;
-}
-
-/* An LMDB data file: its meta page's magic (0xBEEFC0DE at byte 16). */
-static bool loader_is_lmdb_file(const char *path)
-{
-	unsigned char m[20];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) &&
-	     (m[16] | m[17] << 8 | m[18] << 16 | (uint32_t)m[19] << 24) ==
-		     0xBEEFC0DEu;
-	close(fd);
-	return ok;
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/*
- * A WebDataset dataset, read in place (loaderd(8), TAR DATASETS): the
- * .tar files of directory dfd, sorted by name, into *names (*n; the
- * caller frees them and the array).
- */
-static int loader_list_tars(struct loader *l, int dfd, const char *dataset,
-			    char ***names, size_t *n)
-{
-	DIR *dir;
-	struct dirent *e;
-	size_t cap = 0;
-	int fd = dup(dfd), err = 0;
-
-	*names = NULL;
-	*n = 0;
-	dir = fd < 0 ? NULL : fdopendir(fd);
-	if (!dir) {
-		err = -errno;
-		if (fd >= 0)
-			close(fd);
-		return loader_fail(l, err, "%s: %s", dataset, strerror(-err));
-	}
-	while ((e = readdir(dir))) {
-		size_t len = strlen(e->d_name);
-
-		if (len < 5 || strcmp(e->d_name + len - 4, ".tar") ||
-		    e->d_name[0] == '.')
-			continue;
-		if (*n == cap) {
-			char **p = realloc(*names, (cap ? cap * 2 : 64) *
-							   sizeof(**names));
-
-			if (!p) {
-				err = -ENOMEM;
-				break;
-			}
-			*names = p;
-			cap = cap ? cap * 2 : 64;
-		}
-		if (*n + 1 >= PROTO_MAX_FILES ||
-		    !((*names)[*n] = strdup(e->d_name))) {
-			err = *n + 1 >= PROTO_MAX_FILES ? -E2BIG : -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	closedir(dir);
-	if (!err && !*n)
-		err = loader_fail(
-			l, LOADER_EFORMAT,
-			"%s: no %s and no .tar files: not a dataset (loaderctl pack makes one; a directory of WebDataset .tar shards is read as it is)",
-			dataset, LOADER_MANIFEST);
-	else if (err)
-		err = loader_fail(l, err, "%s: listing .tar files: %s", dataset,
-				  strerror(-err));
-	else
-		qsort(*names, *n, sizeof(**names), cmp_names);
-	return err;
-}
-
-/*
- * For a tar dataset, file 0 is not a manifest but the tars' names, one
- * a line after a first line "loaderd-tars 1", in a sealed memfd: labels
- * for the daemon's messages, never paths it opens.
- */
-static int loader_tar_names(struct loader *l, char **names, size_t n, int *out)
-{
-	int fd = memfd_create("loader-tars", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	FILE *f;
-	int err = 0;
-
-	if (fd < 0)
-		return loader_fail(l, -errno, "memfd_create: %s",
-				   strerror(errno));
-	f = fdopen(dup(fd), "w");
-	if (!f) {
-		err = -errno;
-		close(fd);
-		return loader_fail(l, err, "fdopen: %s", strerror(-err));
-	}
-	fprintf(f, "loaderd-tars 1\n");
-	for (size_t i = 0; i < n; i++)
-		fprintf(f, "%s\n", names[i]);
-	if (fclose(f))
-		err = -EIO;
-	if (!err &&
-	    fcntl(fd, F_ADD_SEALS,
-		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
-		err = -errno;
-	if (err) {
-		close(fd);
-		return loader_fail(l, err, "the tars' names: %s",
-				   strerror(-err));
-	}
-	*out = fd;
-	return 0;
-}
-
-/*
- * An s3:// dataset: where it is and the caller's credentials, resolved
- * here, in the caller's process (common/awscfg.h), and sent in one
- * REMOTE message instead of FILES. The copies are wiped before return.
- */
-static int loader_send_remote(struct loader *l, const char *url,
-			      uint32_t *first_seq, uint32_t *flags)
-{
-	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
-	struct proto_remote *r = calloc(1, sizeof(*r));
-	struct aws_cfg *c = calloc(1, sizeof(*c));
-	struct diag d;
-	int err;
-
-	if (!r || !c) {
-		err = loader_fail(l, -ENOMEM, "out of memory");
-		goto out;
-	}
-	err = aws_url_parse(url, bucket, prefix, &d);
-	if (!err)
-		err = aws_cfg_resolve(c, NULL, &d);
-	if (err) {
-		err = loader_fail(l, err, "%s", d.msg);
-		goto out;
-	}
-	snprintf(r->url, sizeof(r->url), "s3://%s%s%s", bucket,
-		 prefix[0] ? "/" : "", prefix);
-	memcpy(r->endpoint, c->endpoint, sizeof(r->endpoint));
-	memcpy(r->region, c->region, sizeof(r->region));
-	memcpy(r->access_key, c->access_key, sizeof(r->access_key));
-	memcpy(r->secret_key, c->secret_key, sizeof(r->secret_key));
-	memcpy(r->session_token, c->session_token, sizeof(r->session_token));
-	r->addressing = (uint32_t)c->addressing;
-	*first_seq = l->seq + 1;
-	err = msg_send(l->sock, PROTO_REMOTE, ++l->seq, r, sizeof(*r), NULL, 0);
-	if (err)
-		err = loader_send_failed(l, err, PROTO_REMOTE);
-	else
-		*flags = PROTO_OPEN_REMOTE;
-out:
-	if (c)
-		aws_cfg_wipe(c);
-	if (r)
-		explicit_bzero(r, sizeof(*r));
-	free(c);
-	free(r);
-	return err;
-}
-
-/* Where the earlier world's ranks stopped: POSITIONS, in rank order. */
-static int loader_send_positions(struct loader *l, const struct loader_opts *o)
-{
-	struct proto_positions *m = calloc(1, sizeof(*m));
-	int err = 0;
-
-	if (!m)
-		return loader_fail(l, -ENOMEM, "out of memory");
-	for (uint32_t first = 0; !err && first < o->from_world;) {
-		uint32_t n = o->from_world - first;
-
-		if (n > PROTO_POSITIONS_MAX)
-			n = PROTO_POSITIONS_MAX;
-		m->world = o->from_world;
-		m->first = first;
-		m->count = n;
-		m->plan = o->from_plan;
-		m->plan_end = o->from_plan_end;
-		for (uint32_t i = 0; i < n; i++)
-			m->pos[i] = (struct proto_position){
-				.epoch = o->from_epoch[first + i],
-				.batch = o->from_batch[first + i],
-			};
-		err = msg_send(l->sock, PROTO_POSITIONS, ++l->seq, m,
-			       sizeof(*m), NULL, 0);
-		if (err)
-			err = loader_send_failed(l, err, PROTO_POSITIONS);
-		first += n;
-	}
-	free(m);
-	return err;
-}
-
-/*
- * Send file 0 (manifest.json, or for tars their names) and the shards
- * (1..n, manifest order, or the tars by name) in FILES messages of at
- * most l->max_fds descriptors. Each batch is opened, sent and closed
- * before the next, so a dataset of any size needs only max_fds
- * descriptors at a time here. dataset is a directory made by loaderctl
- * pack, a directory of .tar files, or one .tar file (*flags gets
- * PROTO_OPEN_TAR for those). Returns the seq of the first FILES message
- * in *first_seq.
- */
-static int loader_send_files(struct loader *l, const char *dataset,
-			     uint32_t *first_seq, uint32_t *flags)
-{
-	int fds[PROTO_MAX_FDS];
-	struct proto_files pf;
-	json_t *root = NULL, *shards = NULL;
-	char **names = NULL, *copy = NULL;
-	const char *where = dataset;
-	unsigned count = 0;
-	size_t total, idx = 0, nnames = 0;
-	struct stat st;
-	int dfd, mfd = -1, err;
-	bool tar = false, lmdb = false;
-
-	*flags = 0;
-	if (aws_is_url(dataset))
-		return loader_send_remote(l, dataset, first_seq, flags);
-	if (!stat(dataset, &st) && S_ISREG(st.st_mode)) {
-		/* One .tar file (or LMDB data file): its directory, and it. */
-		char *slash;
-
-		copy = strdup(dataset);
-		names = malloc(sizeof(*names));
-		if (!copy || !names || !(names[0] = strdup(dataset))) {
-			free(copy);
-			free(names);
-			return loader_fail(l, -ENOMEM, "out of memory");
-		}
-		slash = strrchr(copy, '/');
-		memmove(names[0], slash ? slash + 1 : copy,
-			strlen(slash ? slash + 1 : copy) + 1);
-		if (slash)
-			*(slash == copy ? slash + 1 : slash) = '\0';
-		where = slash ? copy : ".";
-		nnames = 1;
-		tar = true;
-		lmdb = loader_is_lmdb_file(dataset);
-	}
-	dfd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		err = loader_fail(l, -errno, "%s: %s", where, strerror(errno));
-		goto out_names;
-	}
-	if (!tar) {
-		mfd = openat(dfd, LOADER_MANIFEST, O_RDONLY | O_CLOEXEC);
-		if (mfd < 0 && errno == ENOENT &&
-		    !faccessat(dfd, "data.mdb", F_OK, 0)) {
-			/* An LMDB environment: its data file, read in place. */
-			names = malloc(sizeof(*names));
-			if (!names || !(names[0] = strdup("data.mdb"))) {
-				free(names);
-				names = NULL;
-				err = loader_fail(l, -ENOMEM, "out of memory");
-				goto out;
-			}
-			nnames = 1;
-			tar = lmdb = true;
-		} else if (mfd < 0 && errno == ENOENT) {
-			err = loader_list_tars(l, dfd, dataset, &names,
-					       &nnames);
-			if (err)
-				goto out;
-			tar = true;
-		} else {
-			if (mfd >= 0)
-				close(mfd);
-			mfd = -1;
-			err = loader_open_file(l, dfd, dataset, LOADER_MANIFEST,
-					       &mfd);
-			if (!err)
-				err = loader_manifest(l, mfd, dataset, &root,
-						      &shards);
-			if (err)
-				goto out;
-		}
-	}
-	if (tar) {
-		err = loader_tar_names(l, names, nnames, &mfd);
-		if (err)
-			goto out;
-		*flags = lmdb ? PROTO_OPEN_LMDB : PROTO_OPEN_TAR;
-		total = nnames + 1;
-	} else {
-		total = json_array_size(shards) + 1;
-	}
-	*first_seq = l->seq + 1;
-	while (idx < total) {
-		count = 0;
-		while (count < l->max_fds && idx < total) {
-			if (idx == 0) {
-				fds[count++] = mfd;
-				mfd = -1;
-			} else {
-				const char *name =
-					tar ? names[idx - 1] :
-					      json_string_value(json_object_get(
-						      json_array_get(shards,
-								     idx - 1),
-						      "file"));
-
-				err = loader_open_file(l, dfd, where, name,
-						       &fds[count]);
-				if (err)
-					goto out;
-				count++;
-			}
-			idx++;
-		}
-		pf = (struct proto_files){
-			.first = (uint32_t)(idx - count),
-			.count = count,
-			.total = (uint32_t)total,
-		};
-		err = msg_send(l->sock, PROTO_FILES, ++l->seq, &pf, sizeof(pf),
-			       fds, count);
-		for (unsigned i = 0; i < count; i++)
-			close(fds[i]);
-		count = 0;
-		if (err) {
-			err = loader_send_failed(l, err, PROTO_FILES);
-			goto out;
-		}
-	}
-out:
-	for (unsigned i = 0; i < count; i++)
-		close(fds[i]);
-	if (mfd >= 0)
-		close(mfd);
-	json_decref(root);
-	close(dfd);
-out_names:
-	for (size_t i = 0; i < nnames; i++)
-		free(names[i]);
-	free(names);
-	free(copy);
-	return err;
-}
-
 /* ---- the ring ------------------------------------------------------------ */
-
-/* Is [off, off + len) inside [0, size)? Without overflow. */
-static bool loader_inside(uint64_t off, uint64_t len, uint64_t size)
-{
-	return off <= size && len <= size - off;
-}
-
-/* Keep output ro's checked layout in *o: never read from the ring again. */
-static void loader_keep(struct loader_output *o, const struct ring_output *ro,
-			uint64_t sample_bytes)
-{
-	memcpy(o->name, ro->name, sizeof(o->name));
-	o->dtype = ro->dtype;
-	o->ndim = ro->ndim;
-	memcpy(o->shape, ro->shape, sizeof(o->shape));
-	o->offset = ro->offset;
-	o->sample_bytes = sample_bytes;
-}
-
-/*
- * Multiply *n (bytes) by dimensions from..ndim of output ro, each one
- * nonzero and the product within a slot (so it never overflows).
- */
-static int loader_dims(struct loader *l, const struct ring_output *ro,
-		       uint32_t from, const struct ring_hdr *h, uint64_t *n)
-{
-	for (uint32_t d = from; d < ro->ndim; d++) {
-		if (!ro->shape[d] || ro->shape[d] > h->slot_size / *n)
-			return loader_fail(
-				l, LOADER_EPROTO,
-				"ring output %s: dimension %u is %llu",
-				ro->name, d, (unsigned long long)ro->shape[d]);
-		*n *= ro->shape[d];
-	}
-	return 0;
-}
-
-/*
- * A ragged output (ring.h): shape [batch, RING_RAGGED, D2...] of a known
- * dtype, rows of `row` bytes, the offsets and the room for values inside
- * a slot and apart.
- */
-static int loader_check_ragged(struct loader *l, const struct ring_output *ro,
-			       const struct ring_hdr *h,
-			       struct loader_output *o)
-{
-	uint64_t ib = ((uint64_t)h->batch_size + 1) * sizeof(uint64_t);
-	uint64_t row = loader_dtype_size(ro->dtype);
-	int err;
-
-	if (!row || ro->ndim < 2 || ro->ndim > RING_MAX_DIMS ||
-	    ro->shape[0] != h->batch_size || ro->shape[1] != RING_RAGGED)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: ragged, but dtype %u, ndim %u",
-			ro->name, ro->dtype, ro->ndim);
-	err = loader_dims(l, ro, 2, h, &row);
-	if (err)
-		return err;
-	if (row != ro->row)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: rows of %llu bytes, not %llu",
-			ro->name, (unsigned long long)ro->row,
-			(unsigned long long)row);
-	if (ro->offset % RING_ALIGN || ro->index % RING_ALIGN ||
-	    ro->offset < sizeof(struct ring_slot) ||
-	    ro->index < sizeof(struct ring_slot) ||
-	    !loader_inside(ro->offset, ro->bytes, h->slot_size) ||
-	    !loader_inside(ro->index, ib, h->slot_size) ||
-	    (ro->index < ro->offset + ro->bytes && ro->offset < ro->index + ib))
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: values at %llu (%llu bytes) and offsets at %llu, outside a %llu-byte slot, misaligned or overlapping",
-			ro->name, (unsigned long long)ro->offset,
-			(unsigned long long)ro->bytes,
-			(unsigned long long)ro->index,
-			(unsigned long long)h->slot_size);
-	loader_keep(o, ro, 0);
-	o->ragged = true;
-	o->index = ro->index;
-	o->room = ro->bytes;
-	o->row = row;
-	return 0;
-}
-
-/* Check one output of the ring header and keep it in *o. */
-static int loader_check_output(struct loader *l, unsigned i,
-			       const struct ring_output *ro,
-			       const struct ring_hdr *h,
-			       struct loader_output *o)
-{
-	uint64_t n = loader_dtype_size(ro->dtype);
-	int err;
-
-	if (!memchr(ro->name, '\0', sizeof(ro->name)) || !ro->name[0])
-		return loader_fail(l, LOADER_EPROTO,
-				   "ring output %u: name not a string", i);
-	if (!n)
-		return loader_fail(l, LOADER_EPROTO,
-				   "ring output %s: unknown dtype %u", ro->name,
-				   ro->dtype);
-	if (ro->flags & ~RING_OUT_RAGGED)
-		return loader_fail(l, LOADER_EPROTO,
-				   "ring output %s: unknown flags %#x",
-				   ro->name, ro->flags);
-	if (ro->flags & RING_OUT_RAGGED)
-		return loader_check_ragged(l, ro, h, o);
-	if (ro->ndim < 1 || ro->ndim > RING_MAX_DIMS ||
-	    ro->shape[0] != h->batch_size)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: bad shape (ndim %u, first dimension %llu)",
-			ro->name, ro->ndim, (unsigned long long)ro->shape[0]);
-	err = loader_dims(l, ro, 1, h, &n);
-	if (err)
-		return err;
-	/* n, the bytes of one sample, is <= slot_size here: no overflow. */
-	if (n > h->slot_size / h->batch_size || ro->bytes != n * h->batch_size)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: %llu bytes for %u samples of %llu",
-			ro->name, (unsigned long long)ro->bytes, h->batch_size,
-			(unsigned long long)n);
-	if (ro->offset % RING_ALIGN || ro->offset < sizeof(struct ring_slot) ||
-	    !loader_inside(ro->offset, ro->bytes, h->slot_size))
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring output %s: offset %llu, %llu bytes, outside a %llu-byte slot or misaligned",
-			ro->name, (unsigned long long)ro->offset,
-			(unsigned long long)ro->bytes,
-			(unsigned long long)h->slot_size);
-	loader_keep(o, ro, n);
-	return 0;
-}
 
 /*
  * Check the ring's header against the mapping and the request, on a
@@ -1308,57 +412,10 @@ static int loader_check_ring(struct loader *l, const struct proto_open *po)
 	int err;
 
 	memcpy(&h, l->hdr, offsetof(struct ring_hdr, prod));
-	if (h.magic != RING_MAGIC)
-		return loader_fail(l, LOADER_EPROTO, "ring: bad magic 0x%08x",
-				   h.magic);
-	if (h.version != RING_VERSION)
-		return loader_fail(l, LOADER_EVERSION,
-				   "ring version %u, this library knows %d",
-				   h.version, RING_VERSION);
-	if (h.total_bytes != l->ring_bytes || h.slots_offset != RING_PAGE)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring: %llu bytes with slots at %llu, mapped %zu",
-			(unsigned long long)h.total_bytes,
-			(unsigned long long)h.slots_offset, l->ring_bytes);
-	/*
-	 * Slots start on a page and are a multiple of RING_ALIGN long, so
-	 * that every output (aligned within its slot) is aligned in memory
-	 * and can be read as its dtype.
-	 */
-	if (!h.slot_count || (h.slot_count & (h.slot_count - 1)) ||
-	    h.slot_size < sizeof(struct ring_slot) ||
-	    h.slot_size % RING_ALIGN ||
-	    h.slot_size > (l->ring_bytes - RING_PAGE) / h.slot_count)
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring: %u slots of %llu bytes do not fit %zu bytes",
-			h.slot_count, (unsigned long long)h.slot_size,
-			l->ring_bytes);
-	if (h.batch_size != po->batch_size)
-		return loader_fail(l, LOADER_EPROTO,
-				   "ring: batch size %u, asked for %u",
-				   h.batch_size, po->batch_size);
-	if (h.noutputs < 1 || h.noutputs > PROTO_MAX_OUTPUTS ||
-	    (po->noutputs && h.noutputs != po->noutputs))
-		return loader_fail(l, LOADER_EPROTO,
-				   "ring: %u outputs, asked for %u (0: all)",
-				   h.noutputs, po->noutputs);
-	if (h.ids_offset % sizeof(uint64_t) ||
-	    h.ids_offset < sizeof(struct ring_slot) ||
-	    !loader_inside(h.ids_offset,
-			   (uint64_t)h.batch_size * sizeof(uint64_t),
-			   h.slot_size))
-		return loader_fail(
-			l, LOADER_EPROTO,
-			"ring: sample ids at %llu outside a %llu-byte slot or misaligned",
-			(unsigned long long)h.ids_offset,
-			(unsigned long long)h.slot_size);
-	for (uint32_t i = 0; i < h.noutputs; i++) {
-		err = loader_check_output(l, i, &h.out[i], &h, &l->out[i]);
-		if (err)
-			return err;
-	}
+	err = loader_check_hdr(&h, l->ring_bytes, po, l->out, l->reason,
+			       sizeof(l->reason));
+	if (err)
+		return err;
 	l->named = h.flags & RING_NAMED;
 	l->slots = (const unsigned char *)l->hdr + RING_PAGE;
 	l->slot_size = h.slot_size;
@@ -1521,13 +578,13 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	if (!l)
 		return -ENOMEM;
 	l->sock = -1;
-	err = loader_copy_opts(l, opts, &opt);
+	err = loader_copy_opts(opts, &opt, l->reason, sizeof(l->reason));
 	if (err)
 		goto fail;
 	l->timeout_ms =
 		opt.timeout_ms ? opt.timeout_ms : LOADER_TIMEOUT_DEFAULT;
 
-	err = loader_make_open(l, &opt, &po);
+	err = loader_make_open(&opt, &po, l->reason, sizeof(l->reason));
 	if (err)
 		goto fail;
 	err = loader_connect(l, &opt);
