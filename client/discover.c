@@ -235,7 +235,7 @@ static int loader_list_tars(struct loader *l, int dfd, const char *dataset,
 
 /*
  * For a tar dataset, file 0 is not a manifest but the tars' names, one
- * a line after a first line "loaderd-tars 1", in a sealed memfd: labels
+ * a line after a first line PROTO_TARS_MAGIC, in a sealed memfd: labels
  * for the daemon's messages, never paths it opens.
  */
 static int loader_tar_names(struct loader *l, char **names, size_t n, int *out)
@@ -253,7 +253,7 @@ static int loader_tar_names(struct loader *l, char **names, size_t n, int *out)
 		close(fd);
 		return loader_fail(l, err, "fdopen: %s", strerror(-err));
 	}
-	fprintf(f, "loaderd-tars 1\n");
+	fputs(PROTO_TARS_MAGIC, f);
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%s\n", names[i]);
 	if (fclose(f))
