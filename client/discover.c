@@ -22,13 +22,10 @@
 
 #include "awscfg.h"
 #include "discover.h"
+#include "dsfiles.h"
 #include "libloader_priv.h"
 #include "msg.h"
 #include "proto.h"
-
-#define LOADER_MANIFEST		"manifest.json"
-#define LOADER_MANIFEST_FORMAT	"loaderd-dataset"
-#define LOADER_MANIFEST_VERSION 1
 
 static bool loader_plain_name(const char *s)
 {
@@ -90,43 +87,42 @@ static int loader_manifest(struct loader *l, int mfd, const char *dataset,
 	root = json_loadfd(mfd, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
 		return loader_fail(l, LOADER_EFORMAT, "%s/%s: line %d: %s",
-				   dataset, LOADER_MANIFEST, je.line, je.text);
+				   dataset, DSFILES_MANIFEST, je.line, je.text);
 	/*
 	 * The daemon shares this descriptor's file offset: leave it where
 	 * a reader that uses read() would expect it.
 	 */
 	if (lseek(mfd, 0, SEEK_SET) < 0) {
 		err = loader_fail(l, -errno, "%s/%s: lseek: %s", dataset,
-				  LOADER_MANIFEST, strerror(errno));
+				  DSFILES_MANIFEST, strerror(errno));
 		goto fail;
 	}
 	j = json_object_get(root, "format");
 	if (!json_is_string(j) ||
-	    strcmp(json_string_value(j), LOADER_MANIFEST_FORMAT)) {
+	    strcmp(json_string_value(j), DSFILES_FORMAT)) {
 		err = loader_fail(l, LOADER_EFORMAT,
 				  "%s/%s: \"format\" is not \"%s\"", dataset,
-				  LOADER_MANIFEST, LOADER_MANIFEST_FORMAT);
+				  DSFILES_MANIFEST, DSFILES_FORMAT);
 		goto fail;
 	}
 	j = json_object_get(root, "version");
-	if (!json_is_integer(j) ||
-	    json_integer_value(j) != LOADER_MANIFEST_VERSION) {
+	if (!json_is_integer(j) || json_integer_value(j) != DSFILES_VERSION) {
 		err = loader_fail(l, LOADER_EVERSION,
 				  "%s/%s: \"version\" is not %d", dataset,
-				  LOADER_MANIFEST, LOADER_MANIFEST_VERSION);
+				  DSFILES_MANIFEST, DSFILES_VERSION);
 		goto fail;
 	}
 	j = json_object_get(root, "shards");
 	if (!json_is_array(j)) {
 		err = loader_fail(l, LOADER_EFORMAT,
 				  "%s/%s: \"shards\" is not an array", dataset,
-				  LOADER_MANIFEST);
+				  DSFILES_MANIFEST);
 		goto fail;
 	}
 	if (json_array_size(j) > PROTO_MAX_FILES - 1) {
 		err = loader_fail(l, LOADER_ETOOBIG,
 				  "%s/%s: %zu shards, at most %u", dataset,
-				  LOADER_MANIFEST, json_array_size(j),
+				  DSFILES_MANIFEST, json_array_size(j),
 				  PROTO_MAX_FILES - 1);
 		goto fail;
 	}
@@ -140,7 +136,7 @@ static int loader_manifest(struct loader *l, int mfd, const char *dataset,
 			err = loader_fail(
 				l, LOADER_EFORMAT,
 				"%s/%s: shard %zu: \"file\" is not a plain file name",
-				dataset, LOADER_MANIFEST, k);
+				dataset, DSFILES_MANIFEST, k);
 			goto fail;
 		}
 	}
@@ -152,18 +148,17 @@ fail:
 	return err;
 }
 
-/* An LMDB data file: its meta page's magic (0xBEEFC0DE at byte 16). */
+/* An LMDB data file: its meta page's magic (dsfiles.h). */
 static bool loader_is_lmdb_file(const char *path)
 {
-	unsigned char m[20];
+	unsigned char m[DSFILES_LMDB_META];
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	bool ok;
 
 	if (fd < 0)
 		return false;
 	ok = pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) &&
-	     (m[16] | m[17] << 8 | m[18] << 16 | (uint32_t)m[19] << 24) ==
-		     0xBEEFC0DEu;
+	     dsfiles_lmdb_meta(m);
 	close(fd);
 	return ok;
 }
@@ -196,10 +191,7 @@ static int loader_list_tars(struct loader *l, int dfd, const char *dataset,
 		return loader_fail(l, err, "%s: %s", dataset, strerror(-err));
 	}
 	while ((e = readdir(dir))) {
-		size_t len = strlen(e->d_name);
-
-		if (len < 5 || strcmp(e->d_name + len - 4, ".tar") ||
-		    e->d_name[0] == '.')
+		if (!dsfiles_tar_name(e->d_name))
 			continue;
 		if (*n == cap) {
 			char **p = realloc(*names, (cap ? cap * 2 : 64) *
@@ -224,7 +216,7 @@ static int loader_list_tars(struct loader *l, int dfd, const char *dataset,
 		err = loader_fail(
 			l, LOADER_EFORMAT,
 			"%s: no %s and no .tar files: not a dataset (loaderctl pack makes one; a directory of WebDataset .tar shards is read as it is)",
-			dataset, LOADER_MANIFEST);
+			dataset, DSFILES_MANIFEST);
 	else if (err)
 		err = loader_fail(l, err, "%s: listing .tar files: %s", dataset,
 				  strerror(-err));
@@ -407,7 +399,7 @@ int loader_send_files(struct loader *l, const char *dataset,
 		goto out_names;
 	}
 	if (!tar) {
-		mfd = openat(dfd, LOADER_MANIFEST, O_RDONLY | O_CLOEXEC);
+		mfd = openat(dfd, DSFILES_MANIFEST, O_RDONLY | O_CLOEXEC);
 		if (mfd < 0 && errno == ENOENT &&
 		    !faccessat(dfd, "data.mdb", F_OK, 0)) {
 			/* An LMDB environment: its data file, read in place. */
@@ -430,8 +422,8 @@ int loader_send_files(struct loader *l, const char *dataset,
 			if (mfd >= 0)
 				close(mfd);
 			mfd = -1;
-			err = loader_open_file(l, dfd, dataset, LOADER_MANIFEST,
-					       &mfd);
+			err = loader_open_file(l, dfd, dataset,
+					       DSFILES_MANIFEST, &mfd);
 			if (!err)
 				err = loader_manifest(l, mfd, dataset, &root,
 						      &shards);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "discover.h"
 #include "futex.h"
 #include "libloader_priv.h"
@@ -117,20 +118,12 @@ __attribute__((format(printf, 3, 4))) int loader_fail(struct loader *l, int err,
 	return err;
 }
 
-static int64_t loader_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The deadline timeout_ms from now, or -1 for none. */
 static int64_t loader_deadline(int timeout_ms)
 {
 	if (timeout_ms < 0)
 		return -1;
-	return loader_now_ns() + (int64_t)timeout_ms * 1000000;
+	return (int64_t)clock_mono_ns() + (int64_t)timeout_ms * 1000000;
 }
 
 static inline void loader_cpu_relax(void)
@@ -166,7 +159,7 @@ static int loader_wait_readable(int fd, int64_t deadline)
 	for (;;) {
 		ms = -1;
 		if (deadline >= 0) {
-			int64_t left = deadline - loader_now_ns();
+			int64_t left = deadline - (int64_t)clock_mono_ns();
 
 			if (left <= 0)
 				left = 0;
@@ -672,7 +665,7 @@ static int loader_check_state(struct loader *l, uint32_t *prod)
  */
 static int loader_wait(struct loader *l, int timeout_ms, uint32_t *prod)
 {
-	int64_t t0 = loader_now_ns(), left, slice;
+	int64_t t0 = (int64_t)clock_mono_ns(), left, slice;
 	int64_t deadline =
 		timeout_ms < 0 ? -1 : t0 + (int64_t)timeout_ms * 1000000;
 	bool flagged = false;
@@ -684,7 +677,7 @@ static int loader_wait(struct loader *l, int timeout_ms, uint32_t *prod)
 		if (*prod != l->next)
 			goto out;
 		if (i % LOADER_SPIN_ROUNDS == 0 &&
-		    loader_now_ns() - t0 >= LOADER_SPIN_NS)
+		    (int64_t)clock_mono_ns() - t0 >= LOADER_SPIN_NS)
 			break;
 	}
 	for (;;) {
@@ -699,7 +692,7 @@ static int loader_wait(struct loader *l, int timeout_ms, uint32_t *prod)
 		}
 		slice = LOADER_SLICE_NS;
 		if (deadline >= 0) {
-			left = deadline - loader_now_ns();
+			left = deadline - (int64_t)clock_mono_ns();
 			if (left <= 0) {
 				err = -ETIMEDOUT;
 				break;
@@ -732,7 +725,7 @@ static int loader_wait(struct loader *l, int timeout_ms, uint32_t *prod)
 	if (flagged)
 		__atomic_store_n(&l->cons->client_waiting, 0, __ATOMIC_SEQ_CST);
 out:
-	l->st.wait_ns += (uint64_t)(loader_now_ns() - t0);
+	l->st.wait_ns += (uint64_t)((int64_t)clock_mono_ns() - t0);
 	return err;
 }
 
@@ -846,7 +839,8 @@ static int loader_skip_copies(struct loader *l, uint32_t saved,
  */
 static int loader_reconnect(struct loader *l)
 {
-	int64_t deadline = loader_now_ns() + (int64_t)l->reconnect_ms * 1000000;
+	int64_t deadline =
+		(int64_t)clock_mono_ns() + (int64_t)l->reconnect_ms * 1000000;
 	uint64_t bpe = l->st.batches_per_epoch, at = l->base + l->released;
 	uint32_t end = l->po.epochs ? l->po.start_epoch + l->po.epochs : 0;
 	struct proto_open po = l->po;
@@ -920,7 +914,7 @@ static int loader_reconnect(struct loader *l)
 		if (err != -ECONNREFUSED && err != -ENOENT && err != -EPIPE &&
 		    err != -ECONNRESET && err != -ETIMEDOUT)
 			return err;
-		if (loader_now_ns() >= deadline)
+		if ((int64_t)clock_mono_ns() >= deadline)
 			return loader_fail(
 				l, -EPIPE,
 				"loaderd went away and did not come back within %d ms (%s)",
@@ -1112,11 +1106,11 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
  */
 static int loader_wait_saved(struct loader *l, uint32_t want)
 {
-	int64_t t0 = loader_now_ns();
-	int64_t deadline =
-		l->timeout_ms < 0 ?
-			-1 :
-			loader_now_ns() + (int64_t)l->timeout_ms * 1000000;
+	int64_t t0 = (int64_t)clock_mono_ns();
+	int64_t deadline = l->timeout_ms < 0 ?
+				   -1 :
+				   (int64_t)clock_mono_ns() +
+					   (int64_t)l->timeout_ms * 1000000;
 	uint32_t saved;
 
 	for (int i = 1;; i++) {
@@ -1125,7 +1119,7 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 			return 0;
 		loader_cpu_relax();
 		if (i % LOADER_SPIN_ROUNDS == 0 &&
-		    loader_now_ns() - t0 >= LOADER_SPIN_NS)
+		    (int64_t)clock_mono_ns() - t0 >= LOADER_SPIN_NS)
 			break;
 	}
 	for (;;) {
@@ -1144,7 +1138,7 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 				l, -EPIPE,
 				"loaderd went away before it saved the release");
 		if (deadline >= 0) {
-			int64_t left = deadline - loader_now_ns();
+			int64_t left = deadline - (int64_t)clock_mono_ns();
 
 			if (left <= 0)
 				return loader_fail(

@@ -20,8 +20,6 @@
 
 #define LOADER_BATCH_DEFAULT	256
 #define LOADER_PREFETCH_DEFAULT (64ull << 20)
-#define LOADER_MAX_BATCH	65536
-#define LOADER_MAX_WORLD	65536
 #define LOADER_MIN_SLOTS	2
 #define LOADER_MAX_SLOTS	1024
 #define LOADER_MAX_PREFETCH	(64ull << 30) /* the daemon's, stream.h */
@@ -127,12 +125,12 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 			return openmsg_fail(
 				why, whylen, LOADER_EUSAGE,
 				"from_world without a name: positions of an earlier world resume a named stream");
-		if (o->from_world > LOADER_MAX_WORLD || !o->from_epoch ||
+		if (o->from_world > PROTO_MAX_WORLD || !o->from_epoch ||
 		    !o->from_batch)
 			return openmsg_fail(
 				why, whylen, LOADER_EUSAGE,
 				"from_world %u: 1..%d, with from_epoch and from_batch",
-				o->from_world, LOADER_MAX_WORLD);
+				o->from_world, PROTO_MAX_WORLD);
 		if (o->start_batch)
 			return openmsg_fail(
 				why, whylen, LOADER_EUSAGE,
@@ -161,18 +159,18 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 	 * The daemon checks all of this again; checking here too gives the
 	 * caller a precise message without a round trip.
 	 */
-	if (po->batch_size > LOADER_MAX_BATCH)
+	if (po->batch_size > PROTO_MAX_BATCH)
 		return openmsg_fail(why, whylen, LOADER_EUSAGE,
 				    "batch_size %u: at most %d", po->batch_size,
-				    LOADER_MAX_BATCH);
+				    PROTO_MAX_BATCH);
 	if (po->order > LOADER_ORDER_QUASI)
 		return openmsg_fail(why, whylen, LOADER_EUSAGE,
 				    "unknown order %u", po->order);
-	if (po->world > LOADER_MAX_WORLD || po->rank >= po->world)
+	if (po->world > PROTO_MAX_WORLD || po->rank >= po->world)
 		return openmsg_fail(
 			why, whylen, LOADER_EUSAGE,
 			"rank %u of world %u: need rank < world <= %d",
-			po->rank, po->world, LOADER_MAX_WORLD);
+			po->rank, po->world, PROTO_MAX_WORLD);
 	if (po->drop_last > 1)
 		return openmsg_fail(why, whylen, LOADER_EUSAGE,
 				    "drop_last %u: 0 or 1", po->drop_last);

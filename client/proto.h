@@ -50,8 +50,10 @@
 #define PROTO_MAX_OUTPUTS  8
 #define PROTO_NAME_MAX	   32
 #define PROTO_REASON_MAX   400
-#define PROTO_PIPELINE_MAX 512 /* image pipeline spec text, NUL included */
-#define PROTO_STREAM_NAME  64  /* a named stream's name, NUL included */
+#define PROTO_PIPELINE_MAX 512	 /* image pipeline spec text, NUL included */
+#define PROTO_STREAM_NAME  64	 /* a named stream's name, NUL included */
+#define PROTO_MAX_BATCH	   65536 /* samples a batch, OPEN's batch_size */
+#define PROTO_MAX_WORLD	   65536 /* ranks, OPEN's world */
 
 enum proto_type {
 	PROTO_HELLO = 1,

@@ -19,6 +19,12 @@ static inline uint64_t clock_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The same in milliseconds, for deadlines and timeouts. */
+static inline uint64_t clock_mono_ms(void)
+{
+	return clock_mono_ns() / 1000000u;
+}
+
 /* The same in seconds, for rates and progress. */
 static inline double clock_mono_s(void)
 {

@@ -388,8 +388,8 @@ static int inspect_dataset(const struct inspect_cli *o, const char *dir)
 			json_array_append_new(cl, json_string(ds->classes[i]));
 		j = json_pack(
 			"{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:o, s:o, s:o}",
-			"dataset", shown(o, dir, sb), "format", DATASET_FORMAT,
-			"version", DATASET_VERSION, "records",
+			"dataset", shown(o, dir, sb), "format", DSFILES_FORMAT,
+			"version", DSFILES_VERSION, "records",
 			(json_int_t)s.records, "shard_count",
 			(json_int_t)ds->nshards, "bytes", (json_int_t)s.bytes,
 			"ratio", ratio(total_raw(&s), s.bytes), "fields",
@@ -651,7 +651,7 @@ static int inspect_path(const struct inspect_cli *o, const char *path)
 	if (S_ISDIR(st.st_mode)) {
 		char m[4200];
 
-		snprintf(m, sizeof(m), "%s/%s", path, DATASET_MANIFEST);
+		snprintf(m, sizeof(m), "%s/%s", path, DSFILES_MANIFEST);
 		if (access(m, F_OK) && errno == ENOENT)
 			return inspect_tars(o, path, true);
 		return inspect_dataset(o, path);

@@ -215,7 +215,7 @@ static void verify_arg(struct verify_run *r, struct verify_ctx *vc,
 		char m[4200], **names = NULL;
 		size_t n = 0;
 
-		snprintf(m, sizeof(m), "%s/%s", arg, DATASET_MANIFEST);
+		snprintf(m, sizeof(m), "%s/%s", arg, DSFILES_MANIFEST);
 		if (access(m, F_OK) && errno == ENOENT && lmdbds_detect(arg)) {
 			verify_path(r, vc, arg);
 			return;

@@ -30,8 +30,8 @@ bool outdir_is_pack_file(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (!strcmp(name, DATASET_MANIFEST) ||
-	    !strcmp(name, DATASET_MANIFEST ".tmp"))
+	if (!strcmp(name, DSFILES_MANIFEST) ||
+	    !strcmp(name, DSFILES_MANIFEST ".tmp"))
 		return true;
 	return n > 10 && !strncmp(name, "shard-", 6) &&
 	       !strcmp(name + n - 4, ".lds");
@@ -170,7 +170,7 @@ static int check_found(const struct outdir *o, bool dataset, const char *sub,
 		return diag_set(
 			d, -EEXIST,
 			"%s already holds a dataset (%s); pass --force to replace it",
-			o->target, DATASET_MANIFEST);
+			o->target, DSFILES_MANIFEST);
 	if (sub[0])
 		return diag_set(
 			d, -EISDIR,

@@ -347,7 +347,7 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
 	struct s3_obj o;
 	int err;
 
-	err = key_of(s, sub, DATASET_MANIFEST, key, d);
+	err = key_of(s, sub, DSFILES_MANIFEST, key, d);
 	if (err)
 		return err;
 	err = s3_head(s->s3, key, &o, d);
@@ -359,7 +359,7 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
 		return diag_set(d, -EEXIST,
 				"%s already holds a dataset (%s, %" PRIu64
 				" bytes); pass --force to replace it",
-				url, DATASET_MANIFEST, o.size);
+				url, DSFILES_MANIFEST, o.size);
 	}
 	if (err != -ENOENT)
 		return explain(s, err, d);
@@ -545,10 +545,10 @@ static int remote_old(struct s3ds *s, const char *sub, struct push_old *old,
 	size_t len, done = 0;
 	int fd, err;
 
-	err = key_of(s, sub, DATASET_MANIFEST, key, d);
+	err = key_of(s, sub, DSFILES_MANIFEST, key, d);
 	if (err)
 		return err;
-	err = s3_get_mem(s->s3, key, DATASET_MANIFEST_MAX, &buf, &len, NULL, d);
+	err = s3_get_mem(s->s3, key, DSFILES_MANIFEST_MAX, &buf, &len, NULL, d);
 	if (err == -ENOENT && !strstr(d->msg, "(NoSuchBucket)")) {
 		diag_clear(d);
 		return 0;
@@ -568,7 +568,7 @@ static int remote_old(struct s3ds *s, const char *sub, struct push_old *old,
 		done += (size_t)w;
 	}
 	url_of(s, sub, url, sizeof(url));
-	strncat(url, "/" DATASET_MANIFEST, sizeof(url) - strlen(url) - 1);
+	strncat(url, "/" DSFILES_MANIFEST, sizeof(url) - strlen(url) - 1);
 	if (fd >= 0 && done == len && !lseek(fd, 0, SEEK_SET) &&
 	    dataset_load_fd(&old->ds, fd, url, &ignore))
 		old->ds = NULL;
@@ -679,9 +679,9 @@ static int list_dataset(struct s3ds *s, const char *dir, const char *sub,
 	}
 	if (err)
 		return err;
-	err = key_of(s, sub, DATASET_MANIFEST, man->key, d);
+	err = key_of(s, sub, DSFILES_MANIFEST, man->key, d);
 	if (!err &&
-	    join3(man->path, sizeof(man->path), local, DATASET_MANIFEST, NULL))
+	    join3(man->path, sizeof(man->path), local, DSFILES_MANIFEST, NULL))
 		err = diag_set(d, -ENAMETOOLONG, "%s: path too long", local);
 	if (!err && stat(man->path, &st))
 		err = diag_set(d, -errno, "%s: %s", man->path, strerror(errno));
@@ -899,7 +899,7 @@ static int fetch_object(struct s3ds *s, const char *dir, char *path, size_t pn,
 		return diag_set(
 			d, err,
 			"%s: no such dataset (no %s/%s) and no such object",
-			s->url, s->url, DATASET_MANIFEST);
+			s->url, s->url, DSFILES_MANIFEST);
 	if (err)
 		return explain(s, err, d);
 	err = check_room(s, dir, o.size, d);
@@ -963,14 +963,14 @@ int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
 	int err;
 
 	memset(x, 0, sizeof(*x));
-	err = key_of(s, NULL, DATASET_MANIFEST, key, d);
+	err = key_of(s, NULL, DSFILES_MANIFEST, key, d);
 	if (err)
 		return err;
-	err = s3_get_mem(s->s3, key, DATASET_MANIFEST_MAX, &buf, &len, NULL, d);
+	err = s3_get_mem(s->s3, key, DSFILES_MANIFEST_MAX, &buf, &len, NULL, d);
 	if (err == -ENOENT && !strstr(d->msg, "(NoSuchBucket)")) {
 		if (!s->prefix[0])
 			return diag_set(d, err, "%s: no dataset (no %s/%s)",
-					s->url, s->url, DATASET_MANIFEST);
+					s->url, s->url, DSFILES_MANIFEST);
 		err = fetch_object(s, dir, path, pn, shown, sn, x, d);
 		goto out;
 	}
@@ -978,7 +978,7 @@ int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
 		return explain(s, err, d);
 	x->objects = 1;
 	x->bytes = len;
-	if (join3(local, sizeof(local), dir, DATASET_MANIFEST, NULL))
+	if (join3(local, sizeof(local), dir, DSFILES_MANIFEST, NULL))
 		err = diag_set(d, -ENAMETOOLONG, "%s: path too long", dir);
 	if (!err)
 		err = write_new(local, buf, len, d);

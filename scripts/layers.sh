@@ -24,7 +24,10 @@ cd "$top"
 # them all, and nothing of the pipeline uses stream.
 # libloader resolves an s3:// dataset's credentials in the caller's
 # process (common/awscfg.h, with the diag it reports in): that is why the
-# client may use those two of common/ beside the public errors.
+# client may use those two of common/ beside the public errors, and the
+# monotonic clock (common/clock.h, all inline) that every layer times by;
+# it finds a dataset's files by the conventions the daemon reads them by
+# (common/dsfiles.h, all inline).
 # loaderctl finds the daemon as libloader does: one lookup order, in
 # client/sockpath.h, compiled into both.
 allowed() {
@@ -38,7 +41,7 @@ allowed() {
 	pipeline/stream) echo "pipeline/base pipeline/format pipeline/image pipeline/remote codecs common" ;;
 	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
 	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h client/sockpath.h" ;;
-	client) echo "common/loader_error.h common/tie.h common/awscfg.h common/diag.h" ;;
+	client) echo "common/loader_error.h common/tie.h common/awscfg.h common/diag.h common/clock.h common/dsfiles.h" ;;
 	trainer) echo "client/loader.h" ;;
 	bench) echo "ctl pipeline codecs common" ;;
 	*) echo "?" ;;

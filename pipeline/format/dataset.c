@@ -71,15 +71,15 @@ static int parse_manifest(struct dataset *ds, json_t *root, const char *path,
 
 	j = json_object_get(root, "format");
 	if (!json_is_string(j) ||
-	    strcmp(json_string_value(j), DATASET_FORMAT)) {
+	    strcmp(json_string_value(j), DSFILES_FORMAT)) {
 		err = diag_set(d, LOADER_EFORMAT,
 			       "%s: \"format\" is not \"%s\"", path,
-			       DATASET_FORMAT);
+			       DSFILES_FORMAT);
 		goto fail;
 	}
-	if (get_u64(root, "version", &version) || version != DATASET_VERSION) {
+	if (get_u64(root, "version", &version) || version != DSFILES_VERSION) {
 		err = diag_set(d, LOADER_EVERSION, "%s: \"version\" is not %d",
-			       path, DATASET_VERSION);
+			       path, DSFILES_VERSION);
 		goto fail;
 	}
 	j = json_object_get(root, "schema");
@@ -215,7 +215,7 @@ int dataset_load(struct dataset **out, const char *dir, struct diag *d)
 		free(ds);
 		return -ENOMEM;
 	}
-	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
+	dataset_path(ds, DSFILES_MANIFEST, path, sizeof(path));
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		if (access(path, F_OK))
@@ -254,11 +254,11 @@ int dataset_load_fd(struct dataset **out, int fd, const char *name,
 	 * The descriptor comes from a client: take only a regular file of a
 	 * sane size (never a pipe that could block us), read with pread.
 	 */
-	err = fdio_regular_size(fd, DATASET_MANIFEST_MAX, &size);
+	err = fdio_regular_size(fd, DSFILES_MANIFEST_MAX, &size);
 	if (err == -EINVAL || err == LOADER_ETOOBIG)
 		return diag_set(d, LOADER_EFORMAT,
 				"%s: not a regular file of at most %d bytes",
-				name, DATASET_MANIFEST_MAX);
+				name, DSFILES_MANIFEST_MAX);
 	if (err)
 		return diag_set(d, err, "%s: %s", name, strerror(-err));
 	buf = mem_alloc((size_t)size + 1);
@@ -328,8 +328,8 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 
 	if (!root)
 		return -ENOMEM;
-	json_object_set_new(root, "format", json_string(DATASET_FORMAT));
-	json_object_set_new(root, "version", json_integer(DATASET_VERSION));
+	json_object_set_new(root, "format", json_string(DSFILES_FORMAT));
+	json_object_set_new(root, "version", json_integer(DSFILES_VERSION));
 	json_object_set_new(root, "records",
 			    json_integer((json_int_t)ds->records));
 	a = json_array();
@@ -367,7 +367,7 @@ int dataset_save(const struct dataset *ds, struct diag *d)
 					    dataset_restart_json(&ds->origin));
 		json_object_set_new(root, "packed", o);
 	}
-	dataset_path(ds, DATASET_MANIFEST, path, sizeof(path));
+	dataset_path(ds, DSFILES_MANIFEST, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	/* A new file, never through a symbolic link planted there. */
 	if (unlink(tmp) && errno != ENOENT) {

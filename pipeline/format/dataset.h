@@ -12,12 +12,8 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "dsfiles.h" /* the manifest's name, format and version */
 #include "schema.h"
-
-#define DATASET_MANIFEST     "manifest.json"
-#define DATASET_FORMAT	     "loaderd-dataset"
-#define DATASET_VERSION	     1
-#define DATASET_MANIFEST_MAX (16 << 20) /* bytes a manifest may have */
 
 struct shard;
 

@@ -19,14 +19,14 @@
 
 #include <lmdb.h>
 
+#include "clock.h"
 #include "datum.h"
+#include "dsfiles.h"
 #include "fault.h"
 #include "fdio.h"
 #include "lmdbds.h"
 #include "loader_error.h"
 #include "recindex.h"
-
-#define LMDB_MAGIC 0xBEEFC0DEu
 
 enum lmdb_kind { LK_DATUM_JPEG, LK_DATUM_PIXELS, LK_JPEG, LK_BYTES };
 
@@ -91,7 +91,7 @@ uint64_t lmdbds_bytes_in(const struct lmdbds *l)
 bool lmdbds_detect(const char *path)
 {
 	char p[4096];
-	unsigned char m[20];
+	unsigned char m[DSFILES_LMDB_META];
 	struct stat st;
 	const char *f = path;
 	int fd;
@@ -106,9 +106,7 @@ bool lmdbds_detect(const char *path)
 	fd = open(f, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	ok = !fdio_pread_all(fd, m, sizeof(m), 0) &&
-	     (uint32_t)(m[16] | m[17] << 8 | m[18] << 16 |
-			(uint32_t)m[19] << 24) == LMDB_MAGIC;
+	ok = !fdio_pread_all(fd, m, sizeof(m), 0) && dsfiles_lmdb_meta(m);
 	close(fd);
 	return ok;
 }
@@ -542,19 +540,15 @@ static int read_all(int fd, int timeout_ms, void **buf, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0;
 	unsigned char *p = mem_alloc(cap);
-	struct timespec t0, t;
+	uint64_t t0 = clock_mono_ms();
 
 	if (!p)
 		return -ENOMEM;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		long el;
+		long el = (long)(clock_mono_ms() - t0);
 		ssize_t r;
 
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		el = (t.tv_sec - t0.tv_sec) * 1000 +
-		     (t.tv_nsec - t0.tv_nsec) / 1000000;
 		if (el >= timeout_ms) {
 			free(p);
 			return -ETIMEDOUT;

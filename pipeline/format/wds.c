@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dsfiles.h"
 #include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
@@ -702,11 +703,6 @@ const struct wds_item *wds_item(const struct wds *w, uint64_t i, unsigned k)
 	return &w->items[i * w->schema.nfields + k];
 }
 
-const char *wds_spell(const struct wds *w, unsigned spell)
-{
-	return w->spell[spell];
-}
-
 void wds_where(const struct wds *w, uint64_t i, unsigned k, char *buf, size_t n)
 {
 	const struct wds_item *it = wds_item(w, i, k);
@@ -912,11 +908,9 @@ int wds_list(const char *dir, char ***names, size_t *n, struct diag *d)
 	if (!dp)
 		return diag_set(d, -errno, "%s: %s", dir, strerror(errno));
 	while ((e = readdir(dp)) && !err) {
-		size_t len = strlen(e->d_name);
 		char **p;
 
-		if (len < 5 || strcmp(e->d_name + len - 4, ".tar") ||
-		    e->d_name[0] == '.')
+		if (!dsfiles_tar_name(e->d_name))
 			continue;
 		if (*n == cap) {
 			p = mem_realloc(*names,

@@ -46,7 +46,7 @@
 struct wds_item {
 	uint64_t off; /* data offset in the tar */
 	uint32_t len;
-	uint16_t spell; /* the extension as written: wds_spell() */
+	uint16_t spell; /* the extension as written, for messages */
 };
 
 struct wds;
@@ -65,10 +65,9 @@ void wds_free(struct wds *w);
 const struct schema *wds_schema(const struct wds *w);
 uint64_t wds_count(const struct wds *w);
 enum rec_conv wds_conv(const struct wds *w, unsigned field);
-/* Sample i's key; member k of it (schema order); an extension's spelling. */
+/* Sample i's key; member k of it (schema order). */
 const char *wds_key(const struct wds *w, uint64_t i);
 const struct wds_item *wds_item(const struct wds *w, uint64_t i, unsigned k);
-const char *wds_spell(const struct wds *w, unsigned spell);
 
 /* "tar: member KEY.EXT at offset N" of sample i's member k, for messages. */
 void wds_where(const struct wds *w, uint64_t i, unsigned k, char *buf,

@@ -136,11 +136,6 @@ struct req {
 	char why[DIAG_MAX];
 };
 
-static uint64_t mono_ms(void)
-{
-	return clock_mono_ns() / 1000000u;
-}
-
 /* ---- memory that is wiped when it is given back ------------------------ */
 
 /*
@@ -885,7 +880,7 @@ static void req_ended(struct s3 *s, struct req *r, CURLcode rc)
 			cap = s->p.backoff_max_ms;
 		r->attempt++;
 		s->n.retries++;
-		r->due_ms = mono_ms() + rng_below(&s->rng, cap + 1);
+		r->due_ms = clock_mono_ms() + rng_below(&s->rng, cap + 1);
 		r->err = 0;
 		return;
 	}
@@ -940,7 +935,7 @@ static int run_fed(struct s3 *s, const struct feed *fd, struct diag *d)
 	int err = 0;
 
 	for (;;) {
-		uint64_t now = mono_ms(), next = UINT64_MAX;
+		uint64_t now = clock_mono_ms(), next = UINT64_MAX;
 		int still, msgs, wait_ms;
 		CURLMsg *m;
 
@@ -1044,7 +1039,7 @@ static int run_fed(struct s3 *s, const struct feed *fd, struct diag *d)
 			continue;
 		wait_ms = 100;
 		if (!active && next != UINT64_MAX) {
-			now = mono_ms();
+			now = clock_mono_ms();
 			wait_ms = next > now ? (int)(next - now) : 0;
 		} else if (next != UINT64_MAX && next - now < 100) {
 			wait_ms = next > now ? (int)(next - now) : 0;
@@ -1664,12 +1659,6 @@ int s3_put_fd(struct s3 *s, const char *key, int fd, uint64_t size,
 	return put_one(s, key, NULL, fd, size, o, d);
 }
 
-int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
-	       struct s3_obj *o, struct diag *d)
-{
-	return put_one(s, key, buf, -1, len, o, d);
-}
-
 int s3_delete(struct s3 *s, const char *key, struct diag *d)
 {
 	struct req *r = calloc(1, sizeof(*r));
@@ -1687,29 +1676,6 @@ int s3_delete(struct s3 *s, const char *key, struct diag *d)
 		diag_clear(d);
 		err = 0;
 	}
-	free(r->mem);
-	free(r);
-	return err;
-}
-
-int s3_make_bucket(struct s3 *s, struct diag *d)
-{
-	struct req *r = calloc(1, sizeof(*r));
-	int err;
-
-	if (!r)
-		return diag_set(d, -ENOMEM, "out of memory");
-	r->method = "PUT";
-	r->to_mem = true;
-	/* The bucket's URL is the base, with no key after it. */
-	snprintf(r->url, sizeof(r->url), "%s", s->base);
-	r->key = "";
-	err = run(s, &r, 1, d);
-	if (!err && r->err && r->status == 409 &&
-	    strstr(r->errbody, "BucketAlreadyOwnedByYou"))
-		r->err = 0;
-	if (!err)
-		err = req_result(s, r, d);
 	free(r->mem);
 	free(r);
 	return err;

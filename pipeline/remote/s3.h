@@ -173,18 +173,11 @@ int s3_get_fed(struct s3 *s, bool (*next)(void *arg, struct s3_fetch *f),
 int s3_put_fd(struct s3 *s, const char *key, int fd, uint64_t size,
 	      struct s3_obj *o, struct diag *d);
 
-/* Store len bytes of buf as key, with its Content-MD5. */
-int s3_put_mem(struct s3 *s, const char *key, const void *buf, size_t len,
-	       struct s3_obj *o, struct diag *d);
-
 /*
  * Delete the object key; one that is not there is no error (S3's own
  * answer). -EACCES when the store refuses.
  */
 int s3_delete(struct s3 *s, const char *key, struct diag *d);
-
-/* Make the bucket (409, it exists and is ours, is no error). */
-int s3_make_bucket(struct s3 *s, struct diag *d);
 
 /* From now on, end operations when *cancel is set (NULL: never). */
 void s3_set_cancel(struct s3 *s, const bool *cancel);

@@ -98,11 +98,6 @@ struct rcache {
 	struct fill_job *jobs; /* fetches still running, by the lock */
 };
 
-static uint64_t now_ms(void)
-{
-	return clock_mono_ns() / 1000000u;
-}
-
 static bool is_shard_name(const char *n)
 {
 	size_t l = strlen(n);
@@ -153,7 +148,7 @@ int rcache_new(struct rcache **out, const char *dir,
 		c->p = *p;
 	if (!c->p.access_ttl_s)
 		c->p.access_ttl_s = 60;
-	c->seed = now_ms() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)c;
+	c->seed = clock_mono_ms() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)c;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	/*
@@ -374,7 +369,7 @@ static uint64_t cred_hash(const struct rcache *c, const struct aws_cfg *cfg)
 static bool memo_get(struct rcache *c, uint64_t cred, uint64_t obj,
 		     struct s3_obj *o)
 {
-	uint64_t now = now_ms();
+	uint64_t now = clock_mono_ms();
 	bool hit = false;
 
 	pthread_mutex_lock(&c->mu);
@@ -410,7 +405,7 @@ static void memo_put(struct rcache *c, uint64_t cred, uint64_t obj,
 	victim->cred = cred;
 	victim->obj = obj;
 	victim->o = *o;
-	victim->expires_ms = now_ms() + c->p.access_ttl_s * 1000ull;
+	victim->expires_ms = clock_mono_ms() + c->p.access_ttl_s * 1000ull;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -653,7 +648,7 @@ static int wait_theirs(struct rcache *c, const struct s3_params *sp,
 
 	if (sp->cancel && __atomic_load_n(sp->cancel, __ATOMIC_RELAXED))
 		return diag_set(d, -ECANCELED, "%s: cancelled", key);
-	if (sp->deadline_ms && now_ms() >= sp->deadline_ms)
+	if (sp->deadline_ms && clock_mono_ms() >= sp->deadline_ms)
 		return diag_set(
 			d, -ETIMEDOUT,
 			"%s: another stage's fetch of it not done by the deadline",
@@ -885,7 +880,7 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
 	int err, fd;
 
 	*mfd = -1;
-	err = s3_get_mem(s, key, DATASET_MANIFEST_MAX, &buf, &len, got, d);
+	err = s3_get_mem(s, key, DSFILES_MANIFEST_MAX, &buf, &len, got, d);
 	if (err)
 		return err;
 	fd = memfd_create("manifest.json", MFD_CLOEXEC);
@@ -1667,7 +1662,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 	int mfd = -1, err;
 
 	snprintf(mkey, sizeof(mkey), "%s%s%s", prefix, prefix[0] ? "/" : "",
-		 DATASET_MANIFEST);
+		 DSFILES_MANIFEST);
 	err = get_manifest(s, mkey, &mfd, &ds, &mobj, d);
 	if (err)
 		goto out;

@@ -235,7 +235,7 @@ static bool no_dataset(const char *rel)
 	char path[4200];
 
 	path_in(path, sizeof(path), rel);
-	strcat(path, "/" DATASET_MANIFEST);
+	strcat(path, "/" DSFILES_MANIFEST);
 	if (!access(path, F_OK))
 		return false;
 	path_in(path, sizeof(path), rel);

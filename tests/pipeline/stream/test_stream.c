@@ -120,7 +120,7 @@ static void write_dataset(void)
 	ds.origin.shuffle_seed = -1;
 	cr_assert_eq(dataset_save(&ds, &d), 0, "%s", d.msg);
 
-	snprintf(path, sizeof(path), "%s/%s", dir, DATASET_MANIFEST);
+	snprintf(path, sizeof(path), "%s/%s", dir, DSFILES_MANIFEST);
 	ds_fds[0] = open(path, O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(ds_fds[0], 0, "%s: %s", path, strerror(errno));
 	cr_assert_eq(unlink(path), 0);
