@@ -1,12 +1,13 @@
 /*
- * openreq.c - from struct proto_open to struct stream_config, and
- * POSITIONS gathered for it.
+ * openreq.c - from struct proto_open to struct stream_config, POSITIONS
+ * gathered for it, and a REMOTE's store into struct aws_cfg.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "awscfg.h"
 #include "fault.h"
 #include "loader_error.h"
 #include "openreq.h"
@@ -24,6 +25,19 @@ TIE(STREAM_BAD_FAIL, PROTO_BAD_FAIL);
 TIE(STREAM_BAD_SKIP, PROTO_BAD_SKIP);
 TIE(STREAM_MAX_OUTPUTS, PROTO_MAX_OUTPUTS);
 TIE(STREAM_NAME_MAX, PROTO_NAME_MAX);
+
+/* REMOTE's strings are awscfg.h's. */
+_Static_assert(sizeof(((struct proto_remote *)0)->access_key) == AWS_KEY_MAX &&
+		       sizeof(((struct proto_remote *)0)->secret_key) ==
+			       AWS_SECRET_MAX &&
+		       sizeof(((struct proto_remote *)0)->session_token) ==
+			       AWS_TOKEN_MAX &&
+		       sizeof(((struct proto_remote *)0)->region) ==
+			       AWS_REGION_MAX &&
+		       sizeof(((struct proto_remote *)0)->endpoint) ==
+			       AWS_ENDPOINT_MAX &&
+		       PROTO_URL_MAX >= AWS_BUCKET_MAX + AWS_PREFIX_MAX + 6,
+	       "proto_remote and awscfg.h agree");
 
 int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
@@ -208,4 +222,16 @@ void openreq_given_clear(struct openreq_given *g)
 {
 	free(g->pos);
 	*g = (struct openreq_given){ 0 };
+}
+
+void openreq_remote_cfg(const struct proto_remote *r, struct aws_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	memcpy(cfg->access_key, r->access_key, sizeof(cfg->access_key));
+	memcpy(cfg->secret_key, r->secret_key, sizeof(cfg->secret_key));
+	memcpy(cfg->session_token, r->session_token,
+	       sizeof(cfg->session_token));
+	memcpy(cfg->region, r->region, sizeof(cfg->region));
+	memcpy(cfg->endpoint, r->endpoint, sizeof(cfg->endpoint));
+	cfg->addressing = (int)r->addressing;
 }

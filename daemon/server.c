@@ -283,19 +283,6 @@ struct server {
 	unsigned refs;
 };
 
-/* REMOTE's strings are awscfg.h's. */
-_Static_assert(sizeof(((struct proto_remote *)0)->access_key) == AWS_KEY_MAX &&
-		       sizeof(((struct proto_remote *)0)->secret_key) ==
-			       AWS_SECRET_MAX &&
-		       sizeof(((struct proto_remote *)0)->session_token) ==
-			       AWS_TOKEN_MAX &&
-		       sizeof(((struct proto_remote *)0)->region) ==
-			       AWS_REGION_MAX &&
-		       sizeof(((struct proto_remote *)0)->endpoint) ==
-			       AWS_ENDPOINT_MAX &&
-		       PROTO_URL_MAX >= AWS_BUCKET_MAX + AWS_PREFIX_MAX + 6,
-	       "proto_remote and awscfg.h agree");
-
 static uint64_t now_ms(void)
 {
 	return clock_mono_ns() / 1000000;
@@ -1851,17 +1838,9 @@ static void open_work(uv_work_t *req)
 	 * until they have, rfill.h).
 	 */
 	if (j->remote) {
-		struct aws_cfg cfg = { 0 };
+		struct aws_cfg cfg;
 
-		memcpy(cfg.access_key, j->remote->access_key,
-		       sizeof(cfg.access_key));
-		memcpy(cfg.secret_key, j->remote->secret_key,
-		       sizeof(cfg.secret_key));
-		memcpy(cfg.session_token, j->remote->session_token,
-		       sizeof(cfg.session_token));
-		memcpy(cfg.region, j->remote->region, sizeof(cfg.region));
-		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
-		cfg.addressing = (int)j->remote->addressing;
+		openreq_remote_cfg(j->remote, &cfg);
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
 		struct rcache_staged out;
 
