@@ -288,7 +288,7 @@ static uint64_t now_ms(void)
 	return clock_mono_ns() / 1000000;
 }
 
-/* The uid's entry if it has one (never allocates: for giving back). */
+/* The wall clock in ms: when the state's records were written. */
 static uint64_t wall_ms(void)
 {
 	struct timespec ts;
@@ -395,6 +395,7 @@ static void saver_stop(struct saver *sv)
 	free(sv);
 }
 
+/* The uid's entry if it has one (never allocates: for giving back). */
 static struct uid_use *uid_find(struct server *srv, uid_t uid)
 {
 	struct uid_use *u;
@@ -1391,13 +1392,6 @@ static int named_from_world(struct open_job *j, struct stream_config *c,
 	return named_go_on(j, c, old->world, end);
 }
 
-/*
- * On the thread pool, for a named stream: read its job's record, check
- * that it is this dataset with these options, and say where this rank
- * starts: its saved position, the job's start for a rank with none, or
- * (another world) the rest of the old world's epochs; new or fresh,
- * where the request says. Fills j->named and j->job.
- */
 static int named_resume(struct open_job *j, struct stream_config *c,
 			const struct state_pos *pos, uint64_t dsid,
 			uint64_t oid, uint32_t world, uint32_t end);
@@ -1405,6 +1399,13 @@ static int named_given(struct open_job *j, struct stream_config *c,
 		       uint64_t dsid, uint64_t oid, uint32_t world,
 		       uint32_t end);
 
+/*
+ * On the thread pool, for a named stream: read its job's record, check
+ * that it is this dataset with these options, and say where this rank
+ * starts: its saved position, the job's start for a rank with none, or
+ * (another world) the rest of the old world's epochs; new or fresh,
+ * where the request says. Fills j->named and j->job.
+ */
 static int named_resolve(struct open_job *j, struct stream_config *c)
 {
 	struct named *n = &j->named;
@@ -1629,7 +1630,6 @@ static int named_given(struct open_job *j, struct stream_config *c,
 	return err;
 }
 
-/* named_resolve() with the job's record and positions read. */
 /*
  * The least of the positions this daemon saved of job's ranks (pos,
  * job->world of them; generation 0: none), or none (generation 0) when
@@ -1652,6 +1652,7 @@ static struct state_pos least_position(const struct state_job *job,
 	return least;
 }
 
+/* named_resolve() with the job's record and positions read. */
 static int named_resume(struct open_job *j, struct stream_config *c,
 			const struct state_pos *pos, uint64_t dsid,
 			uint64_t oid, uint32_t world, uint32_t end)
@@ -1766,17 +1767,10 @@ static int named_begin(struct open_job *j, const struct stream_layout *lay)
 }
 
 /*
- * On the thread pool: check the request, open and check the dataset,
- * make the ring, start. The stream takes the files, whatever happens.
- */
-/*
  * Tars read in place keep their indexes in the state (pipeline/wds.h):
  * on the thread pool, like every LMDB access. A failure costs the next
- * stream a scan, nothing else.
- */
-/*
- * Each uid's indexes apart: a user is only ever given an index that a
- * stream of its own kept.
+ * stream a scan, nothing else. Each uid's indexes apart: a user is only
+ * ever given an index that a stream of its own kept.
  */
 struct tar_index_ctx {
 	struct state *state;
@@ -1806,6 +1800,10 @@ static void tar_index_put(void *ctx, const char *id, const void *val,
 		     t->uid, id, d.msg);
 }
 
+/*
+ * On the thread pool: check the request, open and check the dataset,
+ * make the ring, start. The stream takes the files, whatever happens.
+ */
 static void open_work(uv_work_t *req)
 {
 	struct stream_index_ops tar_index = { tar_index_get, tar_index_put,
@@ -2247,13 +2245,6 @@ static void refuse_no_state(struct session *ss, uint32_t seq, const char *what)
 }
 
 /*
- * OPEN: check the session and the uid's limits here, then make the
- * stream on the thread pool (open_work) and reply from open_done(). The
- * uid is charged a stream and the largest ring it may get now, so that
- * OPENs in flight together cannot pass its limits; open_done() keeps
- * what the ring really takes.
- */
-/*
  * The memory a new stream of uid u may take, ring, prefetch and scratch
  * together, with what the streams hold now, and which limit sets it.
  */
@@ -2285,6 +2276,16 @@ static void mem_allowance(const struct server *srv, const struct uid_use *u,
 	}
 }
 
+/*
+ * OPEN: check the session and the uid's limits here, then make the
+ * stream on the thread pool (open_work) and reply from open_done(). The
+ * uid is charged the stream now, and the job takes over the charge of
+ * the session's dataset descriptors. Its ring and other memory are not
+ * reserved: they are sized within what the uid's limits and the memory
+ * budget leave now (j->budget, j->mem_left), and charged by open_done(),
+ * which refuses the stream if OPENs that ran together would pass a
+ * limit.
+ */
 static void on_open(struct session *ss, const struct proto_hdr *h,
 		    const struct proto_open *m)
 {
@@ -2985,7 +2986,6 @@ static bool socket_alive(const char *path)
 	return alive;
 }
 
-/* Bind and listen on l->path, with l's mode and group. */
 /*
  * 0 when path is absent or a socket, which may be replaced; else
  * -EEXIST, with d saying what is there.
@@ -3002,6 +3002,7 @@ static int replaceable(const char *path, struct diag *d)
 		path);
 }
 
+/* Bind and listen on l->path, with l's mode and group. */
 static int server_bind(struct server *srv, const struct server_listen *l,
 		       struct diag *d)
 {
