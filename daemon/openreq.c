@@ -1,6 +1,7 @@
 /*
  * openreq.c - from struct proto_open to struct stream_config, POSITIONS
- * gathered for it, and the names a client gives its tars.
+ * gathered for it, a REMOTE's store into struct aws_cfg, and the names
+ * a client gives its tars.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "awscfg.h"
 #include "fault.h"
 #include "fdio.h"
 #include "loader_error.h"
@@ -28,6 +30,19 @@ TIE(STREAM_MAX_OUTPUTS, PROTO_MAX_OUTPUTS);
 TIE(STREAM_NAME_MAX, PROTO_NAME_MAX);
 TIE(STREAM_MAX_BATCH, PROTO_MAX_BATCH);
 TIE(STREAM_MAX_WORLD, PROTO_MAX_WORLD);
+
+/* REMOTE's strings are awscfg.h's. */
+_Static_assert(sizeof(((struct proto_remote *)0)->access_key) == AWS_KEY_MAX &&
+		       sizeof(((struct proto_remote *)0)->secret_key) ==
+			       AWS_SECRET_MAX &&
+		       sizeof(((struct proto_remote *)0)->session_token) ==
+			       AWS_TOKEN_MAX &&
+		       sizeof(((struct proto_remote *)0)->region) ==
+			       AWS_REGION_MAX &&
+		       sizeof(((struct proto_remote *)0)->endpoint) ==
+			       AWS_ENDPOINT_MAX &&
+		       PROTO_URL_MAX >= AWS_BUCKET_MAX + AWS_PREFIX_MAX + 6,
+	       "proto_remote and awscfg.h agree");
 
 int openreq_config(const struct proto_open *m, struct stream_config *c,
 		   struct diag *d)
@@ -261,4 +276,16 @@ void openreq_labels_free(char **labels, uint32_t n)
 	for (uint32_t i = 0; labels && i < n; i++)
 		free(labels[i]);
 	free(labels);
+}
+
+void openreq_remote_cfg(const struct proto_remote *r, struct aws_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	memcpy(cfg->access_key, r->access_key, sizeof(cfg->access_key));
+	memcpy(cfg->secret_key, r->secret_key, sizeof(cfg->secret_key));
+	memcpy(cfg->session_token, r->session_token,
+	       sizeof(cfg->session_token));
+	memcpy(cfg->region, r->region, sizeof(cfg->region));
+	memcpy(cfg->endpoint, r->endpoint, sizeof(cfg->endpoint));
+	cfg->addressing = (int)r->addressing;
 }

@@ -4,7 +4,8 @@
  * values) and turn it into the pipeline's stream configuration, so that
  * pipeline/ never sees a protocol struct; and the POSITIONS messages
  * that may come before it, checked and gathered. Every field of both is
- * checked here, before the daemon uses any.
+ * checked here, before the daemon uses any. A REMOTE's store and
+ * credentials become the S3 client's config here too.
  */
 #ifndef LD_OPENREQ_H
 #define LD_OPENREQ_H
@@ -68,5 +69,16 @@ void openreq_given_clear(struct openreq_given *g);
  */
 char **openreq_tar_labels(int fd, uint32_t n);
 void openreq_labels_free(char **labels, uint32_t n);
+
+/*
+ * The store and credentials of REMOTE r into cfg, for the S3 client
+ * (common/awscfg.h): every string copied whole, byte for byte, and the
+ * addressing style as its number. Nothing is checked here: the daemon
+ * refused a REMOTE with a string not terminated or an unknown style when
+ * it came. r's URL is not cfg's. cfg holds a secret: the caller wipes it
+ * (aws_cfg_wipe()).
+ */
+struct aws_cfg;
+void openreq_remote_cfg(const struct proto_remote *r, struct aws_cfg *cfg);
 
 #endif /* LD_OPENREQ_H */

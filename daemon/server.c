@@ -15,6 +15,11 @@
  * the pool to everything else); the others wait in srv->stage_q, off
  * the pool, and each is answered by its deadline, its wait included.
  *
+ * Named streams are named.c's: resolving a name, the saver thread, the
+ * SAVED and FORGET requests and the expiry sweep. What stays here is
+ * when they run: on which thread, which OPEN waits for which teardown,
+ * and which session may see or open what.
+ *
  * Lifetimes. A session lives until its poll handle has closed and its
  * OPEN in flight, if any, has completed (ss->refs). The server lives
  * until its two handles have closed, its last session is freed and its
@@ -26,7 +31,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
-#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,6 +46,7 @@
 #include "fault.h"
 #include "loader_error.h"
 #include "msg.h"
+#include "named.h"
 #include "nodecache.h"
 #include "openreq.h"
 #include "plog.h"
@@ -54,51 +59,15 @@
 #include "state.h"
 #include "stream.h"
 
-#include <xxhash.h>
-
 #define SERVER_ACCEPT_PAUSE_MS 200
 /* How often the state is swept for names that expired. */
 #define SERVER_EXPIRY_MS (3600 * 1000)
-/* How often what was checkpointed is flushed to the disk, at most. */
-#define SERVER_SYNC_MS 1000
 /*
  * Refusals a session may log a second; the rest are counted and the
  * count logged (a client sending garbage in a loop must not flood the
  * journal). Refused connections are logged as often, all together.
  */
 #define SERVER_LOG_BURST 10
-
-/*
- * A named stream's checkpoint: what identifies it and where it started.
- * It moves with the stream, from the OPEN to the session to the
- * teardown, which writes the final position.
- */
-struct named {
-	char name[PROTO_STREAM_NAME]; /* "" for a stream without a name */
-	uint32_t uid, rank, world;
-	uint64_t generation;  /* of the job's record (state.h) */
-	uint32_t epochs;      /* the epoch it ends before; 0: endless */
-	uint32_t start_epoch; /* where this stream started */
-	uint64_t start_batch;
-	struct order_sched sched; /* to count positions on from there */
-	uint64_t written;	  /* batches released at the last checkpoint */
-};
-
-/*
- * A named stream's saver: a thread that writes the position as soon as
- * the client releases a batch and then tells the client (ring.h, saved),
- * whose release waits for that. One per named stream, from its OPEN to
- * its teardown, which stops it before the final write.
- */
-struct saver {
-	pthread_t thread;
-	struct server *srv;
-	struct state *state;
-	struct producer *prod;
-	struct named named; /* named.written: released at the last write */
-	int stop;	    /* atomic */
-	char label[96];
-};
 
 /*
  * What one stream holds against its uid's limits. It moves with the
@@ -193,19 +162,10 @@ struct open_job {
 	uint32_t io_depth;
 	char dataset[PROTO_INFO_TEXT];
 	uint32_t seq;
-	struct state *state; /* NULL: no names */
-	struct named named;
-	bool fresh, resumed;
-	/* A named one's job, as read, and whether this OPEN renews it. */
-	struct state_job job;
-	bool renew;
-	uint32_t *from_epoch; /* the old world's positions (a new world) */
-	uint64_t *from_batch;
-	/* The session's POSITIONS, taken (all of them). */
-	struct openreq_given given;
-	uint64_t plan; /* the stream's, for OPEN_OK (plan_id()) */
+	struct state *state;  /* NULL: no names, no tar indexes kept */
+	struct named_open nm; /* a named stream's (named.h) */
+	uint64_t plan;	      /* the stream's, for OPEN_OK (named_plan_id()) */
 	uint32_t plan_end;
-	struct saver *saver;  /* made with the stream, for a named one */
 	uint32_t start_epoch; /* where the stream starts */
 	uint64_t start_batch;
 	struct open_job *next_parked;
@@ -284,25 +244,7 @@ struct server {
 	unsigned refs;
 };
 
-/* REMOTE's strings are awscfg.h's. */
-_Static_assert(sizeof(((struct proto_remote *)0)->access_key) == AWS_KEY_MAX &&
-		       sizeof(((struct proto_remote *)0)->secret_key) ==
-			       AWS_SECRET_MAX &&
-		       sizeof(((struct proto_remote *)0)->session_token) ==
-			       AWS_TOKEN_MAX &&
-		       sizeof(((struct proto_remote *)0)->region) ==
-			       AWS_REGION_MAX &&
-		       sizeof(((struct proto_remote *)0)->endpoint) ==
-			       AWS_ENDPOINT_MAX &&
-		       PROTO_URL_MAX >= AWS_BUCKET_MAX + AWS_PREFIX_MAX + 6,
-	       "proto_remote and awscfg.h agree");
-
-static uint64_t now_ms(void)
-{
-	return clock_mono_ns() / 1000000;
-}
-
-/* The uid's entry if it has one (never allocates: for giving back). */
+/* The wall clock in ms: when the state's records were written. */
 static uint64_t wall_ms(void)
 {
 	struct timespec ts;
@@ -311,104 +253,7 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/*
- * The position of named stream n after released batches: the first
- * batch not yet released, and whether that is past its last epoch.
- */
-static void named_at(const struct named *n, uint64_t released,
-		     struct state_pos *p)
-{
-	p->generation = n->generation;
-	p->epoch = n->start_epoch;
-	p->batch = n->start_batch;
-	order_advance(&n->sched, &p->epoch, &p->batch, released);
-	p->finished = n->epochs && p->epoch >= n->epochs;
-	p->updated_ms = wall_ms();
-}
-
-/*
- * Write the position of named stream n after released batches (into
- * *out too, unless NULL); sync the file if that was not done for a
- * while. Off the loop.
- */
-static void named_write(struct server *srv, struct state *st,
-			const struct named *n, uint64_t released,
-			const char *label, struct state_pos *out)
-{
-	struct state_pos r;
-	struct diag d;
-	uint64_t now = now_ms();
-
-	named_at(n, released, &r);
-	if (state_put_pos(st, n->uid, n->name, n->rank, &r, &d))
-		plog(PLOG_WARN, "%s: stream \"%s\": checkpoint: %s", label,
-		     n->name, d.msg);
-	if (now - __atomic_load_n(&srv->synced_ms, __ATOMIC_RELAXED) >=
-	    SERVER_SYNC_MS) {
-		__atomic_store_n(&srv->synced_ms, now, __ATOMIC_RELAXED);
-		state_sync(st);
-	}
-	if (out)
-		*out = r;
-}
-
-/* How long the saver sleeps at most between looks at the index. */
-#define SAVER_POLL_NS (200 * 1000000ll)
-
-static void *saver_main(void *arg)
-{
-	struct saver *sv = arg;
-
-	pthread_setname_np(pthread_self(), "ld-save");
-	for (;;) {
-		uint64_t rel = producer_released(sv->prod);
-
-		if (rel != sv->named.written) {
-			named_write(sv->srv, sv->state, &sv->named, rel,
-				    sv->label, NULL);
-			sv->named.written = rel;
-			producer_set_saved(sv->prod, rel);
-		}
-		if (__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE))
-			break;
-		producer_wait_release(sv->prod, (uint32_t)rel, SAVER_POLL_NS);
-	}
-	return NULL;
-}
-
-/* Start n's saver on prod; returns it, or NULL (then no saver). */
-static struct saver *saver_start(struct server *srv, struct state *st,
-				 struct producer *prod, const struct named *n,
-				 const char *label)
-{
-	struct saver *sv = mem_calloc(1, sizeof(*sv));
-
-	if (!sv)
-		return NULL;
-	sv->srv = srv;
-	sv->state = st;
-	sv->prod = prod;
-	sv->named = *n;
-	snprintf(sv->label, sizeof(sv->label), "%s", label);
-	if (fault_alloc() ||
-	    pthread_create(&sv->thread, NULL, saver_main, sv)) {
-		free(sv);
-		return NULL;
-	}
-	return sv;
-}
-
-/* Stop and free a saver (off the loop: it joins). NULL is a no-op. */
-static void saver_stop(struct saver *sv)
-{
-	if (!sv)
-		return;
-	__atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
-	producer_wake_saver(sv->prod);
-	pthread_join(sv->thread, NULL);
-	free(sv);
-}
-
+/* The uid's entry if it has one (never allocates: for giving back). */
 static struct uid_use *uid_find(struct server *srv, uid_t uid)
 {
 	struct uid_use *u;
@@ -494,7 +339,7 @@ static uint64_t rss_bytes(void)
  */
 static bool session_may_log(struct session *ss)
 {
-	uint64_t now = now_ms();
+	uint64_t now = clock_mono_ms();
 
 	if (now - ss->log_window_ms >= 1000) {
 		if (ss->log_suppressed)
@@ -652,7 +497,7 @@ static void on_stage_timer(uv_timer_t *t);
 static void stage_pump(struct server *srv)
 {
 	struct open_job *j, *next;
-	uint64_t now = now_ms();
+	uint64_t now = clock_mono_ms();
 
 	/* open_done() of a job refused here pumps again: once is enough. */
 	if (srv->pumping)
@@ -903,7 +748,7 @@ static void teardown_work(uv_work_t *req)
 	struct teardown *t = req->data;
 
 	stream_free(t->stream);
-	saver_stop(t->saver);
+	named_saver_stop(t->saver);
 	t->saver = NULL;
 	/*
 	 * The stream's threads are gone and the client with them (or it is
@@ -914,7 +759,7 @@ static void teardown_work(uv_work_t *req)
 	if (t->named.name[0] && t->prod && t->state) {
 		struct state_pos r;
 
-		named_write(t->srv, t->state, &t->named,
+		named_write(&t->srv->synced_ms, t->state, &t->named,
 			    producer_released(t->prod), t->label, &r);
 		state_sync(t->state);
 		plog(PLOG_INFO,
@@ -940,7 +785,7 @@ static void teardown_done(uv_work_t *req, int status)
 	 */
 	charge_release(t->srv, t->uid, &t->charge);
 	plog(PLOG_INFO, "%s: stream freed after %" PRIu64 " ms", t->label,
-	     now_ms() - t->t0);
+	     clock_mono_ms() - t->t0);
 	if (t->named.name[0]) {
 		struct teardown **pp = &t->srv->named_down;
 
@@ -978,7 +823,7 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 			t->state = srv->state;
 		}
 		t->saver = sv;
-		t->t0 = now_ms();
+		t->t0 = clock_mono_ms();
 		snprintf(t->label, sizeof(t->label), "%s", label);
 		err = uv_queue_work(srv->loop, &t->req, teardown_work,
 				    teardown_done);
@@ -989,10 +834,10 @@ static void teardown(struct server *srv, struct stream *s, struct producer *pr,
 		     loader_strerror(err));
 		free(t);
 		stream_free(s);
-		saver_stop(sv);
+		named_saver_stop(sv);
 		if (n && n->name[0] && srv->state && pr)
-			named_write(srv, srv->state, n, producer_released(pr),
-				    label, NULL);
+			named_write(&srv->synced_ms, srv->state, n,
+				    producer_released(pr), label, NULL);
 		producer_free(pr);
 		charge_release(srv, uid, c);
 		return;
@@ -1256,541 +1101,11 @@ static void on_positions(struct session *ss, const struct proto_hdr *h,
 			    d.msg);
 }
 
-/* The identity of a dataset: XXH3-64 of its manifest, read from fd. */
-static int dataset_id(int fd, uint64_t *id, struct diag *d)
-{
-	XXH3_state_t *x = XXH3_createState();
-	unsigned char buf[65536];
-	uint64_t off = 0;
-	ssize_t n;
-
-	if (!x)
-		return diag_set(d, -ENOMEM, "out of memory");
-	XXH3_64bits_reset(x);
-	while ((n = pread(fd, buf, sizeof(buf), (off_t)off)) > 0 &&
-	       off < (64u << 20)) {
-		XXH3_64bits_update(x, buf, (size_t)n);
-		off += (uint64_t)n;
-	}
-	*id = XXH3_64bits_digest(x);
-	XXH3_freeState(x);
-	if (n < 0)
-		return diag_set(d, -errno, "manifest: %s", strerror(errno));
-	return 0;
-}
-
-/*
- * The identity of the options that fix a job's order (DESIGN.md,
- * "Sample order"): batch size, order, seed, drop_last. Rank and world
- * deal it out (the job record keeps the world; a new one resumes
- * elastically). Outputs, pipeline and threads change bytes or speed,
- * not the order, and may change across a resume; so may the number of
- * epochs.
- */
-static uint64_t opts_id(const struct stream_config *c)
-{
-	struct {
-		uint32_t batch, order;
-		uint64_t seed;
-		uint32_t drop_last, pad;
-	} k;
-
-	memset(&k, 0, sizeof(k));
-	k.batch = c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
-	k.order = (uint32_t)c->order;
-	k.seed = c->seed;
-	k.drop_last = c->drop_last;
-	return XXH3_64bits(&k, sizeof(k));
-}
-
-/* A name whose every epoch up to end was released: say so. */
-static int named_finished(struct open_job *j, uint32_t end)
-{
-	return diag_set(&j->d, LOADER_EEND,
-			"stream \"%s\" has released every batch of its %" PRIu32
-			" epochs; ask for more epochs, or a fresh start",
-			j->named.name, end);
-}
-
-/*
- * This rank starts at (epoch, batch), and runs to the job's end (0:
- * endless); a start at or past the end says the name is finished.
- */
-static int named_start(struct open_job *j, struct stream_config *c,
-		       uint32_t epoch, uint64_t batch, uint32_t end)
-{
-	if (end && epoch >= end)
-		return named_finished(j, end);
-	c->start_epoch = epoch;
-	c->start_batch = batch;
-	c->epochs = end ? end - epoch : 0;
-	return 0;
-}
-
-/*
- * The ranks of world `from` stopped at j->from_epoch[r], from_batch[r]:
- * the rest of their epochs is dealt to this world (order.h, "Elastic
- * resume"), from the least of those epochs; the record is renewed.
- */
-static int named_go_on(struct open_job *j, struct stream_config *c,
-		       uint32_t from, uint32_t end)
-{
-	uint32_t lo = UINT32_MAX;
-	int err;
-
-	for (uint32_t r = 0; r < from; r++)
-		if (j->from_epoch[r] < lo)
-			lo = j->from_epoch[r];
-	err = named_start(j, c, lo, 0, end);
-	if (err)
-		return err;
-	c->from_world = from;
-	c->from_epoch = j->from_epoch;
-	c->from_batch = j->from_batch;
-	j->renew = true;
-	plog(PLOG_INFO,
-	     "%s: stream \"%s\" goes on from world %" PRIu32
-	     " with world %" PRIu32 " (rank %" PRIu32 "), from epoch %" PRIu32,
-	     j->ss->label, j->named.name, from, c->world ? c->world : 1,
-	     c->rank, lo);
-	return 0;
-}
-
-/* Room for the positions of an old world of n ranks. */
-static int named_from_alloc(struct open_job *j, uint32_t n)
-{
-	j->from_epoch = mem_calloc(n, sizeof(*j->from_epoch));
-	j->from_batch = mem_calloc(n, sizeof(*j->from_batch));
-	if (!j->from_epoch || !j->from_batch)
-		return diag_set(&j->d, -ENOMEM, "out of memory");
-	return 0;
-}
-
-/*
- * A job saved with another world goes on with this one: every rank of
- * the old world must have a position here (ranks on other nodes have
- * theirs in their own loaderd, unless the OPEN gives them).
- */
-static int named_from_world(struct open_job *j, struct stream_config *c,
-			    const struct state_pos *pos, uint32_t end)
-{
-	const struct state_job *old = &j->job;
-	char missing[96] = "";
-	uint32_t nmiss = 0;
-	size_t at = 0;
-	int err = named_from_alloc(j, old->world);
-
-	if (err)
-		return err;
-	for (uint32_t r = 0; r < old->world; r++) {
-		if (!pos[r].generation) {
-			if (nmiss++ < 8 && at < sizeof(missing) - 12)
-				at += (size_t)snprintf(
-					missing + at, sizeof(missing) - at,
-					"%s%" PRIu32, nmiss > 1 ? ", " : "", r);
-			continue;
-		}
-		j->from_epoch[r] = pos[r].epoch;
-		j->from_batch[r] = pos[r].batch;
-	}
-	if (nmiss)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved with world %" PRIu32
-			" and this loaderd has no position of %" PRIu32
-			" of its ranks (%s%s): they ran on another node or never opened; go on with world %" PRIu32
-			", or open it with a fresh start",
-			j->named.name, old->world, nmiss, missing,
-			nmiss > 8 ? ", ..." : "", old->world);
-	return named_go_on(j, c, old->world, end);
-}
-
-/*
- * On the thread pool, for a named stream: read its job's record, check
- * that it is this dataset with these options, and say where this rank
- * starts: its saved position, the job's start for a rank with none, or
- * (another world) the rest of the old world's epochs; new or fresh,
- * where the request says. Fills j->named and j->job.
- */
-static int named_resume(struct open_job *j, struct stream_config *c,
-			const struct state_pos *pos, uint64_t dsid,
-			uint64_t oid, uint32_t world, uint32_t end);
-static int named_given(struct open_job *j, struct stream_config *c,
-		       uint64_t dsid, uint64_t oid, uint32_t world,
-		       uint32_t end);
-
-static int named_resolve(struct open_job *j, struct stream_config *c)
-{
-	struct named *n = &j->named;
-	struct state_job *old = &j->job;
-	uint32_t end, world = c->world ? c->world : 1;
-	struct state_pos *pos = NULL;
-	uint64_t dsid = 0, oid;
-	int err;
-
-	if (!j->state)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"named streams need loaderd's state directory, and this loaderd has none");
-	snprintf(n->name, sizeof(n->name), "%s", j->open.name);
-	n->rank = c->rank;
-	n->world = world;
-	err = dataset_id(j->fds[0], &dsid, &j->d);
-	if (err)
-		return err;
-	/*
-	 * Tars read in place have no manifest: file 0 is their names, and
-	 * their sizes stand for the record counts a manifest would give.
-	 */
-	for (uint32_t i = 1; (c->tar || c->lmdb) && i < j->nfds; i++) {
-		struct stat st;
-
-		if (fstat(j->fds[i], &st))
-			return diag_set(&j->d, -errno, "tar %" PRIu32 ": %s",
-					i - 1, strerror(errno));
-		dsid = XXH3_64bits_withSeed(&st.st_size, sizeof(st.st_size),
-					    dsid);
-	}
-	oid = opts_id(c);
-	/* The last epoch, counted from 0 (the request counts from its start). */
-	end = c->epochs ? c->start_epoch + c->epochs : 0;
-	n->epochs = end;
-	err = state_get_job(j->state, n->uid, n->name, old, &pos, &j->d);
-	if (err == -ENOENT || (err == LOADER_EFORMAT && j->fresh)) {
-		memset(old, 0, sizeof(*old));
-		j->renew = true;
-		err = 0;
-	} else if (!err && j->fresh) {
-		/*
-		 * Every rank of a job started afresh says so: the first
-		 * renews a record of another kind, the others find it alike
-		 * and only start their own positions over.
-		 */
-		j->renew = old->dataset_id != dsid || old->opts_id != oid ||
-			   old->world != world || old->plan_words ||
-			   old->start_epoch != c->start_epoch ||
-			   old->start_batch != c->start_batch;
-	}
-	if (!err && j->given.pos)
-		err = named_given(j, c, dsid, oid, world, end);
-	else if (!err)
-		err = named_resume(j, c, pos, dsid, oid, world, end);
-	free(pos);
-	return err;
-}
-
-/*
- * A plan's identity (XXH3-64 of its words, never 0) and one past the
- * last epoch it deals; 0 and 0 for none.
- */
-static uint64_t plan_id(const uint64_t *plan, size_t words, uint32_t *end)
-{
-	uint64_t id;
-
-	*end = 0;
-	if (!words)
-		return 0;
-	for (const uint64_t *w = plan + 1; w < plan + words;
-	     w += 1 + (*w >> 32))
-		if ((uint32_t)*w >= *end)
-			*end = (uint32_t)*w + 1;
-	id = XXH3_64bits(plan, words * sizeof(*plan));
-	return id ? id : 1;
-}
-
-/* The identity of what an OPEN's POSITIONS say (never 0). */
-static uint64_t given_id(const struct openreq_given *g)
-{
-	struct {
-		uint32_t world, plan_end;
-		uint64_t plan;
-	} k = { g->world, g->plan_end, g->plan };
-	uint64_t id = XXH3_64bits_withSeed(g->pos, g->world * sizeof(*g->pos),
-					   XXH3_64bits(&k, sizeof(k)));
-
-	return id ? id : 1;
-}
-
-/* Is the job's record (read, not renewed) of this dataset and options? */
-static int named_same(struct open_job *j, uint64_t dsid, uint64_t oid)
-{
-	const struct state_job *old = &j->job;
-	const char *name = j->named.name;
-
-	if (old->dataset_id != dsid)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved for another dataset (its manifest differs); open it with a fresh start to begin again",
-			name);
-	if (old->opts_id != oid)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\" was saved with other batch size, order, seed or drop_last; open it with a fresh start to begin again",
-			name);
-	return 0;
-}
-
-/*
- * named_resolve() for an OPEN that says where every rank of the job's
- * earlier world stopped (POSITIONS: the trainer's checkpoint, gathered
- * from ranks on every node). Those positions, not this loaderd's, say
- * where the job goes on: with the same world, this rank at its own;
- * with another, the rest of the old world's epochs dealt to the new
- * one. The plan of the record read here holds only if the record is of
- * that earlier world (a node that ran it); elsewhere the earlier world
- * is taken to have dealt whole epochs (libloader(3), "Elastic resume
- * across nodes").
- */
-static int named_given(struct open_job *j, struct stream_config *c,
-		       uint64_t dsid, uint64_t oid, uint32_t world,
-		       uint32_t end)
-{
-	struct state_job *old = &j->job;
-	const struct openreq_given *g = &j->given;
-	/* This rank's position, when the positions are of its own world. */
-	const struct proto_position *mine =
-		openreq_given_rank(g, world, c->rank);
-	uint32_t lo = UINT32_MAX, rend;
-	bool have = !j->fresh && !j->renew, dropped = false;
-	uint64_t rec, from = given_id(g);
-	int err;
-
-	if (have) {
-		err = named_same(j, dsid, oid);
-		if (err)
-			return err;
-	}
-	if (have && old->world == world && old->from_id == from) {
-		/*
-		 * Another rank of this job went on from these very positions
-		 * (it renewed the record): join it, this rank from where the
-		 * job starts, or with the same world at its own position.
-		 */
-		j->resumed = true;
-		c->plan = old->plan;
-		c->plan_words = old->plan_words;
-		return mine ? named_start(j, c, mine->epoch, mine->batch, end) :
-			      named_start(j, c, old->start_epoch,
-					  old->start_batch, end);
-	}
-	old->from_id = from;
-	for (uint32_t r = 0; r < g->world; r++)
-		if (g->pos[r].epoch < lo)
-			lo = g->pos[r].epoch;
-	/*
-	 * The earlier world's plan matters while a rank is in an epoch it
-	 * deals: this loaderd must have it (a record of that world, of the
-	 * same plan). Past its epochs, no plan is the same as it.
-	 */
-	rec = have && old->world == g->world ?
-		      plan_id(old->plan, old->plan_words, &rend) :
-		      0;
-	if (g->plan && lo < g->plan_end && rec != g->plan)
-		return diag_set(
-			&j->d, LOADER_EUSAGE,
-			"stream \"%s\": the positions given are of world %" PRIu32
-			", which went on from another world part-way through an epoch before %" PRIu32
-			" (plan %016" PRIx64
-			"), and this loaderd has %s: open it on a node that ran world %" PRIu32
-			", or give positions of epoch %" PRIu32 " or later",
-			j->named.name, g->world, g->plan_end, g->plan,
-			rec ? "another plan" : "no record of that world",
-			g->world, g->plan_end);
-	if (!g->plan || lo >= g->plan_end) {
-		dropped = old->plan_words != 0;
-		state_job_clear(old);
-	}
-	c->plan = old->plan;
-	c->plan_words = old->plan_words;
-	old->dataset_id = dsid;
-	old->opts_id = oid;
-	j->resumed = true;
-	if (g->world != world) {
-		old->world = world; /* the renewed record's */
-		err = named_from_alloc(j, g->world);
-		if (err)
-			return err;
-		for (uint32_t r = 0; r < g->world; r++) {
-			j->from_epoch[r] = g->pos[r].epoch;
-			j->from_batch[r] = g->pos[r].batch;
-		}
-		return named_go_on(j, c, g->world, end);
-	}
-	/*
-	 * The same world: each rank at its own position. A record of
-	 * another job (or none, or one whose plan the positions do not
-	 * need) is renewed alike by every rank of this one, starting where
-	 * its least rank does.
-	 */
-	if (!have || old->world != world || dropped) {
-		j->renew = true;
-		old->start_epoch = lo;
-		old->start_batch = 0;
-	}
-	old->world = world;
-	if (!mine) /* openreq_config() refused such a rank already */
-		return diag_set(&j->d, LOADER_EUSAGE,
-				"rank %" PRIu32 " of world %" PRIu32, c->rank,
-				world);
-	err = named_start(j, c, mine->epoch, mine->batch, end);
-	if (!err)
-		plog(PLOG_INFO,
-		     "%s: stream \"%s\" rank %" PRIu32
-		     " goes on from the position given, epoch %" PRIu32
-		     " batch %" PRIu64,
-		     j->ss->label, j->named.name, c->rank, mine->epoch,
-		     mine->batch);
-	return err;
-}
-
-/* named_resolve() with the job's record and positions read. */
-/*
- * The least of the positions this daemon saved of job's ranks (pos,
- * job->world of them; generation 0: none), or none (generation 0) when
- * it saved none. A rank it has no position of is skipped: it may run on
- * another node, whose daemon keeps its position.
- */
-static struct state_pos least_position(const struct state_job *job,
-				       const struct state_pos *pos)
-{
-	struct state_pos least = { .generation = 0 };
-
-	for (uint32_t r = 0; r < job->world; r++) {
-		const struct state_pos *p = &pos[r];
-
-		if (p->generation &&
-		    (!least.generation || p->epoch < least.epoch ||
-		     (p->epoch == least.epoch && p->batch < least.batch)))
-			least = *p;
-	}
-	return least;
-}
-
-static int named_resume(struct open_job *j, struct stream_config *c,
-			const struct state_pos *pos, uint64_t dsid,
-			uint64_t oid, uint32_t world, uint32_t end)
-{
-	struct named *n = &j->named;
-	struct state_job *old = &j->job;
-	struct state_pos p;
-	int err;
-
-	old->from_id = 0; /* a record it renews is not from positions given */
-	if (j->fresh || j->renew) {
-		if (j->renew) {
-			state_job_clear(old);
-			old->start_epoch = c->start_epoch;
-			old->start_batch = c->start_batch;
-		}
-		old->dataset_id = dsid;
-		old->opts_id = oid;
-		old->world = world;
-		return 0;
-	}
-	err = named_same(j, dsid, oid);
-	if (err)
-		return err;
-	/* Resumed: from a saved position, not from where the request says. */
-	j->resumed = true;
-	c->plan = old->plan;
-	c->plan_words = old->plan_words;
-	if (old->world != world) {
-		err = named_from_world(j, c, pos, end);
-		old->world = world; /* the renewed record's */
-		return err;
-	}
-	/* Same world: pos has old->world entries, and rank is below it. */
-	if (n->rank >= old->world)
-		return diag_set(&j->d, LOADER_EUSAGE,
-				"rank %" PRIu32 " of world %" PRIu32, n->rank,
-				old->world);
-	/*
-	 * A rank that resumes goes on at the least of the positions saved
-	 * here of its world's ranks (ranks on other nodes are their
-	 * daemons'). Ranks that stopped apart, one killed holding a batch it
-	 * had not released, so go on with as many batches each, as DDP's
-	 * lockstep needs; a rank that had released batches past that point
-	 * is given them again (at least once, never skipped: loader(7)). A
-	 * rank that has not run yet starts where the job does, whatever its
-	 * world's ranks that opened before it have delivered since.
-	 */
-	p = pos[n->rank];
-	if (p.generation && !(j->open.flags & PROTO_OPEN_GO_ON))
-		p = least_position(old, pos);
-	if (!p.generation) {
-		p.epoch = old->start_epoch;
-		p.batch = old->start_batch;
-		j->resumed = old->plan_words ||
-			     old->start_epoch != c->start_epoch ||
-			     old->start_batch != c->start_batch;
-	}
-	return named_start(j, c, p.epoch, p.batch, end);
-}
-
-/*
- * The stream is made (bpe batches an epoch): record the job (renewed)
- * and where this rank starts, so that the name exists from now on, and
- * keep what the checkpoints need.
- */
-static int named_begin(struct open_job *j, const struct stream_layout *lay)
-{
-	struct named *n = &j->named;
-	struct state_job *job = &j->job;
-	struct state_pos p;
-	const uint64_t *plan;
-	size_t words;
-	struct diag d;
-	int err;
-
-	if (!lay->batches_per_epoch) {
-		n->name[0] = '\0'; /* nothing to deliver: nothing to save */
-		return 0;
-	}
-	n->start_epoch = j->start_epoch;
-	n->start_batch = j->start_batch;
-	n->sched = lay->sched;
-	n->written = 0;
-	job->batches_per_epoch = lay->batches_per_epoch;
-	job->epochs = n->epochs;
-	job->updated_ms = wall_ms();
-	if (j->renew) {
-		/* A new world's ranks all start where the plan does. */
-		stream_plan(j->stream, &plan, &words);
-		state_job_clear(job);
-		job->plan = (uint64_t *)plan; /* not freed: the stream's */
-		job->plan_words = words;
-		if (j->from_epoch) {
-			job->start_epoch = j->start_epoch;
-			job->start_batch = j->start_batch;
-		}
-	}
-	p = (struct state_pos){ .epoch = j->start_epoch,
-				.batch = j->start_batch,
-				.updated_ms = job->updated_ms };
-	err = state_begin(j->state, n->uid, n->name, job, j->renew, n->rank, &p,
-			  &n->generation, &d);
-	if (j->renew) {
-		job->plan = NULL;
-		job->plan_words = 0;
-	}
-	if (err)
-		return diag_set(&j->d, err, "stream \"%s\": %s", n->name,
-				d.msg);
-	return 0;
-}
-
-/*
- * On the thread pool: check the request, open and check the dataset,
- * make the ring, start. The stream takes the files, whatever happens.
- */
 /*
  * Tars read in place keep their indexes in the state (pipeline/format/wds.h):
  * on the thread pool, like every LMDB access. A failure costs the next
- * stream a scan, nothing else.
- */
-/*
- * Each uid's indexes apart: a user is only ever given an index that a
- * stream of its own kept.
+ * stream a scan, nothing else. Each uid's indexes apart: a user is only
+ * ever given an index that a stream of its own kept.
  */
 struct tar_index_ctx {
 	struct state *state;
@@ -1820,6 +1135,10 @@ static void tar_index_put(void *ctx, const char *id, const void *val,
 		     t->uid, id, d.msg);
 }
 
+/*
+ * On the thread pool: check the request, open and check the dataset,
+ * make the ring, start. The stream takes the files, whatever happens.
+ */
 static void open_work(uv_work_t *req)
 {
 	struct recindex_store tar_index = { tar_index_get, tar_index_put,
@@ -1853,17 +1172,9 @@ static void open_work(uv_work_t *req)
 	 * until they have, rfill.h).
 	 */
 	if (j->remote) {
-		struct aws_cfg cfg = { 0 };
+		struct aws_cfg cfg;
 
-		memcpy(cfg.access_key, j->remote->access_key,
-		       sizeof(cfg.access_key));
-		memcpy(cfg.secret_key, j->remote->secret_key,
-		       sizeof(cfg.secret_key));
-		memcpy(cfg.session_token, j->remote->session_token,
-		       sizeof(cfg.session_token));
-		memcpy(cfg.region, j->remote->region, sizeof(cfg.region));
-		memcpy(cfg.endpoint, j->remote->endpoint, sizeof(cfg.endpoint));
-		cfg.addressing = (int)j->remote->addressing;
+		openreq_remote_cfg(j->remote, &cfg);
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
 		struct rcache_staged out;
 
@@ -1930,7 +1241,8 @@ static void open_work(uv_work_t *req)
 		c.index = &tar_index;
 	}
 	if (j->open.name[0]) {
-		j->err = named_resolve(j, &c);
+		j->err = named_resolve(&j->nm, j->state, j->open.name, &c,
+				       j->fds, j->nfds, &j->d);
 		if (j->err) {
 			for (uint32_t i = 0; i < j->nfds; i++)
 				close(j->fds[i]);
@@ -1955,7 +1267,7 @@ static void open_work(uv_work_t *req)
 		size_t words;
 
 		stream_plan(j->stream, &plan, &words);
-		j->plan = plan_id(plan, words, &j->plan_end);
+		j->plan = named_plan_id(plan, words, &j->plan_end);
 	}
 	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
@@ -1973,38 +1285,36 @@ static void open_work(uv_work_t *req)
 	pp.named = j->open.name[0] && pp.lay->batches_per_epoch;
 	j->err = producer_new(&j->prod, &pp, &j->d);
 	if (!j->err && j->open.name[0])
-		j->err = named_begin(j, pp.lay);
-	if (!j->err && j->named.name[0]) {
-		j->saver = saver_start(srv, j->state, j->prod, &j->named,
-				       j->ss->label);
-		if (!j->saver)
+		j->err =
+			named_begin(&j->nm, j->state, j->stream, j->start_epoch,
+				    j->start_batch, pp.lay, &j->d);
+	if (!j->err && j->nm.named.name[0]) {
+		j->nm.saver =
+			named_saver_start(&srv->synced_ms, j->state, j->prod,
+					  &j->nm.named, j->ss->label);
+		if (!j->nm.saver)
 			j->err = diag_set(
 				&j->d, -ENOMEM,
 				"stream \"%s\": cannot start its saver",
-				j->named.name);
+				j->nm.named.name);
 	}
 	if (!j->err)
 		j->err = stream_start(j->stream, producer_sink(j->prod), &j->d);
 	if (j->err) {
-		saver_stop(j->saver);
-		j->saver = NULL;
+		named_saver_stop(j->nm.saver);
+		j->nm.saver = NULL;
 		stream_free(j->stream);
 		producer_free(j->prod);
 		j->stream = NULL;
 		j->prod = NULL;
-		j->named.name[0] = '\0';
+		j->nm.named.name[0] = '\0';
 	}
 out:
 	/* The stream has its own copy of the descriptors (or closed them). */
 	free(j->fds);
 	j->fds = NULL;
 	j->nfds = 0;
-	state_job_clear(&j->job);
-	free(j->from_epoch);
-	free(j->from_batch);
-	j->from_epoch = NULL;
-	j->from_batch = NULL;
-	openreq_given_clear(&j->given);
+	named_open_clear(&j->nm);
 }
 
 /*
@@ -2083,7 +1393,7 @@ static void open_done(uv_work_t *req, int status)
 	}
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
-	openreq_given_clear(&j->given);
+	openreq_given_clear(&j->nm.given);
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
 		for (uint32_t i = 0; i < j->nfds; i++)
@@ -2104,7 +1414,7 @@ static void open_done(uv_work_t *req, int status)
 	ok.samples = stream_layout(j->stream)->samples;
 	ok.start_epoch = j->start_epoch;
 	ok.start_batch = j->start_batch;
-	ok.resumed = j->resumed;
+	ok.resumed = j->nm.resumed;
 	ok.plan = j->plan;
 	ok.plan_end = j->plan_end;
 	/*
@@ -2118,7 +1428,7 @@ static void open_done(uv_work_t *req, int status)
 				      stream_layout(j->stream)->index_bytes,
 				      why, sizeof(why))) {
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
-			 NULL, j->saver, ss->label);
+			 NULL, j->nm.saver, ss->label);
 		reply_error(ss, j->seq, LOADER_ETOOBIG, why);
 		goto out;
 	}
@@ -2135,15 +1445,15 @@ static void open_done(uv_work_t *req, int status)
 	if (ss->ended) {
 		/* The client left (or the daemon stops) while it opened. */
 		teardown(srv, j->stream, j->prod, ss->cred.uid, &j->charge,
-			 &j->named, j->saver, ss->label);
+			 &j->nm.named, j->nm.saver, ss->label);
 		goto out;
 	}
 	ss->stream = j->stream;
 	ss->prod = j->prod;
 	ss->charge = j->charge;
-	ss->named = j->named;
-	ss->saver = j->saver;
-	ss->opened_ms = now_ms();
+	ss->named = j->nm.named;
+	ss->saver = j->nm.saver;
+	ss->opened_ms = clock_mono_ms();
 	memcpy(ss->dataset, j->dataset, sizeof(ss->dataset));
 	snprintf(ss->pipeline, sizeof(ss->pipeline), "%s", j->open.pipeline);
 	if (j->remote_files)
@@ -2168,7 +1478,7 @@ static void open_done(uv_work_t *req, int status)
 		plog(PLOG_INFO,
 		     "%s: stream \"%s\" %s at epoch %" PRIu32 " batch %" PRIu64,
 		     ss->label, ss->named.name,
-		     j->resumed ? "resumed" : "starts", j->start_epoch,
+		     j->nm.resumed ? "resumed" : "starts", j->start_epoch,
 		     j->start_batch);
 	err = msg_send(ss->fd, PROTO_OPEN_OK, j->seq, &ok, sizeof(ok), fds, 2);
 	if (err)
@@ -2276,13 +1586,6 @@ static void refuse_no_state(struct session *ss, uint32_t seq, const char *what)
 }
 
 /*
- * OPEN: check the session and the uid's limits here, then make the
- * stream on the thread pool (open_work) and reply from open_done(). The
- * uid is charged a stream and the largest ring it may get now, so that
- * OPENs in flight together cannot pass its limits; open_done() keeps
- * what the ring really takes.
- */
-/*
  * The memory a new stream of uid u may take, ring, prefetch and scratch
  * together, with what the streams hold now, and which limit sets it.
  */
@@ -2314,6 +1617,16 @@ static void mem_allowance(const struct server *srv, const struct uid_use *u,
 	}
 }
 
+/*
+ * OPEN: check the session and the uid's limits here, then make the
+ * stream on the thread pool (open_work) and reply from open_done(). The
+ * uid is charged the stream now, and the job takes over the charge of
+ * the session's dataset descriptors. Its ring and other memory are not
+ * reserved: they are sized within what the uid's limits and the memory
+ * budget leave now (j->budget, j->mem_left), and charged by open_done(),
+ * which refuses the stream if OPENs that ran together would pass a
+ * limit.
+ */
 static void on_open(struct session *ss, const struct proto_hdr *h,
 		    const struct proto_open *m)
 {
@@ -2434,7 +1747,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->remote = ss->remote;
-	j->given = ss->given;
+	j->nm.given = ss->given;
 	j->mem_left = mem_left;
 	memcpy(j->mem_why, mem_why, sizeof(j->mem_why));
 	j->max_pixels = srv->lim.max_pixels;
@@ -2447,9 +1760,11 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	 */
 	j->charge = (struct charge){ 1, 0, ss->files_charged, 0 };
 	j->state = srv->state;
-	j->named.uid = ss->cred.uid;
-	j->fresh = m->flags & PROTO_OPEN_FRESH;
-	j->arrived_ms = now_ms();
+	j->nm.named.uid = ss->cred.uid;
+	j->nm.fresh = m->flags & PROTO_OPEN_FRESH;
+	j->nm.go_on = m->flags & PROTO_OPEN_GO_ON;
+	j->nm.label = ss->label;
+	j->arrived_ms = clock_mono_ms();
 	j->stage_timeout_ms = srv->lim.stage_timeout_ms;
 	j->deadline_ms = j->arrived_ms + j->stage_timeout_ms;
 	/*
@@ -2498,7 +1813,7 @@ static void on_status(struct session *ss, const struct proto_hdr *h)
 	struct proto_status_ok st = {
 		.pid = (uint32_t)getpid(),
 		.threads = pool_workers(srv->pool),
-		.uptime_ms = now_ms() - srv->started_ms,
+		.uptime_ms = clock_mono_ms() - srv->started_ms,
 		.rss_bytes = rss_bytes(),
 		.max_ring_bytes = srv->lim.max_ring_bytes,
 		.max_uid_ring_bytes = srv->lim.max_uid_bytes,
@@ -2556,7 +1871,7 @@ static void on_stream_info(struct session *ss, const struct proto_hdr *h,
 	r.gid = (uint32_t)o->cred.gid;
 	r.batch_size = stream_layout(o->stream)->batch_size;
 	producer_ring(o->prod, &r.slots, &r.ring_used, &r.ring_bytes);
-	r.age_ms = now_ms() - o->opened_ms;
+	r.age_ms = clock_mono_ms() - o->opened_ms;
 	r.epoch = n.epoch;
 	r.batches = n.batches;
 	r.samples = n.samples;
@@ -2598,60 +1913,15 @@ static void on_stats(struct session *ss, const struct proto_hdr *h)
 struct saved_job {
 	uv_work_t req;
 	struct session *ss; /* holds a reference until saved_done() */
-	uint16_t type;	    /* PROTO_SAVED or PROTO_FORGET */
 	uint32_t seq;
-	uint32_t index;		      /* SAVED */
-	uint32_t uid;		      /* FORGET: whose */
-	bool all;		      /* SAVED: every uid's */
-	char name[PROTO_STREAM_NAME]; /* FORGET */
-	uint32_t seen;		      /* SAVED: records counted so far */
-	struct proto_saved_ok ok;
-	int err;
-	struct diag d;
+	struct named_query q;
 };
-
-static int saved_one(void *arg, uint32_t uid, const char *name,
-		     const struct state_job *job, uint32_t rank,
-		     const struct state_pos *p)
-{
-	struct saved_job *j = arg;
-
-	if (j->seen++ != j->index)
-		return 0;
-	j->ok.uid = uid;
-	snprintf(j->ok.name, sizeof(j->ok.name), "%s", name);
-	j->ok.epoch = p->epoch;
-	j->ok.epochs = job->epochs;
-	j->ok.batch = p->batch;
-	j->ok.batches_per_epoch = job->batches_per_epoch;
-	j->ok.updated_ms = p->updated_ms;
-	j->ok.rank = rank;
-	j->ok.world = job->world;
-	j->ok.finished = p->finished;
-	return 0; /* go on: total counts them all */
-}
 
 static void saved_work(uv_work_t *req)
 {
 	struct saved_job *j = req->data;
-	struct state *st = j->ss->srv->state;
 
-	if (j->type == PROTO_FORGET) {
-		j->err = state_forget(st, j->uid, j->name, &j->d);
-		if (j->err == -ENOENT)
-			diag_set(&j->d, -ENOENT,
-				 "no saved stream \"%s\" of uid %" PRIu32,
-				 j->name, j->uid);
-		else if (!j->err)
-			state_sync(st);
-		return;
-	}
-	j->err = state_each(st, j->uid, j->all, saved_one, j, &j->d);
-	j->ok.total = j->seen;
-	if (!j->err && j->seen && j->index >= j->seen)
-		j->err = diag_set(&j->d, LOADER_EUSAGE,
-				  "saved stream %" PRIu32 " of %" PRIu32,
-				  j->index, j->seen);
+	named_query_run(&j->q, j->ss->srv->state);
 }
 
 static void saved_done(uv_work_t *req, int status)
@@ -2660,23 +1930,15 @@ static void saved_done(uv_work_t *req, int status)
 	struct session *ss = j->ss;
 
 	if (status == UV_ECANCELED)
-		j->err = -ECANCELED;
+		j->q.err = -ECANCELED;
 	if (ss->ended) {
 		/* nobody to tell */
-	} else if (j->err) {
-		reply_error(ss, j->seq, j->err,
-			    j->d.msg[0] ? j->d.msg : loader_strerror(j->err));
-	} else if (j->type == PROTO_FORGET) {
-		struct proto_forget_ok ok = { .uid = j->uid };
-
-		plog(PLOG_INFO,
-		     "%s: forgot saved stream \"%s\" of uid %" PRIu32,
-		     ss->label, j->name, j->uid);
-		(void)msg_send(ss->fd, PROTO_FORGET_OK, j->seq, &ok, sizeof(ok),
-			       NULL, 0);
+	} else if (j->q.err) {
+		reply_error(ss, j->seq, j->q.err,
+			    j->q.d.msg[0] ? j->q.d.msg :
+					    loader_strerror(j->q.err));
 	} else {
-		(void)msg_send(ss->fd, PROTO_SAVED_OK, j->seq, &j->ok,
-			       sizeof(j->ok), NULL, 0);
+		named_query_reply(&j->q, ss->fd, j->seq, ss->label);
 	}
 	free(j);
 	session_put(ss);
@@ -2692,6 +1954,8 @@ static void on_saved(struct session *ss, const struct proto_hdr *h,
 	struct server *srv = ss->srv;
 	bool super = ss->cred.uid == 0 || ss->cred.uid == getuid();
 	struct saved_job *j;
+	struct diag d;
+	int err;
 
 	if (!srv->state) {
 		refuse_no_state(ss, h->seq, "saved streams");
@@ -2704,36 +1968,12 @@ static void on_saved(struct session *ss, const struct proto_hdr *h,
 	}
 	j->req.data = j;
 	j->ss = ss;
-	j->type = h->type;
 	j->seq = h->seq;
-	j->uid = ss->cred.uid;
-	if (h->type == PROTO_SAVED) {
-		const struct proto_saved *q = m;
-
-		j->index = q->index;
-		j->all = super;
-	} else {
-		const struct proto_forget *q = m;
-
-		if (!memchr(q->name, '\0', sizeof(q->name)) || !q->name[0] ||
-		    (q->flags & ~PROTO_FORGET_UID)) {
-			free(j);
-			reply_error(
-				ss, h->seq, LOADER_EPROTO,
-				"FORGET: name not terminated, empty, or unknown flags");
-			return;
-		}
-		if ((q->flags & PROTO_FORGET_UID) && q->uid != ss->cred.uid &&
-		    !super) {
-			free(j);
-			reply_error(
-				ss, h->seq, -EPERM,
-				"only root may forget another user's streams");
-			return;
-		}
-		if (q->flags & PROTO_FORGET_UID)
-			j->uid = q->uid;
-		memcpy(j->name, q->name, sizeof(j->name));
+	err = named_query_set(&j->q, h->type, m, ss->cred.uid, super, &d);
+	if (err) {
+		free(j);
+		reply_error(ss, h->seq, err, d.msg);
+		return;
 	}
 	if (uv_queue_work(srv->loop, &j->req, saved_work, saved_done)) {
 		free(j);
@@ -2901,7 +2141,7 @@ static bool refuse_connection(struct server *srv, int fd,
 		if (n == 0 || (n < 0 && errno != EINTR))
 			break;
 	}
-	now = now_ms();
+	now = clock_mono_ms();
 	if (now - srv->refused_log_ms >= 1000) {
 		if (srv->refused_unlogged)
 			plog(PLOG_WARN,
@@ -3014,7 +2254,6 @@ static bool socket_alive(const char *path)
 	return alive;
 }
 
-/* Bind and listen on l->path, with l's mode and group. */
 /*
  * 0 when path is absent or a socket, which may be replaced; else
  * -EEXIST, with d saying what is there.
@@ -3031,6 +2270,7 @@ static int replaceable(const char *path, struct diag *d)
 		path);
 }
 
+/* Bind and listen on l->path, with l's mode and group. */
 static int server_bind(struct server *srv, const struct server_listen *l,
 		       struct diag *d)
 {
@@ -3170,7 +2410,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 		return -ENOMEM;
 	srv->loop = loop;
 	srv->pool = pool;
-	srv->started_ms = now_ms();
+	srv->started_ms = clock_mono_ms();
 	srv->lim = *lim;
 	srv->stage_tail = &srv->stage_q;
 	if (lim->s3_endpoints && *lim->s3_endpoints) {
@@ -3259,16 +2499,8 @@ void server_set_limits(struct server *srv, const struct server_limits *lim)
 static void expiry_work(uv_work_t *req)
 {
 	struct expiry_job *c = req->data;
-	uint64_t n;
-	struct diag d;
 
-	if (state_expire(c->srv->state, wall_ms(), c->expire_ms, &n, &d))
-		plog(PLOG_WARN, "state: expiry: %s", d.msg);
-	else if (n)
-		plog(PLOG_INFO,
-		     "state: forgot %" PRIu64
-		     " named streams not checkpointed for %" PRIu64 " hours",
-		     n, c->expire_ms / 3600000);
+	named_expire(c->srv->state, c->expire_ms);
 }
 
 static void expiry_done(uv_work_t *req, int status)

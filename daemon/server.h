@@ -64,8 +64,9 @@ struct server_limits {
 	uint32_t max_stages;
 	uint64_t stage_timeout_ms;
 	/*
-	 * The store endpoints an s3:// OPEN may name (server_endpoints_ok());
-	 * NULL or "": any. Copied by server_new() and server_set_limits().
+	 * The store endpoints an s3:// OPEN may name, as
+	 * server_endpoints_check() accepts them; NULL or "": any. Copied by
+	 * server_new() and server_set_limits().
 	 */
 	const char *s3_endpoints;
 };

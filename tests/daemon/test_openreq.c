@@ -2,8 +2,10 @@
  * test_openreq.c - an OPEN request off the wire (daemon/openreq.c): a
  * valid one maps field by field into the pipeline's stream_config, and
  * every malformed one is refused with the right code and a reason that
- * names what is wrong.
+ * names what is wrong. A REMOTE's store and credentials map field by
+ * field into the S3 client's aws_cfg.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 
 #include <criterion/criterion.h>
 
+#include "awscfg.h"
 #include "loader_error.h"
 #include "openreq.h"
 #include "../unit_util.h"
@@ -507,4 +510,90 @@ Test(openreq, tar_labels)
 		openreq_labels_free(l, 1);
 		close(fd);
 	}
+/* ---------------------------------------------- REMOTE into aws_cfg */
+
+/* Each string of a REMOTE and where openreq_remote_cfg() puts it. */
+#define REMOTE_FIELD(f)                                                        \
+	{                                                                      \
+#f, offsetof(struct proto_remote, f),                          \
+			offsetof(struct aws_cfg, f),                           \
+			sizeof(((struct aws_cfg *)0)->f)                       \
+	}
+static const struct {
+	const char *name;
+	size_t wire, cfg, len;
+} remote_fields[] = {
+	REMOTE_FIELD(access_key),    REMOTE_FIELD(secret_key),
+	REMOTE_FIELD(session_token), REMOTE_FIELD(region),
+	REMOTE_FIELD(endpoint),
+};
+
+Test(openreq, remote_maps_field_by_field)
+{
+	static struct proto_remote r;
+	static struct aws_cfg cfg;
+
+	memset(&r, 0, sizeof(r));
+	strcpy(r.url, "s3://bucket/prefix");
+	strcpy(r.endpoint, "http://127.0.0.1:7480");
+	strcpy(r.region, "eu-west-3");
+	strcpy(r.access_key, "AKIDEXAMPLE");
+	strcpy(r.secret_key, "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+	strcpy(r.session_token, "token");
+	r.addressing = AWS_ADDR_PATH;
+	memset(&cfg, 0xa5, sizeof(cfg));
+	openreq_remote_cfg(&r, &cfg);
+	cr_expect_str_eq(cfg.endpoint, "http://127.0.0.1:7480");
+	cr_expect_str_eq(cfg.region, "eu-west-3");
+	cr_expect_str_eq(cfg.access_key, "AKIDEXAMPLE");
+	cr_expect_str_eq(cfg.secret_key,
+			 "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+	cr_expect_str_eq(cfg.session_token, "token");
+	cr_expect_eq(cfg.addressing, AWS_ADDR_PATH);
+	/* Whole: what follows each string is the wire's too, not the 0xa5. */
+	for (size_t i = 0; i < NELEM(remote_fields); i++)
+		cr_expect(!memcmp((char *)&cfg + remote_fields[i].cfg,
+				  (char *)&r + remote_fields[i].wire,
+				  remote_fields[i].len),
+			  "%s", remote_fields[i].name);
+	/* Anonymous: empty keys stay empty. */
+	memset(&r, 0, sizeof(r));
+	strcpy(r.endpoint, "https://s3.example.com");
+	openreq_remote_cfg(&r, &cfg);
+	cr_expect_str_eq(cfg.access_key, "");
+	cr_expect_str_eq(cfg.secret_key, "");
+	cr_expect_str_eq(cfg.session_token, "");
+	cr_expect_eq(cfg.addressing, AWS_ADDR_AUTO);
+}
+
+/*
+ * Nothing is checked at the copy (the REMOTE was, when it came): every
+ * byte of a string with no terminator is copied as it is, and so is an
+ * addressing style out of range.
+ */
+Test(openreq, remote_copied_as_is)
+{
+	static struct proto_remote r;
+	static struct aws_cfg cfg;
+
+	memset(&r, 0, sizeof(r));
+	for (size_t i = 0; i < NELEM(remote_fields); i++)
+		for (size_t k = 0; k < remote_fields[i].len; k++)
+			((unsigned char *)&r)[remote_fields[i].wire + k] =
+				(unsigned char)(1 + (i * 37 + k) % 255);
+	r.addressing = 7;
+	r.reserved = 1;
+	memset(&cfg, 0, sizeof(cfg));
+	openreq_remote_cfg(&r, &cfg);
+	for (size_t i = 0; i < NELEM(remote_fields); i++) {
+		const char *c = (const char *)&cfg + remote_fields[i].cfg;
+
+		cr_expect(!memcmp(c, (const char *)&r + remote_fields[i].wire,
+				  remote_fields[i].len),
+			  "%s", remote_fields[i].name);
+		cr_expect_null(memchr(c, '\0', remote_fields[i].len),
+			       "%s: no terminator added",
+			       remote_fields[i].name);
+	}
+	cr_expect_eq(cfg.addressing, 7);
 }
