@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 		return 1;
 	for (size_t i = 0; i < n; i++) {
 		struct jroi_info info;
-		struct augp_rect rect;
+		struct augment_rect rect;
 		struct rng r;
 
 		v[i].orig = files[i].data;
@@ -249,8 +249,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		rng_seed(&r, rng_mix(seed, i, 0));
-		augp_rrc(&r, info.width, info.height, 0.08, 1.0, 3.0 / 4,
-			 4.0 / 3, &rect);
+		augment_rrc(&r, info.width, info.height, 0.08, 1.0, 3.0 / 4,
+			    4.0 / 3, &rect);
 		v[i].q = (struct jroi_req){ (uint32_t)rect.x,
 					    (uint32_t)rect.y,
 					    (uint32_t)rect.w,

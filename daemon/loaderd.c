@@ -181,8 +181,8 @@ struct loaderd {
 	char state_dir[4096];
 	struct diag state_d;
 	int state_err;
-	int state_fd;	       /* the directory's lock (state_lock()), or -1 */
-	struct rcache *rcache; /* s3:// datasets' shards; NULL: refused */
+	int state_fd; /* the directory's lock (state_lock()), or -1 */
+	struct s3cache *s3cache; /* s3:// datasets' shards; NULL: refused */
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t status, watchdog, stop_timer;
 	/* The options in effect, and what they were read from. */
@@ -775,12 +775,12 @@ static void notify_parent(int fd, bool ok)
  */
 static void open_rcache(struct loaderd *ld, const char *cache)
 {
-	struct rcache_params p = { .budget = ld->o.cache_disk };
+	struct s3cache_params p = { .budget = ld->o.cache_disk };
 	char dir[PATH_MAX + 4];
 	struct diag d;
 
 	snprintf(dir, sizeof(dir), "%s/s3", cache);
-	if (rcache_new(&ld->rcache, dir, &p, &d))
+	if (s3cache_new(&ld->s3cache, dir, &p, &d))
 		plog(PLOG_ERR, "shard cache: %s; s3:// datasets are refused",
 		     d.msg);
 }
@@ -968,7 +968,7 @@ int main(int argc, char **argv)
 		if (!ld.state)
 			server_state_failed(ld.srv, ld.state_err,
 					    ld.state_d.msg);
-		server_set_remote(ld.srv, ld.rcache);
+		server_set_remote(ld.srv, ld.s3cache);
 		plog(PLOG_INFO,
 		     "listening on %s%s with %" PRIu32
 		     " decode threads (pid %d); state in %s, cache in %s",
@@ -996,7 +996,7 @@ int main(int argc, char **argv)
 	state_close(ld.state);
 	if (ld.state_fd >= 0)
 		close(ld.state_fd);
-	rcache_free(ld.rcache);
+	s3cache_free(ld.s3cache);
 	free(ld.conf_text);
 	for (size_t i = 0; i < ld.nkept; i++)
 		free(ld.kept_texts[i]);

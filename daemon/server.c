@@ -147,7 +147,7 @@ struct open_job {
 	bool queued, staging;
 	bool uid_full; /* what held it back last: its uid's cap, or all's */
 	struct open_job *next_stage;
-	struct rcache_stats staged;
+	struct s3cache_stats staged;
 	uint64_t budget;      /* ring bytes the uid may still take */
 	char budget_why[160]; /* which limit sets it */
 	/* Memory the stream may take (ring included), and whose limit. */
@@ -211,8 +211,8 @@ struct server {
 	dev_t sock_dev;
 	ino_t sock_ino;
 	struct pool *pool;
-	struct ncache *cache;  /* the node cache; NULL: off */
-	struct rcache *rcache; /* the shard cache of s3:// datasets */
+	struct nodecache *cache; /* the node cache; NULL: off */
+	struct s3cache *s3cache; /* the shard cache of s3:// datasets */
 	struct server_limits lim;
 	struct session *sessions;
 	struct uid_use *uids;
@@ -305,7 +305,7 @@ static void server_put(struct server *srv)
 		free(u);
 	}
 	/* Every stream has been freed: no set of the cache is attached. */
-	ncache_free(srv->cache);
+	nodecache_free(srv->cache);
 	free(srv->endpoints);
 	free(srv);
 }
@@ -1061,7 +1061,7 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 		why = "REMOTE with a string not terminated";
 	else if (m->addressing > AWS_ADDR_VIRTUAL || m->reserved)
 		why = "REMOTE with an unknown addressing style or reserved bits";
-	else if (!ss->srv->rcache) {
+	else if (!ss->srv->s3cache) {
 		code = -ENOTSUP;
 		why = "this loaderd has no shard cache for s3:// datasets (its cache directory could not be made, or libcurl could not be initialised: see its log)";
 	}
@@ -1169,18 +1169,18 @@ static void open_work(uv_work_t *req)
 	 * the client's credentials, it is then what a client's FILES would
 	 * have been. The credentials are wiped here as soon as that is
 	 * done (the fetch of the shards still arriving keeps its own copy
-	 * until they have, rfill.h).
+	 * until they have, s3fill.h).
 	 */
 	if (j->remote) {
 		struct aws_cfg cfg;
 
 		openreq_remote_cfg(j->remote, &cfg);
 		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
-		struct rcache_staged out;
+		struct s3cache_staged out;
 
-		j->err = rcache_stage(srv->rcache, &cfg, j->remote->url,
-				      j->ss->label, &j->cancel, j->deadline_ms,
-				      &out, &j->staged, &j->d);
+		j->err = s3cache_stage(srv->s3cache, &cfg, j->remote->url,
+				       j->ss->label, &j->cancel, j->deadline_ms,
+				       &out, &j->staged, &j->d);
 		if (j->err == -ETIMEDOUT) {
 			char last[DIAG_MAX];
 
@@ -1193,8 +1193,8 @@ static void open_work(uv_work_t *req)
 		}
 		j->fds = out.fds;
 		j->nfds = out.nfds;
-		c.rread = out.rr;
-		c.rfill = out.fill;
+		c.s3read = out.rr;
+		c.s3fill = out.fill;
 		c.shard_ids = out.ids;
 		c.origin = j->dataset; /* its URL: errors name the object */
 		if (j->err == -ECANCELED)
@@ -1246,9 +1246,9 @@ static void open_work(uv_work_t *req)
 		if (j->err) {
 			for (uint32_t i = 0; i < j->nfds; i++)
 				close(j->fds[i]);
-			rread_free(c.rread);
-			rfill_cancel(c.rfill);
-			rfill_put(c.rfill);
+			s3read_free(c.s3read);
+			s3fill_cancel(c.s3fill);
+			s3fill_put(c.s3fill);
 			shardid_free(c.shard_ids);
 			goto out;
 		}
@@ -2422,14 +2422,14 @@ int server_new(struct server **out, uv_loop_t *loop,
 	}
 	srv->lim.s3_endpoints = srv->endpoints;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
-	if (ncache_new(&srv->cache, lim->cache_memory)) {
+	if (nodecache_new(&srv->cache, lim->cache_memory)) {
 		free(srv->endpoints);
 		free(srv);
 		return diag_set(d, -ENOMEM, "node cache: out of memory");
 	}
 	err = l->fd >= 0 ? server_inherit(srv, l, d) : server_bind(srv, l, d);
 	if (err) {
-		ncache_free(srv->cache);
+		nodecache_free(srv->cache);
 		free(srv->endpoints);
 		free(srv);
 		return err;
@@ -2441,7 +2441,7 @@ int server_new(struct server **out, uv_loop_t *loop,
 			close(srv->fd);
 			unlink_socket(srv);
 		}
-		ncache_free(srv->cache);
+		nodecache_free(srv->cache);
 		free(srv->endpoints);
 		free(srv);
 		return err;
@@ -2553,9 +2553,9 @@ void server_set_state(struct server *srv, struct state *st)
 				     SERVER_EXPIRY_MS);
 }
 
-void server_set_remote(struct server *srv, struct rcache *rc)
+void server_set_remote(struct server *srv, struct s3cache *rc)
 {
-	srv->rcache = rc;
+	srv->s3cache = rc;
 }
 
 void server_set_dirs(struct server *srv, const char *state, const char *cache)

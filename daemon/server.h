@@ -143,8 +143,8 @@ void server_state_failed(struct server *srv, int err, const char *why);
  * The shard cache that s3:// datasets are staged in (pipeline/remote/s3cache.h);
  * NULL (the default) refuses them. It must outlive the server.
  */
-struct rcache;
-void server_set_remote(struct server *srv, struct rcache *rc);
+struct s3cache;
+void server_set_remote(struct server *srv, struct s3cache *rc);
 
 /* The state and cache directories, as STATUS reports them. */
 void server_set_dirs(struct server *srv, const char *state, const char *cache);

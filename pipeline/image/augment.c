@@ -1,5 +1,5 @@
 /*
- * augp.c - augmentation parameters with torchvision's semantics.
+ * augment.c - augmentation parameters with torchvision's semantics.
  *
  * The code follows torchvision's transforms step by step (the formulas
  * are quoted next to each), because the point is that a model trained
@@ -10,9 +10,9 @@
 
 #include "augment.h"
 
-#define AUGP_TRIES 10
+#define AUGMENT_TRIES 10
 
-double augp_round_half_even(double x)
+double augment_round_half_even(double x)
 {
 	double f, d, res;
 
@@ -43,7 +43,7 @@ static bool range_ok(double lo, double hi)
 /* Python's int(round(v)) for v >= 0, clamped to [1, max]. */
 static uint32_t side(double v, uint32_t max)
 {
-	double s = augp_round_half_even(v);
+	double s = augment_round_half_even(v);
 
 	/*
 	 * torchvision would hand a 0-pixel side on to the resize and fail
@@ -57,9 +57,9 @@ static uint32_t side(double v, uint32_t max)
 	return (uint32_t)s;
 }
 
-int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
-	     double scale_hi, double ratio_lo, double ratio_hi,
-	     struct augp_rect *out)
+int augment_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
+		double scale_hi, double ratio_lo, double ratio_hi,
+		struct augment_rect *out)
 {
 	double area = (double)width * (double)height;
 	double lr_lo, lr_hi, in_ratio;
@@ -71,7 +71,7 @@ int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
 
 	lr_lo = log(ratio_lo);
 	lr_hi = log(ratio_hi);
-	for (int i = 0; i < AUGP_TRIES; i++) {
+	for (int i = 0; i < AUGMENT_TRIES; i++) {
 		/*
 		 * target_area = area * uniform(scale); aspect = exp(uniform(
 		 * log(ratio))); w = int(round(sqrt(target_area * aspect))),
@@ -81,8 +81,8 @@ int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
 		double target =
 			area * (scale_lo + (scale_hi - scale_lo) * rng_unit(r));
 		double aspect = exp(lr_lo + (lr_hi - lr_lo) * rng_unit(r));
-		double w = augp_round_half_even(sqrt(target * aspect));
-		double h = augp_round_half_even(sqrt(target / aspect));
+		double w = augment_round_half_even(sqrt(target * aspect));
+		double h = augment_round_half_even(sqrt(target / aspect));
 
 		/* Compared as doubles: a huge scale must not wrap a uint32. */
 		if (w > 0.0 && w <= (double)width && h > 0.0 &&
@@ -124,9 +124,9 @@ int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
 	return 0;
 }
 
-int augp_resize_center(uint32_t width, uint32_t height, uint32_t resize_short,
-		       uint32_t crop, struct augp_rect *out, uint32_t *rw,
-		       uint32_t *rh)
+int augment_resize_center(uint32_t width, uint32_t height,
+			  uint32_t resize_short, uint32_t crop,
+			  struct augment_rect *out, uint32_t *rw, uint32_t *rh)
 {
 	uint32_t s_in, l_in, top, left;
 	double l_out;
@@ -154,8 +154,8 @@ int augp_resize_center(uint32_t width, uint32_t height, uint32_t resize_short,
 	}
 
 	/* center_crop: int(round((image_side - crop) / 2.0)), ties to even. */
-	top = (uint32_t)augp_round_half_even((double)(*rh - crop) / 2.0);
-	left = (uint32_t)augp_round_half_even((double)(*rw - crop) / 2.0);
+	top = (uint32_t)augment_round_half_even((double)(*rh - crop) / 2.0);
+	left = (uint32_t)augment_round_half_even((double)(*rw - crop) / 2.0);
 
 	/*
 	 * Resizing maps resized pixel edge u to original edge u * in / out
@@ -170,7 +170,7 @@ int augp_resize_center(uint32_t width, uint32_t height, uint32_t resize_short,
 	return 0;
 }
 
-bool augp_flip(struct rng *r, double p)
+bool augment_flip(struct rng *r, double p)
 {
 	/* torchvision: if torch.rand(1) < self.p. One draw whatever p is. */
 	return rng_unit(r) < p;

@@ -1,5 +1,5 @@
 /*
- * augp.h - augmentation parameters: where to crop and whether to flip,
+ * augment.h - augmentation parameters: where to crop and whether to flip,
  * with torchvision's semantics (RandomResizedCrop.get_params, Resize of
  * the shorter side + CenterCrop, RandomHorizontalFlip).
  *
@@ -8,11 +8,11 @@
  * which the caller seeds per sample with order_sample_seed(). The draws
  * are taken in a fixed sequence (documented at each function), so the
  * same seed gives the same parameters on any thread, in any order, on
- * any machine. Call them in a fixed order on one rng (e.g. augp_rrc()
- * then augp_flip()) and the whole sample's augmentation is reproducible.
+ * any machine. Call them in a fixed order on one rng (e.g. augment_rrc()
+ * then augment_flip()) and the whole sample's augmentation is reproducible.
  */
-#ifndef LD_AUGP_H
-#define LD_AUGP_H
+#ifndef LD_AUGMENT_H
+#define LD_AUGMENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,10 +21,10 @@
 
 /*
  * A rectangle in source-image pixel coordinates: x, y is the top-left
- * corner, w, h the size. augp_rrc() gives integral values (whole pixels,
- * as torchvision); augp_resize_center() gives fractional ones.
+ * corner, w, h the size. augment_rrc() gives integral values (whole pixels,
+ * as torchvision); augment_resize_center() gives fractional ones.
  */
-struct augp_rect {
+struct augment_rect {
 	double x, y, w, h;
 };
 
@@ -33,7 +33,7 @@ struct augp_rect {
  * 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, -1.5 -> -2. Independent of
  * the floating-point rounding mode. NaN and infinities come back as is.
  */
-double augp_round_half_even(double x);
+double augment_round_half_even(double x);
 
 /*
  * RandomResizedCrop.get_params for a width x height image: up to 10
@@ -53,9 +53,9 @@ double augp_round_half_even(double x);
  * 0 <= scale_lo <= scale_hi, or the ratio range is not
  * 0 < ratio_lo <= ratio_hi (all finite); then r and *out are untouched.
  */
-int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
-	     double scale_hi, double ratio_lo, double ratio_hi,
-	     struct augp_rect *out);
+int augment_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
+		double scale_hi, double ratio_lo, double ratio_hi,
+		struct augment_rect *out);
 
 /*
  * The evaluation path: Resize so the shorter side is resize_short (the
@@ -72,15 +72,15 @@ int augp_rrc(struct rng *r, uint32_t width, uint32_t height, double scale_lo,
  * larger than the resized shorter side (torchvision would pad; we do
  * not), or the resized longer side does not fit in 32 bits.
  */
-int augp_resize_center(uint32_t width, uint32_t height, uint32_t resize_short,
-		       uint32_t crop, struct augp_rect *out, uint32_t *rw,
-		       uint32_t *rh);
+int augment_resize_center(uint32_t width, uint32_t height,
+			  uint32_t resize_short, uint32_t crop,
+			  struct augment_rect *out, uint32_t *rw, uint32_t *rh);
 
 /*
  * RandomHorizontalFlip: true with probability p (rng_unit(r) < p). Always
  * takes exactly one rng_unit draw, even for p <= 0 or p >= 1, so later
  * draws do not depend on p.
  */
-bool augp_flip(struct rng *r, double p);
+bool augment_flip(struct rng *r, double p);
 
-#endif /* LD_AUGP_H */
+#endif /* LD_AUGMENT_H */

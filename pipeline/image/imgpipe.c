@@ -189,8 +189,8 @@ static void fit_scale(const struct imgpipe *ip, struct jroi_req *q,
  * whole image first.
  */
 static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
-		    uint32_t height, struct augp_rect *rect, struct jroi_req *q,
-		    struct diag *d)
+		    uint32_t height, struct augment_rect *rect,
+		    struct jroi_req *q, struct diag *d)
 {
 	const struct ispec *sp = &ip->sp;
 	uint32_t rw, rh;
@@ -199,8 +199,8 @@ static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
 
 	*q = (struct jroi_req){ 0 };
 	if (sp->geom == ISPEC_RRC) {
-		err = augp_rrc(r, width, height, sp->scale[0], sp->scale[1],
-			       sp->ratio[0], sp->ratio[1], rect);
+		err = augment_rrc(r, width, height, sp->scale[0], sp->scale[1],
+				  sp->ratio[0], sp->ratio[1], rect);
 		if (err)
 			return diag_set(d, LOADER_EUSAGE,
 					"rrc parameters refused");
@@ -212,15 +212,15 @@ static int geometry(const struct imgpipe *ip, struct rng *r, uint32_t width,
 				d, LOADER_ERANGE,
 				"image of %ux%u is smaller than the center crop of %u",
 				width, height, sp->size);
-		rect->x =
-			augp_round_half_even((double)(width - sp->size) / 2.0);
-		rect->y =
-			augp_round_half_even((double)(height - sp->size) / 2.0);
+		rect->x = augment_round_half_even((double)(width - sp->size) /
+						  2.0);
+		rect->y = augment_round_half_even((double)(height - sp->size) /
+						  2.0);
 		rect->w = rect->h = sp->size;
 		goto whole;
 	}
-	if (augp_resize_center(width, height, sp->resize, sp->size, rect, &rw,
-			       &rh))
+	if (augment_resize_center(width, height, sp->resize, sp->size, rect,
+				  &rw, &rh))
 		return diag_set(
 			d, LOADER_ERANGE,
 			"image of %ux%u cannot be resized to %u and cropped to %u",
@@ -266,7 +266,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_info info;
 	struct jroi_out jo;
 	struct jroi_req q;
-	struct augp_rect rect;
+	struct augment_rect rect;
 	struct rsz_plan *plan;
 	struct rng r;
 	double box[4], k;
@@ -285,7 +285,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	if (err)
 		return err;
 	if (sp->has_flip)
-		flip = augp_flip(&r, sp->flip);
+		flip = augment_flip(&r, sp->flip);
 	fit_scale(ip, &q, info.width, info.height);
 	t1 = clock_ns(ws);
 

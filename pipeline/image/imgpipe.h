@@ -7,9 +7,9 @@
  * caller's memory (a sample's place in a batch). Per sample:
  *
  *  1. jroi_header(): the image's size, without decoding pixels;
- *  2. the rectangle to crop, from the sample's seed: augp_rrc() for rrc,
- *     augp_resize_center() (or a plain center crop) for center, then
- *     augp_flip() when the spec has a flip stage: the draws come in that
+ *  2. the rectangle to crop, from the sample's seed: augment_rrc() for rrc,
+ *     augment_resize_center() (or a plain center crop) for center, then
+ *     augment_flip() when the spec has a flip stage: the draws come in that
  *     fixed order from one rng seeded with the sample seed, so the output
  *     bytes depend on (seed, JPEG bytes, spec) only;
  *  3. jroi_decode() of that rectangle's rows and columns only, at the

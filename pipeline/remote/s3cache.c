@@ -1,5 +1,5 @@
 /*
- * rcache.c - the node-local shard cache of datasets in an object store.
+ * s3cache.c - the node-local shard cache of datasets in an object store.
  *
  * A stage runs in rounds. Each round, under the cache's lock, sorts the
  * shards still without a descriptor into three: those in the cache for
@@ -68,7 +68,7 @@ struct memo {
 struct flight {
 	char name[NAME_LEN];
 	uint64_t bytes;
-	struct rfill *f; /* the fetch's; NULL until then */
+	struct s3fill *f; /* the fetch's; NULL until then */
 	uint32_t fi;
 	char tmp[32];
 	struct flight *next;
@@ -82,10 +82,10 @@ struct use {
 
 struct fill_job;
 
-struct rcache {
+struct s3cache {
 	int dfd;
 	char *dir;
-	struct rcache_params p;
+	struct s3cache_params p;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct memo *memo;
@@ -119,10 +119,10 @@ static bool tmp_owner_alive(const char *name)
 	return pid != getpid() && (!kill((pid_t)pid, 0) || errno == EPERM);
 }
 
-int rcache_new(struct rcache **out, const char *dir,
-	       const struct rcache_params *p, struct diag *d)
+int s3cache_new(struct s3cache **out, const char *dir,
+		const struct s3cache_params *p, struct diag *d)
 {
-	struct rcache *c;
+	struct s3cache *c;
 	DIR *dh;
 	struct dirent *de;
 	int fd;
@@ -141,7 +141,7 @@ int rcache_new(struct rcache **out, const char *dir,
 
 		if (c->dfd < 0)
 			c->dfd = -1;
-		rcache_free(c);
+		s3cache_free(c);
 		return diag_set(d, err, "%s: %s", dir, strerror(-err));
 	}
 	if (p)
@@ -170,9 +170,9 @@ int rcache_new(struct rcache **out, const char *dir,
 	return 0;
 }
 
-static void stop_jobs(struct rcache *c);
+static void stop_jobs(struct s3cache *c);
 
-void rcache_free(struct rcache *c)
+void s3cache_free(struct s3cache *c)
 {
 	if (!c)
 		return;
@@ -198,7 +198,7 @@ struct entry {
 	struct timespec mtime;
 };
 
-static struct use *use_find(struct rcache *c, const char *name)
+static struct use *use_find(struct s3cache *c, const char *name)
 {
 	for (size_t i = 0; i < c->nuses; i++)
 		if (!strcmp(c->uses[i].name, name))
@@ -207,7 +207,7 @@ static struct use *use_find(struct rcache *c, const char *name)
 }
 
 /* A stage used name now (under the lock). Without memory, it is not noted. */
-static void use_note(struct rcache *c, const char *name)
+static void use_note(struct s3cache *c, const char *name)
 {
 	struct use *u = use_find(c, name);
 
@@ -227,7 +227,7 @@ static void use_note(struct rcache *c, const char *name)
 	u->tick = ++c->tick;
 }
 
-static void use_forget(struct rcache *c, const char *name)
+static void use_forget(struct s3cache *c, const char *name)
 {
 	struct use *u = use_find(c, name);
 
@@ -249,7 +249,7 @@ static int by_use(const void *a, const void *b)
 }
 
 /* The cache's shard files, least recently used first (*out malloc'd). */
-static int list_entries(struct rcache *c, struct entry **out, size_t *n,
+static int list_entries(struct s3cache *c, struct entry **out, size_t *n,
 			uint64_t *total)
 {
 	struct entry *v = NULL;
@@ -303,7 +303,7 @@ static int list_entries(struct rcache *c, struct entry **out, size_t *n,
 	return 0;
 }
 
-uint64_t rcache_bytes(struct rcache *c)
+uint64_t s3cache_bytes(struct s3cache *c)
 {
 	struct entry *v = NULL;
 	uint64_t total = 0;
@@ -316,7 +316,7 @@ uint64_t rcache_bytes(struct rcache *c)
 	return total;
 }
 
-static struct flight *flight_of(const struct rcache *c, const char *name)
+static struct flight *flight_of(const struct s3cache *c, const char *name)
 {
 	for (struct flight *f = c->flights; f; f = f->next)
 		if (!strcmp(f->name, name))
@@ -324,7 +324,7 @@ static struct flight *flight_of(const struct rcache *c, const char *name)
 	return NULL;
 }
 
-static bool in_flight(const struct rcache *c, const char *name)
+static bool in_flight(const struct s3cache *c, const char *name)
 {
 	return flight_of(c, name) != NULL;
 }
@@ -333,7 +333,7 @@ static bool in_flight(const struct rcache *c, const char *name)
 static bool joinable(const struct flight *fl)
 {
 	return fl->f &&
-	       !__atomic_load_n(rfill_cancelled(fl->f), __ATOMIC_RELAXED);
+	       !__atomic_load_n(s3fill_cancelled(fl->f), __ATOMIC_RELAXED);
 }
 
 /* ---- access memory ----------------------------------------------------- */
@@ -354,7 +354,7 @@ static size_t join(char *buf, size_t cap, const char *const *parts, int n)
 	return len;
 }
 
-static uint64_t cred_hash(const struct rcache *c, const struct aws_cfg *cfg)
+static uint64_t cred_hash(const struct s3cache *c, const struct aws_cfg *cfg)
 {
 	const char *parts[] = { cfg->endpoint, cfg->access_key, cfg->secret_key,
 				cfg->session_token };
@@ -366,7 +366,7 @@ static uint64_t cred_hash(const struct rcache *c, const struct aws_cfg *cfg)
 	return h;
 }
 
-static bool memo_get(struct rcache *c, uint64_t cred, uint64_t obj,
+static bool memo_get(struct s3cache *c, uint64_t cred, uint64_t obj,
 		     struct s3_obj *o)
 {
 	uint64_t now = clock_mono_ms();
@@ -386,7 +386,7 @@ static bool memo_get(struct rcache *c, uint64_t cred, uint64_t obj,
 	return hit;
 }
 
-static void memo_put(struct rcache *c, uint64_t cred, uint64_t obj,
+static void memo_put(struct s3cache *c, uint64_t cred, uint64_t obj,
 		     const struct s3_obj *o)
 {
 	struct memo *victim = NULL;
@@ -420,8 +420,8 @@ struct item {
 	int tmpfd;
 	char tmp[32];
 	bool mine;
-	bool direct;   /* read in place (rread.h): the cache has no room */
-	bool arriving; /* fetched while the stream reads it (rfill.h) */
+	bool direct;   /* read in place (s3read.h): the cache has no room */
+	bool arriving; /* fetched while the stream reads it (s3fill.h) */
 	uint64_t tail; /* direct or arriving: where its fetched tail starts */
 	uint64_t head; /* direct or arriving: the bytes fetched from 0 */
 	uint32_t idx;  /* arriving, in its fetch: the shard's index */
@@ -559,7 +559,7 @@ static int check_copy(const struct dataset *ds, uint32_t i, struct item *it,
 	return err;
 }
 
-static void drop_flights(struct rcache *c, struct item *v, uint32_t n)
+static void drop_flights(struct s3cache *c, struct item *v, uint32_t n)
 {
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < n; i++) {
@@ -584,7 +584,7 @@ static void drop_flights(struct rcache *c, struct item *v, uint32_t n)
 }
 
 /* Open name from the cache if it is there with size bytes; -1 if not. */
-static int open_cached(struct rcache *c, const char *name, uint64_t size)
+static int open_cached(struct s3cache *c, const char *name, uint64_t size)
 {
 	struct stat st;
 	int fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC);
@@ -606,15 +606,15 @@ static int open_cached(struct rcache *c, const char *name, uint64_t size)
  * comes, linked to fl's fetch. Under the lock. Returns 0 or an error
  * (the stage then waits for the flight to end).
  */
-static int join_flight(struct rcache *c, struct flight *fl, struct rfill *fill,
-		       struct item *it, uint32_t i)
+static int join_flight(struct s3cache *c, struct flight *fl,
+		       struct s3fill *fill, struct item *it, uint32_t i)
 {
 	int fd = openat(c->dfd, fl->tmp, O_RDONLY | O_CLOEXEC), err;
 
 	/* Gone: whole and renamed, or dropped, an instant ago. */
 	if (fd < 0)
 		return -errno;
-	err = rfill_link(fill, i, fl->f, fl->fi);
+	err = s3fill_link(fill, i, fl->f, fl->fi);
 	if (err) {
 		close(fd);
 		return err;
@@ -624,7 +624,7 @@ static int join_flight(struct rcache *c, struct flight *fl, struct rfill *fill,
 }
 
 /* Whether the shard name may be removed: not kept, not being fetched. */
-static bool evictable(const struct rcache *c, const char *name,
+static bool evictable(const struct s3cache *c, const char *name,
 		      char (*keep)[NAME_LEN], size_t nkeep)
 {
 	if (in_flight(c, name))
@@ -641,7 +641,7 @@ static bool evictable(const struct rcache *c, const char *name,
  * deadline passes, looking every 100 ms. Returns 0, -ECANCELED or
  * -ETIMEDOUT (in d).
  */
-static int wait_theirs(struct rcache *c, const struct s3_params *sp,
+static int wait_theirs(struct s3cache *c, const struct s3_params *sp,
 		       const char *key, struct diag *d)
 {
 	struct timespec ts;
@@ -671,9 +671,10 @@ static int wait_theirs(struct rcache *c, const struct s3_params *sp,
  * anyone's cached shards. *room receives the bytes free under the
  * budget after it (UINT64_MAX: no budget).
  */
-static int evict(struct rcache *c, const struct item *it, const uint32_t *which,
-		 uint32_t nf, char (*keep)[NAME_LEN], size_t nkeep,
-		 uint64_t *evicted, uint64_t *room, struct diag *d)
+static int evict(struct s3cache *c, const struct item *it,
+		 const uint32_t *which, uint32_t nf, char (*keep)[NAME_LEN],
+		 size_t nkeep, uint64_t *evicted, uint64_t *room,
+		 struct diag *d)
 {
 	struct entry *v = NULL;
 	uint64_t total, pinned, most, need = 0;
@@ -728,9 +729,9 @@ static int evict(struct rcache *c, const struct item *it, const uint32_t *which,
  * temporary file of its size. They are fetched after the stage
  * (fill_main()), while the stream reads them.
  */
-static int fetch_round(struct rcache *c, struct item *v, uint32_t n,
-		       struct rfill *fill, const struct s3_params *sp,
-		       struct rcache_stats *st, struct diag *d)
+static int fetch_round(struct s3cache *c, struct item *v, uint32_t n,
+		       struct s3fill *fill, const struct s3_params *sp,
+		       struct s3cache_stats *st, struct diag *d)
 {
 	uint32_t *which = NULL, nf = 0, theirs = 0;
 	char(*keep)[NAME_LEN] = NULL;
@@ -858,7 +859,7 @@ out:
  * Shards this stage took and will not fetch after all (the stage
  * failed): their temporary files go, and others may take them.
  */
-static void abandon(struct rcache *c, struct item *v, uint32_t n)
+static void abandon(struct s3cache *c, struct item *v, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		if (v[i].tmpfd >= 0)
@@ -919,9 +920,9 @@ static int get_manifest(struct s3 *s, const char *key, int *mfd,
  *   without large dictionaries; then, when the trailer places the
  *   footer before it, the rest of the footer.
  */
-#define TAIL	       (64u << 10)
-#define HEAD_FIRST     (1u << 20)
-#define RREAD_PARALLEL 32 /* requests in flight for reads in place */
+#define TAIL		(64u << 10)
+#define HEAD_FIRST	(1u << 20)
+#define S3READ_PARALLEL 32 /* requests in flight for reads in place */
 
 /* The bytes of shard it's tail to fetch first. */
 static uint64_t tail_len(const struct item *it)
@@ -1032,11 +1033,11 @@ out:
 
 /*
  * Shards with no room in the cache: a memfd of the object's size each,
- * and the caller's struct rread that reads their records.
+ * and the caller's struct s3read that reads their records.
  */
-static int open_direct(const struct aws_cfg *cfg, const struct rcache *c,
+static int open_direct(const struct aws_cfg *cfg, const struct s3cache *c,
 		       const char *bucket, struct item *v, uint32_t n,
-		       struct rread **rr, struct rcache_stats *st,
+		       struct s3read **rr, struct s3cache_stats *st,
 		       struct diag *d)
 {
 	struct s3_params p = c->p.s3;
@@ -1052,14 +1053,14 @@ static int open_direct(const struct aws_cfg *cfg, const struct rcache *c,
 	 * them at once hides (32: 15% faster than 8 here, against a
 	 * gateway on the same 2 cores; 64 no better).
 	 */
-	if (p.parallel < RREAD_PARALLEL)
-		p.parallel = RREAD_PARALLEL;
+	if (p.parallel < S3READ_PARALLEL)
+		p.parallel = S3READ_PARALLEL;
 	p.cancel = NULL; /* the stream sets its own */
-	err = rread_new(rr, cfg, bucket, n, &p, d);
+	err = s3read_new(rr, cfg, bucket, n, &p, d);
 	for (uint32_t i = 0; !err && i < n; i++) {
 		if (!v[i].direct)
 			continue;
-		err = rread_add(*rr, i, v[i].key, &v[i].o, d);
+		err = s3read_add(*rr, i, v[i].key, &v[i].o, d);
 		if (err)
 			break;
 		v[i].fd = memfd_create("s3-shard", MFD_CLOEXEC);
@@ -1075,11 +1076,11 @@ static int open_direct(const struct aws_cfg *cfg, const struct rcache *c,
 
 /* The fetch of a stage's arriving shards, on a thread of its own. */
 struct fill_job {
-	struct rcache *c;
+	struct s3cache *c;
 	struct s3 *s; /* the client's credentials, wiped at the end */
 	struct dataset *ds;
 	struct verify_ctx *vc; /* checks each shard that came whole */
-	struct rfill *f;
+	struct s3fill *f;
 	struct item *v; /* the arriving shards */
 	uint32_t n;
 	char bucket[AWS_BUCKET_MAX];
@@ -1267,7 +1268,7 @@ static void fill_came(void *arg, uint64_t end)
 		r->first++;
 	at = r->first < r->c0 + r->nc ? v[r->first].off + v[r->first].got :
 					it->tail;
-	rfill_came(ch->j->f, it->idx, at);
+	s3fill_came(ch->j->f, it->idx, at);
 }
 
 /*
@@ -1278,7 +1279,7 @@ static void fill_came(void *arg, uint64_t end)
 static bool fill_done(struct fill_job *j, struct item *it, uint32_t i,
 		      const uint8_t *ok, int err, const char *why)
 {
-	struct rcache *c = j->c;
+	struct s3cache *c = j->c;
 	struct diag d = { "" };
 	bool kept = false;
 
@@ -1306,7 +1307,7 @@ static bool fill_done(struct fill_job *j, struct item *it, uint32_t i,
 		(void)unlinkat(c->dfd, it->tmp, 0);
 	it->tmp[0] = '\0';
 	drop_flights(c, it, 1);
-	rfill_end(j->f, i, err, why);
+	s3fill_end(j->f, i, err, why);
 	return kept;
 }
 
@@ -1320,7 +1321,7 @@ static bool fill_pick(struct fill_job *j, uint32_t *pick)
 		struct fshard_run *r = &j->runs[q];
 
 		if (r->next < r->c0 + r->nc &&
-		    rfill_wanted(j->f, j->v[q].idx)) {
+		    s3fill_wanted(j->f, j->v[q].idx)) {
 			*pick = r->next++;
 			return true;
 		}
@@ -1336,7 +1337,7 @@ static bool fill_pick(struct fill_job *j, uint32_t *pick)
 }
 
 /*
- * What a fetch holds but its rfill and its place in the list: the
+ * What a fetch holds but its s3fill and its place in the list: the
  * client's credentials (wiped), the manifest, its shards and chunks.
  */
 static void fill_job_drop(struct fill_job *j)
@@ -1470,7 +1471,7 @@ static void *fill_main(void *arg)
 		     j->label, j->url, j->kept, j->bytes,
 		     (double)(clock_mono_ns() - j->t0) / 1e9,
 		     (double)clock_thread_cpu_ns() / 1e9,
-		     s3_counts(j->s).retries, rfill_waited(j->f));
+		     s3_counts(j->s).retries, s3fill_waited(j->f));
 	else if (stop == -ECANCELED)
 		plog(PLOG_INFO,
 		     "%s: %s: fetching stopped, its stream ended: %" PRIu32
@@ -1490,7 +1491,7 @@ static void *fill_main(void *arg)
 }
 
 /* Join the fetches that ended (all of them, with all). */
-static void reap_jobs(struct rcache *c, bool all)
+static void reap_jobs(struct s3cache *c, bool all)
 {
 	for (;;) {
 		struct fill_job **pp, *j = NULL;
@@ -1506,16 +1507,16 @@ static void reap_jobs(struct rcache *c, bool all)
 		if (!j)
 			return;
 		pthread_join(j->thread, NULL);
-		rfill_put(j->f);
+		s3fill_put(j->f);
 		free(j);
 	}
 }
 
-static void stop_jobs(struct rcache *c)
+static void stop_jobs(struct s3cache *c)
 {
 	pthread_mutex_lock(&c->mu);
 	for (struct fill_job *j = c->jobs; j; j = j->next)
-		rfill_stop(j->f);
+		s3fill_stop(j->f);
 	pthread_mutex_unlock(&c->mu);
 	reap_jobs(c, true);
 }
@@ -1525,10 +1526,10 @@ static void stop_jobs(struct rcache *c)
  * as its temporary file, read-only, and fetched by a thread of their
  * own. The job takes ds, and the items' files and flights.
  */
-static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
+static int start_fill(struct s3cache *c, const struct aws_cfg *cfg,
 		      const char *bucket, const char *prefix, const char *label,
 		      struct dataset **ds, struct item *v, uint32_t n,
-		      struct rfill *fill, struct diag *d)
+		      struct s3fill *fill, struct diag *d)
 {
 	struct s3_params sp = c->p.s3;
 	struct fill_job *j;
@@ -1544,8 +1545,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		free(j);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
-	j->f = rfill_get(fill);
-	sp.cancel = rfill_cancelled(fill);
+	j->f = s3fill_get(fill);
+	sp.cancel = s3fill_cancelled(fill);
 	err = s3_new(&j->s, cfg, bucket, &sp, d);
 	for (uint32_t i = 0; !err && i < n; i++) {
 		if (!v[i].arriving)
@@ -1556,11 +1557,11 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 				       strerror(errno));
 			break;
 		}
-		rfill_add(fill, i, v[i].head, v[i].tail);
+		s3fill_add(fill, i, v[i].head, v[i].tail);
 	}
 	if (err) {
 		fill_job_drop(j);
-		rfill_put(j->f);
+		s3fill_put(j->f);
 		free(j);
 		return err;
 	}
@@ -1625,8 +1626,8 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 	if (pthread_create(&j->thread, NULL, fill_main, j)) {
 		/* The items are the job's: undo it by hand. */
 		for (uint32_t q = 0; q < na; q++) {
-			rfill_end(j->f, j->v[q].idx, -EAGAIN,
-				  "no thread to fetch with");
+			s3fill_end(j->f, j->v[q].idx, -EAGAIN,
+				   "no thread to fetch with");
 			close(j->v[q].tmpfd);
 			(void)unlinkat(c->dfd, j->v[q].tmp, 0);
 			v[j->v[q].idx].mine = true;
@@ -1634,7 +1635,7 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 		drop_flights(c, v, n);
 		j->ds = NULL; /* still the caller's */
 		fill_job_drop(j);
-		rfill_put(j->f);
+		s3fill_put(j->f);
 		free(j);
 		return diag_set(d, -EAGAIN, "no thread to fetch with");
 	}
@@ -1646,10 +1647,10 @@ static int start_fill(struct rcache *c, const struct aws_cfg *cfg,
 	return 0;
 }
 
-static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
-		      const struct s3_params *sp, const char *bucket,
-		      const char *prefix, const char *label,
-		      struct rcache_staged *out, struct rcache_stats *st,
+static int stage_once(struct s3cache *c, struct s3 *s,
+		      const struct aws_cfg *cfg, const struct s3_params *sp,
+		      const char *bucket, const char *prefix, const char *label,
+		      struct s3cache_staged *out, struct s3cache_stats *st,
 		      struct diag *d)
 {
 	struct dataset *ds = NULL;
@@ -1719,7 +1720,7 @@ static int stage_once(struct rcache *c, struct s3 *s, const struct aws_cfg *cfg,
 		total += v[i].o.size;
 		cache_name(cfg, bucket, &v[i]);
 	}
-	err = rfill_new(&out->fill, n, d);
+	err = s3fill_new(&out->fill, n, d);
 	if (!err)
 		err = shardid_new(&out->ids, n, d);
 	for (uint32_t i = 0; !err && i < n; i++) {
@@ -1779,11 +1780,11 @@ out:
 	if (mfd >= 0)
 		close(mfd);
 	if (err) {
-		rread_free(out->rr);
+		s3read_free(out->rr);
 		out->rr = NULL;
 		/* Its stream will not come: the fetch stops. */
-		rfill_cancel(out->fill);
-		rfill_put(out->fill);
+		s3fill_cancel(out->fill);
+		s3fill_put(out->fill);
 		out->fill = NULL;
 		shardid_free(out->ids);
 		out->ids = NULL;
@@ -1795,14 +1796,14 @@ out:
 	return err;
 }
 
-int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const char *label, const bool *cancel, uint64_t deadline_ms,
-		 struct rcache_staged *out, struct rcache_stats *st,
-		 struct diag *d)
+int s3cache_stage(struct s3cache *c, const struct aws_cfg *cfg, const char *url,
+		  const char *label, const bool *cancel, uint64_t deadline_ms,
+		  struct s3cache_staged *out, struct s3cache_stats *st,
+		  struct diag *d)
 {
 	struct s3_params sp = c->p.s3;
 	char bucket[AWS_BUCKET_MAX], prefix[AWS_PREFIX_MAX];
-	struct rcache_stats mine = { 0 };
+	struct s3cache_stats mine = { 0 };
 	struct s3 *s = NULL;
 	int err;
 
@@ -1818,8 +1819,8 @@ int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
 	 * The stage's requests are small (HEADs, headers, tails): more of
 	 * them at once hide their latency, as for reads in place.
 	 */
-	if (sp.parallel < RREAD_PARALLEL)
-		sp.parallel = RREAD_PARALLEL;
+	if (sp.parallel < S3READ_PARALLEL)
+		sp.parallel = S3READ_PARALLEL;
 	err = aws_url_parse(url, bucket, prefix, d);
 	if (!err)
 		err = s3_new(&s, cfg, bucket, &sp, d);

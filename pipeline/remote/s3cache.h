@@ -1,5 +1,5 @@
 /*
- * rcache.h - the node-local shard cache of datasets in an S3-API object
+ * s3cache.h - the node-local shard cache of datasets in an S3-API object
  * store (loaderd(8), S3 DATASETS).
  *
  * A dataset at s3://bucket/prefix is what loaderctl pack makes, stored
@@ -27,19 +27,19 @@
  * record's checksum), and only then renamed into place. The stage does
  * not wait for that: it fetches each shard's header and tail, gives the
  * stream the temporary file, and the records arrive while the stream
- * reads them (rfill.h), so that a cold epoch's decoding overlaps its
+ * reads them (s3fill.h), so that a cold epoch's decoding overlaps its
  * fetching. The cache keeps
  * to a byte budget: before fetching, it removes the least recently
  * staged shards that no stage in progress needs. What still has no room
- * (a dataset larger than the budget) is read in place (rread.h): the
+ * (a dataset larger than the budget) is read in place (s3read.h): the
  * shards the cache holds stay there, stage after stage, and the others
  * are read from the store record by record as the stream needs them.
  *
  * Thread-safe: stages run at once, and one shard wanted by two is
  * fetched once, the second waiting for the first.
  */
-#ifndef LD_RCACHE_H
-#define LD_RCACHE_H
+#ifndef LD_S3CACHE_H
+#define LD_S3CACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,16 +50,16 @@
 #include "s3read.h"
 #include "s3.h"
 
-struct rcache;
+struct s3cache;
 
-struct rcache_params {
+struct s3cache_params {
 	uint64_t budget;       /* bytes of shards kept; 0: no bound */
 	unsigned access_ttl_s; /* how long a HEAD's answer is trusted; 0: 60 */
 	struct s3_params s3;   /* retries, parallel requests, timeouts */
 };
 
 /* What one stage did. */
-struct rcache_stats {
+struct s3cache_stats {
 	uint32_t shards;	/* in the dataset */
 	uint32_t hits;		/* served from the cache */
 	uint32_t fetched;	/* fetched by this stage, as its stream reads */
@@ -68,23 +68,23 @@ struct rcache_stats {
 	uint64_t heads;		/* HEAD requests made (others remembered) */
 	uint64_t retries;	/* requests retried */
 	uint64_t evicted;	/* shard bytes removed to make room */
-	uint32_t direct;	/* read in place: no room (rread.h) */
+	uint32_t direct;	/* read in place: no room (s3read.h) */
 };
 
 /*
  * A cache in dir (made if missing; left-over temporary files of a
  * previous run are removed). Returns 0 or a negative code in d.
  */
-int rcache_new(struct rcache **out, const char *dir,
-	       const struct rcache_params *p, struct diag *d);
-void rcache_free(struct rcache *c);
+int s3cache_new(struct s3cache **out, const char *dir,
+		const struct s3cache_params *p, struct diag *d);
+void s3cache_free(struct s3cache *c);
 
 /* What a stage gives its stream. */
-struct rcache_staged {
+struct s3cache_staged {
 	int *fds; /* [0] the manifest, [1..] the shards, in order */
 	uint32_t nfds;
-	struct rread *rr;    /* shards read in place, or NULL */
-	struct rfill *fill;  /* shards still arriving, or NULL */
+	struct s3read *rr;   /* shards read in place, or NULL */
+	struct s3fill *fill; /* shards still arriving, or NULL */
 	struct shardid *ids; /* the shards' identities (shardid.h) */
 };
 
@@ -93,10 +93,10 @@ struct rcache_staged {
  * On success out->fds is a malloc'd array of out->nfds descriptors, the
  * caller's to close and free: [0] the manifest, [1..] the shards in
  * manifest order. Shards the budget has no room for are read in place:
- * out->rr is then the caller's struct rread for them (rread.h). Shards
+ * out->rr is then the caller's struct s3read for them (s3read.h). Shards
  * not in the cache are fetched after the call, on a thread of the
  * cache's, while the stream reads them: out->fill is then the caller's
- * reference (rfill.h), whose rfill_cancel() stops the fetch when the
+ * reference (s3fill.h), whose s3fill_cancel() stops the fetch when the
  * stream ends, and out->ids the shards' identities in the node cache,
  * the caller's to free (shardid.h); that thread logs, under label, what it fetched. st (may
  * be NULL) receives what was done. When *cancel (may be NULL) is set
@@ -109,12 +109,12 @@ struct rcache_staged {
  * -ESTALE if it kept changing, LOADER_EFORMAT for a shard that is not
  * what the manifest says.
  */
-int rcache_stage(struct rcache *c, const struct aws_cfg *cfg, const char *url,
-		 const char *label, const bool *cancel, uint64_t deadline_ms,
-		 struct rcache_staged *out, struct rcache_stats *st,
-		 struct diag *d);
+int s3cache_stage(struct s3cache *c, const struct aws_cfg *cfg, const char *url,
+		  const char *label, const bool *cancel, uint64_t deadline_ms,
+		  struct s3cache_staged *out, struct s3cache_stats *st,
+		  struct diag *d);
 
 /* Bytes of shards in the cache now. */
-uint64_t rcache_bytes(struct rcache *c);
+uint64_t s3cache_bytes(struct s3cache *c);
 
-#endif /* LD_RCACHE_H */
+#endif /* LD_S3CACHE_H */

@@ -1,5 +1,5 @@
 /*
- * rfill.c - shards still arriving in the shard cache (rfill.h).
+ * s3fill.c - shards still arriving in the shard cache (s3fill.h).
  *
  * One lock for all shards: the fetch reports progress a few times per
  * 16 KiB chunk at most, and the reader asks once per extent. Progress
@@ -23,16 +23,16 @@ struct fshard {
 	uint64_t need; /* the least end a waiter waits for; 0: none waits */
 	char *why;     /* when err */
 	/* Linked: the shard arrives in another stage's fetch, as its src_i. */
-	struct rfill *src;
+	struct s3fill *src;
 	uint32_t src_i;
 };
 
-struct rfill {
+struct s3fill {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	unsigned refs;
 	/*
-	 * Streams its fetch is for: its own (until rfill_cancel()) and
+	 * Streams its fetch is for: its own (until s3fill_cancel()) and
 	 * those linked to it. The fetch stops when none is left.
 	 */
 	unsigned users;
@@ -41,13 +41,13 @@ struct rfill {
 	uint32_t n;
 	uint64_t waited_ns; /* readers, waiting for bytes to come */
 	struct fshard *sh;
-	struct rfill **srcs; /* the fetches linked to, a reference each */
+	struct s3fill **srcs; /* the fetches linked to, a reference each */
 	uint32_t nsrcs;
 };
 
-int rfill_new(struct rfill **out, uint32_t nshards, struct diag *d)
+int s3fill_new(struct s3fill **out, uint32_t nshards, struct diag *d)
 {
-	struct rfill *f = calloc(1, sizeof(*f));
+	struct s3fill *f = calloc(1, sizeof(*f));
 	pthread_condattr_t ca;
 
 	*out = NULL;
@@ -69,7 +69,7 @@ int rfill_new(struct rfill **out, uint32_t nshards, struct diag *d)
 	return 0;
 }
 
-struct rfill *rfill_get(struct rfill *f)
+struct s3fill *s3fill_get(struct s3fill *f)
 {
 	pthread_mutex_lock(&f->mu);
 	f->refs++;
@@ -77,7 +77,7 @@ struct rfill *rfill_get(struct rfill *f)
 	return f;
 }
 
-void rfill_put(struct rfill *f)
+void s3fill_put(struct s3fill *f)
 {
 	unsigned left;
 
@@ -91,7 +91,7 @@ void rfill_put(struct rfill *f)
 	for (uint32_t i = 0; i < f->n; i++)
 		free(f->sh[i].why);
 	for (uint32_t k = 0; k < f->nsrcs; k++)
-		rfill_put(f->srcs[k]);
+		s3fill_put(f->srcs[k]);
 	free(f->srcs);
 	free(f->sh);
 	pthread_cond_destroy(&f->cv);
@@ -99,7 +99,7 @@ void rfill_put(struct rfill *f)
 	free(f);
 }
 
-void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail)
+void s3fill_add(struct s3fill *f, uint32_t i, uint64_t have, uint64_t tail)
 {
 	pthread_mutex_lock(&f->mu);
 	f->sh[i].on = true;
@@ -108,9 +108,9 @@ void rfill_add(struct rfill *f, uint32_t i, uint64_t have, uint64_t tail)
 	pthread_mutex_unlock(&f->mu);
 }
 
-int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si)
+int s3fill_link(struct s3fill *f, uint32_t i, struct s3fill *src, uint32_t si)
 {
-	struct rfill **more;
+	struct s3fill **more;
 	uint32_t k;
 
 	for (k = 0; k < f->nsrcs && f->srcs[k] != src; k++)
@@ -139,12 +139,12 @@ int rfill_link(struct rfill *f, uint32_t i, struct rfill *src, uint32_t si)
 	return 0;
 }
 
-bool rfill_has(const struct rfill *f, uint32_t i)
+bool s3fill_has(const struct s3fill *f, uint32_t i)
 {
 	return f && i < f->n && f->sh[i].on;
 }
 
-void rfill_came(struct rfill *f, uint32_t i, uint64_t end)
+void s3fill_came(struct s3fill *f, uint32_t i, uint64_t end)
 {
 	pthread_mutex_lock(&f->mu);
 	if (end > f->sh[i].have) {
@@ -157,7 +157,7 @@ void rfill_came(struct rfill *f, uint32_t i, uint64_t end)
 	pthread_mutex_unlock(&f->mu);
 }
 
-void rfill_end(struct rfill *f, uint32_t i, int err, const char *why)
+void s3fill_end(struct s3fill *f, uint32_t i, int err, const char *why)
 {
 	pthread_mutex_lock(&f->mu);
 	f->sh[i].ended = true;
@@ -168,7 +168,7 @@ void rfill_end(struct rfill *f, uint32_t i, int err, const char *why)
 	pthread_mutex_unlock(&f->mu);
 }
 
-bool rfill_wanted(struct rfill *f, uint32_t i)
+bool s3fill_wanted(struct s3fill *f, uint32_t i)
 {
 	bool w;
 
@@ -186,8 +186,8 @@ static bool came(const struct fshard *sh, uint64_t off, uint64_t end)
 	return off >= sh->tail || sh->have >= (end < sh->tail ? end : sh->tail);
 }
 
-int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
-	       const bool *stop, struct diag *d)
+int s3fill_wait(struct s3fill *f, uint32_t i, uint64_t off, uint64_t end,
+		const bool *stop, struct diag *d)
 {
 	struct fshard *sh = &f->sh[i];
 	uint64_t t0 = 0;
@@ -195,7 +195,7 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 
 	/* Set before the stream has f, never unset. */
 	if (sh->src)
-		return rfill_wait(sh->src, sh->src_i, off, end, stop, d);
+		return s3fill_wait(sh->src, sh->src_i, off, end, stop, d);
 	pthread_mutex_lock(&f->mu);
 	while (!came(sh, off, end)) {
 		struct timespec ts;
@@ -238,7 +238,7 @@ int rfill_wait(struct rfill *f, uint32_t i, uint64_t off, uint64_t end,
 	return err;
 }
 
-double rfill_waited(struct rfill *f)
+double s3fill_waited(struct s3fill *f)
 {
 	uint64_t ns;
 
@@ -249,7 +249,7 @@ double rfill_waited(struct rfill *f)
 }
 
 /* One stream fewer uses f's fetch; with none left, it stops. */
-static void unuse(struct rfill *f)
+static void unuse(struct s3fill *f)
 {
 	pthread_mutex_lock(&f->mu);
 	if (f->users && !--f->users)
@@ -257,7 +257,7 @@ static void unuse(struct rfill *f)
 	pthread_mutex_unlock(&f->mu);
 }
 
-void rfill_cancel(struct rfill *f)
+void s3fill_cancel(struct s3fill *f)
 {
 	bool first;
 
@@ -275,13 +275,13 @@ void rfill_cancel(struct rfill *f)
 		unuse(f->srcs[k]);
 }
 
-void rfill_stop(struct rfill *f)
+void s3fill_stop(struct s3fill *f)
 {
 	if (f)
 		__atomic_store_n(&f->cancel, true, __ATOMIC_RELAXED);
 }
 
-const bool *rfill_cancelled(struct rfill *f)
+const bool *s3fill_cancelled(struct s3fill *f)
 {
 	return &f->cancel;
 }

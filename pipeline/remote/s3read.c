@@ -1,5 +1,5 @@
 /*
- * rread.c - shards of an object-store dataset read in place (rread.h).
+ * s3read.c - shards of an object-store dataset read in place (s3read.h).
  *
  * The fetch array is kept between calls and grown as needed, so that a
  * batch's reads allocate only what libcurl allocates per request.
@@ -18,7 +18,7 @@ struct rshard {
 	struct s3_obj o;
 };
 
-struct rread {
+struct s3read {
 	struct s3 *s3;
 	char bucket[AWS_BUCKET_MAX];
 	uint32_t n, count;
@@ -27,10 +27,11 @@ struct rread {
 	size_t capf;
 };
 
-int rread_new(struct rread **out, const struct aws_cfg *cfg, const char *bucket,
-	      uint32_t nshards, const struct s3_params *p, struct diag *d)
+int s3read_new(struct s3read **out, const struct aws_cfg *cfg,
+	       const char *bucket, uint32_t nshards, const struct s3_params *p,
+	       struct diag *d)
 {
-	struct rread *r = calloc(1, sizeof(*r));
+	struct s3read *r = calloc(1, sizeof(*r));
 	int err;
 
 	*out = NULL;
@@ -45,14 +46,14 @@ int rread_new(struct rread **out, const struct aws_cfg *cfg, const char *bucket,
 	snprintf(r->bucket, sizeof(r->bucket), "%s", bucket);
 	err = s3_new(&r->s3, cfg, bucket, p, d);
 	if (err) {
-		rread_free(r);
+		s3read_free(r);
 		return err;
 	}
 	*out = r;
 	return 0;
 }
 
-void rread_free(struct rread *r)
+void s3read_free(struct s3read *r)
 {
 	if (!r)
 		return;
@@ -64,8 +65,8 @@ void rread_free(struct rread *r)
 	free(r);
 }
 
-int rread_add(struct rread *r, uint32_t i, const char *key,
-	      const struct s3_obj *o, struct diag *d)
+int s3read_add(struct s3read *r, uint32_t i, const char *key,
+	       const struct s3_obj *o, struct diag *d)
 {
 	if (i >= r->n || r->sh[i].key)
 		return diag_set(d, LOADER_EUSAGE,
@@ -78,17 +79,18 @@ int rread_add(struct rread *r, uint32_t i, const char *key,
 	return 0;
 }
 
-bool rread_has(const struct rread *r, uint32_t i)
+bool s3read_has(const struct s3read *r, uint32_t i)
 {
 	return r && i < r->n && r->sh[i].key;
 }
 
-uint32_t rread_count(const struct rread *r)
+uint32_t s3read_count(const struct s3read *r)
 {
 	return r ? r->count : 0;
 }
 
-int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d)
+int s3read_get(struct s3read *r, struct s3read_range *v, size_t n,
+	       struct diag *d)
 {
 	int err;
 
@@ -107,7 +109,7 @@ int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d)
 	for (size_t k = 0; k < n; k++) {
 		const struct rshard *sh = &r->sh[v[k].shard];
 
-		if (!rread_has(r, v[k].shard))
+		if (!s3read_has(r, v[k].shard))
 			return diag_set(d, LOADER_EUSAGE,
 					"shard %" PRIu32
 					" is not read in place",
@@ -135,12 +137,12 @@ int rread_get(struct rread *r, struct rread_range *v, size_t n, struct diag *d)
 	return err;
 }
 
-void rread_set_cancel(struct rread *r, const bool *cancel)
+void s3read_set_cancel(struct s3read *r, const bool *cancel)
 {
 	s3_set_cancel(r->s3, cancel);
 }
 
-struct s3_counts rread_counts(const struct rread *r)
+struct s3_counts s3read_counts(const struct s3read *r)
 {
 	return s3_counts(r->s3);
 }

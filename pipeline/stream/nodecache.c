@@ -1,5 +1,5 @@
 /*
- * ncache.c - the node cache (ncache.h): sets of records, kept in chunks,
+ * nodecache.c - the node cache (nodecache.h): sets of records, kept in chunks,
  * within one budget.
  *
  * Locks: the cache's lock guards its list of sets, each set's users and
@@ -28,11 +28,12 @@ struct nc_ent {
 	uint64_t len;
 };
 
-struct ncache_set {
-	struct ncache *c;
-	struct ncache_set *prev, *next; /* in c's list, the newest use first */
+struct nodecache_set {
+	struct nodecache *c;
+	struct nodecache_set *prev,
+		*next; /* in c's list, the newest use first */
 	uint32_t n;
-	struct ncache_file *files;
+	struct nodecache_file *files;
 	uint64_t *base;	     /* shard i's records start at flat[base[i]] */
 	struct nc_ent *flat; /* one per record */
 	uint32_t users;	     /* under c->lock */
@@ -45,17 +46,17 @@ struct ncache_set {
 	uint64_t hits, misses;	 /* atomics */
 };
 
-struct ncache {
+struct nodecache {
 	pthread_mutex_t lock;
 	uint64_t budget, used;
-	struct ncache_set *head, *tail;
+	struct nodecache_set *head, *tail;
 	uint32_t sets, attached;
 	uint64_t hits, misses; /* of sets freed */
 };
 
-int ncache_new(struct ncache **out, uint64_t budget)
+int nodecache_new(struct nodecache **out, uint64_t budget)
 {
-	struct ncache *c;
+	struct nodecache *c;
 
 	*out = NULL;
 	if (!budget)
@@ -69,7 +70,7 @@ int ncache_new(struct ncache **out, uint64_t budget)
 	return 0;
 }
 
-static void unlink_set(struct ncache *c, struct ncache_set *s)
+static void unlink_set(struct nodecache *c, struct nodecache_set *s)
 {
 	if (s->prev)
 		s->prev->next = s->next;
@@ -82,7 +83,7 @@ static void unlink_set(struct ncache *c, struct ncache_set *s)
 	s->prev = s->next = NULL;
 }
 
-static void push_front(struct ncache *c, struct ncache_set *s)
+static void push_front(struct nodecache *c, struct nodecache_set *s)
 {
 	s->next = c->head;
 	s->prev = NULL;
@@ -94,7 +95,7 @@ static void push_front(struct ncache *c, struct ncache_set *s)
 }
 
 /* Free set s (no users), under c->lock. */
-static void drop_set(struct ncache *c, struct ncache_set *s)
+static void drop_set(struct nodecache *c, struct nodecache_set *s)
 {
 	struct nc_chunk *k = s->chunks;
 
@@ -120,12 +121,12 @@ static void drop_set(struct ncache *c, struct ncache_set *s)
  * Take bytes from the budget for set s, dropping sets no stream uses,
  * the least recently used first, while it lacks room. Under c->lock.
  */
-static bool charge(struct ncache *c, struct ncache_set *s, uint64_t bytes)
+static bool charge(struct nodecache *c, struct nodecache_set *s, uint64_t bytes)
 {
-	struct ncache_set *v = c->tail;
+	struct nodecache_set *v = c->tail;
 
 	while (c->used + bytes > c->budget && v) {
-		struct ncache_set *prev = v->prev;
+		struct nodecache_set *prev = v->prev;
 
 		if (v != s && !v->users)
 			drop_set(c, v);
@@ -139,7 +140,7 @@ static bool charge(struct ncache *c, struct ncache_set *s, uint64_t bytes)
 	return true;
 }
 
-void ncache_free(struct ncache *c)
+void nodecache_free(struct nodecache *c)
 {
 	if (!c)
 		return;
@@ -149,17 +150,17 @@ void ncache_free(struct ncache *c)
 	free(c);
 }
 
-static bool same_files(const struct ncache_set *s,
-		       const struct ncache_file *files, uint32_t n)
+static bool same_files(const struct nodecache_set *s,
+		       const struct nodecache_file *files, uint32_t n)
 {
 	return s->n == n && !memcmp(s->files, files, n * sizeof(*files));
 }
 
 /* A new set of n files, with its index charged; NULL without room. */
-static struct ncache_set *new_set(struct ncache *c,
-				  const struct ncache_file *files, uint32_t n)
+static struct nodecache_set *
+new_set(struct nodecache *c, const struct nodecache_file *files, uint32_t n)
 {
-	struct ncache_set *s;
+	struct nodecache_set *s;
 	uint64_t total = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -192,10 +193,11 @@ static struct ncache_set *new_set(struct ncache *c,
 	return s;
 }
 
-struct ncache_set *ncache_attach(struct ncache *c,
-				 const struct ncache_file *files, uint32_t n)
+struct nodecache_set *nodecache_attach(struct nodecache *c,
+				       const struct nodecache_file *files,
+				       uint32_t n)
 {
-	struct ncache_set *s;
+	struct nodecache_set *s;
 
 	if (!c || !n)
 		return NULL;
@@ -215,9 +217,9 @@ struct ncache_set *ncache_attach(struct ncache *c,
 	return s;
 }
 
-void ncache_detach(struct ncache_set *s)
+void nodecache_detach(struct nodecache_set *s)
 {
-	struct ncache *c;
+	struct nodecache *c;
 
 	if (!s)
 		return;
@@ -228,8 +230,8 @@ void ncache_detach(struct ncache_set *s)
 	pthread_mutex_unlock(&c->lock);
 }
 
-const unsigned char *ncache_get(const struct ncache_set *s, uint32_t i,
-				uint64_t rec, uint32_t *len)
+const unsigned char *nodecache_get(const struct nodecache_set *s, uint32_t i,
+				   uint64_t rec, uint32_t *len)
 {
 	const struct nc_ent *e;
 	const unsigned char *p;
@@ -244,29 +246,29 @@ const unsigned char *ncache_get(const struct ncache_set *s, uint32_t i,
 	return p;
 }
 
-void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec)
+void nodecache_prefetch(const struct nodecache_set *s, uint32_t i, uint64_t rec)
 {
 	if (s && i < s->n && rec < s->files[i].records)
 		__builtin_prefetch(&s->flat[s->base[i] + rec]);
 }
 
-bool ncache_complete(const struct ncache_set *s)
+bool nodecache_complete(const struct nodecache_set *s)
 {
 	return s && s->total &&
 	       __atomic_load_n(&s->records, __ATOMIC_ACQUIRE) == s->total;
 }
 
 /* Is there a set but s that no stream uses? Under c->lock. */
-static bool has_idle(const struct ncache *c, const struct ncache_set *s)
+static bool has_idle(const struct nodecache *c, const struct nodecache_set *s)
 {
-	for (const struct ncache_set *v = c->head; v; v = v->next)
+	for (const struct nodecache_set *v = c->head; v; v = v->next)
 		if (v != s && !v->users)
 			return true;
 	return false;
 }
 
 /* Room for len bytes in s's chunks, a new chunk if need be; under s->lock. */
-static unsigned char *room(struct ncache_set *s, uint32_t len)
+static unsigned char *room(struct nodecache_set *s, uint32_t len)
 {
 	struct nc_chunk *k = s->chunks;
 	uint64_t size;
@@ -278,8 +280,8 @@ static unsigned char *room(struct ncache_set *s, uint32_t len)
 		k->used += len;
 		return p;
 	}
-	size = len > NCACHE_CHUNK - sizeof(*k) ? (uint64_t)len + sizeof(*k) :
-						 NCACHE_CHUNK;
+	size = len > NODECACHE_CHUNK - sizeof(*k) ? (uint64_t)len + sizeof(*k) :
+						    NODECACHE_CHUNK;
 	pthread_mutex_lock(&s->c->lock);
 	/*
 	 * The budget's last piece may be smaller than a chunk, when no set
@@ -307,8 +309,8 @@ static unsigned char *room(struct ncache_set *s, uint32_t len)
 	return k->data;
 }
 
-bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
-		uint32_t len)
+bool nodecache_put(struct nodecache_set *s, uint32_t i, uint64_t rec,
+		   const void *p, uint32_t len)
 {
 	struct nc_ent *e;
 	unsigned char *to;
@@ -328,7 +330,7 @@ bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 			__atomic_store_n(&e->p, to, __ATOMIC_RELEASE);
 			/*
 			 * After the entry (release): a count seen complete
-			 * (ncache_complete()) shows every entry.
+			 * (nodecache_complete()) shows every entry.
 			 */
 			__atomic_store_n(&s->records, s->records + 1,
 					 __ATOMIC_RELEASE);
@@ -341,12 +343,12 @@ bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
 	return ok;
 }
 
-bool ncache_full(const struct ncache_set *s)
+bool nodecache_full(const struct nodecache_set *s)
 {
 	return s && __atomic_load_n(&s->full, __ATOMIC_RELAXED);
 }
 
-void ncache_count(struct ncache_set *s, uint64_t hits, uint64_t misses)
+void nodecache_count(struct nodecache_set *s, uint64_t hits, uint64_t misses)
 {
 	if (!s)
 		return;
@@ -356,7 +358,7 @@ void ncache_count(struct ncache_set *s, uint64_t hits, uint64_t misses)
 		__atomic_fetch_add(&s->misses, misses, __ATOMIC_RELAXED);
 }
 
-void ncache_stats(struct ncache *c, struct ncache_stats *st)
+void nodecache_stats(struct nodecache *c, struct nodecache_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!c)
@@ -369,7 +371,7 @@ void ncache_stats(struct ncache *c, struct ncache_stats *st)
 	st->hits = c->hits;
 	st->misses = c->misses;
 	/* No set's lock here: a set's lock is taken before the cache's. */
-	for (struct ncache_set *s = c->head; s; s = s->next) {
+	for (struct nodecache_set *s = c->head; s; s = s->next) {
 		st->hits += __atomic_load_n(&s->hits, __ATOMIC_RELAXED);
 		st->misses += __atomic_load_n(&s->misses, __ATOMIC_RELAXED);
 		st->records += __atomic_load_n(&s->records, __ATOMIC_RELAXED);

@@ -1,5 +1,5 @@
 /*
- * ncache.h - the node cache: stored records shared by every stream on the
+ * nodecache.h - the node cache: stored records shared by every stream on the
  * same dataset files, within one byte budget for the whole daemon.
  *
  * A set is one dataset as its files are: each shard's device, inode,
@@ -25,20 +25,20 @@
  * lock and no copy. Adding takes the set's lock and copies the record
  * once.
  */
-#ifndef LD_NCACHE_H
-#define LD_NCACHE_H
+#ifndef LD_NODECACHE_H
+#define LD_NODECACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 /* The smallest piece of memory the cache takes from its budget. */
-#define NCACHE_CHUNK (4u << 20)
+#define NODECACHE_CHUNK (4u << 20)
 
-struct ncache;
-struct ncache_set;
+struct nodecache;
+struct nodecache_set;
 
 /* What makes a shard file the same file. */
-struct ncache_file {
+struct nodecache_file {
 	uint64_t dev, ino, size;
 	int64_t mtime_ns, ctime_ns;
 	uint64_t records;
@@ -49,57 +49,59 @@ struct ncache_file {
  * set's index). budget 0: *out is NULL and every call below is a no-op
  * that finds nothing. Returns 0 or -ENOMEM.
  */
-int ncache_new(struct ncache **out, uint64_t budget);
+int nodecache_new(struct nodecache **out, uint64_t budget);
 
 /* Free the cache; no set may be attached. NULL is a no-op. */
-void ncache_free(struct ncache *c);
+void nodecache_free(struct nodecache *c);
 
 /*
  * The set of these n files (a stream's shards, in manifest order), found
- * or made, and attached: it stays until ncache_detach(). NULL when the
+ * or made, and attached: it stays until nodecache_detach(). NULL when the
  * cache is off, full of sets in use, or out of memory: the stream reads
  * from storage as if there were no cache.
  */
-struct ncache_set *ncache_attach(struct ncache *c,
-				 const struct ncache_file *files, uint32_t n);
+struct nodecache_set *nodecache_attach(struct nodecache *c,
+				       const struct nodecache_file *files,
+				       uint32_t n);
 
 /* Let go of a set (NULL is a no-op); it stays cached until its room is needed. */
-void ncache_detach(struct ncache_set *s);
+void nodecache_detach(struct nodecache_set *s);
 
 /*
  * Record rec of shard i, if cached: its bytes, *len of them. Lock-free;
  * NULL if not. Only records whose checksum the caller checked are put,
  * so what comes back needs no check again.
  */
-const unsigned char *ncache_get(const struct ncache_set *s, uint32_t i,
-				uint64_t rec, uint32_t *len);
+const unsigned char *nodecache_get(const struct nodecache_set *s, uint32_t i,
+				   uint64_t rec, uint32_t *len);
 
 /* Start bringing record rec's entry into the CPU cache (a batch's first pass). */
-void ncache_prefetch(const struct ncache_set *s, uint32_t i, uint64_t rec);
+void nodecache_prefetch(const struct nodecache_set *s, uint32_t i,
+			uint64_t rec);
 
 /*
  * Keep a copy of record rec of shard i (len bytes at p, checked against
  * its checksum), if it is not cached yet and the budget has room.
  * Returns true if it is cached now.
  */
-bool ncache_put(struct ncache_set *s, uint32_t i, uint64_t rec, const void *p,
-		uint32_t len);
+bool nodecache_put(struct nodecache_set *s, uint32_t i, uint64_t rec,
+		   const void *p, uint32_t len);
 
 /*
  * Has s met the end of the budget (nothing more will be put)? Lets a
  * caller skip the work before a put (a checksum) that would be refused.
  */
-bool ncache_full(const struct ncache_set *s);
+bool nodecache_full(const struct nodecache_set *s);
 
 /*
  * Does s hold every record of its files? Records never leave a set in
  * use: once true, it stays true for as long as the caller is attached,
- * and every ncache_get() on s finds its record.
+ * and every nodecache_get() on s finds its record.
  */
-bool ncache_complete(const struct ncache_set *s);
+bool nodecache_complete(const struct nodecache_set *s);
 
 /* The cache as a whole. */
-struct ncache_stats {
+struct nodecache_stats {
 	uint64_t budget;
 	uint64_t used;	   /* bytes taken from the budget */
 	uint64_t records;  /* cached, all sets */
@@ -109,9 +111,9 @@ struct ncache_stats {
 	uint64_t misses;   /* looked up and not there */
 };
 
-void ncache_stats(struct ncache *c, struct ncache_stats *st);
+void nodecache_stats(struct nodecache *c, struct nodecache_stats *st);
 
 /* Count a lookup's outcome (the reader calls it once per batch). */
-void ncache_count(struct ncache_set *s, uint64_t hits, uint64_t misses);
+void nodecache_count(struct nodecache_set *s, uint64_t hits, uint64_t misses);
 
-#endif /* LD_NCACHE_H */
+#endif /* LD_NODECACHE_H */

@@ -312,26 +312,26 @@ static int arena_take(struct stream *s, uint64_t need, uint64_t *start)
 static void read_in_place(struct stream *s, uint32_t nq, uint32_t next)
 {
 	struct diag d = { "" };
-	int err = rread_get(s->c.rread, s->rq, nq, &d);
+	int err = s3read_get(s->c.s3read, s->rq, nq, &d);
 
 	for (uint32_t x = 0, k = 0; x < next && k < nq; x++) {
 		struct stream_ext *e = &s->ext[x];
 
-		if (!rread_has(s->c.rread, e->shard))
+		if (!s3read_has(s->c.s3read, e->shard))
 			continue;
 		e->err = s->rq[k].err;
 		e->done = e->err ? 0 : e->want;
 		k++;
 	}
 	/* Cancelled: the stream is stopping, which is no failure to tell. */
-	if (err && err != -ECANCELED && !s->rread_told) {
-		s->rread_told = true;
+	if (err && err != -ECANCELED && !s->s3read_told) {
+		s->s3read_told = true;
 		plog(PLOG_WARN, "%s: reading in place: %s", s->label, d.msg);
 	}
 }
 
 /*
- * An extent of a shard still arriving (rfill.h): wait for its bytes.
+ * An extent of a shard still arriving (s3fill.h): wait for its bytes.
  * Returns 0 when they came, else sets the extent's error (the records'
  * go to the bad-sample policy) and returns it. The stream's first shard
  * that will not come is logged.
@@ -339,15 +339,15 @@ static void read_in_place(struct stream *s, uint32_t nq, uint32_t next)
 static int await(struct stream *s, struct stream_ext *e)
 {
 	struct diag d = { "" };
-	int err = rfill_wait(s->c.rfill, e->shard, e->off, e->off + e->want,
-			     &s->stop, &d);
+	int err = s3fill_wait(s->c.s3fill, e->shard, e->off, e->off + e->want,
+			      &s->stop, &d);
 
 	if (!err)
 		return 0;
 	e->err = err;
 	e->done = 0;
-	if (err != -ECANCELED && !s->rfill_told) {
-		s->rfill_told = true;
+	if (err != -ECANCELED && !s->s3fill_told) {
+		s->s3fill_told = true;
 		plog(PLOG_WARN, "%s: a shard did not arrive: %s", s->label,
 		     d.msg);
 	}
@@ -387,13 +387,13 @@ static int read_extents(struct stream *s, struct reader_io *io, uint32_t next,
 			pb->rec[s->refs[m].k] =
 				e->buf + (s->refs[m].off - e->off);
 		*pos += len;
-		if (rfill_has(s->c.rfill, e->shard) && await(s, e))
+		if (s3fill_has(s->c.s3fill, e->shard) && await(s, e))
 			continue;
-		if (rread_has(s->c.rread, e->shard))
-			s->rq[nq++] = (struct rread_range){ .shard = e->shard,
-							    .off = e->off,
-							    .len = e->want,
-							    .buf = e->buf };
+		if (s3read_has(s->c.s3read, e->shard))
+			s->rq[nq++] = (struct s3read_range){ .shard = e->shard,
+							     .off = e->off,
+							     .len = e->want,
+							     .buf = e->buf };
 		else
 			err = io_queue(io, s, x);
 	}
@@ -536,15 +536,15 @@ static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
 	for (uint32_t k = 0; k < n; k++) {
 		order_locate(s->order, pb->gidx[k], &pb->shard[k],
 			     &pb->ridx[k]);
-		ncache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
+		nodecache_prefetch(s->cset, pb->shard[k], pb->ridx[k]);
 	}
 	for (uint32_t k = 0; k < n; k++) {
 		struct shard_rec r;
 
 		pb->rerr[k] = 0;
 		/* Cached (and checked): served where it lies, nothing read. */
-		pb->rec[k] = ncache_get(s->cset, pb->shard[k], pb->ridx[k],
-					&pb->len[k]);
+		pb->rec[k] = nodecache_get(s->cset, pb->shard[k], pb->ridx[k],
+					   &pb->len[k]);
 		pb->cached[k] = pb->rec[k] != NULL;
 		if (pb->cached[k])
 			continue;
@@ -554,7 +554,7 @@ static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
 						     r.length };
 	}
 	if (s->cset) {
-		ncache_count(s->cset, n - nr, nr);
+		nodecache_count(s->cset, n - nr, nr);
 		__atomic_fetch_add(&s->n.cache_hits, n - nr, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->n.cache_misses, nr, __ATOMIC_RELAXED);
 	}
@@ -660,8 +660,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		if (!e->err)
 			continue;
 		if (e->err == -EIO && !s->c.direct && e->last - e->first > 1 &&
-		    !rread_has(s->c.rread, e->shard) &&
-		    !rfill_has(s->c.rfill, e->shard)) {
+		    !s3read_has(s->c.s3read, e->shard) &&
+		    !s3fill_has(s->c.s3fill, e->shard)) {
 			retry_records(s, pb, e);
 			continue;
 		}
@@ -672,7 +672,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	 * What was read whole and matches its checksum goes into the node
 	 * cache while it has room, and is not checked again there.
 	 */
-	for (uint32_t m = 0; s->cset && !ncache_full(s->cset) && m < n; m++) {
+	for (uint32_t m = 0; s->cset && !nodecache_full(s->cset) && m < n;
+	     m++) {
 		uint32_t k = s->refs[m].k;
 		struct diag cd;
 
@@ -680,8 +681,8 @@ static int read_batch(struct stream *s, struct reader_io *io,
 		    shard_check_sum(s->sh[pb->shard[k]], pb->ridx[k],
 				    pb->rec[k], pb->len[k], &cd))
 			continue;
-		if (!ncache_put(s->cset, pb->shard[k], pb->ridx[k], pb->rec[k],
-				pb->len[k]))
+		if (!nodecache_put(s->cset, pb->shard[k], pb->ridx[k],
+				   pb->rec[k], pb->len[k]))
 			break;
 		pb->cached[k] = true;
 	}
@@ -790,7 +791,7 @@ void reader_serve(struct stream *s, struct stream_pb *pb)
 	if (lookup_batch(s, pb, b)) {
 		const struct stream_ref *r = &s->refs[0];
 
-		/* ncache_complete() says this cannot be. */
+		/* nodecache_complete() says this cannot be. */
 		pb->err = LOADER_ERANGE;
 		snprintf(
 			pb->msg, sizeof(pb->msg),
@@ -840,7 +841,7 @@ void *reader_main(void *arg)
 	for (uint64_t b = s->c.start_batch; next_batch(s, &e, &b); b++) {
 		struct diag d = { { 0 } };
 
-		if (s->light && ncache_complete(s->cset)) {
+		if (s->light && nodecache_complete(s->cset)) {
 			hand_over(s, e, b);
 			goto out;
 		}

@@ -409,7 +409,7 @@ static int count_index(struct stream *s, uint32_t i, const char *name,
 	struct stat st;
 
 	/* A shard read in place: its header and tail in a memfd. */
-	if (rread_has(s->c.rread, i) && !fstat(s->fds[i + 1], &st))
+	if (s3read_has(s->c.s3read, i) && !fstat(s->fds[i + 1], &st))
 		mem += (uint64_t)st.st_blocks * 512;
 	s->lay.index_bytes += mem;
 	if (s->c.max_mem && s->lay.index_bytes > s->c.max_mem)
@@ -450,10 +450,10 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 	s->pb = mem_calloc(s->npb, sizeof(*s->pb));
 	s->refs = mem_calloc(b, sizeof(*s->refs));
 	s->ext = mem_calloc(b, sizeof(*s->ext));
-	if (s->c.rread)
+	if (s->c.s3read)
 		s->rq = mem_calloc(b, sizeof(*s->rq));
 	if (!s->arena || !s->pb || !s->refs || !s->ext ||
-	    (s->c.rread && !s->rq))
+	    (s->c.s3read && !s->rq))
 		return diag_set(d, -ENOMEM, "prefetch of %" PRIu64 " bytes",
 				s->arena_size);
 	for (uint32_t i = 0; i < s->npb; i++) {
@@ -513,11 +513,11 @@ static int setup_workers(struct stream *s)
 
 /*
  * The node cache's set of this dataset's files, as the client's
- * descriptors show them (ncache.h): none if one cannot be told.
+ * descriptors show them (nodecache.h): none if one cannot be told.
  */
 static void attach_cache(struct stream *s)
 {
-	struct ncache_file *f;
+	struct nodecache_file *f;
 	uint32_t n = s->ds->nshards;
 
 	if (!s->c.cache)
@@ -534,7 +534,7 @@ static void attach_cache(struct stream *s)
 		 * however it is read (shardid.h).
 		 */
 		if (shardid_get(s->c.shard_ids, i, id)) {
-			f[i] = (struct ncache_file){
+			f[i] = (struct nodecache_file){
 				.dev = 0,
 				.ino = id[1],
 				.size = shard_file_size(s->sh[i]),
@@ -548,7 +548,7 @@ static void attach_cache(struct stream *s)
 			free(f);
 			return;
 		}
-		f[i] = (struct ncache_file){
+		f[i] = (struct nodecache_file){
 			.dev = st.st_dev,
 			.ino = st.st_ino,
 			.size = (uint64_t)st.st_size,
@@ -559,7 +559,7 @@ static void attach_cache(struct stream *s)
 			.records = shard_count(s->sh[i]),
 		};
 	}
-	s->cset = ncache_attach(s->c.cache, f, n);
+	s->cset = nodecache_attach(s->c.cache, f, n);
 	free(f);
 }
 
@@ -627,8 +627,8 @@ static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 		 * A shard read in place is not read through its fd; one
 		 * arriving is read from the page cache it is written to.
 		 */
-		if (s->c.direct && !rread_has(s->c.rread, i) &&
-		    !rfill_has(s->c.rfill, i)) {
+		if (s->c.direct && !s3read_has(s->c.s3read, i) &&
+		    !s3fill_has(s->c.s3fill, i)) {
 			int fl = fcntl(s->fds[i + 1], F_GETFL);
 
 			/* The client closed its copies: the flag is ours alone. */
@@ -795,7 +795,7 @@ void stream_free(struct stream *s)
 	free(s->rq);
 	free(s->arena);
 	/* The threads are gone: nothing points into the set any more. */
-	ncache_detach(s->cset);
+	nodecache_detach(s->cset);
 	order_free(s->order);
 	free(s->plan);
 	for (uint32_t i = 0; s->sh && s->ds && i < s->ds->nshards; i++)
@@ -808,9 +808,9 @@ void stream_free(struct stream *s)
 	for (uint32_t i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	free(s->fds);
-	rread_free(s->c.rread);
-	rfill_cancel(s->c.rfill);
-	rfill_put(s->c.rfill);
+	s3read_free(s->c.s3read);
+	s3fill_cancel(s->c.s3fill);
+	s3fill_put(s->c.s3fill);
 	shardid_free(s->c.shard_ids);
 	free(s);
 }
@@ -824,9 +824,9 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!s) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
-		rread_free(c->rread);
-		rfill_cancel(c->rfill);
-		rfill_put(c->rfill);
+		s3read_free(c->s3read);
+		s3fill_cancel(c->s3fill);
+		s3fill_put(c->s3fill);
 		shardid_free(c->shard_ids);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
@@ -834,12 +834,12 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	pthread_mutex_init(&s->bad_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->fds = mem_alloc((nfds ? nfds : 1) * sizeof(int));
-	s->c.rread = c->rread;	       /* stream_free() frees it */
-	s->c.rfill = c->rfill;	       /* and drops this */
+	s->c.s3read = c->s3read;       /* stream_free() frees it */
+	s->c.s3fill = c->s3fill;       /* and drops this */
 	s->c.shard_ids = c->shard_ids; /* and frees this */
 	/* A read in place in flight when the stream stops ends then. */
-	if (s->c.rread)
-		rread_set_cancel(s->c.rread, &s->stop);
+	if (s->c.s3read)
+		s3read_set_cancel(s->c.s3read, &s->stop);
 	if (!s->fds) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);

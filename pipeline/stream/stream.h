@@ -24,7 +24,7 @@
 #include "dsopen.h"
 #include "order.h"
 
-struct ncache;
+struct nodecache;
 
 #define STREAM_MAX_OUTPUTS 8
 #define STREAM_NAME_MAX	   32 /* of an output's field name, NUL included */
@@ -111,24 +111,24 @@ struct stream_config {
 	 */
 	char *const *tar_labels;
 	/*
-	 * The node cache (ncache.h), or NULL: records found there are not
+	 * The node cache (nodecache.h), or NULL: records found there are not
 	 * read, records read are added while it has room.
 	 */
-	struct ncache *cache;
+	struct nodecache *cache;
 	/*
-	 * Shards of an object-store dataset read in place (rread.h), or
+	 * Shards of an object-store dataset read in place (s3read.h), or
 	 * NULL. The stream takes it (stream_new() frees it, even when it
 	 * fails): the reader asks it for those shards' records, and their
 	 * descriptors hold only header and footer.
 	 */
-	struct rread *rread;
+	struct s3read *s3read;
 	/*
 	 * An object-store dataset's shards still arriving in the shard
 	 * cache (s3fill.h), or NULL. The stream takes this reference
 	 * (stream_new() drops it, even when it fails), and cancels their
 	 * fetch when it ends: the reader waits for the bytes it reads.
 	 */
-	struct rfill *rfill;
+	struct s3fill *s3fill;
 	/*
 	 * An object-store dataset's shards' identities in the node cache
 	 * (shardid.h), or NULL. The stream takes it (stream_new() frees it,

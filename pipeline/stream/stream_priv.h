@@ -63,7 +63,7 @@ struct stream_ref {
 };
 
 /* One read: refs [first, last) of a shard, [off, end) of its file. */
-struct rread_range;
+struct s3read_range;
 
 struct stream_ext {
 	uint32_t shard;
@@ -101,8 +101,8 @@ struct stream {
 	int *fds;
 	uint32_t nfds;
 	struct shard **sh;
-	struct recindex **wix;	 /* per shard, of a tar read in place */
-	struct ncache_set *cset; /* the node cache's set of these files */
+	struct recindex **wix;	    /* per shard, of a tar read in place */
+	struct nodecache_set *cset; /* the node cache's set of these files */
 	struct order *order;
 	uint64_t *plan; /* the order's plan (order.h), or NULL */
 	size_t plan_words;
@@ -171,10 +171,10 @@ struct stream {
 	uint64_t win_off[STREAM_WIN_RUNS];
 	struct stream_ref *refs; /* reader scratch, batch_size entries */
 	struct stream_ext *ext;	 /* reader scratch, batch_size entries */
-	/* Reads of shards read in place (rread.h): as many, or NULL. */
-	struct rread_range *rq;
-	bool rread_told; /* a failed read in place was logged */
-	bool rfill_told; /* a shard that did not arrive was logged */
+	/* Reads of shards read in place (s3read.h): as many, or NULL. */
+	struct s3read_range *rq;
+	bool s3read_told; /* a failed read in place was logged */
+	bool s3fill_told; /* a shard that did not arrive was logged */
 
 	/*
 	 * lock and cond guard the arena and pb positions, stop, and who

@@ -510,6 +510,8 @@ Test(openreq, tar_labels)
 		openreq_labels_free(l, 1);
 		close(fd);
 	}
+}
+
 /* ---------------------------------------------- REMOTE into aws_cfg */
 
 /* Each string of a REMOTE and where openreq_remote_cfg() puts it. */

@@ -37,7 +37,7 @@ static void sample_rng(struct rng *r, uint64_t seed, uint64_t index)
 	rng_seed(r, rng_mix(seed, 0, index));
 }
 
-static bool rect_eq(const struct augp_rect *a, const struct augp_rect *b)
+static bool rect_eq(const struct augment_rect *a, const struct augment_rect *b)
 {
 	return a->x == b->x && a->y == b->y && a->w == b->w && a->h == b->h;
 }
@@ -66,10 +66,10 @@ static const struct {
 	{ 9007199254740993.0, 9007199254740992.0 }, /* 2^53+1 is 2^53 already */
 };
 
-Test(augp, round_half_even_table)
+Test(augment, round_half_even_table)
 {
 	for (size_t i = 0; i < NELEM(rounds); i++) {
-		double got = augp_round_half_even(rounds[i].in);
+		double got = augment_round_half_even(rounds[i].in);
 
 		cr_expect_eq(got, rounds[i].out,
 			     "round(%.17g) = %.17g, want %.17g", rounds[i].in,
@@ -77,9 +77,9 @@ Test(augp, round_half_even_table)
 		cr_expect_eq(signbit(got), signbit(rounds[i].out),
 			     "sign of round(%.17g)", rounds[i].in);
 	}
-	cr_expect(isnan(augp_round_half_even(NAN)));
-	cr_expect_eq(augp_round_half_even(INFINITY), INFINITY);
-	cr_expect_eq(augp_round_half_even(-INFINITY), -INFINITY);
+	cr_expect(isnan(augment_round_half_even(NAN)));
+	cr_expect_eq(augment_round_half_even(INFINITY), INFINITY);
+	cr_expect_eq(augment_round_half_even(-INFINITY), -INFINITY);
 }
 
 /* Sizes from one pixel to extreme strips, in both orientations. */
@@ -88,10 +88,10 @@ static const uint32_t shapes[][2] = {
 	{ 1000, 10 }, { 10, 1000 }, { 224, 224 }, { 4000, 3000 }, { 33, 17 },
 };
 
-Test(augp, rrc_inside_and_integral)
+Test(augment, rrc_inside_and_integral)
 {
 	struct rng r;
-	struct augp_rect c;
+	struct augment_rect c;
 
 	fails = 0;
 	for (size_t s = 0; s < NELEM(shapes); s++) {
@@ -99,8 +99,9 @@ Test(augp, rrc_inside_and_integral)
 
 		for (uint64_t i = 0; i < 2000; i++) {
 			sample_rng(&r, 42 + s, i);
-			cr_assert_eq(augp_rrc(&r, w, h, SLO, SHI, RLO, RHI, &c),
-				     0);
+			cr_assert_eq(
+				augment_rrc(&r, w, h, SLO, SHI, RLO, RHI, &c),
+				0);
 			CHECK(c.x == floor(c.x) && c.y == floor(c.y) &&
 				      c.w == floor(c.w) && c.h == floor(c.h),
 			      "%ux%u: not integral", w, h);
@@ -123,7 +124,7 @@ Test(augp, rrc_inside_and_integral)
 static const struct {
 	uint32_t w, h;
 	double slo, shi;
-	struct augp_rect want;
+	struct augment_rect want;
 } fallbacks[] = {
 	{ 1000, 10, SLO, SHI, { 493, 0, 13, 10 } },
 	{ 10, 1000, SLO, SHI, { 0, 493, 10, 13 } },
@@ -136,19 +137,20 @@ static const struct {
 	{ 6, 1000, SLO, SHI, { 0, 496, 6, 8 } },
 };
 
-Test(augp, rrc_fallback)
+Test(augment, rrc_fallback)
 {
 	struct rng r, ref;
-	struct augp_rect c;
+	struct augment_rect c;
 
 	for (size_t i = 0; i < NELEM(fallbacks); i++) {
 		for (uint64_t k = 0; k < 200; k++) {
 			sample_rng(&r, 7, k);
 			ref = r;
-			cr_assert_eq(augp_rrc(&r, fallbacks[i].w,
-					      fallbacks[i].h, fallbacks[i].slo,
-					      fallbacks[i].shi, RLO, RHI, &c),
-				     0);
+			cr_assert_eq(
+				augment_rrc(&r, fallbacks[i].w, fallbacks[i].h,
+					    fallbacks[i].slo, fallbacks[i].shi,
+					    RLO, RHI, &c),
+				0);
 			cr_assert(rect_eq(&c, &fallbacks[i].want),
 				  "%ux%u seed %lu: got %g,%g %gx%g",
 				  fallbacks[i].w, fallbacks[i].h,
@@ -167,7 +169,7 @@ Test(augp, rrc_fallback)
  * 1) conditioned on fitting, which rejects most large fractions with a
  * far-from-4:3 aspect, so the mean sits below the unconditioned 0.54.
  */
-Test(augp, rrc_statistics)
+Test(augment, rrc_statistics)
 {
 	const uint32_t w = 500, h = 375;
 	const double area = (double)w * h;
@@ -175,14 +177,14 @@ Test(augp, rrc_statistics)
 	unsigned whole = 0;
 	const unsigned n = 20000;
 	struct rng r;
-	struct augp_rect c;
+	struct augment_rect c;
 
 	fails = 0;
 	for (unsigned i = 0; i < n; i++) {
 		double f;
 
 		sample_rng(&r, 2024, i);
-		cr_assert_eq(augp_rrc(&r, w, h, SLO, SHI, RLO, RHI, &c), 0);
+		cr_assert_eq(augment_rrc(&r, w, h, SLO, SHI, RLO, RHI, &c), 0);
 		f = c.w * c.h / area;
 		sum += f;
 		mn = fmin(mn, f);
@@ -208,25 +210,25 @@ Test(augp, rrc_statistics)
 	cr_expect(whole < n / 20, "%u whole-image crops", whole);
 }
 
-Test(augp, rrc_deterministic)
+Test(augment, rrc_deterministic)
 {
 	struct rng a, b;
-	struct augp_rect ca, cb;
+	struct augment_rect ca, cb;
 	unsigned same = 0;
 
 	for (uint64_t i = 0; i < 1000; i++) {
 		sample_rng(&a, 99, i);
 		sample_rng(&b, 99, i);
-		cr_assert_eq(augp_rrc(&a, 500, 375, SLO, SHI, RLO, RHI, &ca),
+		cr_assert_eq(augment_rrc(&a, 500, 375, SLO, SHI, RLO, RHI, &ca),
 			     0);
-		cr_assert_eq(augp_rrc(&b, 500, 375, SLO, SHI, RLO, RHI, &cb),
+		cr_assert_eq(augment_rrc(&b, 500, 375, SLO, SHI, RLO, RHI, &cb),
 			     0);
 		cr_assert(rect_eq(&ca, &cb), "seed 99 sample %lu differs",
 			  (unsigned long)i);
-		cr_assert_eq(augp_flip(&a, 0.5), augp_flip(&b, 0.5));
+		cr_assert_eq(augment_flip(&a, 0.5), augment_flip(&b, 0.5));
 
 		sample_rng(&b, 100, i);
-		cr_assert_eq(augp_rrc(&b, 500, 375, SLO, SHI, RLO, RHI, &cb),
+		cr_assert_eq(augment_rrc(&b, 500, 375, SLO, SHI, RLO, RHI, &cb),
 			     0);
 		same += rect_eq(&ca, &cb);
 	}
@@ -234,7 +236,7 @@ Test(augp, rrc_deterministic)
 	cr_expect(same < 10, "%u of 1000 rects equal across seeds", same);
 }
 
-Test(augp, rrc_errors)
+Test(augment, rrc_errors)
 {
 	static const struct {
 		uint32_t w, h;
@@ -252,13 +254,14 @@ Test(augp, rrc_errors)
 		{ 10, 10, SLO, SHI, RLO, NAN },
 	};
 	struct rng r, ref;
-	struct augp_rect c = { 1, 2, 3, 4 }, keep = c;
+	struct augment_rect c = { 1, 2, 3, 4 }, keep = c;
 
 	rng_seed(&r, 5);
 	ref = r;
 	for (size_t i = 0; i < NELEM(bad); i++) {
-		cr_expect_eq(augp_rrc(&r, bad[i].w, bad[i].h, bad[i].slo,
-				      bad[i].shi, bad[i].rlo, bad[i].rhi, &c),
+		cr_expect_eq(augment_rrc(&r, bad[i].w, bad[i].h, bad[i].slo,
+					 bad[i].shi, bad[i].rlo, bad[i].rhi,
+					 &c),
 			     -EINVAL, "case %zu", i);
 		cr_expect(rect_eq(&c, &keep), "case %zu wrote *out", i);
 		cr_expect_eq(memcmp(&r, &ref, sizeof(r)), 0,
@@ -289,7 +292,7 @@ Test(augp, rrc_errors)
  */
 static const struct {
 	uint32_t w, h, rs, crop, rw, rh;
-	struct augp_rect want;
+	struct augment_rect want;
 } centers[] = {
 	{ 500,
 	  375,
@@ -326,15 +329,15 @@ static const struct {
 	{ 1000, 3, 1, 1, 333, 1, { 166.0 * 1000 / 333, 0, 1000.0 / 333, 3 } },
 };
 
-Test(augp, resize_center_by_hand)
+Test(augment, resize_center_by_hand)
 {
-	struct augp_rect c;
+	struct augment_rect c;
 	uint32_t rw, rh;
 
 	for (size_t i = 0; i < NELEM(centers); i++) {
-		cr_assert_eq(augp_resize_center(centers[i].w, centers[i].h,
-						centers[i].rs, centers[i].crop,
-						&c, &rw, &rh),
+		cr_assert_eq(augment_resize_center(
+				     centers[i].w, centers[i].h, centers[i].rs,
+				     centers[i].crop, &c, &rw, &rh),
 			     0);
 		cr_expect(rw == centers[i].rw && rh == centers[i].rh,
 			  "%ux%u: resized %ux%u", centers[i].w, centers[i].h,
@@ -347,33 +350,38 @@ Test(augp, resize_center_by_hand)
 			  centers[i].h, c.x, c.y, c.w, c.h);
 	}
 	/* The hand-worked numbers, spelled out once. */
-	cr_assert_eq(augp_resize_center(500, 375, 256, 224, &c, &rw, &rh), 0);
+	cr_assert_eq(augment_resize_center(500, 375, 256, 224, &c, &rw, &rh),
+		     0);
 	cr_expect(fabs(c.x - 85.0439882697947) < 1e-9);
 	cr_expect(fabs(c.y - 23.4375) < 1e-12);
 	cr_expect(fabs(c.w - 328.445747800587) < 1e-9);
 	cr_expect(fabs(c.h - 328.125) < 1e-12);
 }
 
-Test(augp, resize_center_errors)
+Test(augment, resize_center_errors)
 {
-	struct augp_rect c;
+	struct augment_rect c;
 	uint32_t rw, rh;
 
-	cr_expect_eq(augp_resize_center(0, 10, 8, 4, &c, &rw, &rh), -EINVAL);
-	cr_expect_eq(augp_resize_center(10, 0, 8, 4, &c, &rw, &rh), -EINVAL);
-	cr_expect_eq(augp_resize_center(10, 10, 0, 0, &c, &rw, &rh), -EINVAL);
-	cr_expect_eq(augp_resize_center(10, 10, 8, 0, &c, &rw, &rh), -EINVAL);
+	cr_expect_eq(augment_resize_center(0, 10, 8, 4, &c, &rw, &rh), -EINVAL);
+	cr_expect_eq(augment_resize_center(10, 0, 8, 4, &c, &rw, &rh), -EINVAL);
+	cr_expect_eq(augment_resize_center(10, 10, 0, 0, &c, &rw, &rh),
+		     -EINVAL);
+	cr_expect_eq(augment_resize_center(10, 10, 8, 0, &c, &rw, &rh),
+		     -EINVAL);
 	/* torchvision would pad a crop larger than the short side. */
-	cr_expect_eq(augp_resize_center(10, 10, 8, 9, &c, &rw, &rh), -EINVAL);
+	cr_expect_eq(augment_resize_center(10, 10, 8, 9, &c, &rw, &rh),
+		     -EINVAL);
 	/* The long side would need more than 32 bits. */
-	cr_expect_eq(
-		augp_resize_center(UINT32_MAX, 1, UINT32_MAX, 1, &c, &rw, &rh),
-		-EINVAL);
-	cr_expect_eq(augp_resize_center(UINT32_MAX, 1, 1, 1, &c, &rw, &rh), 0);
+	cr_expect_eq(augment_resize_center(UINT32_MAX, 1, UINT32_MAX, 1, &c,
+					   &rw, &rh),
+		     -EINVAL);
+	cr_expect_eq(augment_resize_center(UINT32_MAX, 1, 1, 1, &c, &rw, &rh),
+		     0);
 	cr_expect_eq(rw, UINT32_MAX);
 }
 
-Test(augp, flip_frequency)
+Test(augment, flip_frequency)
 {
 	static const double ps[] = { 0.0, 0.1, 0.5, 0.9, 1.0 };
 	const unsigned n = 100000;
@@ -386,7 +394,7 @@ Test(augp, flip_frequency)
 		for (unsigned k = 0; k < n; k++) {
 			sample_rng(&r, 11, k);
 			ref = r;
-			hits += augp_flip(&r, ps[i]);
+			hits += augment_flip(&r, ps[i]);
 			rng_next(&ref);
 			/* Exactly one draw, whatever p. */
 			if (k < 100)

@@ -188,7 +188,7 @@ Test(imgpipe, rrc_matches_reference)
 
 		for (uint64_t seed = 0; seed < 24; seed++) {
 			struct diag d = { 0 };
-			struct augp_rect r;
+			struct augment_rect r;
 			struct rng g;
 			struct jroi_req q;
 			bool flip;
@@ -197,11 +197,11 @@ Test(imgpipe, rrc_matches_reference)
 				imgpipe_run(ip, ws, jpg, len, seed, out, &d), 0,
 				"%s", d.msg);
 			rng_seed(&g, seed);
-			cr_assert_eq(augp_rrc(&g, iw, ih, sp->scale[0],
-					      sp->scale[1], sp->ratio[0],
-					      sp->ratio[1], &r),
+			cr_assert_eq(augment_rrc(&g, iw, ih, sp->scale[0],
+						 sp->scale[1], sp->ratio[0],
+						 sp->ratio[1], &r),
 				     0);
-			flip = augp_flip(&g, 0.5);
+			flip = augment_flip(&g, 0.5);
 			ref_resize(rgb, iw, (uint32_t)r.x, (uint32_t)r.y,
 				   (uint32_t)r.w, (uint32_t)r.h, S, S, ref);
 			if (flip) {
@@ -270,17 +270,17 @@ Test(imgpipe, resize_center_matches_reference)
 				  TJSAMP_420, (unsigned)c + 40, &len);
 		uint32_t iw, ih, rw, rh;
 		unsigned char *rgb = full_rgb(jpg, len, &iw, &ih);
-		struct augp_rect r;
+		struct augment_rect r;
 		unsigned char *big, *ref = malloc(S * S * 3);
 		struct diag d = { 0 };
 		uint32_t top, left;
 
-		cr_assert_eq(augp_resize_center(iw, ih, 256, S, &r, &rw, &rh),
-			     0);
+		cr_assert_eq(
+			augment_resize_center(iw, ih, 256, S, &r, &rw, &rh), 0);
 		big = malloc((size_t)rw * rh * 3);
 		ref_resize(rgb, iw, 0, 0, iw, ih, rw, rh, big);
-		top = (uint32_t)augp_round_half_even((rh - S) / 2.0);
-		left = (uint32_t)augp_round_half_even((rw - S) / 2.0);
+		top = (uint32_t)augment_round_half_even((rh - S) / 2.0);
+		left = (uint32_t)augment_round_half_even((rw - S) / 2.0);
 		for (uint32_t y = 0; y < S; y++)
 			memcpy(ref + (size_t)y * S * 3,
 			       big + (((size_t)(top + y) * rw) + left) * 3,

@@ -715,13 +715,13 @@ Test(stream, cached_batches_made_by_the_assembler)
 		uint32_t start_epoch, epochs;
 		uint64_t start_batch;
 	} runs[] = { { 0, 3, 0 }, { 1, 2, 2 } };
-	struct ncache *nc;
-	struct ncache_stats ns;
+	struct nodecache *nc;
+	struct nodecache_stats ns;
 	struct stream_config c;
 	struct stream_stats st;
 	struct tsink t, ref;
 
-	cr_assert_eq(ncache_new(&nc, 1 << 20), 0);
+	cr_assert_eq(nodecache_new(&nc, 1 << 20), 0);
 	base_config(&c);
 	c.out[1].cast = STREAM_CAST_NONE;
 	c.cache = nc;
@@ -731,7 +731,7 @@ Test(stream, cached_batches_made_by_the_assembler)
 	cr_expect_eq(t.err, 0, "%s", t.reason);
 	cr_expect_eq(st.served, 0, "made before the cache held every record");
 	tsink_fini(&t);
-	ncache_stats(nc, &ns);
+	nodecache_stats(nc, &ns);
 	cr_assert_eq(ns.records, NSAMPLES);
 
 	for (unsigned r = 0; r < NELEM(runs); r++) {
@@ -757,7 +757,7 @@ Test(stream, cached_batches_made_by_the_assembler)
 		tsink_fini(&t);
 		tsink_fini(&ref);
 	}
-	ncache_free(nc);
+	nodecache_free(nc);
 }
 
 /* Two ranks of a world of 2: disjoint halves that cover the epoch. */
