@@ -17,7 +17,8 @@
 
 #define OPTS_MAX 64
 
-int opts_parse_size(const char *s, unsigned long long *out)
+/* Parse a byte size with an optional K/M/G/T suffix (powers of 1024). */
+static int opts_parse_size(const char *s, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;

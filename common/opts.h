@@ -110,9 +110,6 @@ int opts_parse(const struct opt *table, void *dst, int argc, char **argv,
 void opts_help(FILE *f, const char *usage, const char *about,
 	       const struct opt *table);
 
-/* Parse a byte size with an optional K/M/G/T suffix (powers of 1024). */
-int opts_parse_size(const char *s, unsigned long long *out);
-
 /*
  * bytes in the binary units OPT_SIZE options take, for messages and
  * status lines: "512 B", "64 KiB", "1 GiB", "1.5 GiB" (one decimal at

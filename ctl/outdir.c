@@ -26,7 +26,8 @@
 #define OUTDIR_TMP_TAG ".pack-"
 #define OUTDIR_OLD_TAG ".old-"
 
-bool outdir_is_pack_file(const char *name)
+/* Whether name is a file a pack writes: manifest.json(.tmp), shard-*.lds. */
+static bool outdir_is_pack_file(const char *name)
 {
 	size_t n = strlen(name);
 

@@ -81,7 +81,4 @@ int outdir_commit(struct outdir *o, struct diag *d);
  */
 void outdir_abort(struct outdir *o);
 
-/* Whether name is a file a pack writes: manifest.json(.tmp), shard-*.lds. */
-bool outdir_is_pack_file(const char *name);
-
 #endif /* LD_OUTDIR_H */

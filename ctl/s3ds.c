@@ -925,6 +925,10 @@ static int fetch_object(struct s3ds *s, const char *dir, char *path, size_t pn,
 	return 0;
 }
 
+static int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
+		      char *shown, size_t sn, struct s3ds_xfer *x,
+		      struct diag *d);
+
 int s3ds_get(struct s3ds_got *g, const char *url, const struct s3ds_opts *o,
 	     struct diag *d)
 {
@@ -950,8 +954,18 @@ void s3ds_got_free(struct s3ds_got *g)
 	g->s = NULL;
 }
 
-int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
-	       char *shown, size_t sn, struct s3ds_xfer *x, struct diag *d)
+/*
+ * Fetch what the URL names into the staging directory dir: a dataset
+ * (PREFIX/manifest.json and every shard it names, each under its own
+ * name), or else the single object PREFIX (under its base name). path
+ * (pn bytes) gets the local path to run the command on: dir, or
+ * dir/NAME. shown (sn bytes) gets the URL to show in place of dir: the
+ * URL, or its parent's for an object. Refuses, before fetching shards,
+ * when dir's file system lacks the room for them. x gets what came.
+ */
+static int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
+		      char *shown, size_t sn, struct s3ds_xfer *x,
+		      struct diag *d)
 {
 	char key[S3_KEY_MAX], local[PATH_MAX];
 	struct s3_counts k0 = s3_counts(s->s3), k1;

@@ -142,18 +142,6 @@ int s3ds_check_target(struct s3ds *s, const char *sub, bool force,
 int s3ds_push(struct s3ds *s, const char *dir, const char *const *subs,
 	      size_t n, bool force, struct s3ds_xfer *x, struct diag *d);
 
-/*
- * Fetch what the URL names into the staging directory dir: a dataset
- * (PREFIX/manifest.json and every shard it names, each under its own
- * name), or else the single object PREFIX (under its base name). path
- * (pn bytes) gets the local path to run the command on: dir, or
- * dir/NAME. shown (sn bytes) gets the URL to show in place of dir: the
- * URL, or its parent's for an object. Refuses, before fetching shards,
- * when dir's file system lacks the room for them. x gets what came.
- */
-int s3ds_fetch(struct s3ds *s, const char *dir, char *path, size_t pn,
-	       char *shown, size_t sn, struct s3ds_xfer *x, struct diag *d);
-
 /* A dataset (or one object) fetched into a staging directory. */
 struct s3ds_got {
 	struct s3ds *s;	      /* NULL when the open failed */

@@ -476,8 +476,13 @@ static const unsigned char *map_base(const struct lmdbds *l)
 	return base;
 }
 
-int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct recindex **out,
-		 struct diag *d)
+/*
+ * The index for reading the database in place: each sample's value as
+ * a record at its offset in the data file, its fields placed in it, a
+ * label kept in the index. file_size: the data file's size.
+ */
+static int lmdbds_index(struct lmdbds *l, uint64_t file_size,
+			struct recindex **out, struct diag *d)
 {
 	uint32_t nf = l->schema.nfields;
 	struct recindex *ix;

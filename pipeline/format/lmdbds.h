@@ -60,14 +60,6 @@ int lmdbds_sample(struct lmdbds *l, uint64_t i, struct shard_field *f,
 /* Bytes of the values read so far by lmdbds_sample(). */
 uint64_t lmdbds_bytes_in(const struct lmdbds *l);
 
-/*
- * The index for reading the database in place: each sample's value as
- * a record at its offset in the data file, its fields placed in it, a
- * label kept in the index. file_size: the data file's size.
- */
-int lmdbds_index(struct lmdbds *l, uint64_t file_size, struct recindex **out,
-		 struct diag *d);
-
 /* How long a database's scan may take (its child is then killed). */
 #define LMDBDS_SCAN_MS (10 * 60 * 1000)
 

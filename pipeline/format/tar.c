@@ -212,11 +212,6 @@ int tar_open(struct tar_reader **out, int fd, const char *name, struct diag *d)
 	return 0;
 }
 
-uint64_t tar_file_size(const struct tar_reader *t)
-{
-	return t->fsize;
-}
-
 static void clear_pending(struct tar_reader *t)
 {
 	free(t->long_name);

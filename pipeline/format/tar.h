@@ -73,9 +73,6 @@ int tar_open(struct tar_reader **out, int fd, const char *name, struct diag *d);
  */
 int tar_next(struct tar_reader *t, struct tar_member *m, struct diag *d);
 
-/* The archive's size in bytes, as seen by tar_open(). */
-uint64_t tar_file_size(const struct tar_reader *t);
-
 /* Free a reader (not its fd). NULL is a no-op. */
 void tar_close(struct tar_reader *t);
 

@@ -807,8 +807,16 @@ static int resolve(const struct wds *w, int fd, uint64_t i, unsigned k,
 	return diag_wrap(d, err, "%s", where);
 }
 
-int wds_index_build(struct recindex **out, const struct wds *w, int fd,
-		    const char *name, bool auto_ragged, struct diag *d)
+/*
+ * Make the index of the tar scanned into w (fd: the same file): reads
+ * each sample's label texts and .npy headers with pread. A big-endian
+ * .npy array cannot be read in place (it is refused: pack it, which
+ * swaps it). With auto_ragged, a .npy field whose first dimension varies
+ * becomes ragged ("[*,...]") instead of refused: a tar read in place has
+ * no --ragged to say so.
+ */
+static int wds_index_build(struct recindex **out, const struct wds *w, int fd,
+			   const char *name, bool auto_ragged, struct diag *d)
 {
 	uint32_t nf = w->schema.nfields;
 	struct recindex *ix = recindex_new(w->count, nf);

@@ -89,17 +89,6 @@ int wds_check_npy(const struct field *f, const unsigned char *hdr, size_t len,
 /* ---- read in place ------------------------------------------------ */
 
 /*
- * Make the index of the tar scanned into w (fd: the same file): reads
- * each sample's label texts and .npy headers with pread. A big-endian
- * .npy array cannot be read in place (it is refused: pack it, which
- * swaps it). With auto_ragged, a .npy field whose first dimension varies
- * becomes ragged ("[*,...]") instead of refused: a tar read in place has
- * no --ragged to say so.
- */
-int wds_index_build(struct recindex **out, const struct wds *w, int fd,
-		    const char *name, bool auto_ragged, struct diag *d);
-
-/*
  * Scan the tar on fd and make its index (auto_ragged), in one call:
  * what a reader of one tar does (loaderctl inspect and verify, a stream
  * without a kept index).

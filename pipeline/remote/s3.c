@@ -357,11 +357,6 @@ void s3_set_cancel(struct s3 *s, const bool *cancel)
 	s->p.cancel = cancel;
 }
 
-void s3_set_deadline(struct s3 *s, uint64_t deadline_ms)
-{
-	s->p.deadline_ms = deadline_ms;
-}
-
 struct s3_counts s3_counts(const struct s3 *s)
 {
 	return s->n;

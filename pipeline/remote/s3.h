@@ -182,9 +182,6 @@ int s3_delete(struct s3 *s, const char *key, struct diag *d);
 /* From now on, end operations when *cancel is set (NULL: never). */
 void s3_set_cancel(struct s3 *s, const bool *cancel);
 
-/* From now on, end operations at deadline_ms (s3_params; 0: never). */
-void s3_set_deadline(struct s3 *s, uint64_t deadline_ms);
-
 /* Requests made and retried, and bytes received, since s3_new(). */
 struct s3_counts {
 	uint64_t requests, retries, bytes_in, bytes_out;

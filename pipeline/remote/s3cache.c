@@ -303,19 +303,6 @@ static int list_entries(struct s3cache *c, struct entry **out, size_t *n,
 	return 0;
 }
 
-uint64_t s3cache_bytes(struct s3cache *c)
-{
-	struct entry *v = NULL;
-	uint64_t total = 0;
-	size_t n = 0;
-
-	pthread_mutex_lock(&c->mu);
-	(void)list_entries(c, &v, &n, &total);
-	pthread_mutex_unlock(&c->mu);
-	free(v);
-	return total;
-}
-
 static struct flight *flight_of(const struct s3cache *c, const char *name)
 {
 	for (struct flight *f = c->flights; f; f = f->next)

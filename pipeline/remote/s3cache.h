@@ -114,7 +114,4 @@ int s3cache_stage(struct s3cache *c, const struct aws_cfg *cfg, const char *url,
 		  struct s3cache_staged *out, struct s3cache_stats *st,
 		  struct diag *d);
 
-/* Bytes of shards in the cache now. */
-uint64_t s3cache_bytes(struct s3cache *c);
-
 #endif /* LD_S3CACHE_H */

@@ -84,11 +84,6 @@ bool s3read_has(const struct s3read *r, uint32_t i)
 	return r && i < r->n && r->sh[i].key;
 }
 
-uint32_t s3read_count(const struct s3read *r)
-{
-	return r ? r->count : 0;
-}
-
 int s3read_get(struct s3read *r, struct s3read_range *v, size_t n,
 	       struct diag *d)
 {
@@ -140,9 +135,4 @@ int s3read_get(struct s3read *r, struct s3read_range *v, size_t n,
 void s3read_set_cancel(struct s3read *r, const bool *cancel)
 {
 	s3_set_cancel(r->s3, cancel);
-}
-
-struct s3_counts s3read_counts(const struct s3read *r)
-{
-	return s3_counts(r->s3);
 }

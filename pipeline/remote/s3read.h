@@ -57,9 +57,6 @@ int s3read_add(struct s3read *r, uint32_t i, const char *key,
 /* Is shard i read in place? (NULL r: no shard is.) */
 bool s3read_has(const struct s3read *r, uint32_t i);
 
-/* Shards read in place. */
-uint32_t s3read_count(const struct s3read *r);
-
 /*
  * Read the n ranges, many at once. Returns 0 when every one came, else
  * the first failed one's error with d naming its object and offset;
@@ -70,8 +67,5 @@ int s3read_get(struct s3read *r, struct s3read_range *v, size_t n,
 
 /* From now on, reads end with -ECANCELED when *cancel is set (s3.h). */
 void s3read_set_cancel(struct s3read *r, const bool *cancel);
-
-/* Requests, retries and bytes so far. */
-struct s3_counts s3read_counts(const struct s3read *r);
 
 #endif /* LD_S3READ_H */
