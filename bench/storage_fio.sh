@@ -49,7 +49,7 @@ f=$w/data
 say "writing $size of random data to $f"
 "$ctl" bench storage --create "$size" --bytes 1M "$f" >/dev/null
 # The virtual disks here serve repeated O_DIRECT reads from the host's
-# cache (DESIGN.md): one untimed pass over the file first, so that the
+# cache (doc/design.md): one untimed pass over the file first, so that the
 # first run measured does not pay for warming what the others then get.
 say "one untimed pass over it"
 "$ctl" bench storage --bytes "$size" "$f" >/dev/null

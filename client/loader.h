@@ -42,7 +42,7 @@ extern "C" {
 #define LOADER_VERSION_MINOR 4
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
-/* Sample orders (DESIGN.md, "Sample order"). */
+/* Sample orders (doc/design.md, "Sample order"). */
 enum loader_order {
 	LOADER_ORDER_SEQUENTIAL = 0,
 	LOADER_ORDER_RANDOM = 1,

@@ -172,7 +172,7 @@ static int dataset_id(int fd, uint64_t *id, struct diag *d)
 }
 
 /*
- * The identity of the options that fix a job's order (DESIGN.md,
+ * The identity of the options that fix a job's order (doc/design.md,
  * "Sample order"): batch size, order, seed, drop_last. Rank and world
  * deal it out (the job record keeps the world; a new one resumes
  * elastically). Outputs, pipeline and threads change bytes or speed,

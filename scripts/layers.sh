@@ -1,9 +1,12 @@
 #!/bin/sh
-# layers.sh - check the include graph of the tree against DESIGN.md's
+# layers.sh - check the include graph of the tree against doc/design.md's
 # layers ("Folders"): every quoted #include of a source file must resolve
 # to its own folder or to a folder its layer may use.
 #
-#   scripts/layers.sh [TOP]     TOP: the source tree (default: this one)
+#   scripts/layers.sh [TOP]        TOP: the source tree (default: this one)
+#   scripts/layers.sh --list [TOP] each layer and what it may use, a line
+#                                  each (README.md's "Layout" table shows
+#                                  the same; tests/layers.sh compares)
 #
 # Prints one line per arrow that is not allowed, naming the file, the
 # header and what the folder may use; exits 1 if there is any, else 0.
@@ -12,6 +15,11 @@
 # let through, such as the daemon including client/libloader's private
 # headers, or a header reached by a relative path.
 set -eu
+list=0
+if [ "${1:-}" = --list ]; then
+	list=1
+	shift
+fi
 top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top"
 
@@ -48,6 +56,15 @@ allowed() {
 	esac
 }
 tops="common codecs pipeline daemon ctl client trainer bench"
+layers="common codecs pipeline/base pipeline/format pipeline/image
+pipeline/remote pipeline/stream daemon ctl client trainer bench"
+
+if [ $list -eq 1 ]; then
+	for l in $layers; do
+		echo "$l: $(allowed "$l")"
+	done
+	exit 0
+fi
 
 # Every folder holding sources, subfolders included: each must have an
 # entry above (a new subfolder is a decision, not an accident).

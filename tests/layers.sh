@@ -7,11 +7,28 @@
 . "$top_srcdir/tests/integration/tap.sh"
 check=$top_srcdir/scripts/layers.sh
 
-plan 13
+plan 14
 out=$(sh "$check" "$top_srcdir" 2>&1)
 rc=$?
 is "$rc" 0 "the tree's includes follow the layers"
 [ -n "$out" ] && printf '%s\n' "$out" | sed 's/^/# /'
+
+# README.md's "Layout" table says what each layer may include: the
+# same as scripts/layers.sh --list, layer by layer.
+readme=$(sed -n '/^## Layout/,/^## /p' "$top_srcdir/README.md")
+diff=
+while IFS= read -r line; do
+	l=${line%%:*}
+	want=${line#*: }
+	[ -z "$want" ] && want="nothing of ours"
+	row=$(printf '%s\n' "$readme" | grep -F "| \`$l/\` |" || true)
+	got=$(printf '%s\n' "$row" | awk -F' [|] ' '{ print $NF }' |
+		sed 's/ *|$//; s/`//g')
+	[ "$got" = "$want" ] || diff="$diff $l(README: '$got', layers.sh: '$want')"
+done <<EOF_LIST
+$(sh "$check" --list "$top_srcdir")
+EOF_LIST
+is "${diff:-same}" same "README's Layout table lists each layer's arrows as scripts/layers.sh does"
 
 # A scratch tree with a header in each folder, and allowed arrows only.
 t=$(mktemp -d)

@@ -3,7 +3,7 @@
  *
  * xoshiro256** seeded through splitmix64: fast, small state, and the same
  * sequence on every machine for the same seed. The order contract
- * (DESIGN.md) derives every stream's numbers from (seed, epoch, index) by
+ * (doc/design.md) derives every stream's numbers from (seed, epoch, index) by
  * rng_mix(), so nothing depends on threads or timing.
  */
 #ifndef LD_RNG_H

@@ -6,7 +6,7 @@
  * size, mtime and ctime, taken with fstat() from the descriptors a
  * client passed. Only a stream holding descriptors of those very files
  * reaches the set, so the cache gives no one a record of a file they
- * could not open themselves (the fd-passing model, DESIGN.md "Security");
+ * could not open themselves (the fd-passing model, doc/design.md "Security");
  * a file written since (its ctime moves, and no user can set a ctime
  * back) is another set.
  *

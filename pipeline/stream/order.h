@@ -1,5 +1,5 @@
 /*
- * order.h - the sample order contract (DESIGN.md, "Sample order").
+ * order.h - the sample order contract (doc/design.md, "Sample order").
  *
  * For dataset size N (and shard sizes), seed s, epoch e, rank r of world
  * w, batch size B and drop_last, the samples of every batch are a pure

@@ -62,9 +62,9 @@ struct stream_ref {
 	uint32_t len;
 };
 
-/* One read: refs [first, last) of a shard, [off, end) of its file. */
 struct s3read_range;
 
+/* One read: refs [first, last) of a shard, [off, end) of its file. */
 struct stream_ext {
 	uint32_t shard;
 	uint32_t first, last;
