@@ -203,11 +203,8 @@ struct loaderd {
  * The options: defaults, then the config file, then the command line
  * (which wins). The file is the one --config names, which must exist, or
  * the default one if it does. On error, d says what is wrong and where
- * (the file and line, or the option).
- */
-/*
- * The options: defaults, then the config file, then the command line.
- * *in_file says whether an error is the file's (no usage line for it).
+ * (the file and line, or the option), and *in_file whether it is the
+ * file's (no usage line for it).
  */
 static int load_options(struct loaderd_opts *o, char **text, int argc,
 			char **argv, int *help, bool *in_file, struct diag *d)
@@ -341,12 +338,6 @@ static void close_handle(void *h)
 		uv_close(u, NULL);
 }
 
-/*
- * Stop: close everything the loop watches, and let uv_run() return by
- * itself once the last handle has closed and the last job on the thread
- * pool (a stream being opened or freed) has finished. uv_stop() would
- * return before those, with the server's memory still in use.
- */
 /* The drain took too long: a stream is stuck in its batch. */
 static void on_stop_timeout(uv_timer_t *t)
 {
@@ -358,6 +349,12 @@ static void on_stop_timeout(uv_timer_t *t)
 	_exit(0);
 }
 
+/*
+ * Stop: close everything the loop watches, and let uv_run() return by
+ * itself once the last handle has closed and the last job on the thread
+ * pool (a stream being opened or freed) has finished. uv_stop() would
+ * return before those, with the server's memory still in use.
+ */
 static void stop(struct loaderd *ld, int signum)
 {
 	plog(PLOG_INFO, "signal %d: stopping", signum);
@@ -382,11 +379,6 @@ static void stop(struct loaderd *ld, int signum)
 }
 
 /*
- * SIGHUP: read the options again. What can change live (limits, log
- * level: OPT_F_RELOAD) applies to what comes next; the rest is named as
- * needing a restart. A file that does not parse changes nothing.
- */
-/*
  * Lock the state directory and open the state, or log why not: the
  * daemon serves on without it, refusing named streams with the reason,
  * and tries again on SIGHUP. Returns -EBUSY, and logs nothing, when
@@ -410,6 +402,11 @@ static int open_state(struct loaderd *ld)
 	return 0;
 }
 
+/*
+ * SIGHUP: read the options again. What can change live (limits, log
+ * level: OPT_F_RELOAD) applies to what comes next; the rest is named as
+ * needing a restart. A file that does not parse changes nothing.
+ */
 static void reload(struct loaderd *ld)
 {
 	struct loaderd_opts n;
@@ -773,7 +770,7 @@ static void notify_parent(int fd, bool ok)
  * The shard cache of s3:// datasets, in cache/s3. Without it the daemon
  * serves on and refuses s3:// datasets, saying why.
  */
-static void open_rcache(struct loaderd *ld, const char *cache)
+static void open_s3cache(struct loaderd *ld, const char *cache)
 {
 	struct s3cache_params p = { .budget = ld->o.cache_disk };
 	char dir[PATH_MAX + 4];
@@ -947,7 +944,7 @@ int main(int argc, char **argv)
 			d = ld.state_d;
 		} else {
 			if (curl_ok)
-				open_rcache(&ld, cache);
+				open_s3cache(&ld, cache);
 			err = server_new(&ld.srv, loop, &l, pool, &lim, &d);
 		}
 	}

@@ -1,5 +1,5 @@
 /*
- * test_augp.c - augmentation parameters (pipeline/image/augment.c): Python's
+ * test_augment.c - augmentation parameters (pipeline/image/augment.c): Python's
  * round(), RandomResizedCrop's tries and fallback, its statistics,
  * reproducibility from the seed, Resize + CenterCrop against torchvision's
  * formulas worked by hand, and the flip probability.

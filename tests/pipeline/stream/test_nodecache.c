@@ -1,5 +1,5 @@
 /*
- * test_ncache.c - the node cache (pipeline/stream/nodecache.c): a set per file
+ * test_nodecache.c - the node cache (pipeline/stream/nodecache.c): a set per file
  * identity, records kept in place as first put, the budget spent and
  * then nothing added (no eviction under use), idle sets dropped for a
  * set in use, and lookups on other threads while one puts.
