@@ -71,3 +71,22 @@ need_python() {
 	"$b/loader-python" -c "import $(echo "$*" | tr ' ' ',')" 2>/dev/null ||
 		skip "$b/loader-python cannot import $* (scripts/deps.sh --bench)"
 }
+
+# The corpus, an ImageFolder of real photographs: made once by
+# bench/mkcorpus.py (COUNT images, SEED) when $corpus is absent or empty,
+# then reused. PIN: a command prefix for mkcorpus (taskset), or nothing.
+# Uses the caller's py, top, cores and corpus; partial names the corpus
+# being made, for the caller's EXIT trap to remove.
+ensure_corpus() {
+	[ -d "$corpus" ] && [ -n "$(ls -A "$corpus")" ] && return 0
+	"$py" -c "import sys; sys.path.insert(0, '$top/bench')
+import mkcorpus; mkcorpus.find_sources(None)" ||
+		skip "no source photographs for the corpus"
+	say "making the corpus: $1 images into $corpus (once; minutes)"
+	rmdir "$corpus" 2>/dev/null || :
+	partial=$corpus.tmp.$$
+	${3:-} "$py" "$top/bench/mkcorpus.py" --count "$1" --seed "$2" \
+		--jobs "$cores" "$partial" >&2
+	mv "$partial" "$corpus"
+	partial=
+}

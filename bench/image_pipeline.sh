@@ -85,18 +85,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # The corpus: made once, then reused.
-if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus")" ]; then
-	"$py" -c "import sys; sys.path.insert(0, '$top/bench')
-import mkcorpus; mkcorpus.find_sources(None)" ||
-		skip "no source photographs for the corpus"
-	say "making the corpus: $count images into $corpus (once; minutes)"
-	rmdir "$corpus" 2>/dev/null || :
-	partial=$corpus.tmp.$$
-	$pin "$py" "$top/bench/mkcorpus.py" --count "$count" --seed "$seed" \
-		--jobs "$cores" "$partial" >&2
-	mv "$partial" "$corpus"
-	partial=
-fi
+ensure_corpus "$count" "$seed" "$pin"
 say "packing $corpus: restart segments, as they are, --max-side 256"
 "$b/loaderctl" pack "$corpus" "$w/ds" >"$w/pack.out"
 "$b/loaderctl" pack --jpeg-restart off "$corpus" "$w/ds_off" >"$w/pack_off.out"

@@ -109,20 +109,10 @@ trap 'exit 143' TERM
 
 # The default corpus is made once (as bench/image_pipeline.sh makes it),
 # then reused; one named by CORPUS must be there.
-if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus")" ]; then
-	[ -z "${CORPUS:-}" ] ||
-		skip "no corpus in $corpus (bench/mkcorpus.py makes one)"
-	"$py" -c "import sys; sys.path.insert(0, '$top/bench')
-import mkcorpus; mkcorpus.find_sources(None)" ||
-		skip "no source photographs for the corpus"
-	say "making the corpus: 2000 images into $corpus (once; a minute)"
-	rmdir "$corpus" 2>/dev/null || :
-	partial=$corpus.tmp.$$
-	"$py" "$top/bench/mkcorpus.py" --count 2000 --seed 0 --jobs "$cores" \
-		"$partial" >&2
-	mv "$partial" "$corpus"
-	partial=
+if [ -n "${CORPUS:-}" ] && { [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus")" ]; }; then
+	skip "no corpus in $corpus (bench/mkcorpus.py makes one)"
 fi
+ensure_corpus 2000 0
 
 say "packing $corpus"
 "$b/loaderctl" pack "$corpus" "$w/ds" >"$w/pack.out"

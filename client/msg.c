@@ -48,9 +48,7 @@ const char *msg_type_name(uint16_t type)
 	return "?";
 }
 
-/* Say why in why, and return code. */
-__attribute__((format(printf, 4, 5))) static int
-msg_bad_code(char *why, size_t whylen, int code, const char *fmt, ...)
+int msg_why(char *why, size_t whylen, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -64,7 +62,7 @@ msg_bad_code(char *why, size_t whylen, int code, const char *fmt, ...)
 
 /* A malformed message: LOADER_EPROTO, and why. */
 #define msg_bad(why, whylen, ...)                                              \
-	msg_bad_code(why, whylen, LOADER_EPROTO, __VA_ARGS__)
+	msg_why(why, whylen, LOADER_EPROTO, __VA_ARGS__)
 
 int msg_send(int fd, uint16_t type, uint32_t seq, const void *payload,
 	     uint32_t len, const int *fds, unsigned nfds)
@@ -316,34 +314,33 @@ int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
 	    h.type == PROTO_ERROR)
 		goto refused;
 	if (err)
-		return msg_bad_code(why, whylen, err, "sending %s: %s",
-				    msg_type_name(type), loader_strerror(err));
+		return msg_why(why, whylen, err, "sending %s: %s",
+			       msg_type_name(type), loader_strerror(err));
 	do
 		n = poll(&p, 1, timeout_ms);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0)
-		return msg_bad_code(why, whylen, -ETIMEDOUT,
-				    "no reply to %s within %d ms",
-				    msg_type_name(type), timeout_ms);
+		return msg_why(why, whylen, -ETIMEDOUT,
+			       "no reply to %s within %d ms",
+			       msg_type_name(type), timeout_ms);
 	err = msg_recv(fd, &h, &r, sizeof(r), NULL, 0, NULL, why, whylen);
 	if (err == -EPIPE)
-		return msg_bad_code(why, whylen, err,
-				    "loaderd closed the connection");
+		return msg_why(why, whylen, err,
+			       "loaderd closed the connection");
 	if (err && err != LOADER_EPROTO)
-		return msg_bad_code(why, whylen, err, "receiving: %s",
-				    loader_strerror(err));
+		return msg_why(why, whylen, err, "receiving: %s",
+			       loader_strerror(err));
 	if (err)
 		return err; /* why says how the message was malformed */
 	if (h.type == PROTO_ERROR)
 		goto refused;
 	if (h.type != want || h.seq != seq)
-		return msg_bad_code(
-			why, whylen, LOADER_EPROTO, "%s %u answered with %s %u",
-			msg_type_name(type), seq, msg_type_name(h.type), h.seq);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "%s %u answered with %s %u", msg_type_name(type),
+			       seq, msg_type_name(h.type), h.seq);
 	memcpy(reply, r.raw, cap);
 	return 0;
 refused:
-	return msg_bad_code(why, whylen,
-			    r.e.code < 0 ? r.e.code : LOADER_EPROTO,
-			    "loaderd: %.*s", (int)r.e.len, r.raw + sizeof(r.e));
+	return msg_why(why, whylen, r.e.code < 0 ? r.e.code : LOADER_EPROTO,
+		       "loaderd: %.*s", (int)r.e.len, r.raw + sizeof(r.e));
 }

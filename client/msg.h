@@ -74,4 +74,12 @@ int msg_request(int fd, uint16_t type, uint32_t seq, const void *req,
 /* Name of a message type ("HELLO", "OPEN_OK", ...), or "?" if unknown. */
 const char *msg_type_name(uint16_t type);
 
+/*
+ * Say why in why (whylen bytes, printf-style; whylen 0: nothing), and
+ * return code: how the client's checks of messages, options and rings
+ * report, into a caller's buffer.
+ */
+int msg_why(char *why, size_t whylen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif /* LOADER_MSG_H */

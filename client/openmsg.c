@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "loader.h"
+#include "msg.h"
 #include "openmsg.h"
 #include "outputs.h"
 #include "proto.h"
@@ -31,19 +32,6 @@
  */
 #define LOADER_OPTS_SIZE_1 (offsetof(struct loader_opts, start_batch) + 8)
 
-__attribute__((format(printf, 4, 5))) static int
-openmsg_fail(char *why, size_t whylen, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 /*
  * The caller's options as this library knows them: o->size bytes of
  * them, the rest zero. A caller built against a newer header may pass a
@@ -59,13 +47,13 @@ int loader_copy_opts(const struct loader_opts *in, struct loader_opts *o,
 	if (!in)
 		return 0;
 	if (in->size < LOADER_OPTS_SIZE_1)
-		return openmsg_fail(
+		return msg_why(
 			why, whylen, LOADER_EUSAGE,
 			"struct loader_opts: size %u is not set (initialise it with LOADER_OPTS_INIT)",
 			in->size);
 	for (size_t i = sizeof(*o); i < in->size; i++)
 		if (p[i])
-			return openmsg_fail(
+			return msg_why(
 				why, whylen, LOADER_EUSAGE,
 				"struct loader_opts: byte %zu is set, past the %zu bytes this library (version %d.%d) knows",
 				i, sizeof(*o), LOADER_VERSION_MAJOR,
@@ -109,30 +97,30 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 		size_t n = strlen(o->name);
 
 		if (!n || n >= sizeof(po->name))
-			return openmsg_fail(why, whylen, LOADER_EUSAGE,
-					    "name of %zu bytes: 1 to %zu", n,
-					    sizeof(po->name) - 1);
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "name of %zu bytes: 1 to %zu", n,
+				       sizeof(po->name) - 1);
 		memcpy(po->name, o->name, n + 1);
 	}
 	if (o->fresh) {
 		if (!o->name)
-			return openmsg_fail(why, whylen, LOADER_EUSAGE,
-					    "fresh without a name");
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "fresh without a name");
 		po->flags |= PROTO_OPEN_FRESH;
 	}
 	if (o->from_world) {
 		if (!o->name)
-			return openmsg_fail(
+			return msg_why(
 				why, whylen, LOADER_EUSAGE,
 				"from_world without a name: positions of an earlier world resume a named stream");
 		if (o->from_world > PROTO_MAX_WORLD || !o->from_epoch ||
 		    !o->from_batch)
-			return openmsg_fail(
+			return msg_why(
 				why, whylen, LOADER_EUSAGE,
 				"from_world %u: 1..%d, with from_epoch and from_batch",
 				o->from_world, PROTO_MAX_WORLD);
 		if (o->start_batch)
-			return openmsg_fail(
+			return msg_why(
 				why, whylen, LOADER_EUSAGE,
 				"start_batch %" PRIu64
 				" with from_world: the positions say where each rank starts",
@@ -140,18 +128,17 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 		po->flags |= PROTO_OPEN_POSITIONS;
 	}
 	if (o->pad > 1)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "pad %u: 0 or 1", o->pad);
+		return msg_why(why, whylen, LOADER_EUSAGE, "pad %u: 0 or 1",
+			       o->pad);
 	if (o->pad)
 		po->flags |= PROTO_OPEN_PAD;
 	if (o->pipeline) {
 		size_t n = strlen(o->pipeline);
 
 		if (n >= sizeof(po->pipeline))
-			return openmsg_fail(
-				why, whylen, LOADER_EUSAGE,
-				"pipeline of %zu bytes: at most %zu", n,
-				sizeof(po->pipeline) - 1);
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "pipeline of %zu bytes: at most %zu", n,
+				       sizeof(po->pipeline) - 1);
 		memcpy(po->pipeline, o->pipeline, n + 1);
 	}
 
@@ -160,61 +147,58 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 	 * caller a precise message without a round trip.
 	 */
 	if (po->batch_size > PROTO_MAX_BATCH)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "batch_size %u: at most %d", po->batch_size,
-				    PROTO_MAX_BATCH);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "batch_size %u: at most %d", po->batch_size,
+			       PROTO_MAX_BATCH);
 	if (po->order > LOADER_ORDER_QUASI)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "unknown order %u", po->order);
+		return msg_why(why, whylen, LOADER_EUSAGE, "unknown order %u",
+			       po->order);
 	if (po->world > PROTO_MAX_WORLD || po->rank >= po->world)
-		return openmsg_fail(
-			why, whylen, LOADER_EUSAGE,
-			"rank %u of world %u: need rank < world <= %d",
-			po->rank, po->world, PROTO_MAX_WORLD);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "rank %u of world %u: need rank < world <= %d",
+			       po->rank, po->world, PROTO_MAX_WORLD);
 	if (po->drop_last > 1)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "drop_last %u: 0 or 1", po->drop_last);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "drop_last %u: 0 or 1", po->drop_last);
 	if (po->on_bad > LOADER_BAD_SKIP)
-		return openmsg_fail(
-			why, whylen, LOADER_EUSAGE,
-			"on_bad %u: LOADER_BAD_FAIL or LOADER_BAD_SKIP",
-			po->on_bad);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "on_bad %u: LOADER_BAD_FAIL or LOADER_BAD_SKIP",
+			       po->on_bad);
 	if (po->ring_slots && (po->ring_slots < LOADER_MIN_SLOTS ||
 			       po->ring_slots > LOADER_MAX_SLOTS))
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "ring_slots %u: %d..%d", po->ring_slots,
-				    LOADER_MIN_SLOTS, LOADER_MAX_SLOTS);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "ring_slots %u: %d..%d", po->ring_slots,
+			       LOADER_MIN_SLOTS, LOADER_MAX_SLOTS);
 	/*
 	 * The stream's last epoch, start_epoch + epochs, is a uint32_t on
 	 * the wire and in the daemon: a sum past it would wrap to an epoch
 	 * before the first (and loader_reconnect() computes it again).
 	 */
 	if (o->epochs && (uint64_t)o->start_epoch + o->epochs > UINT32_MAX)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "epochs %" PRIu32
-				    " from start_epoch %" PRIu32
-				    ": the last epoch would be past %" PRIu32,
-				    o->epochs, o->start_epoch, UINT32_MAX);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "epochs %" PRIu32 " from start_epoch %" PRIu32
+			       ": the last epoch would be past %" PRIu32,
+			       o->epochs, o->start_epoch, UINT32_MAX);
 	if (o->prefetch_bytes > LOADER_MAX_PREFETCH)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "prefetch_bytes %" PRIu64 ": at most %llu",
-				    o->prefetch_bytes, LOADER_MAX_PREFETCH);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "prefetch_bytes %" PRIu64 ": at most %llu",
+			       o->prefetch_bytes, LOADER_MAX_PREFETCH);
 	if (o->ragged_bytes > LOADER_MAX_RAGGED)
-		return openmsg_fail(why, whylen, LOADER_EUSAGE,
-				    "ragged_bytes %" PRIu64 ": at most %llu",
-				    o->ragged_bytes, LOADER_MAX_RAGGED);
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "ragged_bytes %" PRIu64 ": at most %llu",
+			       o->ragged_bytes, LOADER_MAX_RAGGED);
 	/*
 	 * A negative time would pass for "reconnect" (it is not 0) with a
 	 * deadline already past.
 	 */
 	if (o->reconnect_ms < 0)
-		return openmsg_fail(
+		return msg_why(
 			why, whylen, LOADER_EUSAGE,
 			"reconnect_ms %d: 0 (never) or a positive number of milliseconds",
 			o->reconnect_ms);
 	err = loader_parse_outputs(o->outputs, po->out, &po->noutputs, bad,
 				   sizeof(bad));
 	if (err)
-		return openmsg_fail(why, whylen, err, "%s", bad);
+		return msg_why(why, whylen, err, "%s", bad);
 	return 0;
 }

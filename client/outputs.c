@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "loader_error.h"
+#include "msg.h"
 #include "outputs.h"
 
 static const struct {
@@ -18,18 +19,9 @@ static const struct {
 	{ "f32", PROTO_CAST_F32 },
 };
 
-__attribute__((format(printf, 3, 4))) static int
-outputs_bad(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return LOADER_EUSAGE;
-}
+/* A refused output list: LOADER_EUSAGE, and why. */
+#define outputs_bad(why, whylen, ...)                                          \
+	msg_why(why, whylen, LOADER_EUSAGE, __VA_ARGS__)
 
 /*
  * The characters of a schema field name (pipeline/format/schema.c). Spelled

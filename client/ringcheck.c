@@ -12,22 +12,10 @@
 #include <string.h>
 
 #include "loader.h"
+#include "msg.h"
 #include "proto.h"
 #include "ring.h"
 #include "ringcheck.h"
-
-__attribute__((format(printf, 4, 5))) static int
-ringcheck_fail(char *why, size_t whylen, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 static size_t loader_dtype_size(uint32_t dtype)
 {
@@ -71,10 +59,10 @@ static int loader_dims(const struct ring_output *ro, uint32_t from,
 {
 	for (uint32_t d = from; d < ro->ndim; d++) {
 		if (!ro->shape[d] || ro->shape[d] > h->slot_size / *n)
-			return ringcheck_fail(
-				why, whylen, LOADER_EPROTO,
-				"ring output %s: dimension %u is %llu",
-				ro->name, d, (unsigned long long)ro->shape[d]);
+			return msg_why(why, whylen, LOADER_EPROTO,
+				       "ring output %s: dimension %u is %llu",
+				       ro->name, d,
+				       (unsigned long long)ro->shape[d]);
 		*n *= ro->shape[d];
 	}
 	return 0;
@@ -96,26 +84,24 @@ static int loader_check_ragged(const struct ring_output *ro,
 
 	if (!row || ro->ndim < 2 || ro->ndim > RING_MAX_DIMS ||
 	    ro->shape[0] != h->batch_size || ro->shape[1] != RING_RAGGED)
-		return ringcheck_fail(
-			why, whylen, LOADER_EPROTO,
-			"ring output %s: ragged, but dtype %u, ndim %u",
-			ro->name, ro->dtype, ro->ndim);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %s: ragged, but dtype %u, ndim %u",
+			       ro->name, ro->dtype, ro->ndim);
 	err = loader_dims(ro, 2, h, &row, why, whylen);
 	if (err)
 		return err;
 	if (row != ro->row)
-		return ringcheck_fail(
-			why, whylen, LOADER_EPROTO,
-			"ring output %s: rows of %llu bytes, not %llu",
-			ro->name, (unsigned long long)ro->row,
-			(unsigned long long)row);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %s: rows of %llu bytes, not %llu",
+			       ro->name, (unsigned long long)ro->row,
+			       (unsigned long long)row);
 	if (ro->offset % RING_ALIGN || ro->index % RING_ALIGN ||
 	    ro->offset < sizeof(struct ring_slot) ||
 	    ro->index < sizeof(struct ring_slot) ||
 	    !loader_inside(ro->offset, ro->bytes, h->slot_size) ||
 	    !loader_inside(ro->index, ib, h->slot_size) ||
 	    (ro->index < ro->offset + ro->bytes && ro->offset < ro->index + ib))
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring output %s: values at %llu (%llu bytes) and offsets at %llu, outside a %llu-byte slot, misaligned or overlapping",
 			ro->name, (unsigned long long)ro->offset,
@@ -140,21 +126,21 @@ static int loader_check_output(unsigned i, const struct ring_output *ro,
 	int err;
 
 	if (!memchr(ro->name, '\0', sizeof(ro->name)) || !ro->name[0])
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring output %u: name not a string", i);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %u: name not a string", i);
 	if (!n)
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring output %s: unknown dtype %u",
-				      ro->name, ro->dtype);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %s: unknown dtype %u", ro->name,
+			       ro->dtype);
 	if (ro->flags & ~RING_OUT_RAGGED)
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring output %s: unknown flags %#x",
-				      ro->name, ro->flags);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %s: unknown flags %#x", ro->name,
+			       ro->flags);
 	if (ro->flags & RING_OUT_RAGGED)
 		return loader_check_ragged(ro, h, o, why, whylen);
 	if (ro->ndim < 1 || ro->ndim > RING_MAX_DIMS ||
 	    ro->shape[0] != h->batch_size)
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring output %s: bad shape (ndim %u, first dimension %llu)",
 			ro->name, ro->ndim, (unsigned long long)ro->shape[0]);
@@ -163,14 +149,14 @@ static int loader_check_output(unsigned i, const struct ring_output *ro,
 		return err;
 	/* n, the bytes of one sample, is <= slot_size here: no overflow. */
 	if (n > h->slot_size / h->batch_size || ro->bytes != n * h->batch_size)
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring output %s: %llu bytes for %u samples of %llu",
 			ro->name, (unsigned long long)ro->bytes, h->batch_size,
 			(unsigned long long)n);
 	if (ro->offset % RING_ALIGN || ro->offset < sizeof(struct ring_slot) ||
 	    !loader_inside(ro->offset, ro->bytes, h->slot_size))
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring output %s: offset %llu, %llu bytes, outside a %llu-byte slot or misaligned",
 			ro->name, (unsigned long long)ro->offset,
@@ -191,14 +177,14 @@ int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
 	int err;
 
 	if (h->magic != RING_MAGIC)
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring: bad magic 0x%08x", h->magic);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring: bad magic 0x%08x", h->magic);
 	if (h->version != RING_VERSION)
-		return ringcheck_fail(why, whylen, LOADER_EVERSION,
-				      "ring version %u, this library knows %d",
-				      h->version, RING_VERSION);
+		return msg_why(why, whylen, LOADER_EVERSION,
+			       "ring version %u, this library knows %d",
+			       h->version, RING_VERSION);
 	if (h->total_bytes != ring_bytes || h->slots_offset != RING_PAGE)
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring: %llu bytes with slots at %llu, mapped %zu",
 			(unsigned long long)h->total_bytes,
@@ -212,26 +198,26 @@ int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
 	    h->slot_size < sizeof(struct ring_slot) ||
 	    h->slot_size % RING_ALIGN ||
 	    h->slot_size > (ring_bytes - RING_PAGE) / h->slot_count)
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring: %u slots of %llu bytes do not fit %zu bytes",
 			h->slot_count, (unsigned long long)h->slot_size,
 			ring_bytes);
 	if (h->batch_size != po->batch_size)
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring: batch size %u, asked for %u",
-				      h->batch_size, po->batch_size);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring: batch size %u, asked for %u",
+			       h->batch_size, po->batch_size);
 	if (h->noutputs < 1 || h->noutputs > PROTO_MAX_OUTPUTS ||
 	    (po->noutputs && h->noutputs != po->noutputs))
-		return ringcheck_fail(why, whylen, LOADER_EPROTO,
-				      "ring: %u outputs, asked for %u (0: all)",
-				      h->noutputs, po->noutputs);
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring: %u outputs, asked for %u (0: all)",
+			       h->noutputs, po->noutputs);
 	if (h->ids_offset % sizeof(uint64_t) ||
 	    h->ids_offset < sizeof(struct ring_slot) ||
 	    !loader_inside(h->ids_offset,
 			   (uint64_t)h->batch_size * sizeof(uint64_t),
 			   h->slot_size))
-		return ringcheck_fail(
+		return msg_why(
 			why, whylen, LOADER_EPROTO,
 			"ring: sample ids at %llu outside a %llu-byte slot or misaligned",
 			(unsigned long long)h->ids_offset,

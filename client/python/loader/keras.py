@@ -353,22 +353,24 @@ def _sequence_class(keras):
     return cls
 
 
+def _make(class_for, keras, dataset, kwargs):
+    if keras is None:
+        import keras
+    return class_for(keras)(dataset, **kwargs)
+
+
 def PyDataset(dataset, *, keras=None, **kwargs):
     """A keras.utils.PyDataset yielding (x, y) batches of a loaderd
     stream, for Keras 3; keras= the module to use (default: import
     keras)."""
-    if keras is None:
-        import keras
-    return _pydataset_class(keras)(dataset, **kwargs)
+    return _make(_pydataset_class, keras, dataset, kwargs)
 
 
 def Sequence(dataset, *, keras=None, **kwargs):
     """A keras.utils.Sequence yielding (x, y) batches of a loaderd
     stream, for Keras 2 (keras= tf.keras of TensorFlow <= 2.15, or
     tf_keras; default: import keras)."""
-    if keras is None:
-        import keras
-    return _sequence_class(keras)(dataset, **kwargs)
+    return _make(_sequence_class, keras, dataset, kwargs)
 
 
 def tf_dataset(dataset, *, keys=("image", "label"), copy=True, tf=None,

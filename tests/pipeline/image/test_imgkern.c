@@ -12,20 +12,9 @@
 #include "loader_error.h"
 #include "imgkern.h"
 #include "ispec.h"
-#include "schema.h"
 #include "../../unit_util.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-
-#define IMNET_M                                                                \
-	{                                                                      \
-		0.485, 0.456, 0.406                                            \
-	}
-#define IMNET_S                                                                \
-	{                                                                      \
-		0.229, 0.224, 0.225                                            \
-	}
-#define RRC_DEF .scale = { 0.08, 1.0 }, .ratio = { 3.0 / 4, 4.0 / 3 }
 
 /* Exact f16 bit patterns, from IEEE 754 binary16. */
 static const struct {

@@ -223,6 +223,9 @@ static const struct variant variants[] = {
 	{ ORDER_QUASI, 16 },
 };
 
+static void check_pad(const struct order_params *tmpl, const uint64_t *ref,
+		      unsigned char *seen);
+
 Test(order, cover)
 {
 	static struct layout l;
@@ -237,7 +240,7 @@ Test(order, cover)
 			/*
 			 * The sequence is a function of the position alone:
 			 * every world and batch size must deal it out as the
-			 * world of one sees it.
+			 * world of one sees it, dropping, not, and padded.
 			 */
 			make_layout(&l, sizes[ni]);
 			p = params(variants[v].kind, 42, 0, 1, 1, false,
@@ -256,6 +259,8 @@ Test(order, cover)
 					check_world(&p, 3, ref, seen);
 					p.drop_last = true;
 					check_world(&p, 3, ref, seen);
+					p.drop_last = false;
+					check_pad(&p, ref, seen);
 				}
 			}
 		}
@@ -441,34 +446,6 @@ static void check_pad(const struct order_params *tmpl, const uint64_t *ref,
 	      "%s N=%llu: %llu fresh, %llu repeats", what,
 	      (unsigned long long)n, (unsigned long long)fresh,
 	      (unsigned long long)repeats);
-}
-
-Test(order, pad)
-{
-	static struct layout l;
-	uint64_t *ref = malloc(65537 * sizeof(*ref));
-	unsigned char *seen = malloc(65537);
-
-	cr_assert(ref && seen);
-	for (size_t v = 0; v < NELEM(variants); v++) {
-		for (size_t ni = 0; ni < NELEM(sizes); ni++) {
-			struct order_params p;
-
-			make_layout(&l, sizes[ni]);
-			p = params(variants[v].kind, 42, 0, 1, 1, false,
-				   variants[v].window, &l);
-			epoch_seq(ref, &p, 3);
-			for (size_t wi = 0; wi < NELEM(worlds); wi++)
-				for (size_t bi = 0; bi < NELEM(batch_sizes);
-				     bi++) {
-					p.world = worlds[wi];
-					p.batch_size = batch_sizes[bi];
-					check_pad(&p, ref, seen);
-				}
-		}
-	}
-	free(ref);
-	free(seen);
 }
 
 /*
