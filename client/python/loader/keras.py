@@ -287,6 +287,16 @@ def _strings_for(keras, tf, backend):
 _classes = {}
 
 
+def _class(keras, kind, name, base, init, ns, doc):
+    """The class `name` over base, with the shared methods ns, its own
+    __init__ and doc, made once per keras module."""
+    ns["__init__"] = init
+    ns["__doc__"] = doc
+    cls = type(name, (base,), ns)
+    _classes[(kind, id(keras))] = cls
+    return cls
+
+
 def _pydataset_class(keras):
     """The PyDataset subclass for this keras module (made once)."""
     cls = _classes.get(("py", id(keras)))
@@ -315,14 +325,12 @@ def _pydataset_class(keras):
         self._setup(dataset, x, y, copy, _strings_for(keras, tf, backend),
                     stream_kwargs)
 
-    ns = _methods("loader.keras.PyDataset", tail=False, keras3=True)
-    ns["__init__"] = __init__
-    ns["__doc__"] = (
-        "A keras.utils.PyDataset over a loaderd stream: Keras 3's fit(), "
-        "evaluate() and predict() on every backend, with their defaults "
-        "(shuffle=True; workers=1, the only value taken).")
-    cls = type("LoaderPyDataset", (base,), ns)
-    _classes[("py", id(keras))] = cls
+    cls = _class(keras, "py", "LoaderPyDataset", base, __init__,
+                 _methods("loader.keras.PyDataset", tail=False, keras3=True),
+                 "A keras.utils.PyDataset over a loaderd stream: Keras 3's "
+                 "fit(), evaluate() and predict() on every backend, with "
+                 "their defaults (shuffle=True; workers=1, the only value "
+                 "taken).")
     return cls
 
 
@@ -342,14 +350,12 @@ def _sequence_class(keras):
         strings = _strings_for(keras, tf, "tensorflow")
         self._setup(dataset, x, y, copy, strings, stream_kwargs)
 
-    ns = _methods("loader.keras.Sequence", tail=not keras3, keras3=keras3)
-    ns["__init__"] = __init__
-    ns["__doc__"] = (
-        "A keras.utils.Sequence over a loaderd stream, for Keras 2 "
-        "(tf.keras up to 2.15, tf_keras): fit() with its defaults "
-        "(shuffle=True, workers=1).")
-    cls = type("LoaderSequence", (base,), ns)
-    _classes[("seq", id(keras))] = cls
+    cls = _class(keras, "seq", "LoaderSequence", base, __init__,
+                 _methods("loader.keras.Sequence", tail=not keras3,
+                          keras3=keras3),
+                 "A keras.utils.Sequence over a loaderd stream, for Keras 2 "
+                 "(tf.keras up to 2.15, tf_keras): fit() with its defaults "
+                 "(shuffle=True, workers=1).")
     return cls
 
 
