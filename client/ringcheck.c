@@ -47,6 +47,9 @@ static void loader_keep(struct loader_output *o, const struct ring_output *ro,
 	memcpy(o->shape, ro->shape, sizeof(o->shape));
 	o->offset = ro->offset;
 	o->sample_bytes = sample_bytes;
+	/* A plain output's; a ragged one sets them after. */
+	o->ragged = false;
+	o->index = o->room = o->row = 0;
 }
 
 /*

@@ -1,0 +1,273 @@
+/*
+ * color.c - the colour stages (color.h), as torchvision 0.14 computes
+ * them on uint8 tensors. The arithmetic is float32, as torch's is when a
+ * uint8 tensor meets a Python float, and a result goes back to uint8 by
+ * clamping and truncating (Tensor.to(torch.uint8)).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "color.h"
+
+/* ColorJitter's components, in the order it draws their factors. */
+enum { C_B, C_C, C_S, C_H };
+
+static const char *const comp_name = "bcsh";
+
+/* The factor range [max(0, 1 - x), 1 + x] of brightness, contrast and
+ * saturation (ColorJitter._check_input), at u. */
+static double factor_at(double x, double u)
+{
+	double lo = 1 - x > 0 ? 1 - x : 0, hi = 1 + x;
+
+	return lo + u * (hi - lo);
+}
+
+void color_draw(const struct ispec_op *op, struct rng *r,
+		struct color_draw *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->apply = rng_unit(r) < op->p;
+	switch (op->kind) {
+	case ISPEC_OP_BRIGHTNESS:
+	case ISPEC_OP_CONTRAST:
+	case ISPEC_OP_SATURATION:
+		out->f[0] = factor_at(op->a[0], rng_unit(r));
+		break;
+	case ISPEC_OP_HUE:
+		out->f[0] = -op->a[0] + rng_unit(r) * 2 * op->a[0];
+		break;
+	case ISPEC_OP_JITTER: {
+		uint8_t perm[4] = { 0, 1, 2, 3 };
+
+		/* torch.randperm(4): any permutation, uniformly. */
+		for (unsigned i = 3; i > 0; i--) {
+			unsigned j = (unsigned)rng_below(r, i + 1);
+			uint8_t t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		for (unsigned c = 0; c < 4; c++) {
+			if (!(op->a[c] > 0))
+				continue;
+			out->f[c] = c == C_H ? -op->a[c] +
+						       rng_unit(r) * 2 * op->a[c] :
+					       factor_at(op->a[c], rng_unit(r));
+		}
+		for (unsigned i = 0; i < 4; i++)
+			if (op->a[perm[i]] > 0)
+				out->order[out->n++] = perm[i];
+		break;
+	}
+	default: break;
+	}
+}
+
+static inline uint8_t to_u8(float v)
+{
+	if (!(v > 0)) /* NaN too */
+		return 0;
+	if (v >= 255)
+		return 255;
+	return (uint8_t)v; /* truncation, as .to(torch.uint8) */
+}
+
+/* rgb_to_grayscale() of a uint8 pixel: float32 weights, truncated. */
+static inline uint8_t gray_of(const uint8_t *px)
+{
+	return to_u8(0.2989f * px[0] + 0.587f * px[1] + 0.114f * px[2]);
+}
+
+/* _blend(x, y, ratio): ratio * x + (1 - ratio) * y, in float32. */
+static inline uint8_t blend(uint8_t x, float y, float ratio)
+{
+	return to_u8(ratio * (float)x + (1.0f - ratio) * y);
+}
+
+static void brightness(uint8_t *p, size_t n, double f)
+{
+	float r = (float)f;
+
+	for (size_t i = 0; i < n * 3; i++)
+		p[i] = blend(p[i], 0.0f, r);
+}
+
+static void contrast(uint8_t *p, size_t n, double f)
+{
+	float r = (float)f;
+	double sum = 0;
+	float mean;
+
+	/* The mean of the truncated grayscale image. */
+	for (size_t i = 0; i < n; i++)
+		sum += gray_of(p + 3 * i);
+	mean = (float)(sum / (double)n);
+	for (size_t i = 0; i < n * 3; i++)
+		p[i] = blend(p[i], mean, r);
+}
+
+static void saturation(uint8_t *p, size_t n, double f)
+{
+	float r = (float)f;
+
+	for (size_t i = 0; i < n; i++, p += 3) {
+		float g = gray_of(p);
+
+		p[0] = blend(p[0], g, r);
+		p[1] = blend(p[1], g, r);
+		p[2] = blend(p[2], g, r);
+	}
+}
+
+/* torch.remainder(a, 1.0): a - floor(a) in float32. */
+static inline float rem1(float a)
+{
+	return a - floorf(a);
+}
+
+/* adjust_hue() of one pixel: _rgb2hsv, the shift, _hsv2rgb, x 255.999. */
+static void hue_px(uint8_t *px, float shift)
+{
+	float r = px[0] / 255.0f, g = px[1] / 255.0f, b = px[2] / 255.0f;
+	float maxc = fmaxf(r, fmaxf(g, b)), minc = fminf(r, fminf(g, b));
+	bool eqc = maxc == minc;
+	float cr = maxc - minc, s, crd, rc, gc, bc, h, v, f, pp, q, t;
+	int i;
+
+	s = cr / (eqc ? 1.0f : maxc);
+	crd = eqc ? 1.0f : cr;
+	rc = (maxc - r) / crd;
+	gc = (maxc - g) / crd;
+	bc = (maxc - b) / crd;
+	h = (maxc == r) ? (bc - gc) : 0.0f;
+	h += (maxc == g && maxc != r) ? (2.0f + rc - bc) : 0.0f;
+	h += (maxc != g && maxc != r) ? (4.0f + gc - rc) : 0.0f;
+	h = rem1(h / 6.0f + 1.0f);
+	h = rem1(h + shift);
+	v = maxc;
+	i = (int)floorf(h * 6.0f);
+	f = h * 6.0f - (float)i;
+	pp = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f);
+	q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
+	t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
+	i %= 6;
+	if (i < 0)
+		i += 6;
+	switch (i) {
+	case 0: r = v, g = t, b = pp; break;
+	case 1: r = q, g = v, b = pp; break;
+	case 2: r = pp, g = v, b = t; break;
+	case 3: r = pp, g = q, b = v; break;
+	case 4: r = t, g = pp, b = v; break;
+	default: r = v, g = pp, b = q; break;
+	}
+	/* convert_image_dtype(float -> uint8): x * (255 + 1 - 1e-3). */
+	px[0] = to_u8(r * 255.999f);
+	px[1] = to_u8(g * 255.999f);
+	px[2] = to_u8(b * 255.999f);
+}
+
+static void hue(uint8_t *p, size_t n, double shift)
+{
+	for (size_t i = 0; i < n; i++)
+		hue_px(p + 3 * i, (float)shift);
+}
+
+static void grayscale(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++, p += 3)
+		p[0] = p[1] = p[2] = gray_of(p);
+}
+
+void color_apply(const struct ispec_op *op, const struct color_draw *dr,
+		 uint8_t *rgb, uint32_t w, uint32_t h)
+{
+	size_t n = (size_t)w * h;
+
+	if (!dr->apply || !n)
+		return;
+	switch (op->kind) {
+	case ISPEC_OP_BRIGHTNESS: brightness(rgb, n, dr->f[0]); break;
+	case ISPEC_OP_CONTRAST: contrast(rgb, n, dr->f[0]); break;
+	case ISPEC_OP_SATURATION: saturation(rgb, n, dr->f[0]); break;
+	case ISPEC_OP_HUE: hue(rgb, n, dr->f[0]); break;
+	case ISPEC_OP_JITTER:
+		for (unsigned i = 0; i < dr->n; i++) {
+			unsigned c = dr->order[i];
+			double f = dr->f[c];
+
+			if (c == C_B)
+				brightness(rgb, n, f);
+			else if (c == C_C)
+				contrast(rgb, n, f);
+			else if (c == C_S)
+				saturation(rgb, n, f);
+			else
+				hue(rgb, n, f);
+		}
+		break;
+	case ISPEC_OP_GRAYSCALE: grayscale(rgb, n); break;
+	case ISPEC_OP_INVERT:
+		for (size_t i = 0; i < n * 3; i++)
+			rgb[i] = (uint8_t)(255 - rgb[i]);
+		break;
+	case ISPEC_OP_POSTERIZE: {
+		uint8_t mask = (uint8_t)(0xff << (8 - (unsigned)op->a[0]));
+
+		for (size_t i = 0; i < n * 3; i++)
+			rgb[i] &= mask;
+		break;
+	}
+	case ISPEC_OP_SOLARIZE: {
+		float t = (float)op->a[0];
+
+		for (size_t i = 0; i < n * 3; i++)
+			if ((float)rgb[i] >= t)
+				rgb[i] = (uint8_t)(255 - rgb[i]);
+		break;
+	}
+	default: break;
+	}
+}
+
+static const char *const op_names[] = {
+	[ISPEC_OP_BRIGHTNESS] = "brightness", [ISPEC_OP_CONTRAST] = "contrast",
+	[ISPEC_OP_SATURATION] = "saturation", [ISPEC_OP_HUE] = "hue",
+	[ISPEC_OP_JITTER] = "jitter",	      [ISPEC_OP_GRAYSCALE] = "grayscale",
+	[ISPEC_OP_INVERT] = "invert",	      [ISPEC_OP_POSTERIZE] = "posterize",
+	[ISPEC_OP_SOLARIZE] = "solarize",
+};
+
+int color_explain(const struct ispec_op *op, const struct color_draw *dr,
+		  char *buf, size_t n)
+{
+	int len = snprintf(buf, n, "%s %d", op_names[op->kind], dr->apply);
+	size_t at;
+
+#define MORE(...)                                                              \
+	do {                                                                   \
+		at = len > 0 && (size_t)len < n ? (size_t)len : n;             \
+		len += snprintf(buf + at, n - at, __VA_ARGS__);                \
+	} while (0)
+	switch (op->kind) {
+	case ISPEC_OP_BRIGHTNESS:
+	case ISPEC_OP_CONTRAST:
+	case ISPEC_OP_SATURATION:
+	case ISPEC_OP_HUE: MORE(" %.17g", dr->f[0]); break;
+	case ISPEC_OP_JITTER:
+		MORE(" order ");
+		for (unsigned i = 0; i < dr->n; i++)
+			MORE("%s%u", i ? "," : "", dr->order[i]);
+		for (unsigned c = 0; c < 4; c++)
+			if (op->a[c] > 0)
+				MORE(" %c %.17g", comp_name[c], dr->f[c]);
+		break;
+	case ISPEC_OP_POSTERIZE:
+	case ISPEC_OP_SOLARIZE: MORE(" %.17g", op->a[0]); break;
+	default: break;
+	}
+#undef MORE
+	return len;
+}
