@@ -55,7 +55,7 @@ struct pipe_cli {
 	uint64_t seed, epoch, index, max_pixels;
 	const char *seconds, *jpeg_restart;
 	uint32_t restart; /* parsed --jpeg-restart; 0: off */
-	bool profile, json;
+	bool profile, json, explain;
 };
 
 #define O(f) offsetof(struct pipe_cli, f)
@@ -75,6 +75,9 @@ static const struct opt pipe_table[] = {
 	  "with --profile: run each part for at least S seconds", 0, 0, 0 },
 	{ "jpeg-restart", 0, OPT_STR, O(jpeg_restart), "off", "N|off",
 	  "first transcode each JPEG as loaderctl pack --jpeg-restart N stores it (restart segments), to see what a packed dataset decodes like; off: the files as they are",
+	  0, 0, 0 },
+	{ "explain", 0, OPT_FLAG, O(explain), NULL, NULL,
+	  "print what the sample of IN.jpg draws (crop, flip, each colour stage's parameters) instead of making it",
 	  0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
@@ -371,6 +374,57 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 	rc = CTL_OK;
 out:
 	free(sample);
+	free(jpeg);
+	imgpipe_ws_free(ws);
+	imgpipe_free(ip);
+	return rc;
+}
+
+/* --- --explain SPEC IN.jpg ---------------------------------------------- */
+
+static int pipe_explain(const struct pipe_cli *o, const struct pipe_out *po,
+			const char *in)
+{
+	struct imgpipe *ip = NULL;
+	struct imgpipe_ws *ws = NULL;
+	unsigned char *jpeg = NULL;
+	char text[4096];
+	struct diag d;
+	size_t len;
+	int rc = CTL_FAIL, n;
+
+	if (o->epoch > UINT32_MAX) {
+		fprintf(stderr, PFX "--epoch: at most %" PRIu32 "\n",
+			UINT32_MAX);
+		return CTL_FAIL;
+	}
+	if (make_pipe(po, o->max_pixels, false, &ip, &ws))
+		return CTL_FAIL;
+	if (jpgset_read(in, &jpeg, &len, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		goto out;
+	}
+	n = imgpipe_explain(ip, ws, jpeg, len,
+			    rng_mix(o->seed, (uint32_t)o->epoch, o->index),
+			    text, sizeof(text), &d);
+	if (n < 0) {
+		fprintf(stderr, PFX "%s: %s\n", in, d.msg);
+		goto out;
+	}
+	if (o->json) {
+		json_t *j = out_json(po);
+
+		json_object_set_new(j, "input", json_string(in));
+		json_object_set_new(j, "seed", u64_json(o->seed));
+		json_object_set_new(j, "epoch", u64_json(o->epoch));
+		json_object_set_new(j, "index", u64_json(o->index));
+		json_object_set_new(j, "drawn", json_string(text));
+		print_json(j);
+	} else {
+		fputs(text, stdout);
+	}
+	rc = CTL_OK;
+out:
 	free(jpeg);
 	imgpipe_ws_free(ws);
 	imgpipe_free(ip);
@@ -792,6 +846,7 @@ int ctl_pipeline(int argc, char **argv)
 {
 	static const char usage[] =
 		"loaderctl pipeline [OPTIONS] SPEC [IN.jpg OUT.npy]\n"
+		"       loaderctl pipeline --explain [OPTIONS] SPEC IN.jpg\n"
 		"       loaderctl pipeline --profile [OPTIONS] SPEC DIR";
 	struct pipe_cli o = { 0 };
 	struct pipe_out po;
@@ -801,9 +856,13 @@ int ctl_pipeline(int argc, char **argv)
 
 	err = opts_parse(pipe_table, &o, argc, argv, &nargs, &help, &d);
 	if (!err && !help) {
-		if (o.profile && nargs != 2)
+		if (o.profile && o.explain)
+			why = "--profile and --explain: one at a time";
+		else if (o.profile && nargs != 2)
 			why = "--profile expects SPEC DIR";
-		else if (!o.profile && nargs != 1 && nargs != 3)
+		else if (o.explain && nargs != 2)
+			why = "--explain expects SPEC IN.jpg";
+		else if (!o.profile && !o.explain && nargs != 1 && nargs != 3)
 			why = "expected SPEC, or SPEC IN.jpg OUT.npy";
 	}
 	if (err || help || why) {
@@ -814,6 +873,8 @@ int ctl_pipeline(int argc, char **argv)
 				"canonical text, output dtype, shape and bytes per sample. With\n"
 				"IN.jpg OUT.npy, run it on one JPEG with the seed a stream gives\n"
 				"sample I of epoch E, and write the sample as a NumPy .npy file.\n"
+				"With --explain, print what that sample draws instead: its crop,\n"
+				"flip and each colour stage's parameters, a line each.\n"
 				"With --profile, run it on one thread over every JPEG under DIR\n"
 				"and print img/s and the time per stage, against libjpeg-turbo's\n"
 				"full decode of the same files.",
@@ -830,6 +891,8 @@ int ctl_pipeline(int argc, char **argv)
 		return CTL_FAIL;
 	if (o.profile)
 		return pipe_profile(&o, &po, argv[1]);
+	if (o.explain)
+		return pipe_explain(&o, &po, argv[1]);
 	if (nargs == 3)
 		return pipe_run(&o, &po, argv[1], argv[2]);
 	return pipe_check(&o, &po);

@@ -6,7 +6,9 @@
 #                            criterion, valgrind, Python 3 with NumPy and
 #                            torch (the loader package's tests and its
 #                            PyTorch example), keras_preprocessing with
-#                            SciPy (its transforms need it), mdb_load
+#                            SciPy (its transforms need it), real
+#                            photographs (lomiri-wallpapers-16.04: the
+#                            colour stages against torchvision), mdb_load
 #                            (lmdb-utils: the LMDB pack test's
 #                            databases), clang-format
 #                            and cppcheck for make lint, and a Ceph
@@ -33,7 +35,7 @@ libcurl4-openssl-dev libssl-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch python3-torchvision python3-pil lmdb-utils
-python3-keras-preprocessing python3-scipy
+python3-keras-preprocessing python3-scipy lomiri-wallpapers-16.04
 ceph-mon ceph-osd radosgw curl"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libspng-dev
 python3-keras-preprocessing python3-scipy

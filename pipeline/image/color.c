@@ -52,8 +52,8 @@ void color_draw(const struct ispec_op *op, struct rng *r,
 		for (unsigned c = 0; c < 4; c++) {
 			if (!(op->a[c] > 0))
 				continue;
-			out->f[c] = c == C_H ? -op->a[c] +
-						       rng_unit(r) * 2 * op->a[c] :
+			out->f[c] = c == C_H ? -op->a[c] + rng_unit(r) * 2 *
+								   op->a[c] :
 					       factor_at(op->a[c], rng_unit(r));
 		}
 		for (unsigned i = 0; i < 4; i++)
@@ -80,15 +80,28 @@ static inline uint8_t gray_of(const uint8_t *px)
 	return to_u8(0.2989f * px[0] + 0.587f * px[1] + 0.114f * px[2]);
 }
 
-/* _blend(x, y, ratio): ratio * x + (1 - ratio) * y, in float32. */
-static inline uint8_t blend(uint8_t x, float y, float ratio)
+/*
+ * _blend(x, y, ratio): ratio * x + (1.0 - ratio) * y in float32, each
+ * Python float (ratio, and 1.0 - ratio computed in double) rounded to
+ * float32 on its own, as torch does with a scalar operand.
+ */
+struct ratio {
+	float r, rest;
+};
+
+static struct ratio ratio_of(double f)
 {
-	return to_u8(ratio * (float)x + (1.0f - ratio) * y);
+	return (struct ratio){ (float)f, (float)(1.0 - f) };
+}
+
+static inline uint8_t blend(uint8_t x, float y, struct ratio q)
+{
+	return to_u8(q.r * (float)x + q.rest * y);
 }
 
 static void brightness(uint8_t *p, size_t n, double f)
 {
-	float r = (float)f;
+	struct ratio r = ratio_of(f);
 
 	for (size_t i = 0; i < n * 3; i++)
 		p[i] = blend(p[i], 0.0f, r);
@@ -96,7 +109,7 @@ static void brightness(uint8_t *p, size_t n, double f)
 
 static void contrast(uint8_t *p, size_t n, double f)
 {
-	float r = (float)f;
+	struct ratio r = ratio_of(f);
 	double sum = 0;
 	float mean;
 
@@ -110,7 +123,7 @@ static void contrast(uint8_t *p, size_t n, double f)
 
 static void saturation(uint8_t *p, size_t n, double f)
 {
-	float r = (float)f;
+	struct ratio r = ratio_of(f);
 
 	for (size_t i = 0; i < n; i++, p += 3) {
 		float g = gray_of(p);
@@ -127,7 +140,7 @@ static inline float rem1(float a)
 	return a - floorf(a);
 }
 
-/* adjust_hue() of one pixel: _rgb2hsv, the shift, _hsv2rgb, x 255.999. */
+/* adjust_hue() of one pixel: _rgb2hsv, the shift, _hsv2rgb, x 255. */
 static void hue_px(uint8_t *px, float shift)
 {
 	float r = px[0] / 255.0f, g = px[1] / 255.0f, b = px[2] / 255.0f;
@@ -163,10 +176,10 @@ static void hue_px(uint8_t *px, float shift)
 	case 4: r = t, g = pp, b = v; break;
 	default: r = v, g = pp, b = q; break;
 	}
-	/* convert_image_dtype(float -> uint8): x * (255 + 1 - 1e-3). */
-	px[0] = to_u8(r * 255.999f);
-	px[1] = to_u8(g * 255.999f);
-	px[2] = to_u8(b * 255.999f);
+	/* Back to uint8 as adjust_hue() does: (x * 255.0).to(uint8). */
+	px[0] = to_u8(r * 255.0f);
+	px[1] = to_u8(g * 255.0f);
+	px[2] = to_u8(b * 255.0f);
 }
 
 static void hue(uint8_t *p, size_t n, double shift)
@@ -233,10 +246,14 @@ void color_apply(const struct ispec_op *op, const struct color_draw *dr,
 }
 
 static const char *const op_names[] = {
-	[ISPEC_OP_BRIGHTNESS] = "brightness", [ISPEC_OP_CONTRAST] = "contrast",
-	[ISPEC_OP_SATURATION] = "saturation", [ISPEC_OP_HUE] = "hue",
-	[ISPEC_OP_JITTER] = "jitter",	      [ISPEC_OP_GRAYSCALE] = "grayscale",
-	[ISPEC_OP_INVERT] = "invert",	      [ISPEC_OP_POSTERIZE] = "posterize",
+	[ISPEC_OP_BRIGHTNESS] = "brightness",
+	[ISPEC_OP_CONTRAST] = "contrast",
+	[ISPEC_OP_SATURATION] = "saturation",
+	[ISPEC_OP_HUE] = "hue",
+	[ISPEC_OP_JITTER] = "jitter",
+	[ISPEC_OP_GRAYSCALE] = "grayscale",
+	[ISPEC_OP_INVERT] = "invert",
+	[ISPEC_OP_POSTERIZE] = "posterize",
 	[ISPEC_OP_SOLARIZE] = "solarize",
 };
 

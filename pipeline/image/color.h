@@ -5,8 +5,7 @@
  * (torchvision/transforms/functional_tensor.py): ColorJitter's factor
  * ranges and random order, _blend()'s float32 arithmetic truncated back
  * to uint8, rgb_to_grayscale()'s 0.2989/0.587/0.114 weights truncated,
- * adjust_hue()'s HSV round trip through float32 and its 255.999 scale
- * back, posterize's bit mask, solarize's threshold.
+ * adjust_hue()'s HSV round trip through float32 and its x 255 back, posterize's bit mask, solarize's threshold.
  *
  * Each stage's parameters are drawn first, for every stage of the spec
  * in order, from the sample's rng after the geometry's draws (so that

@@ -3,12 +3,14 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
 #include "augment.h"
+#include "clock.h"
+#include "color.h"
 #include "fault.h"
 #include "imgkern.h"
 #include "imgpipe.h"
@@ -268,6 +270,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_req q;
 	struct augment_rect rect;
 	struct rsz_plan *plan;
+	struct color_draw cd[ISPEC_MAX_OPS];
 	struct rng r;
 	double box[4], k;
 	bool flip = false;
@@ -286,6 +289,8 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		return err;
 	if (sp->has_flip)
 		flip = augment_flip(&r, sp->flip);
+	for (uint32_t i = 0; i < sp->nops; i++)
+		color_draw(&sp->ops[i], &r, &cd[i]);
 	fit_scale(ip, &q, info.width, info.height);
 	t1 = clock_ns(ws);
 
@@ -329,6 +334,8 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		for (size_t i = 0; i < (size_t)s * s; i++, o += 3)
 			o[0] = o[1] = o[2] = g[i];
 	}
+	for (uint32_t i = 0; i < sp->nops; i++)
+		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s);
 	t3 = clock_ns(ws);
 
 	imgkern_emit(sp, ws->rgb, s, s, dst);
@@ -341,4 +348,39 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		ws->t.emit_ns += t4 - t3;
 	}
 	return 0;
+}
+
+int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		    const void *jpeg, size_t len, uint64_t seed, char *buf,
+		    size_t n, struct diag *d)
+{
+	const struct ispec *sp = &ip->sp;
+	struct jroi_info info;
+	struct jroi_req q;
+	struct augment_rect rect;
+	struct color_draw cd;
+	struct rng r;
+	bool flip = false;
+	size_t at;
+	int err, len_out;
+
+	err = jroi_header(ws->dec, jpeg, len, &info, d);
+	if (err)
+		return err;
+	rng_seed(&r, seed);
+	err = geometry(ip, &r, info.width, info.height, &rect, &q, d);
+	if (err)
+		return err;
+	if (sp->has_flip)
+		flip = augment_flip(&r, sp->flip);
+	len_out = snprintf(buf, n, "crop %.17g %.17g %.17g %.17g\nflip %d\n",
+			   rect.x, rect.y, rect.w, rect.h, flip);
+	for (uint32_t i = 0; i < sp->nops; i++) {
+		color_draw(&sp->ops[i], &r, &cd);
+		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
+		len_out += color_explain(&sp->ops[i], &cd, buf + at, n - at);
+		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
+		len_out += snprintf(buf + at, n - at, "\n");
+	}
+	return len_out;
 }

@@ -18,7 +18,8 @@
  *     (what loaderctl pack writes; the same pixels either way);
  *  4. rsz (resize.h) of the rectangle (fractional when the DCT scale
  *     does not map its edges onto whole pixels) to size x size, mirrored
- *     when flipped: PIL's antialiased bilinear filter;
+ *     when flipped: PIL's antialiased bilinear filter; then the colour
+ *     stages (color.h), their parameters drawn in step 2 after the flip;
  *  5. imgkern_emit(): normalize, cast and layout into the destination.
  *
  * Gray JPEGs become RGB by repeating the channel (as PIL's convert("RGB")),
@@ -96,5 +97,17 @@ void imgpipe_ws_times(const struct imgpipe_ws *ws, struct imgpipe_times *t);
 int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		const void *jpeg, size_t len, uint64_t seed, void *dst,
 		struct diag *d);
+
+/*
+ * What the pipeline draws for the sample of seed seed from the JPEG in
+ * jpeg[0..len), without decoding its pixels: a line each, "crop X Y W H"
+ * (the source rectangle, in the image's pixels), "flip 0|1", then each
+ * colour stage's line (color_explain()). Into buf (n bytes); returns the
+ * length, as snprintf, or a negative code with d saying why (a damaged
+ * header, an image too small for its crop).
+ */
+int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		    const void *jpeg, size_t len, uint64_t seed, char *buf,
+		    size_t n, struct diag *d);
 
 #endif /* LD_IMGPIPE_H */

@@ -46,6 +46,7 @@ enum rank {
 	R_GEOM,
 	R_CENTER,
 	R_FLIP,
+	R_COLOR, /* may repeat: colour stages, in any order */
 	R_NORM,
 	R_DTYPE,
 	R_LAYOUT,
@@ -348,12 +349,107 @@ static int p_layout(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
+/* A colour stage's name, and its default probability. */
+static const struct {
+	const char *name;
+	double p;
+} op_info[] = {
+	[ISPEC_OP_BRIGHTNESS] = { "brightness", 1 },
+	[ISPEC_OP_CONTRAST] = { "contrast", 1 },
+	[ISPEC_OP_SATURATION] = { "saturation", 1 },
+	[ISPEC_OP_HUE] = { "hue", 1 },
+	[ISPEC_OP_JITTER] = { "jitter", 1 },
+	[ISPEC_OP_GRAYSCALE] = { "grayscale", 0.1 },
+	[ISPEC_OP_INVERT] = { "invert", 0.5 },
+	[ISPEC_OP_POSTERIZE] = { "posterize", 0.5 },
+	[ISPEC_OP_SOLARIZE] = { "solarize", 0.5 },
+};
+
+/* How many numbers a colour stage takes before its optional "p P". */
+static unsigned op_nargs(unsigned kind)
+{
+	switch (kind) {
+	case ISPEC_OP_JITTER: return 4;
+	case ISPEC_OP_GRAYSCALE:
+	case ISPEC_OP_INVERT: return 0;
+	default: return 1;
+	}
+}
+
+/* Check argument k of a colour stage; NULL, or what it must be. */
+static const char *op_arg_check(unsigned kind, unsigned k, double v)
+{
+	switch (kind) {
+	case ISPEC_OP_HUE:
+		return v >= 0 && v <= 0.5 ? NULL : "a hue range in 0..0.5";
+	case ISPEC_OP_JITTER:
+		if (k == 3)
+			return v >= 0 && v <= 0.5 ? NULL :
+						    "a hue range in 0..0.5";
+		return v >= 0 && v <= 1000 ? NULL : "a range in 0..1000";
+	case ISPEC_OP_POSTERIZE:
+		return v >= 1 && v <= 8 && v == floor(v) ? NULL :
+							   "BITS in 1..8";
+	case ISPEC_OP_SOLARIZE:
+		return v >= 0 && v <= 255 ? NULL : "a threshold in 0..255";
+	default: return v >= 0 && v <= 1000 ? NULL : "a range in 0..1000";
+	}
+}
+
+static int p_color(struct pstate *ps, const struct stage *st,
+		   const struct word *w, unsigned n)
+{
+	struct ispec *sp = ps->sp;
+	unsigned na = op_nargs(st->arg);
+	struct ispec_op op = { .kind = st->arg, .p = op_info[st->arg].p };
+
+	if (sp->nops == ISPEC_MAX_OPS)
+		return bad(ps, st->name, &w[0],
+			   "is one colour stage too many (at most %d)",
+			   ISPEC_MAX_OPS);
+	if (n < 1 + na)
+		return bad(ps, st->name, &w[n - 1],
+			   "is not enough: %s takes %u number%s", st->name, na,
+			   na == 1 ? "" : "s");
+	for (unsigned k = 0; k < na; k++) {
+		const char *why = NULL;
+
+		if (!parse_real(w[1 + k].p, w[1 + k].len, &op.a[k]) ||
+		    (why = op_arg_check(st->arg, k, op.a[k])))
+			return bad(ps, st->name, &w[1 + k], "is not %s",
+				   why ? why : "a number");
+	}
+	if (n == 1 + na)
+		goto done;
+	if (n != 3 + na || !word_is(&w[1 + na], "p"))
+		return bad(ps, st->name, &w[1 + na],
+			   "is unexpected: after its %u number%s, %s takes "
+			   "only \"p P\"",
+			   na, na == 1 ? "" : "s", st->name);
+	if (!parse_real(w[2 + na].p, w[2 + na].len, &op.p) ||
+	    !(op.p >= 0 && op.p <= 1))
+		return bad(ps, st->name, &w[2 + na],
+			   "is not a probability in 0..1");
+done:
+	sp->ops[sp->nops++] = op;
+	return 0;
+}
+
 static const struct stage stages[] = {
 	{ "decode", R_DECODE, 0, p_decode },
 	{ "rrc", R_GEOM, 0, p_rrc },
 	{ "resize", R_GEOM, 0, p_resize },
 	{ "center", R_CENTER, 0, p_center },
 	{ "flip", R_FLIP, 0, p_flip },
+	{ "brightness", R_COLOR, ISPEC_OP_BRIGHTNESS, p_color },
+	{ "contrast", R_COLOR, ISPEC_OP_CONTRAST, p_color },
+	{ "saturation", R_COLOR, ISPEC_OP_SATURATION, p_color },
+	{ "hue", R_COLOR, ISPEC_OP_HUE, p_color },
+	{ "jitter", R_COLOR, ISPEC_OP_JITTER, p_color },
+	{ "grayscale", R_COLOR, ISPEC_OP_GRAYSCALE, p_color },
+	{ "invert", R_COLOR, ISPEC_OP_INVERT, p_color },
+	{ "posterize", R_COLOR, ISPEC_OP_POSTERIZE, p_color },
+	{ "solarize", R_COLOR, ISPEC_OP_SOLARIZE, p_color },
 	{ "normalize", R_NORM, 0, p_normalize },
 	{ "u8", R_DTYPE, DT_U8, p_dtype },
 	{ "f16", R_DTYPE, DT_F16, p_dtype },
@@ -398,7 +494,8 @@ static int stage_order(struct pstate *ps, const struct stage *st,
 		return bad(ps, st->name, w,
 			   "needs a geometry before it (rrc SIZE, or "
 			   "[resize SHORT |] center SIZE)");
-	if (st->rank == ps->rank || ps->seen[st->rank].col)
+	if (st->rank != R_COLOR &&
+	    (st->rank == ps->rank || ps->seen[st->rank].col))
 		return bad(ps, st->name, w,
 			   "repeats a stage (first at column %u)",
 			   ps->seen[st->rank].col);
@@ -408,7 +505,8 @@ static int stage_order(struct pstate *ps, const struct stage *st,
 							     prev->len),
 			   prev->p);
 	ps->rank = st->rank;
-	ps->seen[st->rank] = *w;
+	if (!ps->seen[st->rank].col)
+		ps->seen[st->rank] = *w;
 	if (geom)
 		ps->have_geom = true;
 	return 0;
@@ -476,10 +574,13 @@ int ispec_parse(struct ispec *sp, const char *text, struct diag *d)
 		}
 		st = stage_find(&w[0]);
 		if (!st)
-			return bad(&ps, "spec", &w[0],
-				   "is not a stage (decode, rrc, resize, "
-				   "center, flip, normalize, u8, f16, f32, "
-				   "nchw, nhwc)");
+			return bad(
+				&ps, "spec", &w[0],
+				"is not a stage (decode, rrc, resize, "
+				"center, flip, brightness, contrast, "
+				"saturation, hue, jitter, grayscale, invert, "
+				"posterize, solarize, normalize, u8, f16, "
+				"f32, nchw, nhwc)");
 		if (n > MAX_WORDS)
 			return bad(&ps, st->name, &w[MAX_WORDS],
 				   "is one word too many");
@@ -511,6 +612,9 @@ static int put_real(char *buf, size_t n, double v)
 {
 	char tmp[40];
 
+	/* A whole number as one ("1000", not "1e+03"). */
+	if (v == floor(v) && fabs(v) < 1e15)
+		return snprintf(buf, n, "%.0f", v);
 	for (int prec = 1; prec <= 17; prec++) {
 		snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
 		if (strtod(tmp, NULL) == v)
@@ -595,6 +699,19 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 	if (sp->has_flip) {
 		put_real(a, sizeof(a), sp->flip);
 		put(&o, " | flip %s", a);
+	}
+	for (uint32_t i = 0; i < sp->nops; i++) {
+		const struct ispec_op *op = &sp->ops[i];
+
+		put(&o, " | %s", op_info[op->kind].name);
+		for (unsigned k = 0; k < op_nargs(op->kind); k++) {
+			put_real(a, sizeof(a), op->a[k]);
+			put(&o, " %s", a);
+		}
+		if (op->p != op_info[op->kind].p) {
+			put_real(a, sizeof(a), op->p);
+			put(&o, " p %s", a);
+		}
 	}
 	if (sp->has_normalize) {
 		put(&o, " | normalize");

@@ -14,6 +14,16 @@
  *	  | resize SHORT | center SIZE		 RandomResizedCrop, or an
  *	  | center SIZE				 optional resize + center crop)
  *	flip P					(optional, 0 <= P <= 1)
+ *	colour stages, any number up to ISPEC_MAX_OPS, in any order:
+ *	  brightness B | contrast C | saturation S [p P]  (ColorJitter's
+ *	    factor in [max(0, 1 - X), 1 + X], X >= 0)
+ *	  hue H [p P]				(shift in [-H, H], 0 <= H <= 0.5)
+ *	  jitter B C S H [p P]			(ColorJitter: all four, in a
+ *						 random order)
+ *	  grayscale [p P] | invert [p P]	(RandomGrayscale, p 0.1;
+ *						 RandomInvert, p 0.5)
+ *	  posterize BITS [p P]			(RandomPosterize, 1..8, p 0.5)
+ *	  solarize T [p P]			(RandomSolarize, 0..255, p 0.5)
  *	normalize imagenet | normalize M0,M1,M2 S0,S1,S2  (optional; on the
  *						 0..1 scale, std > 0)
  *	u8 | f16 | f32				(optional, default f32)
@@ -35,7 +45,9 @@
 #define ISPEC_SIZE_MAX 8192
 #define ISPEC_CHANNELS 3
 /* ispec_format() never needs more than this, NUL included. */
-#define ISPEC_TEXT_MAX 512
+#define ISPEC_TEXT_MAX 1024
+/* Colour stages a spec may hold. */
+#define ISPEC_MAX_OPS 8
 
 enum ispec_geom {
 	ISPEC_RRC = 1, /* RandomResizedCrop to size x size */
@@ -45,6 +57,31 @@ enum ispec_geom {
 enum ispec_layout {
 	ISPEC_NCHW = 0,
 	ISPEC_NHWC,
+};
+
+/* A colour stage (color.h applies it). */
+enum ispec_op_kind {
+	ISPEC_OP_BRIGHTNESS = 1,
+	ISPEC_OP_CONTRAST,
+	ISPEC_OP_SATURATION,
+	ISPEC_OP_HUE,
+	ISPEC_OP_JITTER,
+	ISPEC_OP_GRAYSCALE,
+	ISPEC_OP_INVERT,
+	ISPEC_OP_POSTERIZE,
+	ISPEC_OP_SOLARIZE,
+};
+
+/*
+ * One colour stage: its kind, the probability that it applies to a
+ * sample, and its arguments: the factor ranges' X (brightness, contrast,
+ * saturation; jitter's a[0..3] are B, C, S, H), hue's H, posterize's
+ * BITS, solarize's T.
+ */
+struct ispec_op {
+	uint8_t kind; /* enum ispec_op_kind */
+	double p;
+	double a[4];
 };
 
 /* A parsed spec: a plain value, copied freely; nothing to free. */
@@ -61,6 +98,8 @@ struct ispec {
 	double flip;	    /* probability of a horizontal flip */
 	double mean[3];	    /* per channel (RGB), 0..1 scale */
 	double std[3];	    /* per channel, > 0 */
+	uint32_t nops;	    /* colour stages, in spec order */
+	struct ispec_op ops[ISPEC_MAX_OPS];
 };
 
 /*

@@ -151,6 +151,50 @@ static void expect_same(const struct ispec *a, const struct ispec *b,
 	}
 }
 
+/* Colour stages: any number, in any order, each with its arguments and
+ * its probability (torchvision's default when not given). */
+Test(ispec, colour_stages)
+{
+	static const char *text =
+		"decode | rrc 224 | flip 0.5 | jitter 0.4 0.4 0.4 0.1 | "
+		"grayscale | hue 0.5 p 0.25 | invert | posterize 4 p 1 | "
+		"solarize 128 | brightness 0 | contrast 1000 | normalize "
+		"imagenet | f16 | nchw";
+	static const struct ispec_op want[] = {
+		{ ISPEC_OP_JITTER, 1, { 0.4, 0.4, 0.4, 0.1 } },
+		{ ISPEC_OP_GRAYSCALE, 0.1, { 0 } },
+		{ ISPEC_OP_HUE, 0.25, { 0.5 } },
+		{ ISPEC_OP_INVERT, 0.5, { 0 } },
+		{ ISPEC_OP_POSTERIZE, 1, { 4 } },
+		{ ISPEC_OP_SOLARIZE, 0.5, { 128 } },
+		{ ISPEC_OP_BRIGHTNESS, 1, { 0 } },
+		{ ISPEC_OP_CONTRAST, 1, { 1000 } },
+	};
+	struct ispec sp, again;
+	char buf[ISPEC_TEXT_MAX];
+	struct diag d;
+
+	cr_assert_eq(ispec_parse(&sp, text, &d), 0, "%s", d.msg);
+	cr_assert_eq(sp.nops, NELEM(want));
+	for (size_t i = 0; i < NELEM(want); i++) {
+		cr_expect_eq(sp.ops[i].kind, want[i].kind, "op %zu", i);
+		cr_expect_eq(sp.ops[i].p, want[i].p, "op %zu: p", i);
+		for (unsigned k = 0; k < 4; k++)
+			cr_expect_eq(sp.ops[i].a[k], want[i].a[k], "op %zu", i);
+	}
+	cr_expect(sp.has_flip && sp.has_normalize && sp.dtype == DT_F16);
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf, text, "the canonical text is the spec's");
+	cr_assert_eq(ispec_parse(&again, buf, &d), 0, "%s", d.msg);
+	cr_expect_eq(memcmp(&sp, &again, sizeof(sp)), 0);
+	cr_expect_eq(
+		ispec_parse(&sp, "decode | center 8 | grayscale p 0.1", NULL),
+		0);
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "decode | center 8 | grayscale | f32 | nchw",
+			 "a default probability is left out");
+}
+
 Test(ispec, good_specs_parse_and_round_trip)
 {
 	for (size_t i = 0; i < NELEM(good); i++) {
@@ -261,6 +305,21 @@ static const struct bad bad[] = {
 	{ "decode | rrc 224 | "
 	  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 	  20, "xxxxxxxxxxxxxxxxxxxxxxxx" },
+	{ "decode | center 224 | hue 0.6", 27, "0.6" },
+	{ "decode | center 224 | posterize 9", 33, "9" },
+	{ "decode | center 224 | posterize 2.5", 33, "2.5" },
+	{ "decode | center 224 | solarize 256", 32, "256" },
+	{ "decode | center 224 | brightness -1", 34, "-1" },
+	{ "decode | center 224 | jitter 0.4 0.4", 34, "0.4" },
+	{ "decode | center 224 | brightness 0.2 q 3", 38, "q" },
+	{ "decode | center 224 | brightness 0.2 p 3", 40, "3" },
+	{ "decode | center 224 | invert p", 30, "p" },
+	{ "decode | center 224 | grayscale 1", 33, "1" },
+	{ "decode | brightness 0.2 | center 224", 10, "brightness" },
+	{ "decode | center 224 | normalize imagenet | hue 0.1", 44, "hue" },
+	{ "decode | center 7 | invert | invert | invert | invert | invert | "
+	  "invert | invert | invert | invert",
+	  93, "invert" },
 };
 
 Test(ispec, bad_specs_name_column_and_word)

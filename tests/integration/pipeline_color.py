@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""pipeline_color.py - the image pipeline's colour stages against
+torchvision 0.14, op by op, on real photographs (the wallpapers of
+Debian's lomiri-wallpapers-16.04).
+
+For each stage and several seeds: `loaderctl pipeline --explain` says
+what the sample drew; torchvision.transforms.functional applies those
+parameters to the pipeline's own image without the stage (decode |
+resize 256 | center 224, u8, the same bytes), and the result must match
+the pipeline's with the stage: max |diff| <= 2, >= 99 % of values within
+1 (the float32 round trips of adjust_hue, and a mean summed in another
+order, may move a value across a truncation). A chain of stages is
+checked against the same functions one after another, and a probability
+p is seen to apply to some samples and not others. A spec refused names
+the word and the allowed range.
+
+TAP on stdout; exit 77 without NumPy, torch and torchvision, or without
+the photographs.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."),
+                                "tests", "client", "python"))
+import fixture as fx  # noqa: E402
+
+np, torch = fx.need("numpy", "torch")
+try:
+    import torchvision.transforms.functional as F
+except ImportError:
+    fx.skip_all("python3 module torchvision missing (Debian: "
+                "python3-torchvision)")
+
+PHOTOS = "/usr/share/backgrounds"
+names = sorted(f for f in os.listdir(PHOTOS) if f.endswith(".jpg")) \
+    if os.path.isdir(PHOTOS) else []
+if len(names) < 3:
+    fx.skip_all("no photographs in %s (Debian: lomiri-wallpapers-16.04)"
+                % PHOTOS)
+photos = [os.path.join(PHOTOS, n) for n in names[:3]]
+
+t = fx.Tap()
+T = fx.tmpdir()
+CTL = os.path.join(fx.TOP, "loaderctl")
+GEOM = "decode | resize 256 | center 224"
+
+
+def ctl(*args):
+    return subprocess.run([CTL, "pipeline"] + list(args), check=True,
+                          capture_output=True, text=True).stdout
+
+
+def image(spec, photo, seed):
+    out = os.path.join(T, "s.npy")
+    ctl("--seed", str(seed), "%s | u8 | nhwc" % spec, photo, out)
+    return np.load(out)
+
+
+def drawn(spec, photo, seed):
+    """The stages' lines of --explain: [(name, applied, [words])]."""
+    lines = ctl("--explain", "--seed", str(seed), "%s | u8 | nhwc" % spec,
+                photo).splitlines()
+    out = []
+    for ln in lines[2:]:  # crop, flip
+        w = ln.split()
+        out.append((w[0], w[1] == "1", w[2:]))
+    return out
+
+
+def apply(name, words, x):
+    """torchvision's function for a stage, on a uint8 CHW tensor."""
+    if name == "brightness":
+        return F.adjust_brightness(x, float(words[0]))
+    if name == "contrast":
+        return F.adjust_contrast(x, float(words[0]))
+    if name == "saturation":
+        return F.adjust_saturation(x, float(words[0]))
+    if name == "hue":
+        return F.adjust_hue(x, float(words[0]))
+    if name == "grayscale":
+        return F.rgb_to_grayscale(x, num_output_channels=3)
+    if name == "invert":
+        return F.invert(x)
+    if name == "posterize":
+        return F.posterize(x, int(float(words[0])))
+    if name == "solarize":
+        return F.solarize(x, float(words[0]))
+    if name == "jitter":
+        # "order 2,0,3,1 b 1.1 c 0.9 s 1.2 h -0.02", as ColorJitter.
+        order = [int(i) for i in words[1].split(",")] if words[1] else []
+        f = {words[k]: float(words[k + 1]) for k in range(2, len(words), 2)}
+        fns = {0: ("b", F.adjust_brightness), 1: ("c", F.adjust_contrast),
+               2: ("s", F.adjust_saturation), 3: ("h", F.adjust_hue)}
+        for i in order:
+            key, fn = fns[i]
+            x = fn(x, f[key])
+        return x
+    raise AssertionError(name)
+
+
+def close(got, want):
+    d = np.abs(got.astype(np.int16) - want.astype(np.int16))
+    return int(d.max()), float((d <= 1).mean())
+
+
+def reference(spec_stages, photo, seed):
+    """What torchvision makes of the stageless image with the drawn
+    parameters, and how many stages applied."""
+    base = image(GEOM, photo, seed)
+    x = torch.from_numpy(base).permute(2, 0, 1).contiguous()
+    applied = 0
+    for name, on, words in drawn("%s | %s" % (GEOM, spec_stages), photo,
+                                 seed):
+        if on:
+            x = apply(name, words, x)
+            applied += 1
+    return x.permute(1, 2, 0).numpy(), applied
+
+
+STAGES = ["brightness 0.6", "contrast 0.6", "saturation 0.8", "hue 0.4",
+          "jitter 0.4 0.4 0.4 0.1", "grayscale p 1", "invert p 1",
+          "posterize 3 p 1", "solarize 100 p 1"]
+for stage in STAGES:
+    worst, frac, runs = 0, 1.0, 0
+    for photo in photos:
+        for seed in (1, 2, 3):
+            want, applied = reference(stage, photo, seed)
+            got = image("%s | %s" % (GEOM, stage), photo, seed)
+            m, f = close(got, want)
+            worst, frac = max(worst, m), min(frac, f)
+            runs += applied
+    t.ok(worst <= 2 and frac >= 0.99 and runs == 9,
+         "%s: as torchvision's, given the drawn parameters" % stage,
+         "max |diff| %d, within 1: %.4f, applied %d of 9"
+         % (worst, frac, runs))
+
+chain = "jitter 0.3 0.3 0.3 0.05 | grayscale p 0.5 | posterize 5 | " \
+    "solarize 200 p 0.5"
+worst, frac = 0, 1.0
+for photo in photos:
+    for seed in range(1, 5):
+        want, _ = reference(chain, photo, seed)
+        m, f = close(image("%s | %s" % (GEOM, chain), photo, seed), want)
+        worst, frac = max(worst, m), min(frac, f)
+t.ok(worst <= 2 and frac >= 0.99, "a chain of stages: torchvision's "
+     "functions one after another", "max %d, within 1: %.4f"
+     % (worst, frac))
+
+ons = [drawn("%s | invert" % GEOM, photos[0], s)[0][1] for s in range(40)]
+t.ok(0 < sum(ons) < 40, "invert's default p 0.5 applies to some samples "
+     "and not others (%d of 40)" % sum(ons))
+facs = {drawn("%s | brightness 0.5" % GEOM, photos[0], s)[0][2][0]
+        for s in range(10)}
+t.ok(len(facs) == 10 and all(0.5 <= float(v) <= 1.5 for v in facs),
+     "brightness 0.5 draws factors in [0.5, 1.5], another per sample")
+
+r = subprocess.run([CTL, "pipeline", GEOM + " | hue 0.7"],
+                   capture_output=True, text=True)
+t.ok(r.returncode != 0 and '"0.7" is not a hue range in 0..0.5' in r.stderr,
+     "a value out of range is refused, naming it and the range", r.stderr)
