@@ -36,7 +36,11 @@ void color_draw(const struct ispec_op *op, struct rng *r,
 		out->f[0] = factor_at(op->a[0], rng_unit(r));
 		break;
 	case ISPEC_OP_HUE:
+	case ISPEC_OP_CHANNEL_SHIFT:
 		out->f[0] = -op->a[0] + rng_unit(r) * 2 * op->a[0];
+		break;
+	case ISPEC_OP_BLUR: /* GaussianBlur.get_params: uniform sigma */
+		out->f[0] = op->a[1] + rng_unit(r) * (op->a[2] - op->a[1]);
 		break;
 	case ISPEC_OP_JITTER: {
 		uint8_t perm[4] = { 0, 1, 2, 3 };
@@ -194,8 +198,183 @@ static void grayscale(uint8_t *p, size_t n)
 		p[0] = p[1] = p[2] = gray_of(p);
 }
 
+/* torch.round() (half to even) and .to(torch.uint8) of a conv's result. */
+static inline uint8_t round_u8(float v)
+{
+	return to_u8(nearbyintf(v));
+}
+
+/*
+ * autocontrast(): per channel, (x - min) * (255 / (max - min)), float32,
+ * clamped and truncated; a channel with max == min is left as it is.
+ */
+static void autocontrast(uint8_t *p, size_t n)
+{
+	for (unsigned c = 0; c < 3; c++) {
+		uint8_t lo = 255, hi = 0;
+		float scale, minimum;
+
+		for (size_t i = 0; i < n; i++) {
+			uint8_t v = p[3 * i + c];
+
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+		if (lo == hi)
+			continue; /* scale inf: min 0, scale 1, the same */
+		minimum = lo;
+		scale = 255.0f / ((float)hi - minimum);
+		for (size_t i = 0; i < n; i++)
+			p[3 * i + c] =
+				to_u8(((float)p[3 * i + c] - minimum) * scale);
+	}
+}
+
+/*
+ * equalize(): per channel, _scale_channel(): a histogram, step =
+ * floor(the count of all but the last nonzero bin / 255), the table
+ * floor((cumsum + floor(step / 2)) / step) shifted one place right and
+ * clamped to 255; a step of 0 leaves the channel as it is.
+ */
+static void equalize(uint8_t *p, size_t n)
+{
+	for (unsigned c = 0; c < 3; c++) {
+		uint64_t hist[256] = { 0 }, sum = 0, last = 0, step, cum = 0;
+		uint8_t lut[256];
+
+		for (size_t i = 0; i < n; i++)
+			hist[p[3 * i + c]]++;
+		for (unsigned v = 0; v < 256; v++)
+			if (hist[v]) {
+				sum += hist[v];
+				last = hist[v];
+			}
+		step = (sum - last) / 255;
+		if (!step)
+			continue;
+		lut[0] = 0;
+		for (unsigned v = 0; v < 255; v++) {
+			uint64_t t;
+
+			cum += hist[v];
+			t = (cum + step / 2) / step;
+			lut[v + 1] = (uint8_t)(t > 255 ? 255 : t);
+		}
+		for (size_t i = 0; i < n; i++)
+			p[3 * i + c] = lut[p[3 * i + c]];
+	}
+}
+
+/*
+ * adjust_sharpness(): a blend with the image whose inside pixels are the
+ * 3 x 3 smoothing [[1,1,1],[1,5,1],[1,1,1]] / 13 (float32, rounded half
+ * to even), the border kept; images of 2 pixels or fewer a side as they
+ * are.
+ */
+static void sharpness(uint8_t *p, uint32_t w, uint32_t h, double f,
+		      uint8_t *tmp)
+{
+	float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
+	struct ratio r = ratio_of(f);
+	size_t row = (size_t)w * 3;
+
+	if (w <= 2 || h <= 2)
+		return;
+	memcpy(tmp, p, row * h);
+	for (uint32_t y = 1; y + 1 < h; y++)
+		for (uint32_t x = 1; x + 1 < w; x++)
+			for (unsigned c = 0; c < 3; c++) {
+				const uint8_t *q = p + y * row + x * 3 + c;
+				float s = 0;
+
+				for (int dy = -1; dy <= 1; dy++)
+					for (int dx = -1; dx <= 1; dx++)
+						s += (dy || dx ? k1 : k5) *
+						     (float)q[dy * (long)row +
+							      dx * 3];
+				tmp[y * row + x * 3 + c] = round_u8(s);
+			}
+	for (size_t i = 0; i < row * h; i++)
+		p[i] = blend(p[i], (float)tmp[i], r);
+}
+
+/* Reflect-padding's index (numpy's "reflect": the edge not repeated). */
+static inline long reflect(long i, long n)
+{
+	if (n == 1)
+		return 0;
+	while (i < 0 || i >= n)
+		i = i < 0 ? -i : 2 * (n - 1) - i;
+	return i;
+}
+
+/*
+ * gaussian_blur(): the 2-D kernel outer(k, k) of the 1-D one
+ * exp(-0.5 (x / sigma)^2) / sum over x = -(K-1)/2 .. (K-1)/2, float32,
+ * over the image padded by reflection, rounded half to even.
+ */
+static void gaussian_blur(uint8_t *p, uint32_t w, uint32_t h, unsigned k,
+			  double sigma, uint8_t *tmp)
+{
+	float k1[31] = { 0 }, k2[31 * 31] = { 0 }, sum = 0, sg = (float)sigma;
+	long half = (long)k / 2, row = (long)w * 3;
+
+	for (unsigned i = 0; i < k; i++) {
+		float x = (float)i - (float)(k - 1) * 0.5f;
+		float t = x / sg;
+
+		k1[i] = expf(-0.5f * (t * t));
+		sum += k1[i];
+	}
+	for (unsigned i = 0; i < k; i++)
+		k1[i] /= sum;
+	for (unsigned i = 0; i < k; i++)
+		for (unsigned j = 0; j < k; j++)
+			k2[i * k + j] = k1[i] * k1[j];
+	for (long y = 0; y < (long)h; y++)
+		for (long x = 0; x < (long)w; x++)
+			for (unsigned c = 0; c < 3; c++) {
+				float s = 0;
+
+				for (long dy = -half; dy <= half; dy++) {
+					long yy = reflect(y + dy, h);
+
+					for (long dx = -half; dx <= half; dx++)
+						s += k2[(dy + half) * k + dx +
+							half] *
+						     (float)p[yy * row +
+							      reflect(x + dx, w) *
+								      3 +
+							      c];
+				}
+				tmp[y * row + x * 3 + c] = round_u8(s);
+			}
+	memcpy(p, tmp, (size_t)row * h);
+}
+
+/*
+ * Keras' apply_channel_shift(): every channel moved by the same shift,
+ * clipped to the image's own [min, max] (over all channels); rounded to
+ * the nearest value here (Keras keeps floats).
+ */
+static void channel_shift(uint8_t *p, size_t n, double shift)
+{
+	uint8_t lo = 255, hi = 0;
+
+	for (size_t i = 0; i < n * 3; i++) {
+		lo = p[i] < lo ? p[i] : lo;
+		hi = p[i] > hi ? p[i] : hi;
+	}
+	for (size_t i = 0; i < n * 3; i++) {
+		double v = p[i] + shift;
+
+		v = v < lo ? lo : v > hi ? hi : v;
+		p[i] = (uint8_t)nearbyint(v);
+	}
+}
+
 void color_apply(const struct ispec_op *op, const struct color_draw *dr,
-		 uint8_t *rgb, uint32_t w, uint32_t h)
+		 uint8_t *rgb, uint32_t w, uint32_t h, uint8_t *tmp)
 {
 	size_t n = (size_t)w * h;
 
@@ -241,6 +420,13 @@ void color_apply(const struct ispec_op *op, const struct color_draw *dr,
 				rgb[i] = (uint8_t)(255 - rgb[i]);
 		break;
 	}
+	case ISPEC_OP_AUTOCONTRAST: autocontrast(rgb, n); break;
+	case ISPEC_OP_EQUALIZE: equalize(rgb, n); break;
+	case ISPEC_OP_SHARPNESS: sharpness(rgb, w, h, op->a[0], tmp); break;
+	case ISPEC_OP_BLUR:
+		gaussian_blur(rgb, w, h, (unsigned)op->a[0], dr->f[0], tmp);
+		break;
+	case ISPEC_OP_CHANNEL_SHIFT: channel_shift(rgb, n, dr->f[0]); break;
 	default: break;
 	}
 }
@@ -255,6 +441,11 @@ static const char *const op_names[] = {
 	[ISPEC_OP_INVERT] = "invert",
 	[ISPEC_OP_POSTERIZE] = "posterize",
 	[ISPEC_OP_SOLARIZE] = "solarize",
+	[ISPEC_OP_AUTOCONTRAST] = "autocontrast",
+	[ISPEC_OP_EQUALIZE] = "equalize",
+	[ISPEC_OP_SHARPNESS] = "sharpness",
+	[ISPEC_OP_BLUR] = "gaussian_blur",
+	[ISPEC_OP_CHANNEL_SHIFT] = "channel_shift",
 };
 
 int color_explain(const struct ispec_op *op, const struct color_draw *dr,
@@ -272,7 +463,10 @@ int color_explain(const struct ispec_op *op, const struct color_draw *dr,
 	case ISPEC_OP_BRIGHTNESS:
 	case ISPEC_OP_CONTRAST:
 	case ISPEC_OP_SATURATION:
-	case ISPEC_OP_HUE: MORE(" %.17g", dr->f[0]); break;
+	case ISPEC_OP_HUE:
+	case ISPEC_OP_CHANNEL_SHIFT: MORE(" %.17g", dr->f[0]); break;
+	case ISPEC_OP_BLUR: MORE(" %.17g %.17g", op->a[0], dr->f[0]); break;
+	case ISPEC_OP_SHARPNESS: MORE(" %.17g", op->a[0]); break;
 	case ISPEC_OP_JITTER:
 		MORE(" order ");
 		for (unsigned i = 0; i < dr->n; i++)

@@ -5,7 +5,11 @@
  * (torchvision/transforms/functional_tensor.py): ColorJitter's factor
  * ranges and random order, _blend()'s float32 arithmetic truncated back
  * to uint8, rgb_to_grayscale()'s 0.2989/0.587/0.114 weights truncated,
- * adjust_hue()'s HSV round trip through float32 and its x 255 back, posterize's bit mask, solarize's threshold.
+ * adjust_hue()'s HSV round trip through float32 and its x 255 back,
+ * posterize's bit mask, solarize's threshold, autocontrast's and
+ * equalize's per-channel tables, adjust_sharpness()'s 3 x 3 smoothing,
+ * gaussian_blur()'s reflect-padded kernel; Keras' apply_channel_shift()
+ * for channel_shift.
  *
  * Each stage's parameters are drawn first, for every stage of the spec
  * in order, from the sample's rng after the geometry's draws (so that
@@ -39,17 +43,20 @@ struct color_draw {
  * permutation of its four components (rng_below for each place, as a
  * Fisher-Yates shuffle), then one rng_unit per component whose range is
  * not 0, in the order b, c, s, h (ColorJitter draws none for a range of
- * 0, and leaves that component out); the others draw nothing more.
+ * 0, and leaves that component out); gaussian_blur: one for its sigma
+ * in [LO, HI]; channel_shift: one for its shift in [-X, X]; the others
+ * draw nothing more.
  */
 void color_draw(const struct ispec_op *op, struct rng *r,
 		struct color_draw *out);
 
 /*
  * Apply op, as drawn, to rgb: w x h pixels, 3 bytes each (RGB, rows of
- * w * 3 bytes, back to back). Nothing when it does not apply.
+ * w * 3 bytes, back to back). Nothing when it does not apply. tmp: w x h
+ * x 3 bytes of scratch (sharpness, gaussian_blur).
  */
 void color_apply(const struct ispec_op *op, const struct color_draw *dr,
-		 uint8_t *rgb, uint32_t w, uint32_t h);
+		 uint8_t *rgb, uint32_t w, uint32_t h, uint8_t *tmp);
 
 /*
  * What op drew, as one line of text (no newline): the stage's name, 1 or

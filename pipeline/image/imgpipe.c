@@ -45,6 +45,7 @@ struct imgpipe_ws {
 	void *plan_mem;
 	void *scratch;
 	unsigned char *rgb;  /* size x size x 3 */
+	unsigned char *tmp;  /* size x size x 3: the colour stages' scratch */
 	unsigned char *gray; /* size x size */
 };
 
@@ -89,7 +90,7 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 	ip->scratch_cap = round64(
 		rsz_scratch_bytes(ip->max_side, (uint32_t)s, (uint32_t)s, 3));
 	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
-		       round64(s * s * 3) + round64(s * s);
+		       2 * round64(s * s * 3) + round64(s * s);
 	*out = ip;
 	return 0;
 }
@@ -134,6 +135,8 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 	ws->scratch = p;
 	p += ip->scratch_cap;
 	ws->rgb = p;
+	p += round64(s * s * 3);
+	ws->tmp = p;
 	p += round64(s * s * 3);
 	ws->gray = p;
 	*out = ws;
@@ -335,7 +338,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 			o[0] = o[1] = o[2] = g[i];
 	}
 	for (uint32_t i = 0; i < sp->nops; i++)
-		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s);
+		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s, ws->tmp);
 	t3 = clock_ns(ws);
 
 	imgkern_emit(sp, ws->rgb, s, s, dst);

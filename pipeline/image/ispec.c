@@ -363,6 +363,11 @@ static const struct {
 	[ISPEC_OP_INVERT] = { "invert", 0.5 },
 	[ISPEC_OP_POSTERIZE] = { "posterize", 0.5 },
 	[ISPEC_OP_SOLARIZE] = { "solarize", 0.5 },
+	[ISPEC_OP_AUTOCONTRAST] = { "autocontrast", 0.5 },
+	[ISPEC_OP_EQUALIZE] = { "equalize", 0.5 },
+	[ISPEC_OP_SHARPNESS] = { "sharpness", 0.5 },
+	[ISPEC_OP_BLUR] = { "gaussian_blur", 1 },
+	[ISPEC_OP_CHANNEL_SHIFT] = { "channel_shift", 1 },
 };
 
 /* How many numbers a colour stage takes before its optional "p P". */
@@ -370,8 +375,11 @@ static unsigned op_nargs(unsigned kind)
 {
 	switch (kind) {
 	case ISPEC_OP_JITTER: return 4;
+	case ISPEC_OP_BLUR: return 3;
 	case ISPEC_OP_GRAYSCALE:
-	case ISPEC_OP_INVERT: return 0;
+	case ISPEC_OP_INVERT:
+	case ISPEC_OP_AUTOCONTRAST:
+	case ISPEC_OP_EQUALIZE: return 0;
 	default: return 1;
 	}
 }
@@ -392,6 +400,15 @@ static const char *op_arg_check(unsigned kind, unsigned k, double v)
 							   "BITS in 1..8";
 	case ISPEC_OP_SOLARIZE:
 		return v >= 0 && v <= 255 ? NULL : "a threshold in 0..255";
+	case ISPEC_OP_BLUR:
+		if (k == 0)
+			return v >= 1 && v <= 31 && v == floor(v) &&
+					       fmod(v, 2) == 1 ?
+				       NULL :
+				       "an odd kernel size in 1..31";
+		return v > 0 && v <= 100 ? NULL : "a sigma in (0, 100]";
+	case ISPEC_OP_CHANNEL_SHIFT:
+		return v >= 0 && v <= 255 ? NULL : "a shift range in 0..255";
 	default: return v >= 0 && v <= 1000 ? NULL : "a range in 0..1000";
 	}
 }
@@ -419,6 +436,9 @@ static int p_color(struct pstate *ps, const struct stage *st,
 			return bad(ps, st->name, &w[1 + k], "is not %s",
 				   why ? why : "a number");
 	}
+	if (st->arg == ISPEC_OP_BLUR && op.a[1] > op.a[2])
+		return bad(ps, st->name, &w[3],
+			   "is below LO: the sigma range is LO HI");
 	if (n == 1 + na)
 		goto done;
 	if (n != 3 + na || !word_is(&w[1 + na], "p"))
@@ -450,6 +470,11 @@ static const struct stage stages[] = {
 	{ "invert", R_COLOR, ISPEC_OP_INVERT, p_color },
 	{ "posterize", R_COLOR, ISPEC_OP_POSTERIZE, p_color },
 	{ "solarize", R_COLOR, ISPEC_OP_SOLARIZE, p_color },
+	{ "autocontrast", R_COLOR, ISPEC_OP_AUTOCONTRAST, p_color },
+	{ "equalize", R_COLOR, ISPEC_OP_EQUALIZE, p_color },
+	{ "sharpness", R_COLOR, ISPEC_OP_SHARPNESS, p_color },
+	{ "gaussian_blur", R_COLOR, ISPEC_OP_BLUR, p_color },
+	{ "channel_shift", R_COLOR, ISPEC_OP_CHANNEL_SHIFT, p_color },
 	{ "normalize", R_NORM, 0, p_normalize },
 	{ "u8", R_DTYPE, DT_U8, p_dtype },
 	{ "f16", R_DTYPE, DT_F16, p_dtype },
@@ -458,12 +483,65 @@ static const struct stage stages[] = {
 	{ "nhwc", R_LAYOUT, ISPEC_NHWC, p_layout },
 };
 
+/* Edit distance between w and s, at most 3 (enough to spot a typo). */
+static unsigned distance(const struct word *w, const char *s)
+{
+	size_t n = strlen(s), m = w->len > 40 ? 40 : w->len;
+	unsigned row[41], prev;
+
+	if (n > 40)
+		return 3;
+	for (size_t j = 0; j <= n; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= m; i++) {
+		prev = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= n; j++) {
+			unsigned cur = row[j];
+			unsigned best = prev + (w->p[i - 1] != s[j - 1]);
+
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			prev = cur;
+			row[j] = best;
+		}
+	}
+	return row[n] < 3 ? row[n] : 3;
+}
+
 static const struct stage *stage_find(const struct word *w)
 {
 	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
 		if (word_is(w, stages[i].name))
 			return &stages[i];
 	return NULL;
+}
+
+/* A word that is no stage: the closest name when one is near, and all. */
+static int not_a_stage(struct pstate *ps, const struct word *w)
+{
+	char names[512], near[64] = "";
+	size_t at = 0;
+	unsigned best = 3;
+
+	names[0] = '\0';
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+		unsigned dist = distance(w, stages[i].name);
+
+		if (dist < best && (dist <= 1 || w->len >= 5)) {
+			best = dist;
+			snprintf(near, sizeof(near), "did you mean \"%s\"? ",
+				 stages[i].name);
+		}
+		if (at < sizeof(names))
+			at += (size_t)snprintf(names + at, sizeof(names) - at,
+					       "%s%s", i ? ", " : "",
+					       stages[i].name);
+	}
+	return bad(ps, "spec", w, "is not a stage: %s(stages: %s)", near,
+		   names);
 }
 
 /*
@@ -574,13 +652,7 @@ int ispec_parse(struct ispec *sp, const char *text, struct diag *d)
 		}
 		st = stage_find(&w[0]);
 		if (!st)
-			return bad(
-				&ps, "spec", &w[0],
-				"is not a stage (decode, rrc, resize, "
-				"center, flip, brightness, contrast, "
-				"saturation, hue, jitter, grayscale, invert, "
-				"posterize, solarize, normalize, u8, f16, "
-				"f32, nchw, nhwc)");
+			return not_a_stage(&ps, &w[0]);
 		if (n > MAX_WORDS)
 			return bad(&ps, st->name, &w[MAX_WORDS],
 				   "is one word too many");

@@ -24,6 +24,15 @@
  *						 RandomInvert, p 0.5)
  *	  posterize BITS [p P]			(RandomPosterize, 1..8, p 0.5)
  *	  solarize T [p P]			(RandomSolarize, 0..255, p 0.5)
+ *	  autocontrast [p P] | equalize [p P]	(RandomAutocontrast,
+ *						 RandomEqualize, p 0.5)
+ *	  sharpness F [p P]			(RandomAdjustSharpness, F in
+ *						 0..1000, p 0.5)
+ *	  gaussian_blur K LO HI [p P]		(GaussianBlur: K odd 1..31,
+ *						 sigma in [LO, HI], 0 < LO)
+ *	  channel_shift X [p P]			(Keras: a shift in [-X, X],
+ *						 X in 0..255, clipped to the
+ *						 image's range)
  *	normalize imagenet | normalize M0,M1,M2 S0,S1,S2  (optional; on the
  *						 0..1 scale, std > 0)
  *	u8 | f16 | f32				(optional, default f32)
@@ -70,13 +79,19 @@ enum ispec_op_kind {
 	ISPEC_OP_INVERT,
 	ISPEC_OP_POSTERIZE,
 	ISPEC_OP_SOLARIZE,
+	ISPEC_OP_AUTOCONTRAST,
+	ISPEC_OP_EQUALIZE,
+	ISPEC_OP_SHARPNESS,
+	ISPEC_OP_BLUR,
+	ISPEC_OP_CHANNEL_SHIFT,
 };
 
 /*
  * One colour stage: its kind, the probability that it applies to a
  * sample, and its arguments: the factor ranges' X (brightness, contrast,
  * saturation; jitter's a[0..3] are B, C, S, H), hue's H, posterize's
- * BITS, solarize's T.
+ * BITS, solarize's T, sharpness's F, gaussian_blur's K, LO, HI,
+ * channel_shift's X.
  */
 struct ispec_op {
 	uint8_t kind; /* enum ispec_op_kind */

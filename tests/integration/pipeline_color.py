@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """pipeline_color.py - the image pipeline's colour stages against
 torchvision 0.14, op by op, on real photographs (the wallpapers of
-Debian's lomiri-wallpapers-16.04).
+Debian's lomiri-wallpapers-16.04); channel_shift against Keras' own
+apply_channel_shift (python3-keras-preprocessing).
 
 For each stage and several seeds: `loaderctl pipeline --explain` says
 what the sample drew; torchvision.transforms.functional applies those
@@ -32,6 +33,11 @@ try:
 except ImportError:
     fx.skip_all("python3 module torchvision missing (Debian: "
                 "python3-torchvision)")
+try:
+    from keras_preprocessing.image import apply_channel_shift
+except ImportError:
+    fx.skip_all("python3 module keras_preprocessing missing (Debian: "
+                "python3-keras-preprocessing)")
 
 PHOTOS = "/usr/share/backgrounds"
 names = sorted(f for f in os.listdir(PHOTOS) if f.endswith(".jpg")) \
@@ -87,6 +93,22 @@ def apply(name, words, x):
         return F.posterize(x, int(float(words[0])))
     if name == "solarize":
         return F.solarize(x, float(words[0]))
+    if name == "autocontrast":
+        return F.autocontrast(x)
+    if name == "equalize":
+        return F.equalize(x)
+    if name == "sharpness":
+        return F.adjust_sharpness(x, float(words[0]))
+    if name == "gaussian_blur":
+        k, sigma = int(float(words[0])), float(words[1])
+        return F.gaussian_blur(x, [k, k], [sigma, sigma])
+    if name == "channel_shift":
+        # Keras' own function (keras_preprocessing, as ImageDataGenerator
+        # calls it), on the float image it works on; rounded to bytes.
+        hwc = x.permute(1, 2, 0).numpy().astype(np.float32)
+        out = apply_channel_shift(hwc, float(words[0]), channel_axis=2)
+        return torch.from_numpy(np.round(out).astype(np.uint8)).permute(
+            2, 0, 1)
     if name == "jitter":
         # "order 2,0,3,1 b 1.1 c 0.9 s 1.2 h -0.02", as ColorJitter.
         order = [int(i) for i in words[1].split(",")] if words[1] else []
@@ -121,7 +143,10 @@ def reference(spec_stages, photo, seed):
 
 STAGES = ["brightness 0.6", "contrast 0.6", "saturation 0.8", "hue 0.4",
           "jitter 0.4 0.4 0.4 0.1", "grayscale p 1", "invert p 1",
-          "posterize 3 p 1", "solarize 100 p 1"]
+          "posterize 3 p 1", "solarize 100 p 1", "autocontrast p 1",
+          "equalize p 1", "sharpness 3 p 1", "sharpness 0.2 p 1",
+          "gaussian_blur 5 0.1 2", "gaussian_blur 9 2 3",
+          "channel_shift 60"]
 for stage in STAGES:
     worst, frac, runs = 0, 1.0, 0
     for photo in photos:

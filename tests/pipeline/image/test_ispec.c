@@ -193,6 +193,43 @@ Test(ispec, colour_stages)
 	ispec_format(&sp, buf, sizeof(buf));
 	cr_expect_str_eq(buf, "decode | center 8 | grayscale | f32 | nchw",
 			 "a default probability is left out");
+	cr_assert_eq(
+		ispec_parse(&sp,
+			    "decode | center 8 | autocontrast | equalize p "
+			    "1 | sharpness 2 | gaussian_blur 5 0.1 2 p 0.5 | "
+			    "channel_shift 20",
+			    &d),
+		0, "%s", d.msg);
+	cr_expect_eq(sp.nops, 5);
+	cr_expect(sp.ops[3].kind == ISPEC_OP_BLUR && sp.ops[3].a[0] == 5 &&
+		  sp.ops[3].a[1] == 0.1 && sp.ops[3].a[2] == 2 &&
+		  sp.ops[3].p == 0.5);
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf,
+			 "decode | center 8 | autocontrast | equalize p 1 | "
+			 "sharpness 2 | gaussian_blur 5 0.1 2 p 0.5 | "
+			 "channel_shift 20 | f32 | nchw");
+}
+
+/* A misspelt stage is named with the one it is closest to. */
+Test(ispec, suggests_a_stage)
+{
+	struct diag d;
+
+	cr_expect_eq(ispec_parse(&(struct ispec){ 0 },
+				 "decode | center 8 | brightnes 0.2", &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "did you mean \"brightness\"?"), "%s", d.msg);
+	cr_expect_eq(ispec_parse(&(struct ispec){ 0 },
+				 "decode | center 8 | hu 0.2", &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "did you mean \"hue\"?"), "%s", d.msg);
+	cr_expect_eq(ispec_parse(&(struct ispec){ 0 },
+				 "decode | center 8 | xyzzy", &d),
+		     LOADER_EUSAGE);
+	cr_expect(!strstr(d.msg, "did you mean") &&
+			  strstr(d.msg, "(stages: decode, rrc"),
+		  "%s", d.msg);
 }
 
 Test(ispec, good_specs_parse_and_round_trip)
@@ -306,6 +343,12 @@ static const struct bad bad[] = {
 	  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 	  20, "xxxxxxxxxxxxxxxxxxxxxxxx" },
 	{ "decode | center 224 | hue 0.6", 27, "0.6" },
+	{ "decode | center 224 | gaussian_blur 4 1 2", 37, "4" },
+	{ "decode | center 224 | gaussian_blur 5 0 2", 39, "0" },
+	{ "decode | center 224 | gaussian_blur 5 2 1", 41, "1" },
+	{ "decode | center 224 | channel_shift 300", 37, "300" },
+	{ "decode | center 224 | sharpness", 23, "sharpness" },
+	{ "decode | center 224 | equalize 1", 32, "1" },
 	{ "decode | center 224 | posterize 9", 33, "9" },
 	{ "decode | center 224 | posterize 2.5", 33, "2.5" },
 	{ "decode | center 224 | solarize 256", 32, "256" },
