@@ -11,6 +11,7 @@
 #include "augment.h"
 #include "clock.h"
 #include "color.h"
+#include "erase.h"
 #include "fault.h"
 #include "imgkern.h"
 #include "imgpipe.h"
@@ -262,6 +263,20 @@ whole:
 	return 0;
 }
 
+/* RandomVerticalFlip: the rows of an s x s RGB image in reverse order. */
+static void flip_rows(unsigned char *rgb, uint32_t s, unsigned char *tmp)
+{
+	size_t row = (size_t)s * 3;
+
+	for (uint32_t y = 0; y < s / 2; y++) {
+		unsigned char *a = rgb + y * row, *b = rgb + (s - 1 - y) * row;
+
+		memcpy(tmp, a, row);
+		memcpy(a, b, row);
+		memcpy(b, tmp, row);
+	}
+}
+
 int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		const void *jpeg, size_t len, uint64_t seed, void *dst,
 		struct diag *d)
@@ -274,9 +289,10 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct augment_rect rect;
 	struct rsz_plan *plan;
 	struct color_draw cd[ISPEC_MAX_OPS];
+	struct erase_draw ed;
 	struct rng r;
 	double box[4], k;
-	bool flip = false;
+	bool flip = false, vflip = false;
 	uint64_t t0, t1, t2, t3, t4;
 	unsigned ch;
 	int err;
@@ -292,8 +308,11 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		return err;
 	if (sp->has_flip)
 		flip = augment_flip(&r, sp->flip);
+	if (sp->has_vflip)
+		vflip = augment_flip(&r, sp->vflip);
 	for (uint32_t i = 0; i < sp->nops; i++)
 		color_draw(&sp->ops[i], &r, &cd[i]);
+	erase_draw_params(sp, s, &r, &ed);
 	fit_scale(ip, &q, info.width, info.height);
 	t1 = clock_ns(ws);
 
@@ -337,11 +356,14 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		for (size_t i = 0; i < (size_t)s * s; i++, o += 3)
 			o[0] = o[1] = o[2] = g[i];
 	}
+	if (vflip)
+		flip_rows(ws->rgb, s, ws->tmp);
 	for (uint32_t i = 0; i < sp->nops; i++)
 		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s, ws->tmp);
 	t3 = clock_ns(ws);
 
 	imgkern_emit(sp, ws->rgb, s, s, dst);
+	erase_apply(sp, &ed, dst);
 	t4 = clock_ns(ws);
 	if (ws->timing) {
 		ws->t.images++;
@@ -362,8 +384,9 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_req q;
 	struct augment_rect rect;
 	struct color_draw cd;
+	struct erase_draw ed;
 	struct rng r;
-	bool flip = false;
+	bool flip = false, vflip = false;
 	size_t at;
 	int err, len_out;
 
@@ -376,8 +399,11 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		return err;
 	if (sp->has_flip)
 		flip = augment_flip(&r, sp->flip);
-	len_out = snprintf(buf, n, "crop %.17g %.17g %.17g %.17g\nflip %d\n",
-			   rect.x, rect.y, rect.w, rect.h, flip);
+	if (sp->has_vflip)
+		vflip = augment_flip(&r, sp->vflip);
+	len_out = snprintf(buf, n,
+			   "crop %.17g %.17g %.17g %.17g\nflip %d\nvflip %d\n",
+			   rect.x, rect.y, rect.w, rect.h, flip, vflip);
 	for (uint32_t i = 0; i < sp->nops; i++) {
 		color_draw(&sp->ops[i], &r, &cd);
 		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
@@ -385,5 +411,8 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
 		len_out += snprintf(buf + at, n - at, "\n");
 	}
+	erase_draw_params(sp, sp->size, &r, &ed);
+	at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
+	len_out += erase_explain(sp, &ed, buf + at, n - at);
 	return len_out;
 }

@@ -101,8 +101,9 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 /*
  * What the pipeline draws for the sample of seed seed from the JPEG in
  * jpeg[0..len), without decoding its pixels: a line each, "crop X Y W H"
- * (the source rectangle, in the image's pixels), "flip 0|1", then each
- * colour stage's line (color_explain()). Into buf (n bytes); returns the
+ * (the source rectangle, in the image's pixels), "flip 0|1", "vflip
+ * 0|1", each colour stage's line (color_explain()), then erase's and
+ * cutout's (erase_explain()). Into buf (n bytes); returns the
  * length, as snprintf, or a negative code with d saying why (a damaged
  * header, an image too small for its crop).
  */

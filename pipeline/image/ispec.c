@@ -21,7 +21,7 @@
 #include "dtype.h"
 
 #define ISPEC_ERR     LOADER_EUSAGE
-#define MAX_WORDS     8	 /* rrc SIZE scale LO HI ratio LO HI */
+#define MAX_WORDS     12 /* erase p P scale LO HI ratio LO HI value V */
 #define WORD_SHOW_MAX 40 /* longest word quoted in a message */
 
 static const double imagenet_mean[3] = { 0.485, 0.456, 0.406 };
@@ -46,8 +46,11 @@ enum rank {
 	R_GEOM,
 	R_CENTER,
 	R_FLIP,
+	R_VFLIP,
 	R_COLOR, /* may repeat: colour stages, in any order */
 	R_NORM,
+	R_ERASE,
+	R_CUTOUT,
 	R_DTYPE,
 	R_LAYOUT,
 	R_COUNT
@@ -288,6 +291,120 @@ static int p_flip(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
+static int p_vflip(struct pstate *ps, const struct stage *st,
+		   const struct word *w, unsigned n)
+{
+	double p;
+
+	if (n != 2)
+		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
+			   "%s: vflip takes one probability P (0..1)",
+			   n > 2 ? "is unexpected" : "is incomplete");
+	if (!parse_real(w[1].p, w[1].len, &p) || !(p >= 0 && p <= 1))
+		return bad(ps, st->name, &w[1], "is not a probability in 0..1");
+	ps->sp->vflip = p;
+	ps->sp->has_vflip = true;
+	return 0;
+}
+
+static const double erase_scale_def[2] = { 0.02, 0.33 };
+static const double erase_ratio_def[2] = { 0.3, 3.3 };
+
+/* erase [p P] [scale LO HI] [ratio LO HI] [value 0|V0,V1,V2|random] */
+static int p_erase(struct pstate *ps, const struct stage *st,
+		   const struct word *w, unsigned n)
+{
+	struct ispec *sp = ps->sp;
+	bool seen[4] = { false };
+
+	sp->has_erase = true;
+	sp->erase.p = 0.5;
+	memcpy(sp->erase.scale, erase_scale_def, sizeof(sp->erase.scale));
+	memcpy(sp->erase.ratio, erase_ratio_def, sizeof(sp->erase.ratio));
+	for (unsigned i = 1; i < n;) {
+		unsigned k = word_is(&w[i], "p")     ? 0 :
+			     word_is(&w[i], "scale") ? 1 :
+			     word_is(&w[i], "ratio") ? 2 :
+			     word_is(&w[i], "value") ? 3 :
+						       4;
+		unsigned need = k == 1 || k == 2 ? 2 : 1;
+
+		if (k == 4)
+			return bad(ps, st->name, &w[i],
+				   "is unexpected: expected p P, scale LO HI, "
+				   "ratio LO HI or value 0|V0,V1,V2|random");
+		if (seen[k])
+			return bad(ps, st->name, &w[i], "is given twice");
+		seen[k] = true;
+		if (i + need >= n)
+			return bad(ps, st->name, &w[i], "is incomplete");
+		if (k == 0 &&
+		    (!parse_real(w[i + 1].p, w[i + 1].len, &sp->erase.p) ||
+		     !(sp->erase.p >= 0 && sp->erase.p <= 1)))
+			return bad(ps, st->name, &w[i + 1],
+				   "is not a probability in 0..1");
+		if (k == 1 || k == 2) {
+			double *r = k == 1 ? sp->erase.scale : sp->erase.ratio;
+
+			for (unsigned j = 0; j < 2; j++)
+				if (!parse_real(w[i + 1 + j].p,
+						w[i + 1 + j].len, &r[j]) ||
+				    !(r[j] > 0) || (k == 1 && r[j] > 1) ||
+				    (k == 2 && r[j] > 100))
+					return bad(ps, st->name, &w[i + 1 + j],
+						   "is not a %s",
+						   k == 1 ?
+							   "scale in (0, 1]" :
+							   "ratio in (0, 100]");
+			if (r[0] > r[1])
+				return bad(ps, st->name, &w[i + 2],
+					   "is below LO: the range is LO HI");
+		}
+		if (k == 3) {
+			const struct word *v = &w[i + 1];
+
+			if (word_is(v, "random")) {
+				sp->erase.value = ISPEC_ERASE_RANDOM;
+			} else if (word_is(v, "0")) {
+				sp->erase.value = ISPEC_ERASE_ZERO;
+			} else if (parse_triple(v, sp->erase.rgb) &&
+				   fabs(sp->erase.rgb[0]) <= 1e6 &&
+				   fabs(sp->erase.rgb[1]) <= 1e6 &&
+				   fabs(sp->erase.rgb[2]) <= 1e6) {
+				sp->erase.value = ISPEC_ERASE_RGB;
+			} else {
+				return bad(ps, st->name, v,
+					   "is not 0, three values V0,V1,V2 "
+					   "or random");
+			}
+		}
+		i += 1 + need;
+	}
+	return 0;
+}
+
+static int p_cutout(struct pstate *ps, const struct stage *st,
+		    const struct word *w, unsigned n)
+{
+	struct ispec *sp = ps->sp;
+
+	sp->has_cutout = true;
+	sp->cutout.p = 1;
+	if (n < 2 || !parse_size(&w[1], &sp->cutout.size))
+		return bad(ps, st->name, &w[n < 2 ? 0 : 1],
+			   "needs a SIZE in 1..%d", ISPEC_SIZE_MAX);
+	if (n == 2)
+		return 0;
+	if (n != 4 || !word_is(&w[2], "p"))
+		return bad(ps, st->name, &w[2],
+			   "is unexpected: after SIZE, cutout takes only "
+			   "\"p P\"");
+	if (!parse_real(w[3].p, w[3].len, &sp->cutout.p) ||
+	    !(sp->cutout.p >= 0 && sp->cutout.p <= 1))
+		return bad(ps, st->name, &w[3], "is not a probability in 0..1");
+	return 0;
+}
+
 static int p_normalize(struct pstate *ps, const struct stage *st,
 		       const struct word *w, unsigned n)
 {
@@ -461,6 +578,7 @@ static const struct stage stages[] = {
 	{ "resize", R_GEOM, 0, p_resize },
 	{ "center", R_CENTER, 0, p_center },
 	{ "flip", R_FLIP, 0, p_flip },
+	{ "vflip", R_VFLIP, 0, p_vflip },
 	{ "brightness", R_COLOR, ISPEC_OP_BRIGHTNESS, p_color },
 	{ "contrast", R_COLOR, ISPEC_OP_CONTRAST, p_color },
 	{ "saturation", R_COLOR, ISPEC_OP_SATURATION, p_color },
@@ -476,6 +594,8 @@ static const struct stage stages[] = {
 	{ "gaussian_blur", R_COLOR, ISPEC_OP_BLUR, p_color },
 	{ "channel_shift", R_COLOR, ISPEC_OP_CHANNEL_SHIFT, p_color },
 	{ "normalize", R_NORM, 0, p_normalize },
+	{ "erase", R_ERASE, 0, p_erase },
+	{ "cutout", R_CUTOUT, 0, p_cutout },
 	{ "u8", R_DTYPE, DT_U8, p_dtype },
 	{ "f16", R_DTYPE, DT_F16, p_dtype },
 	{ "f32", R_DTYPE, DT_F32, p_dtype },
@@ -772,6 +892,10 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 		put_real(a, sizeof(a), sp->flip);
 		put(&o, " | flip %s", a);
 	}
+	if (sp->has_vflip) {
+		put_real(a, sizeof(a), sp->vflip);
+		put(&o, " | vflip %s", a);
+	}
 	for (uint32_t i = 0; i < sp->nops; i++) {
 		const struct ispec_op *op = &sp->ops[i];
 
@@ -795,6 +919,38 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 			put_triple(&o, sp->mean);
 			put(&o, " ");
 			put_triple(&o, sp->std);
+		}
+	}
+	if (sp->has_erase) {
+		put(&o, " | erase");
+		if (sp->erase.p != 0.5) {
+			put_real(a, sizeof(a), sp->erase.p);
+			put(&o, " p %s", a);
+		}
+		if (memcmp(sp->erase.scale, erase_scale_def,
+			   sizeof(erase_scale_def))) {
+			put_real(a, sizeof(a), sp->erase.scale[0]);
+			put_real(b, sizeof(b), sp->erase.scale[1]);
+			put(&o, " scale %s %s", a, b);
+		}
+		if (memcmp(sp->erase.ratio, erase_ratio_def,
+			   sizeof(erase_ratio_def))) {
+			put_real(a, sizeof(a), sp->erase.ratio[0]);
+			put_real(b, sizeof(b), sp->erase.ratio[1]);
+			put(&o, " ratio %s %s", a, b);
+		}
+		if (sp->erase.value == ISPEC_ERASE_RANDOM) {
+			put(&o, " value random");
+		} else if (sp->erase.value == ISPEC_ERASE_RGB) {
+			put(&o, " value ");
+			put_triple(&o, sp->erase.rgb);
+		}
+	}
+	if (sp->has_cutout) {
+		put(&o, " | cutout %u", (unsigned)sp->cutout.size);
+		if (sp->cutout.p != 1) {
+			put_real(a, sizeof(a), sp->cutout.p);
+			put(&o, " p %s", a);
 		}
 	}
 	put(&o, " | %s | %s",

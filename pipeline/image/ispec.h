@@ -14,6 +14,7 @@
  *	  | resize SHORT | center SIZE		 RandomResizedCrop, or an
  *	  | center SIZE				 optional resize + center crop)
  *	flip P					(optional, 0 <= P <= 1)
+ *	vflip P					(optional, 0 <= P <= 1)
  *	colour stages, any number up to ISPEC_MAX_OPS, in any order:
  *	  brightness B | contrast C | saturation S [p P]  (ColorJitter's
  *	    factor in [max(0, 1 - X), 1 + X], X >= 0)
@@ -35,6 +36,12 @@
  *						 image's range)
  *	normalize imagenet | normalize M0,M1,M2 S0,S1,S2  (optional; on the
  *						 0..1 scale, std > 0)
+ *	erase [p P] [scale LO HI] [ratio LO HI] [value 0|V0,V1,V2|random]
+ *						(RandomErasing, after normalize:
+ *						 p 0.5, scale 0.02 0.33, ratio
+ *						 0.3 3.3, value 0)
+ *	cutout SIZE [p P]			(a SIZE x SIZE square at a
+ *						 uniform centre, clipped; p 1)
  *	u8 | f16 | f32				(optional, default f32)
  *	nchw | nhwc				(optional, default nchw)
  * SIZE and SHORT are 1..8192; rrc's scale defaults to 0.08 1, its ratio to
@@ -99,6 +106,13 @@ struct ispec_op {
 	double a[4];
 };
 
+/* RandomErasing's value: 0, one per channel, or random normal. */
+enum ispec_erase_value {
+	ISPEC_ERASE_ZERO = 0,
+	ISPEC_ERASE_RGB,
+	ISPEC_ERASE_RANDOM,
+};
+
 /* A parsed spec: a plain value, copied freely; nothing to free. */
 struct ispec {
 	uint8_t geom;	    /* enum ispec_geom */
@@ -115,6 +129,19 @@ struct ispec {
 	double std[3];	    /* per channel, > 0 */
 	uint32_t nops;	    /* colour stages, in spec order */
 	struct ispec_op ops[ISPEC_MAX_OPS];
+	bool has_vflip;
+	double vflip; /* probability of a vertical flip */
+	bool has_erase;
+	struct {
+		double p, scale[2], ratio[2];
+		uint8_t value; /* enum ispec_erase_value */
+		double rgb[3];
+	} erase;
+	bool has_cutout;
+	struct {
+		double p;
+		uint32_t size;
+	} cutout;
 };
 
 /*

@@ -211,6 +211,49 @@ Test(ispec, colour_stages)
 			 "channel_shift 20 | f32 | nchw");
 }
 
+/* vflip, erase and cutout: their words, defaults and canonical text. */
+Test(ispec, vflip_erase_cutout)
+{
+	struct ispec sp, again;
+	char buf[ISPEC_TEXT_MAX];
+	struct diag d;
+
+	cr_assert_eq(ispec_parse(&sp,
+				 "decode | rrc 64 | vflip 0.25 | normalize "
+				 "imagenet | erase value random ratio 1 2 | "
+				 "cutout 16 p 0.5",
+				 &d),
+		     0, "%s", d.msg);
+	cr_expect(sp.has_vflip && sp.vflip == 0.25);
+	cr_expect(sp.has_erase && sp.erase.p == 0.5 &&
+		  sp.erase.scale[0] == 0.02 && sp.erase.scale[1] == 0.33 &&
+		  sp.erase.ratio[0] == 1 && sp.erase.ratio[1] == 2 &&
+		  sp.erase.value == ISPEC_ERASE_RANDOM);
+	cr_expect(sp.has_cutout && sp.cutout.size == 16 && sp.cutout.p == 0.5);
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf,
+			 "decode | rrc 64 | vflip 0.25 | normalize imagenet | "
+			 "erase ratio 1 2 value random | cutout 16 p 0.5 | "
+			 "f32 | nchw");
+	cr_assert_eq(ispec_parse(&again, buf, &d), 0, "%s", d.msg);
+	cr_expect_eq(memcmp(&sp, &again, sizeof(sp)), 0);
+	cr_assert_eq(ispec_parse(&sp,
+				 "decode | center 8 | erase p 1 scale 0.1 0.5 "
+				 "ratio 0.5 2 value 0.5,0,-1",
+				 &d),
+		     0, "%s", d.msg);
+	cr_expect(sp.erase.value == ISPEC_ERASE_RGB && sp.erase.rgb[2] == -1);
+	cr_expect_eq(ispec_parse(&sp, "decode | center 8 | erase value x", &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "is not 0, three values"), "%s", d.msg);
+	cr_expect_eq(ispec_parse(&sp, "decode | center 8 | erase p 1 p 1", &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "is given twice"), "%s", d.msg);
+	cr_expect_eq(
+		ispec_parse(&sp, "decode | center 8 | cutout 4 | erase", &d),
+		LOADER_EUSAGE, "erase comes before cutout");
+}
+
 /* A misspelt stage is named with the one it is closest to. */
 Test(ispec, suggests_a_stage)
 {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pipeline_color.py - the image pipeline's colour stages against
+"""pipeline_augment.py - the image pipeline's colour stages against
 torchvision 0.14, op by op, on real photographs (the wallpapers of
 Debian's lomiri-wallpapers-16.04); channel_shift against Keras' own
 apply_channel_shift (python3-keras-preprocessing).
@@ -69,9 +69,21 @@ def drawn(spec, photo, seed):
     lines = ctl("--explain", "--seed", str(seed), "%s | u8 | nhwc" % spec,
                 photo).splitlines()
     out = []
-    for ln in lines[2:]:  # crop, flip
+    for ln in lines:
         w = ln.split()
+        if w[0] in ("crop", "flip", "vflip", "erase", "cutout"):
+            continue
         out.append((w[0], w[1] == "1", w[2:]))
+    return out
+
+
+def explained(spec, photo, seed):
+    """Every line of --explain, by its first word."""
+    out = {}
+    for ln in ctl("--explain", "--seed", str(seed), spec,
+                  photo).splitlines():
+        w = ln.split()
+        out[w[0]] = w[1:]
     return out
 
 
@@ -185,3 +197,68 @@ r = subprocess.run([CTL, "pipeline", GEOM + " | hue 0.7"],
                    capture_output=True, text=True)
 t.ok(r.returncode != 0 and '"0.7" is not a hue range in 0..0.5' in r.stderr,
      "a value out of range is refused, naming it and the range", r.stderr)
+
+# vflip, erase and cutout: against torchvision's vflip and erase.
+vflipped = 0
+for seed in range(1, 7):
+    base = image(GEOM, photos[1], seed)
+    e = explained("%s | vflip 0.5 | u8 | nhwc" % GEOM, photos[1], seed)
+    got = image("%s | vflip 0.5" % GEOM, photos[1], seed)
+    x = torch.from_numpy(base).permute(2, 0, 1)
+    want = (F.vflip(x) if e["vflip"][0] == "1" else x).permute(1, 2, 0)
+    vflipped += e["vflip"][0] == "1"
+    if not np.array_equal(got, want.numpy()):
+        break
+t.ok(np.array_equal(got, want.numpy()) and 0 < vflipped < 6,
+     "vflip 0.5: torchvision's vflip when drawn (%d of 6)" % vflipped)
+
+
+def f32(spec, photo, seed):
+    out = os.path.join(T, "f.npy")
+    ctl("--seed", str(seed), "%s | f32 | nchw" % spec, photo, out)
+    return np.load(out)
+
+
+NORM = GEOM + " | normalize imagenet"
+for value, v in (("0", [0.0, 0.0, 0.0]), ("0.5,-1,2", [0.5, -1.0, 2.0])):
+    same, erased = True, 0
+    for seed in range(1, 9):
+        spec = "%s | erase p 0.75 value %s" % (NORM, value)
+        e = explained(spec + " | f32", photos[2], seed)["erase"]
+        base = torch.from_numpy(f32(NORM, photos[2], seed))
+        got = f32(spec, photos[2], seed)
+        if e[0] == "1":
+            i, j, h, w = (int(k) for k in e[1:])
+            want = F.erase(base, i, j, h, w, torch.tensor(v)[:, None, None])
+            erased += 1
+        else:
+            want = base
+        same = same and np.array_equal(got, want.numpy())
+    t.ok(same and 0 < erased < 8, "erase value %s, after normalize: "
+         "torchvision's erase of the drawn rectangle (%d of 8 erased)"
+         % (value, erased))
+
+spec = "%s | erase p 1 scale 0.2 0.2 ratio 1 1 value random" % NORM
+e = explained(spec + " | f32", photos[0], 4)["erase"]
+i, j, h, w = (int(k) for k in e[1:])
+got = f32(spec, photos[0], 4)
+base = f32(NORM, photos[0], 4)
+inside = got[:, i:i + h, j:j + w]
+outside = got.copy()
+outside[:, i:i + h, j:j + w] = base[:, i:i + h, j:j + w]
+t.ok(e[0] == "1" and h == w == 100 and abs(inside.mean()) < 0.05 and
+     abs(inside.std() - 1) < 0.05 and np.array_equal(outside, base) and
+     np.array_equal(got, f32(spec, photos[0], 4)),
+     "erase value random: standard normal in the rectangle (scale 0.2 "
+     "of 224^2, ratio 1: 100 x 100), the rest untouched, the same again",
+     "h %d w %d mean %.3f std %.3f" % (h, w, inside.mean(), inside.std()))
+
+spec = "%s | cutout 50" % NORM
+c = explained(spec + " | f32", photos[0], 5)["cutout"]
+y0, x0, y1, x1 = (int(k) for k in c[1:])
+got = f32(spec, photos[0], 5)
+want = f32(NORM, photos[0], 5)
+want[:, y0:y1, x0:x1] = 0
+t.ok(c[0] == "1" and 0 < (y1 - y0) <= 50 and 0 < (x1 - x0) <= 50 and
+     np.array_equal(got, want), "cutout 50: the drawn square (clipped at "
+     "the edges) is 0, the rest untouched")
