@@ -63,7 +63,7 @@
 /* ispec_format() never needs more than this, NUL included. */
 #define ISPEC_TEXT_MAX 1024
 /* Colour stages a spec may hold. */
-#define ISPEC_MAX_OPS 8
+#define ISPEC_MAX_OPS 16
 
 enum ispec_geom {
 	ISPEC_RRC = 1, /* RandomResizedCrop to size x size */

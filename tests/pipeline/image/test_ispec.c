@@ -403,9 +403,8 @@ static const struct bad bad[] = {
 	{ "decode | center 224 | grayscale 1", 33, "1" },
 	{ "decode | brightness 0.2 | center 224", 10, "brightness" },
 	{ "decode | center 224 | normalize imagenet | hue 0.1", 44, "hue" },
-	{ "decode | center 7 | invert | invert | invert | invert | invert | "
-	  "invert | invert | invert | invert",
-	  93, "invert" },
+	{ "decode | center 7 | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert",
+	  165, "invert" },
 };
 
 Test(ispec, bad_specs_name_column_and_word)
