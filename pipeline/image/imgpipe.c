@@ -293,7 +293,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct rng r;
 	double box[4], k;
 	bool flip = false, vflip = false;
-	uint64_t t0, t1, t2, t3, t4;
+	uint64_t t0, t1, t2, t3, t4, t5, t6;
 	unsigned ch;
 	int err;
 
@@ -356,21 +356,25 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		for (size_t i = 0; i < (size_t)s * s; i++, o += 3)
 			o[0] = o[1] = o[2] = g[i];
 	}
+	t3 = clock_ns(ws);
 	if (vflip)
 		flip_rows(ws->rgb, s, ws->tmp);
 	for (uint32_t i = 0; i < sp->nops; i++)
 		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s, ws->tmp);
-	t3 = clock_ns(ws);
+	t4 = clock_ns(ws);
 
 	imgkern_emit(sp, ws->rgb, s, s, dst);
+	t5 = clock_ns(ws);
 	erase_apply(sp, &ed, dst);
-	t4 = clock_ns(ws);
+	t6 = clock_ns(ws);
 	if (ws->timing) {
 		ws->t.images++;
 		ws->t.header_ns += t1 - t0;
 		ws->t.decode_ns += t2 - t1;
 		ws->t.resize_ns += t3 - t2;
-		ws->t.emit_ns += t4 - t3;
+		ws->t.color_ns += t4 - t3;
+		ws->t.emit_ns += t5 - t4;
+		ws->t.erase_ns += t6 - t5;
 	}
 	return 0;
 }

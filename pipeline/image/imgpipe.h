@@ -49,7 +49,9 @@ struct imgpipe_times {
 	uint64_t header_ns; /* header parse + parameters */
 	uint64_t decode_ns; /* region decode (from segments or the file) */
 	uint64_t resize_ns; /* plan + resample (+ gray expansion) */
+	uint64_t color_ns;  /* vflip and the colour stages */
 	uint64_t emit_ns;   /* normalize, cast, layout */
+	uint64_t erase_ns;  /* erase and cutout */
 	/* decodes that took the restart-segment path (jroi.h); timing or not */
 	uint64_t segment_decodes;
 };
