@@ -308,16 +308,33 @@ static inline long reflect(long i, long n)
 	return i;
 }
 
+size_t color_scratch_bytes(uint32_t s)
+{
+	size_t side = (size_t)s + 2 * (COLOR_BLUR_MAX / 2);
+
+	/* The padded image (gaussian_blur), then a row of sums. */
+	return side * side * 3 + 16 + (size_t)s * 3 * sizeof(float);
+}
+
 /*
  * gaussian_blur(): the 2-D kernel outer(k, k) of the 1-D one
  * exp(-0.5 (x / sigma)^2) / sum over x = -(K-1)/2 .. (K-1)/2, float32,
- * over the image padded by reflection, rounded half to even.
+ * over the image padded by reflection, rounded half to even. The image
+ * is padded once, and each output row sums its taps over whole rows (a
+ * loop the compiler vectorizes); torch's conv2d adds the same products
+ * in another order, which may move a value by one.
  */
 static void gaussian_blur(uint8_t *p, uint32_t w, uint32_t h, unsigned k,
 			  double sigma, uint8_t *tmp)
 {
-	float k1[31] = { 0 }, k2[31 * 31] = { 0 }, sum = 0, sg = (float)sigma;
+	float k1[COLOR_BLUR_MAX] = { 0 }, sum = 0, sg = (float)sigma;
 	long half = (long)k / 2, row = (long)w * 3;
+	long pw = (long)w + 2 * half, prow = pw * 3;
+	uint8_t *pad = tmp;
+	float *acc = (float *)(void *)(tmp + ((size_t)((long)h + 2 * half) *
+						      (size_t)prow +
+					      15) / 16 *
+						     16);
 
 	for (unsigned i = 0; i < k; i++) {
 		float x = (float)i - (float)(k - 1) * 0.5f;
@@ -328,28 +345,30 @@ static void gaussian_blur(uint8_t *p, uint32_t w, uint32_t h, unsigned k,
 	}
 	for (unsigned i = 0; i < k; i++)
 		k1[i] /= sum;
-	for (unsigned i = 0; i < k; i++)
-		for (unsigned j = 0; j < k; j++)
-			k2[i * k + j] = k1[i] * k1[j];
-	for (long y = 0; y < (long)h; y++)
-		for (long x = 0; x < (long)w; x++)
-			for (unsigned c = 0; c < 3; c++) {
-				float s = 0;
+	for (long y = 0; y < (long)h + 2 * half; y++) {
+		const uint8_t *src = p + reflect(y - half, h) * row;
+		uint8_t *dst = pad + y * prow;
 
-				for (long dy = -half; dy <= half; dy++) {
-					long yy = reflect(y + dy, h);
+		for (long x = 0; x < pw; x++)
+			memcpy(dst + x * 3, src + reflect(x - half, w) * 3, 3);
+	}
+	for (long y = 0; y < (long)h; y++) {
+		for (long i = 0; i < row; i++)
+			acc[i] = 0;
+		for (long dy = 0; dy < (long)k; dy++) {
+			const uint8_t *src = pad + (y + dy) * prow;
 
-					for (long dx = -half; dx <= half; dx++)
-						s += k2[(dy + half) * k + dx +
-							half] *
-						     (float)p[yy * row +
-							      reflect(x + dx, w) *
-								      3 +
-							      c];
-				}
-				tmp[y * row + x * 3 + c] = round_u8(s);
+			for (long dx = 0; dx < (long)k; dx++) {
+				float kk = k1[dy] * k1[dx];
+				const uint8_t *s = src + dx * 3;
+
+				for (long i = 0; i < row; i++)
+					acc[i] += kk * (float)s[i];
 			}
-	memcpy(p, tmp, (size_t)row * h);
+		}
+		for (long i = 0; i < row; i++)
+			p[y * row + i] = round_u8(acc[i]);
+	}
 }
 
 /*

@@ -27,6 +27,9 @@
 #include "ispec.h"
 #include "rng.h"
 
+/* The largest gaussian_blur kernel (ispec.c checks it). */
+#define COLOR_BLUR_MAX 31
+
 /* What one colour stage drew for one sample. */
 struct color_draw {
 	bool apply;	  /* its probability came up */
@@ -50,10 +53,14 @@ struct color_draw {
 void color_draw(const struct ispec_op *op, struct rng *r,
 		struct color_draw *out);
 
+/* The scratch color_apply() needs for an image of side s. */
+size_t color_scratch_bytes(uint32_t s);
+
 /*
  * Apply op, as drawn, to rgb: w x h pixels, 3 bytes each (RGB, rows of
- * w * 3 bytes, back to back). Nothing when it does not apply. tmp: w x h
- * x 3 bytes of scratch (sharpness, gaussian_blur).
+ * w * 3 bytes, back to back). Nothing when it does not apply. tmp:
+ * color_scratch_bytes(max(w, h)) bytes, 16-byte aligned (sharpness,
+ * gaussian_blur, vflip).
  */
 void color_apply(const struct ispec_op *op, const struct color_draw *dr,
 		 uint8_t *rgb, uint32_t w, uint32_t h, uint8_t *tmp);

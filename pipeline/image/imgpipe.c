@@ -34,6 +34,7 @@ struct imgpipe {
 	size_t dec_cap;	    /* bytes of a decoded region */
 	size_t plan_cap;    /* bytes of a resize plan */
 	size_t scratch_cap; /* bytes of resize scratch */
+	size_t tmp_cap;	    /* bytes of the colour stages' scratch */
 	size_t ws_bytes;    /* all of a worker's buffers */
 };
 
@@ -90,8 +91,9 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 					      (uint32_t)s, (uint32_t)s));
 	ip->scratch_cap = round64(
 		rsz_scratch_bytes(ip->max_side, (uint32_t)s, (uint32_t)s, 3));
+	ip->tmp_cap = round64(color_scratch_bytes((uint32_t)s));
 	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
-		       2 * round64(s * s * 3) + round64(s * s);
+		       round64(s * s * 3) + ip->tmp_cap + round64(s * s);
 	*out = ip;
 	return 0;
 }
@@ -138,7 +140,7 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 	ws->rgb = p;
 	p += round64(s * s * 3);
 	ws->tmp = p;
-	p += round64(s * s * 3);
+	p += ip->tmp_cap;
 	ws->gray = p;
 	*out = ws;
 	return 0;
