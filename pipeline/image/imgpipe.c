@@ -265,6 +265,37 @@ whole:
 	return 0;
 }
 
+/*
+ * Everything a sample draws, from its header and seed alone, in the one
+ * order that both imgpipe_run() and imgpipe_explain() take: the crop,
+ * the flips, each colour stage, then erase and cutout.
+ */
+static int draw(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		const void *jpeg, size_t len, uint64_t seed,
+		struct jroi_info *info, struct augment_rect *rect,
+		struct jroi_req *q, bool *flip, bool *vflip,
+		struct color_draw *cd, struct erase_draw *ed, struct diag *d)
+{
+	const struct ispec *sp = &ip->sp;
+	struct rng r;
+	int err;
+
+	/* The decoder's checks, shared with verify: an empty payload too. */
+	err = jroi_header(ws->dec, jpeg, len, info, d);
+	if (err)
+		return err;
+	rng_seed(&r, seed);
+	err = geometry(ip, &r, info->width, info->height, rect, q, d);
+	if (err)
+		return err;
+	*flip = sp->has_flip && augment_flip(&r, sp->flip);
+	*vflip = sp->has_vflip && augment_flip(&r, sp->vflip);
+	for (uint32_t i = 0; i < sp->nops; i++)
+		color_draw(&sp->ops[i], &r, &cd[i]);
+	erase_draw_params(sp, sp->size, &r, ed);
+	return 0;
+}
+
 /* RandomVerticalFlip: the rows of an s x s RGB image in reverse order. */
 static void flip_rows(unsigned char *rgb, uint32_t s, unsigned char *tmp)
 {
@@ -292,29 +323,17 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct rsz_plan *plan;
 	struct color_draw cd[ISPEC_MAX_OPS];
 	struct erase_draw ed;
-	struct rng r;
 	double box[4], k;
-	bool flip = false, vflip = false;
+	bool flip, vflip;
 	uint64_t t0, t1, t2, t3, t4, t5, t6;
 	unsigned ch;
 	int err;
 
 	t0 = clock_ns(ws);
-	/* The decoder's checks, shared with verify: an empty payload too. */
-	err = jroi_header(ws->dec, jpeg, len, &info, d);
+	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip, cd,
+		   &ed, d);
 	if (err)
 		return err;
-	rng_seed(&r, seed);
-	err = geometry(ip, &r, info.width, info.height, &rect, &q, d);
-	if (err)
-		return err;
-	if (sp->has_flip)
-		flip = augment_flip(&r, sp->flip);
-	if (sp->has_vflip)
-		vflip = augment_flip(&r, sp->vflip);
-	for (uint32_t i = 0; i < sp->nops; i++)
-		color_draw(&sp->ops[i], &r, &cd[i]);
-	erase_draw_params(sp, s, &r, &ed);
 	fit_scale(ip, &q, info.width, info.height);
 	t1 = clock_ns(ws);
 
@@ -389,35 +408,25 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_info info;
 	struct jroi_req q;
 	struct augment_rect rect;
-	struct color_draw cd;
+	struct color_draw cd[ISPEC_MAX_OPS];
 	struct erase_draw ed;
-	struct rng r;
-	bool flip = false, vflip = false;
+	bool flip, vflip;
 	size_t at;
 	int err, len_out;
 
-	err = jroi_header(ws->dec, jpeg, len, &info, d);
+	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip, cd,
+		   &ed, d);
 	if (err)
 		return err;
-	rng_seed(&r, seed);
-	err = geometry(ip, &r, info.width, info.height, &rect, &q, d);
-	if (err)
-		return err;
-	if (sp->has_flip)
-		flip = augment_flip(&r, sp->flip);
-	if (sp->has_vflip)
-		vflip = augment_flip(&r, sp->vflip);
 	len_out = snprintf(buf, n,
 			   "crop %.17g %.17g %.17g %.17g\nflip %d\nvflip %d\n",
 			   rect.x, rect.y, rect.w, rect.h, flip, vflip);
 	for (uint32_t i = 0; i < sp->nops; i++) {
-		color_draw(&sp->ops[i], &r, &cd);
 		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
-		len_out += color_explain(&sp->ops[i], &cd, buf + at, n - at);
+		len_out += color_explain(&sp->ops[i], &cd[i], buf + at, n - at);
 		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
 		len_out += snprintf(buf + at, n - at, "\n");
 	}
-	erase_draw_params(sp, sp->size, &r, &ed);
 	at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
 	len_out += erase_explain(sp, &ed, buf + at, n - at);
 	return len_out;
