@@ -36,6 +36,7 @@
 #include "ctl.h"
 #include "fdio.h"
 #include "imgpipe.h"
+#include "imgwrite.h"
 #include "ispec.h"
 #include "jpgset.h"
 #include "jrst.h"
@@ -56,6 +57,7 @@ struct pipe_cli {
 	const char *seconds, *jpeg_restart;
 	uint32_t restart; /* parsed --jpeg-restart; 0: off */
 	bool profile, json, explain;
+	uint64_t grid; /* samples of a contact sheet; 0: none */
 };
 
 #define O(f) offsetof(struct pipe_cli, f)
@@ -78,6 +80,9 @@ static const struct opt pipe_table[] = {
 	  0, 0, 0 },
 	{ "explain", 0, OPT_FLAG, O(explain), NULL, NULL,
 	  "print what the sample of IN.jpg draws (crop, flip, each colour stage's parameters) instead of making it",
+	  0, 0, 0 },
+	{ "grid", 0, OPT_U64, O(grid), "0", "N",
+	  "write OUT (a .png or .jpg) as a contact sheet of N samples of IN.jpg, indexes I to I + N - 1: its augmented versions, to look at",
 	  0, 0, 0 },
 	{ "json", 0, OPT_FLAG, O(json), NULL, NULL, "print JSON", 0, 0, 0 },
 	OPT_END,
@@ -373,6 +378,113 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 	}
 	rc = CTL_OK;
 out:
+	free(sample);
+	free(jpeg);
+	imgpipe_ws_free(ws);
+	imgpipe_free(ip);
+	return rc;
+}
+
+/* --- --grid N SPEC IN.jpg OUT.png ---------------------------------------- */
+
+#define GRID_MAX 256 /* samples on one sheet */
+#define GRID_GAP 4   /* white pixels between them */
+
+/*
+ * Sample v of output element c as a byte to look at: the value the
+ * pipeline wrote, normalize undone, x 255.
+ */
+static uint8_t grid_byte(const struct ispec *sp, float v, unsigned c)
+{
+	double x = v;
+
+	if (sp->has_normalize)
+		x = x * sp->std[c] + sp->mean[c];
+	x = nearbyint(x * 255.0);
+	return x <= 0 ? 0 : x >= 255 ? 255 : (uint8_t)x;
+}
+
+static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
+		     const char *in, const char *out)
+{
+	struct pipe_out fo = *po;
+	struct imgpipe *ip = NULL;
+	struct imgpipe_ws *ws = NULL;
+	unsigned char *jpeg = NULL, *sheet = NULL;
+	float *sample = NULL;
+	uint32_t s = po->sp.size, cols, rows, w, h;
+	struct diag d;
+	size_t len;
+	int rc = CTL_FAIL, err;
+
+	if (o->grid > GRID_MAX || o->epoch > UINT32_MAX) {
+		fprintf(stderr, PFX "%s\n",
+			o->epoch > UINT32_MAX ? "--epoch: at most 4294967295" :
+						"--grid: at most 256 samples");
+		return CTL_FAIL;
+	}
+	/* The samples as f32 nhwc, whatever the spec's own type. */
+	fo.sp.dtype = DT_F32;
+	fo.sp.layout = ISPEC_NHWC;
+	cols = (uint32_t)ceil(sqrt((double)o->grid));
+	rows = (uint32_t)((o->grid + cols - 1) / cols);
+	w = cols * s + (cols - 1) * GRID_GAP;
+	h = rows * s + (rows - 1) * GRID_GAP;
+	if ((uint64_t)w * h > 64ull << 20) {
+		fprintf(stderr,
+			PFX "--grid %" PRIu64
+			    " of %u: a %ux%u sheet, too large\n",
+			o->grid, s, w, h);
+		return CTL_FAIL;
+	}
+	if (make_pipe(&fo, o->max_pixels, false, &ip, &ws))
+		return CTL_FAIL;
+	sample = malloc(ispec_out_bytes(&fo.sp));
+	sheet = malloc((size_t)w * h * 3);
+	if (!sample || !sheet) {
+		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
+		goto out;
+	}
+	memset(sheet, 255, (size_t)w * h * 3);
+	if (jpgset_read(in, &jpeg, &len, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		goto out;
+	}
+	for (uint64_t i = 0; i < o->grid; i++) {
+		uint32_t x0 = (uint32_t)(i % cols) * (s + GRID_GAP);
+		uint32_t y0 = (uint32_t)(i / cols) * (s + GRID_GAP);
+
+		err = imgpipe_run(
+			ip, ws, jpeg, len,
+			rng_mix(o->seed, (uint32_t)o->epoch, o->index + i),
+			sample, &d);
+		if (err) {
+			fprintf(stderr, PFX "%s: %s\n", in,
+				err == -ENOMEM ? strerror(ENOMEM) : d.msg);
+			goto out;
+		}
+		for (uint32_t y = 0; y < s; y++)
+			for (uint32_t x = 0; x < s; x++)
+				for (unsigned c = 0; c < 3; c++)
+					sheet[((size_t)(y0 + y) * w + x0 + x) *
+						      3 +
+					      c] =
+						grid_byte(
+							&fo.sp,
+							sample[((size_t)y * s +
+								x) * 3 +
+							       c],
+							c);
+	}
+	if (imgwrite_rgb(out, sheet, w, h, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		goto out;
+	}
+	printf("%s: %" PRIu64 " samples of %s, %ux%u (%u x %u)\n", out, o->grid,
+	       in, w, h, cols, rows);
+	rc = CTL_OK;
+out:
+	free(sheet);
 	free(sample);
 	free(jpeg);
 	imgpipe_ws_free(ws);
@@ -849,6 +961,7 @@ int ctl_pipeline(int argc, char **argv)
 	static const char usage[] =
 		"loaderctl pipeline [OPTIONS] SPEC [IN.jpg OUT.npy]\n"
 		"       loaderctl pipeline --explain [OPTIONS] SPEC IN.jpg\n"
+		"       loaderctl pipeline --grid N [OPTIONS] SPEC IN.jpg OUT.png|OUT.jpg\n"
 		"       loaderctl pipeline --profile [OPTIONS] SPEC DIR";
 	struct pipe_cli o = { 0 };
 	struct pipe_out po;
@@ -864,6 +977,8 @@ int ctl_pipeline(int argc, char **argv)
 			why = "--profile expects SPEC DIR";
 		else if (o.explain && nargs != 2)
 			why = "--explain expects SPEC IN.jpg";
+		else if (o.grid && (o.explain || o.profile || nargs != 3))
+			why = "--grid N expects SPEC IN.jpg OUT.png (or .jpg)";
 		else if (!o.profile && !o.explain && nargs != 1 && nargs != 3)
 			why = "expected SPEC, or SPEC IN.jpg OUT.npy";
 	}
@@ -875,6 +990,8 @@ int ctl_pipeline(int argc, char **argv)
 				"canonical text, output dtype, shape and bytes per sample. With\n"
 				"IN.jpg OUT.npy, run it on one JPEG with the seed a stream gives\n"
 				"sample I of epoch E, and write the sample as a NumPy .npy file.\n"
+				"With --grid N and OUT.png (or .jpg), write N samples of IN.jpg\n"
+				"(indexes I to I + N - 1) as one contact sheet, to look at.\n"
 				"With --explain, print what that sample draws instead: its crop,\n"
 				"flip and each colour stage's parameters, a line each.\n"
 				"With --profile, run it on one thread over every JPEG under DIR\n"
@@ -895,6 +1012,8 @@ int ctl_pipeline(int argc, char **argv)
 		return pipe_profile(&o, &po, argv[1]);
 	if (o.explain)
 		return pipe_explain(&o, &po, argv[1]);
+	if (o.grid)
+		return pipe_grid(&o, &po, argv[1], argv[2]);
 	if (nargs == 3)
 		return pipe_run(&o, &po, argv[1], argv[2]);
 	return pipe_check(&o, &po);

@@ -262,3 +262,37 @@ want[:, y0:y1, x0:x1] = 0
 t.ok(c[0] == "1" and 0 < (y1 - y0) <= 50 and 0 < (x1 - x0) <= 50 and
      np.array_equal(got, want), "cutout 50: the drawn square (clipped at "
      "the edges) is 0, the rest untouched")
+
+# --grid: a contact sheet of a photo's samples, each tile the sample.
+from PIL import Image  # noqa: E402
+
+spec = GEOM + " | jitter 0.4 0.4 0.4 0.1 | grayscale p 0.3"
+sheet = os.path.join(T, "grid.png")
+ctl("--grid", "5", "--seed", "9", "--index", "3", spec + " | u8 | nhwc",
+    photos[0], sheet)
+g = np.asarray(Image.open(sheet).convert("RGB"))
+tiles_ok = g.shape == (2 * 224 + 4, 3 * 224 + 8, 3)
+for i in range(5):
+    out = os.path.join(T, "t.npy")
+    ctl("--seed", "9", "--index", str(3 + i), spec + " | u8 | nhwc",
+        photos[0], out)
+    y0, x0 = (i // 3) * 228, (i % 3) * 228
+    tiles_ok = tiles_ok and np.array_equal(g[y0:y0 + 224, x0:x0 + 224],
+                                           np.load(out))
+t.ok(tiles_ok and (g[:, 224:228] == 255).all() and
+     (g[224 + 4:, 2 * 228:] == 255).all(),
+     "--grid 5: a 3 x 2 PNG sheet, each tile the sample of its index, "
+     "white between and after", "shape %s" % (g.shape,))
+jpg = os.path.join(T, "grid.jpg")
+ctl("--grid", "4", GEOM + " | normalize imagenet | f16", photos[0], jpg)
+j = np.asarray(Image.open(jpg).convert("RGB")).astype(int)
+base = image(GEOM, photos[0], 0).astype(int)
+t.ok(j.shape == (452, 452, 3) and np.abs(j[:224, :224] - base).mean() < 3,
+     "--grid as JPEG, normalize undone: each tile close to the image",
+     "shape %s, mean |diff| %.2f"
+     % (j.shape, np.abs(j[:224, :224] - base).mean()))
+r = subprocess.run([CTL, "pipeline", "--grid", "2", GEOM, photos[0],
+                    os.path.join(T, "g.bmp")], capture_output=True, text=True)
+t.ok(r.returncode != 0 and "write a .png or a .jpg" in r.stderr,
+     "--grid to another extension is refused, saying what to write",
+     r.stderr)
