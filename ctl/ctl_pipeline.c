@@ -248,12 +248,13 @@ static size_t npy_header(const struct pipe_out *po, unsigned char *hdr)
 }
 
 /*
- * Write header and data to path. A regular file (or none) is written as
+ * Write header and data to path (the .npy of a sample, the bytes of a
+ * contact sheet). A regular file (or none) is written as
  * a new file beside it and renamed over it, so that a failure leaves what
  * was there and removes only the new file; anything else (a device, a
  * FIFO: /dev/stdout) is written as it is and never removed.
  */
-static int write_npy(const char *path, const unsigned char *hdr, size_t hdr_len,
+static int write_out(const char *path, const unsigned char *hdr, size_t hdr_len,
 		     const void *data, size_t len)
 {
 	char tmp[PATH_MAX];
@@ -354,7 +355,7 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 			err == -ENOMEM ? strerror(ENOMEM) : d.msg);
 		goto out;
 	}
-	if (write_npy(out, hdr, hdr_len, sample, po->bytes))
+	if (write_out(out, hdr, hdr_len, sample, po->bytes))
 		goto out;
 	if (o->json) {
 		json_t *j = out_json(po);
@@ -411,12 +412,21 @@ static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
 	struct imgpipe *ip = NULL;
 	struct imgpipe_ws *ws = NULL;
 	unsigned char *jpeg = NULL, *sheet = NULL;
+	void *png = NULL;
+	size_t plen = 0;
 	float *sample = NULL;
 	uint32_t s = po->sp.size, cols, rows, w, h;
 	struct diag d;
 	size_t len;
 	int rc = CTL_FAIL, err;
 
+	if (!imgwrite_named(out)) {
+		fprintf(stderr,
+			PFX
+			"%s: write a .png or a .jpg (the extension says which)\n",
+			out);
+		return CTL_FAIL;
+	}
 	if (o->grid > GRID_MAX || o->epoch > UINT32_MAX) {
 		fprintf(stderr, PFX "%s\n",
 			o->epoch > UINT32_MAX ? "--epoch: at most 4294967295" :
@@ -476,14 +486,17 @@ static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
 							       c],
 							c);
 	}
-	if (imgwrite_rgb(out, sheet, w, h, &d)) {
+	if (imgwrite_encode(out, sheet, w, h, &png, &plen, &d)) {
 		fprintf(stderr, PFX "%s\n", d.msg);
 		goto out;
 	}
+	if (write_out(out, png, plen, NULL, 0))
+		goto out;
 	printf("%s: %" PRIu64 " samples of %s, %ux%u (%u x %u)\n", out, o->grid,
 	       in, w, h, cols, rows);
 	rc = CTL_OK;
 out:
+	free(png);
 	free(sheet);
 	free(sample);
 	free(jpeg);

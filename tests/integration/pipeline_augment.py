@@ -293,6 +293,23 @@ t.ok(j.shape == (452, 452, 3) and np.abs(j[:224, :224] - base).mean() < 3,
      % (j.shape, np.abs(j[:224, :224] - base).mean()))
 r = subprocess.run([CTL, "pipeline", "--grid", "2", GEOM, photos[0],
                     os.path.join(T, "g.bmp")], capture_output=True, text=True)
-t.ok(r.returncode != 0 and "write a .png or a .jpg" in r.stderr,
+t.ok(r.returncode != 0 and "write a .png or a .jpg" in r.stderr and
+     not os.path.exists(os.path.join(T, "g.bmp")),
      "--grid to another extension is refused, saying what to write",
      r.stderr)
+
+# A --grid that fails leaves what was at OUT, and nothing of its own.
+keep = os.path.join(T, "keep", "sheet.png")
+os.makedirs(os.path.dirname(keep))
+with open(keep, "wb") as f:
+    f.write(b"the user's own file")
+notjpeg = os.path.join(T, "keep", "not.jpg")
+with open(notjpeg, "wb") as f:
+    f.write(b"not a JPEG at all")
+r = subprocess.run([CTL, "pipeline", "--grid", "3", GEOM, notjpeg, keep],
+                   capture_output=True, text=True)
+t.ok(r.returncode != 0 and "not.jpg" in r.stderr and
+     open(keep, "rb").read() == b"the user's own file" and
+     sorted(os.listdir(os.path.dirname(keep))) == ["not.jpg", "sheet.png"],
+     "--grid of a file that does not decode: refused naming it, OUT as "
+     "it was, no file of its own left", r.stderr)
