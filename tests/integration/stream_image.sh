@@ -96,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 69
+plan 72
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -343,6 +343,15 @@ out=$("$LDCLIENT" --pipeline 'decode | rcc 224' --outputs image "$T/two.sock" "$
 like "$out" '^error: open: .*column 10: .*"rcc" is not a stage' "an unknown stage, by column and word"
 out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | normalize imagenet | u8' --outputs image "$T/two.sock" "$D")
 like "$out" '^error: open: .*column 41: u8: .*cannot hold normalized values' "u8 after normalize, by column"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | hue 0.7' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*column 24: hue: "0.7" is not a hue range in 0..0.5' \
+	"a colour stage's value out of range, by column, word and range"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | brightnes 0.2' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*"brightnes" is not a stage: did you mean "brightness"\?' \
+	"a misspelt stage, with the one meant"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | normalize imagenet | erase value x' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*erase: "x" is not 0, three values V0,V1,V2 or random' \
+	"erase's value, refused by word"
 out=$("$LDCLIENT" --outputs image "$T/two.sock" "$D")
 like "$out" '^error: open: .*output image: a jpeg field needs an image pipeline' "a jpeg output without a spec"
 out=$("$LDCLIENT" --pipeline "$EVAL" --outputs image --batch 16 "$T/two.sock" "$D")
