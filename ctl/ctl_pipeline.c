@@ -297,6 +297,37 @@ fail:
 	return err;
 }
 
+/* The seed a stream gives sample index + i of epoch: order_seed_at(). */
+static uint64_t sample_seed(const struct pipe_cli *o, uint64_t i)
+{
+	return rng_mix(o->seed, (uint32_t)o->epoch, o->index + i);
+}
+
+/*
+ * The pipeline of po, one worker's state and the file in: what a run, an
+ * explanation and a grid start from. On failure, says why and leaves
+ * nothing to free.
+ */
+static int load_one(const struct pipe_cli *o, const struct pipe_out *po,
+		    const char *in, struct imgpipe **ip, struct imgpipe_ws **ws,
+		    unsigned char **jpeg, size_t *len)
+{
+	struct diag d;
+
+	*jpeg = NULL;
+	if (make_pipe(po, o->max_pixels, false, ip, ws))
+		return CTL_FAIL;
+	if (jpgset_read(in, jpeg, len, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		imgpipe_ws_free(*ws);
+		imgpipe_free(*ip);
+		*ws = NULL;
+		*ip = NULL;
+		return CTL_FAIL;
+	}
+	return CTL_OK;
+}
+
 static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 		    const char *in, const char *out)
 {
@@ -310,23 +341,14 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 	uint64_t seed;
 	int rc = CTL_FAIL, err;
 
-	if (o->epoch > UINT32_MAX) {
-		fprintf(stderr, PFX "--epoch: at most %" PRIu32 "\n",
-			UINT32_MAX);
-		return CTL_FAIL;
-	}
 	hdr_len = npy_header(po, hdr);
 	if (!hdr_len) {
 		fprintf(stderr, PFX "no .npy type for %s\n",
 			dtype_name(po->sp.dtype));
 		return CTL_FAIL;
 	}
-	if (make_pipe(po, o->max_pixels, false, &ip, &ws))
+	if (load_one(o, po, in, &ip, &ws, &jpeg, &len))
 		return CTL_FAIL;
-	if (jpgset_read(in, &jpeg, &len, &d)) {
-		fprintf(stderr, PFX "%s\n", d.msg);
-		goto out;
-	}
 	if (o->restart) {
 		struct jrst_enc *e = NULL;
 		unsigned char *copy = NULL;
@@ -347,8 +369,7 @@ static int pipe_run(const struct pipe_cli *o, const struct pipe_out *po,
 		fprintf(stderr, PFX "%s\n", strerror(ENOMEM));
 		goto out;
 	}
-	/* The seed a stream gives sample index in epoch: order_seed_at(). */
-	seed = rng_mix(o->seed, (uint32_t)o->epoch, o->index);
+	seed = sample_seed(o, 0);
 	err = imgpipe_run(ip, ws, jpeg, len, seed, sample, &d);
 	if (err) {
 		fprintf(stderr, PFX "%s: %s\n", in,
@@ -427,10 +448,8 @@ static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
 			out);
 		return CTL_FAIL;
 	}
-	if (o->grid > GRID_MAX || o->epoch > UINT32_MAX) {
-		fprintf(stderr, PFX "%s\n",
-			o->epoch > UINT32_MAX ? "--epoch: at most 4294967295" :
-						"--grid: at most 256 samples");
+	if (o->grid > GRID_MAX) {
+		fprintf(stderr, PFX "--grid: at most %d samples\n", GRID_MAX);
 		return CTL_FAIL;
 	}
 	/* The samples as f32 nhwc, whatever the spec's own type. */
@@ -447,7 +466,7 @@ static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
 			o->grid, s, w, h);
 		return CTL_FAIL;
 	}
-	if (make_pipe(&fo, o->max_pixels, false, &ip, &ws))
+	if (load_one(o, &fo, in, &ip, &ws, &jpeg, &len))
 		return CTL_FAIL;
 	sample = malloc(ispec_out_bytes(&fo.sp));
 	sheet = malloc((size_t)w * h * 3);
@@ -456,18 +475,12 @@ static int pipe_grid(const struct pipe_cli *o, const struct pipe_out *po,
 		goto out;
 	}
 	memset(sheet, 255, (size_t)w * h * 3);
-	if (jpgset_read(in, &jpeg, &len, &d)) {
-		fprintf(stderr, PFX "%s\n", d.msg);
-		goto out;
-	}
 	for (uint64_t i = 0; i < o->grid; i++) {
 		uint32_t x0 = (uint32_t)(i % cols) * (s + GRID_GAP);
 		uint32_t y0 = (uint32_t)(i / cols) * (s + GRID_GAP);
 
-		err = imgpipe_run(
-			ip, ws, jpeg, len,
-			rng_mix(o->seed, (uint32_t)o->epoch, o->index + i),
-			sample, &d);
+		err = imgpipe_run(ip, ws, jpeg, len, sample_seed(o, i), sample,
+				  &d);
 		if (err) {
 			fprintf(stderr, PFX "%s: %s\n", in,
 				err == -ENOMEM ? strerror(ENOMEM) : d.msg);
@@ -518,20 +531,10 @@ static int pipe_explain(const struct pipe_cli *o, const struct pipe_out *po,
 	size_t len;
 	int rc = CTL_FAIL, n;
 
-	if (o->epoch > UINT32_MAX) {
-		fprintf(stderr, PFX "--epoch: at most %" PRIu32 "\n",
-			UINT32_MAX);
+	if (load_one(o, po, in, &ip, &ws, &jpeg, &len))
 		return CTL_FAIL;
-	}
-	if (make_pipe(po, o->max_pixels, false, &ip, &ws))
-		return CTL_FAIL;
-	if (jpgset_read(in, &jpeg, &len, &d)) {
-		fprintf(stderr, PFX "%s\n", d.msg);
-		goto out;
-	}
-	n = imgpipe_explain(ip, ws, jpeg, len,
-			    rng_mix(o->seed, (uint32_t)o->epoch, o->index),
-			    text, sizeof(text), &d);
+	n = imgpipe_explain(ip, ws, jpeg, len, sample_seed(o, 0), text,
+			    sizeof(text), &d);
 	if (n < 0) {
 		fprintf(stderr, PFX "%s: %s\n", in, d.msg);
 		goto out;
@@ -1019,6 +1022,11 @@ int ctl_pipeline(int argc, char **argv)
 	}
 	if (ctl_parse_restart("loaderctl pipeline", o.jpeg_restart, &o.restart))
 		return CTL_FAIL;
+	if (o.epoch > UINT32_MAX) {
+		fprintf(stderr, PFX "--epoch: at most %" PRIu32 "\n",
+			UINT32_MAX);
+		return CTL_FAIL;
+	}
 	if (parse_spec(argv[0], &po))
 		return CTL_FAIL;
 	if (o.profile)

@@ -450,27 +450,10 @@ void color_apply(const struct ispec_op *op, const struct color_draw *dr,
 	}
 }
 
-static const char *const op_names[] = {
-	[ISPEC_OP_BRIGHTNESS] = "brightness",
-	[ISPEC_OP_CONTRAST] = "contrast",
-	[ISPEC_OP_SATURATION] = "saturation",
-	[ISPEC_OP_HUE] = "hue",
-	[ISPEC_OP_JITTER] = "jitter",
-	[ISPEC_OP_GRAYSCALE] = "grayscale",
-	[ISPEC_OP_INVERT] = "invert",
-	[ISPEC_OP_POSTERIZE] = "posterize",
-	[ISPEC_OP_SOLARIZE] = "solarize",
-	[ISPEC_OP_AUTOCONTRAST] = "autocontrast",
-	[ISPEC_OP_EQUALIZE] = "equalize",
-	[ISPEC_OP_SHARPNESS] = "sharpness",
-	[ISPEC_OP_BLUR] = "gaussian_blur",
-	[ISPEC_OP_CHANNEL_SHIFT] = "channel_shift",
-};
-
 int color_explain(const struct ispec_op *op, const struct color_draw *dr,
 		  char *buf, size_t n)
 {
-	int len = snprintf(buf, n, "%s %d", op_names[op->kind], dr->apply);
+	int len = snprintf(buf, n, "%s %d", ispec_op_name(op->kind), dr->apply);
 	size_t at;
 
 #define MORE(...)                                                              \

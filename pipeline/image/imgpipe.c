@@ -91,7 +91,10 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 					      (uint32_t)s, (uint32_t)s));
 	ip->scratch_cap = round64(
 		rsz_scratch_bytes(ip->max_side, (uint32_t)s, (uint32_t)s, 3));
-	ip->tmp_cap = round64(color_scratch_bytes((uint32_t)s));
+	/* The colour stages' scratch, for specs that have one. */
+	ip->tmp_cap = sp->nops || sp->has_vflip ?
+			      round64(color_scratch_bytes((uint32_t)s)) :
+			      0;
 	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
 		       round64(s * s * 3) + ip->tmp_cap + round64(s * s);
 	*out = ip;

@@ -275,35 +275,21 @@ static int p_center(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
+/* flip P, vflip P: one probability, into the flip st->arg names. */
 static int p_flip(struct pstate *ps, const struct stage *st,
 		  const struct word *w, unsigned n)
 {
+	bool v = st->arg;
 	double p;
 
 	if (n != 2)
 		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
-			   "%s: flip takes one probability P (0..1)",
-			   n > 2 ? "is unexpected" : "is incomplete");
+			   "%s: %s takes one probability P (0..1)",
+			   n > 2 ? "is unexpected" : "is incomplete", st->name);
 	if (!parse_real(w[1].p, w[1].len, &p) || !(p >= 0 && p <= 1))
 		return bad(ps, st->name, &w[1], "is not a probability in 0..1");
-	ps->sp->flip = p;
-	ps->sp->has_flip = true;
-	return 0;
-}
-
-static int p_vflip(struct pstate *ps, const struct stage *st,
-		   const struct word *w, unsigned n)
-{
-	double p;
-
-	if (n != 2)
-		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
-			   "%s: vflip takes one probability P (0..1)",
-			   n > 2 ? "is unexpected" : "is incomplete");
-	if (!parse_real(w[1].p, w[1].len, &p) || !(p >= 0 && p <= 1))
-		return bad(ps, st->name, &w[1], "is not a probability in 0..1");
-	ps->sp->vflip = p;
-	ps->sp->has_vflip = true;
+	*(v ? &ps->sp->vflip : &ps->sp->flip) = p;
+	*(v ? &ps->sp->has_vflip : &ps->sp->has_flip) = true;
 	return 0;
 }
 
@@ -578,7 +564,7 @@ static const struct stage stages[] = {
 	{ "resize", R_GEOM, 0, p_resize },
 	{ "center", R_CENTER, 0, p_center },
 	{ "flip", R_FLIP, 0, p_flip },
-	{ "vflip", R_VFLIP, 0, p_vflip },
+	{ "vflip", R_VFLIP, 1, p_flip },
 	{ "brightness", R_COLOR, ISPEC_OP_BRIGHTNESS, p_color },
 	{ "contrast", R_COLOR, ISPEC_OP_CONTRAST, p_color },
 	{ "saturation", R_COLOR, ISPEC_OP_SATURATION, p_color },
@@ -957,6 +943,13 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 	    dtype_name(sp->dtype) ? dtype_name(sp->dtype) : "?",
 	    sp->layout == ISPEC_NHWC ? "nhwc" : "nchw");
 	return (int)o.len;
+}
+
+const char *ispec_op_name(unsigned kind)
+{
+	return kind < sizeof(op_info) / sizeof(op_info[0]) ?
+		       op_info[kind].name :
+		       NULL;
 }
 
 unsigned ispec_out_shape(const struct ispec *sp, uint32_t dims[3])

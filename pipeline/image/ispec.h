@@ -160,6 +160,9 @@ int ispec_parse(struct ispec *sp, const char *text, struct diag *d);
  */
 int ispec_format(const struct ispec *sp, char *buf, size_t n);
 
+/* A colour stage's name in a spec ("brightness"), or NULL. */
+const char *ispec_op_name(unsigned kind);
+
 /*
  * The per-sample output shape: {3, size, size} for nchw, {size, size, 3}
  * for nhwc. Returns the number of dimensions (3).

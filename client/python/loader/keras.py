@@ -79,8 +79,7 @@ def _convert(keys, copy, strings, what):
 
 def _own(item):
     """A batch whose arrays are copies (views of the ring are not)."""
-    return tuple(a.copy() if type(a).__name__ == "ndarray" else a
-                 for a in item)
+    return tuple(a.copy() if hasattr(a, "copy") else a for a in item)
 
 
 class _Feed:
