@@ -169,9 +169,9 @@ for stage in STAGES:
             worst, frac = max(worst, m), min(frac, f)
             runs += applied
     t.ok(worst <= 2 and frac >= 0.99 and runs == 9,
-         "%s: as torchvision's, given the drawn parameters" % stage,
-         "max |diff| %d, within 1: %.4f, applied %d of 9"
-         % (worst, frac, runs))
+         "%s: as torchvision's, given the drawn parameters (max |diff| "
+         "%d, %.2f %% within 1)" % (stage, worst, 100 * frac),
+         "applied %d of 9" % runs)
 
 chain = "jitter 0.3 0.3 0.3 0.05 | grayscale p 0.5 | posterize 5 | " \
     "solarize 200 p 0.5"
@@ -182,8 +182,8 @@ for photo in photos:
         m, f = close(image("%s | %s" % (GEOM, chain), photo, seed), want)
         worst, frac = max(worst, m), min(frac, f)
 t.ok(worst <= 2 and frac >= 0.99, "a chain of stages: torchvision's "
-     "functions one after another", "max %d, within 1: %.4f"
-     % (worst, frac))
+     "functions one after another (max |diff| %d, %.2f %% within 1)"
+     % (worst, 100 * frac))
 
 ons = [drawn("%s | invert" % GEOM, photos[0], s)[0][1] for s in range(40)]
 t.ok(0 < sum(ons) < 40, "invert's default p 0.5 applies to some samples "
