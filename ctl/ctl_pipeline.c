@@ -617,6 +617,7 @@ static const struct {
 	{ "header+params", offsetof(struct imgpipe_times, header_ns) },
 	{ "region decode", offsetof(struct imgpipe_times, decode_ns) },
 	{ "resize", offsetof(struct imgpipe_times, resize_ns) },
+	{ "warp", offsetof(struct imgpipe_times, warp_ns) },
 	{ "colour", offsetof(struct imgpipe_times, color_ns) },
 	{ "emit", offsetof(struct imgpipe_times, emit_ns) },
 	{ "erase", offsetof(struct imgpipe_times, erase_ns) },

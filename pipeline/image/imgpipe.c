@@ -13,12 +13,14 @@
 #include "color.h"
 #include "erase.h"
 #include "fault.h"
+#include "geom.h"
 #include "imgkern.h"
 #include "imgpipe.h"
 #include "jroi.h"
 #include "loader_error.h"
 #include "resize.h"
 #include "rng.h"
+#include "warp.h"
 
 /*
  * The largest side of a decoded region a worker is sized for, besides
@@ -35,6 +37,9 @@ struct imgpipe {
 	size_t plan_cap;    /* bytes of a resize plan */
 	size_t scratch_cap; /* bytes of resize scratch */
 	size_t tmp_cap;	    /* bytes of the colour stages' scratch */
+	bool warp;	    /* the spec has geometric stages */
+	uint32_t warp_side; /* largest decoded side a warp takes */
+	size_t warp_cap;    /* bytes of warp scratch */
 	size_t ws_bytes;    /* all of a worker's buffers */
 };
 
@@ -49,6 +54,9 @@ struct imgpipe_ws {
 	unsigned char *rgb;  /* size x size x 3 */
 	unsigned char *tmp;  /* size x size x 3: the colour stages' scratch */
 	unsigned char *gray; /* size x size */
+	unsigned char *rgb2; /* size x size x 3: a warp of rgb (warp specs) */
+	void *warp_scratch;
+	struct geom_draws gd; /* the sample's steps */
 };
 
 static size_t round64(size_t n)
@@ -95,8 +103,23 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 	ip->tmp_cap = sp->nops || sp->has_vflip ?
 			      round64(color_scratch_bytes((uint32_t)s)) :
 			      0;
+	/*
+	 * A warp reads the crop (or, for fill context, up to s / 2 grid
+	 * steps around it) from a region of at most warp_side a side: a
+	 * scale with more pixels than that is passed over for a coarser one.
+	 */
+	ip->warp = ispec_has_warp(sp);
+	if (ip->warp) {
+		bool ctx = sp->fill == ISPEC_FILL_CONTEXT;
+		uint32_t cols = (uint32_t)s + (ctx ? 2 * ((uint32_t)s / 2) : 0);
+
+		ip->warp_side = (uint32_t)(ctx ? 5 * s : 3 * s) + 64;
+		ip->warp_cap = round64(
+			warp_scratch_bytes((uint32_t)s, cols, ip->warp_side));
+	}
 	ip->ws_bytes = ip->dec_cap + ip->plan_cap + ip->scratch_cap +
-		       round64(s * s * 3) + ip->tmp_cap + round64(s * s);
+		       round64(s * s * 3) + ip->tmp_cap + round64(s * s) +
+		       (ip->warp ? round64(s * s * 3) + ip->warp_cap : 0);
 	*out = ip;
 	return 0;
 }
@@ -145,6 +168,12 @@ int imgpipe_ws_new(const struct imgpipe *ip, bool timing,
 	ws->tmp = p;
 	p += ip->tmp_cap;
 	ws->gray = p;
+	p += round64(s * s);
+	if (ip->warp) {
+		ws->rgb2 = p;
+		p += round64(s * s * 3);
+		ws->warp_scratch = p;
+	}
 	*out = ws;
 	return 0;
 }
@@ -177,7 +206,7 @@ static uint64_t clock_ns(const struct imgpipe_ws *ws)
  * would not fit the worker's buffers, the finest coarser one that does.
  */
 static void fit_scale(const struct imgpipe *ip, struct jroi_req *q,
-		      uint32_t width, uint32_t height)
+		      uint32_t width, uint32_t height, uint32_t max_side)
 {
 	uint32_t k = jroi_pick_scale(q, width, height);
 
@@ -185,8 +214,7 @@ static void fit_scale(const struct imgpipe *ip, struct jroi_req *q,
 		uint64_t w, h;
 
 		jroi_region_size(q, k, &w, &h);
-		if (w <= ip->max_side && h <= ip->max_side &&
-		    w * h * 3 <= ip->dec_cap)
+		if (w <= max_side && h <= max_side && w * h * 3 <= ip->dec_cap)
 			break;
 	}
 	q->scale_num = k ? k : 1;
@@ -271,13 +299,14 @@ whole:
 /*
  * Everything a sample draws, from its header and seed alone, in the one
  * order that both imgpipe_run() and imgpipe_explain() take: the crop,
- * the flips, each colour stage, then erase and cutout.
+ * the flips, each colour and geometric stage (geom.h), then erase and
+ * cutout.
  */
 static int draw(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		const void *jpeg, size_t len, uint64_t seed,
 		struct jroi_info *info, struct augment_rect *rect,
 		struct jroi_req *q, bool *flip, bool *vflip,
-		struct color_draw *cd, struct erase_draw *ed, struct diag *d)
+		struct erase_draw *ed, struct diag *d)
 {
 	const struct ispec *sp = &ip->sp;
 	struct rng r;
@@ -293,10 +322,93 @@ static int draw(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		return err;
 	*flip = sp->has_flip && augment_flip(&r, sp->flip);
 	*vflip = sp->has_vflip && augment_flip(&r, sp->vflip);
-	for (uint32_t i = 0; i < sp->nops; i++)
-		color_draw(&sp->ops[i], &r, &cd[i]);
+	geom_draw(sp, sp->size, &r, &ws->gd);
 	erase_draw_params(sp, sp->size, &r, ed);
 	return 0;
+}
+
+/*
+ * How a sample's warp runs: from the first geometric step that applies
+ * (nwarp of them), fused with the crop unless a colour step that applies
+ * comes before it (then the crop is resized and coloured first, and the
+ * warp resamples that, as the two-pass chain does). *m: the composed
+ * map, flips included when fused.
+ */
+struct plan {
+	uint32_t first; /* the first geometric step that applies */
+	uint32_t nwarp;
+	bool fused;
+	double m[6];
+};
+
+static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
+		      uint32_t s, struct plan *pl)
+{
+	bool colour_first = false;
+
+	pl->nwarp = 0;
+	pl->first = gd->n;
+	warp_identity(pl->m);
+	for (uint32_t i = 0; i < gd->n; i++) {
+		const struct geom_step *st = &gd->step[i];
+
+		if (!st->apply)
+			continue;
+		if (st->type == GEOM_COLOR && !pl->nwarp)
+			colour_first = true;
+		if (st->type != GEOM_WARP)
+			continue;
+		if (!pl->nwarp++)
+			pl->first = i;
+	}
+	pl->fused = pl->nwarp && !colour_first;
+	if (pl->fused && flip) {
+		const double f[6] = { -1, 0, s, 0, 1, 0 };
+
+		warp_compose(pl->m, f);
+	}
+	if (pl->fused && vflip) {
+		const double f[6] = { 1, 0, 0, 0, -1, s };
+
+		warp_compose(pl->m, f);
+	}
+	for (uint32_t i = 0; i < gd->n; i++)
+		if (gd->step[i].apply && gd->step[i].type == GEOM_WARP)
+			warp_compose(pl->m, gd->step[i].m);
+}
+
+/*
+ * Fill context reads around the crop: widen the request to the source
+ * pixels of the grid the map reaches, plus the filter's reach, within the
+ * image; the crop itself still gets its size x size pixels.
+ */
+static void context_request(const struct imgpipe *ip, const double m[6],
+			    const struct augment_rect *rect, uint32_t width,
+			    uint32_t height, struct jroi_req *q)
+{
+	uint32_t s = ip->sp.size;
+	int32_t lo[2], hi[2];
+	double kx = rect->w / s, ky = rect->h / s, x0, y0, x1, y1;
+
+	warp_reach(&ip->sp, m, s, lo, hi);
+	x0 = floor(rect->x + lo[0] * kx - kx - 1);
+	y0 = floor(rect->y + lo[1] * ky - ky - 1);
+	x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 1);
+	y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 1);
+	x0 = x0 < 0 ? 0 : x0 > rect->x ? floor(rect->x) : x0;
+	y0 = y0 < 0 ? 0 : y0 > rect->y ? floor(rect->y) : y0;
+	x1 = x1 > width		    ? width :
+	     x1 < rect->x + rect->w ? ceil(rect->x + rect->w) :
+				      x1;
+	y1 = y1 > height	    ? height :
+	     y1 < rect->y + rect->h ? ceil(rect->y + rect->h) :
+				      y1;
+	q->x = (uint32_t)x0;
+	q->y = (uint32_t)y0;
+	q->w = (uint32_t)(x1 - x0);
+	q->h = (uint32_t)(y1 - y0);
+	q->min_w = (uint32_t)ceil(s * (x1 - x0) / rect->w);
+	q->min_h = (uint32_t)ceil(s * (y1 - y0) / rect->h);
 }
 
 /* RandomVerticalFlip: the rows of an s x s RGB image in reverse order. */
@@ -313,6 +425,18 @@ static void flip_rows(unsigned char *rgb, uint32_t s, unsigned char *tmp)
 	}
 }
 
+/* The colour steps that apply among steps [from, to), in order. */
+static void colour_steps(struct imgpipe_ws *ws, uint32_t from, uint32_t to,
+			 unsigned char *rgb, uint32_t s)
+{
+	for (uint32_t i = from; i < to; i++) {
+		const struct geom_step *st = &ws->gd.step[i];
+
+		if (st->apply && st->type == GEOM_COLOR)
+			color_apply(&st->op, &st->dr, rgb, s, s, ws->tmp);
+	}
+}
+
 int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		const void *jpeg, size_t len, uint64_t seed, void *dst,
 		struct diag *d)
@@ -324,8 +448,10 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_req q;
 	struct augment_rect rect;
 	struct rsz_plan *plan;
-	struct color_draw cd[ISPEC_MAX_OPS];
 	struct erase_draw ed;
+	struct plan pl = { 0 };
+	struct warp_src src;
+	unsigned char *img = ws->rgb;
 	double box[4], k;
 	bool flip, vflip;
 	uint64_t t0, t1, t2, t3, t4, t5, t6;
@@ -333,11 +459,16 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	int err;
 
 	t0 = clock_ns(ws);
-	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip, cd,
+	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip,
 		   &ed, d);
 	if (err)
 		return err;
-	fit_scale(ip, &q, info.width, info.height);
+	if (ip->warp)
+		plan_warp(&ws->gd, flip, vflip, s, &pl);
+	if (pl.fused && sp->fill == ISPEC_FILL_CONTEXT)
+		context_request(ip, pl.m, &rect, info.width, info.height, &q);
+	fit_scale(ip, &q, info.width, info.height,
+		  pl.fused ? ip->warp_side : ip->max_side);
 	t1 = clock_ns(ws);
 
 	err = jroi_decode(ws->dec, jpeg, len, &q, ws->dec_buf, 0, ip->dec_cap,
@@ -360,9 +491,25 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		box[2] = jo.width;
 	if (box[3] > jo.height)
 		box[3] = jo.height;
+	ch = jo.channels;
+	if (pl.fused) {
+		src = (struct warp_src){
+			ws->dec_buf, (size_t)jo.width * ch,
+			jo.width,    jo.height,
+			ch,	     { box[0], box[1], box[2], box[3] }
+		};
+		err = warp_run(&src, pl.m, s, sp, ws->rgb, ws->warp_scratch,
+			       ip->warp_cap);
+		if (err)
+			return diag_set(d, LOADER_ETOOBIG,
+					"warp of a %ux%u region to %u: %s",
+					jo.width, jo.height, s, strerror(-err));
+		t3 = clock_ns(ws);
+		colour_steps(ws, 0, ws->gd.n, ws->rgb, s);
+		goto emit;
+	}
 	err = rsz_plan_box(ws->plan_mem, ip->plan_cap, jo.width, jo.height, box,
 			   s, s, flip ? RSZ_MIRROR : 0, &plan);
-	ch = jo.channels;
 	if (!err && rsz_scratch_size(plan, ch) > ip->scratch_cap)
 		err = -ENOSPC;
 	if (!err)
@@ -383,11 +530,25 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	t3 = clock_ns(ws);
 	if (vflip)
 		flip_rows(ws->rgb, s, ws->tmp);
-	for (uint32_t i = 0; i < sp->nops; i++)
-		color_apply(&sp->ops[i], &cd[i], ws->rgb, s, s, ws->tmp);
+	if (!pl.nwarp) {
+		colour_steps(ws, 0, ws->gd.n, ws->rgb, s);
+		goto emit;
+	}
+	/* A colour step first: the two-pass chain, from the coloured crop. */
+	colour_steps(ws, 0, pl.first, ws->rgb, s);
+	src =
+		(struct warp_src){ ws->rgb, (size_t)s * 3, s, s,
+				   3,	    { 0, 0, s, s } };
+	err = warp_run(&src, pl.m, s, sp, ws->rgb2, ws->warp_scratch,
+		       ip->warp_cap);
+	if (err)
+		return diag_set(d, LOADER_ETOOBIG, "warp of %ux%u: %s", s, s,
+				strerror(-err));
+	img = ws->rgb2;
+	colour_steps(ws, pl.first, ws->gd.n, img, s);
+emit:
 	t4 = clock_ns(ws);
-
-	imgkern_emit(sp, ws->rgb, s, s, dst);
+	imgkern_emit(sp, img, s, s, dst);
 	t5 = clock_ns(ws);
 	erase_apply(sp, &ed, dst);
 	t6 = clock_ns(ws);
@@ -395,7 +556,8 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		ws->t.images++;
 		ws->t.header_ns += t1 - t0;
 		ws->t.decode_ns += t2 - t1;
-		ws->t.resize_ns += t3 - t2;
+		ws->t.resize_ns += pl.nwarp ? 0 : t3 - t2;
+		ws->t.warp_ns += pl.nwarp ? t3 - t2 : 0;
 		ws->t.color_ns += t4 - t3;
 		ws->t.emit_ns += t5 - t4;
 		ws->t.erase_ns += t6 - t5;
@@ -411,25 +573,38 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	struct jroi_info info;
 	struct jroi_req q;
 	struct augment_rect rect;
-	struct color_draw cd[ISPEC_MAX_OPS];
 	struct erase_draw ed;
+	struct plan pl = { 0 };
 	bool flip, vflip;
 	size_t at;
 	int err, len_out;
 
-	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip, cd,
+	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip,
 		   &ed, d);
 	if (err)
 		return err;
 	len_out = snprintf(buf, n,
 			   "crop %.17g %.17g %.17g %.17g\nflip %d\nvflip %d\n",
 			   rect.x, rect.y, rect.w, rect.h, flip, vflip);
-	for (uint32_t i = 0; i < sp->nops; i++) {
+#define MORE(...)                                                              \
+	do {                                                                   \
+		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n; \
+		len_out += snprintf(buf + at, n - at, __VA_ARGS__);            \
+	} while (0)
+	for (uint32_t i = 0; i < ws->gd.n; i++) {
 		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
-		len_out += color_explain(&sp->ops[i], &cd[i], buf + at, n - at);
-		at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
-		len_out += snprintf(buf + at, n - at, "\n");
+		len_out += geom_explain(sp, &ws->gd.step[i], buf + at, n - at);
+		MORE("\n");
 	}
+	if (ip->warp) {
+		plan_warp(&ws->gd, flip, vflip, sp->size, &pl);
+		MORE("warp %s %.17g %.17g %.17g %.17g %.17g %.17g\n",
+		     !pl.nwarp ? "none" :
+		     pl.fused  ? "fused" :
+				 "after-colour",
+		     pl.m[0], pl.m[1], pl.m[2], pl.m[3], pl.m[4], pl.m[5]);
+	}
+#undef MORE
 	at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;
 	len_out += erase_explain(sp, &ed, buf + at, n - at);
 	return len_out;

@@ -49,6 +49,7 @@ struct imgpipe_times {
 	uint64_t header_ns; /* header parse + parameters */
 	uint64_t decode_ns; /* region decode (from segments or the file) */
 	uint64_t resize_ns; /* plan + resample (+ gray expansion) */
+	uint64_t warp_ns;   /* the geometric stages' pass, crop included */
 	uint64_t color_ns;  /* vflip and the colour stages */
 	uint64_t emit_ns;   /* normalize, cast, layout */
 	uint64_t erase_ns;  /* erase and cutout */

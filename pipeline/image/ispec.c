@@ -20,8 +20,10 @@
 #include "ispec.h"
 #include "dtype.h"
 
-#define ISPEC_ERR     LOADER_EUSAGE
-#define MAX_WORDS     12 /* erase p P scale LO HI ratio LO HI value V */
+#define ISPEC_ERR LOADER_EUSAGE
+/* affine rotate LO HI translate FX FY scale LO HI zoom LO HI shear (4)
+ * interp I fill F p P */
+#define MAX_WORDS     28
 #define WORD_SHOW_MAX 40 /* longest word quoted in a message */
 
 static const double imagenet_mean[3] = { 0.485, 0.456, 0.406 };
@@ -63,7 +65,9 @@ struct pstate {
 	unsigned rank;		   /* rank of the last stage */
 	struct word seen[R_COUNT]; /* first word of each stage seen */
 	bool have_geom;
-	bool want_center; /* "resize" seen, "center" must come next */
+	bool want_center;      /* "resize" seen, "center" must come next */
+	struct word interp_at; /* where interp, fill were first given */
+	struct word fill_at;
 };
 
 struct stage {
@@ -471,6 +475,11 @@ static const struct {
 	[ISPEC_OP_SHARPNESS] = { "sharpness", 0.5 },
 	[ISPEC_OP_BLUR] = { "gaussian_blur", 1 },
 	[ISPEC_OP_CHANNEL_SHIFT] = { "channel_shift", 1 },
+	[ISPEC_OP_ROTATE] = { "rotate", 1 },
+	[ISPEC_OP_AFFINE] = { "affine", 1 },
+	[ISPEC_OP_TRIVIAL] = { "trivialaugment", 1 },
+	[ISPEC_OP_RANDAUG] = { "randaugment", 1 },
+	[ISPEC_OP_AUTOAUG] = { "autoaugment", 1 },
 };
 
 /* How many numbers a colour stage takes before its optional "p P". */
@@ -558,6 +567,290 @@ done:
 	return 0;
 }
 
+bool ispec_op_geometric(unsigned kind)
+{
+	return kind >= ISPEC_OP_ROTATE && kind <= ISPEC_OP_AUTOAUG;
+}
+
+bool ispec_has_warp(const struct ispec *sp)
+{
+	for (uint32_t i = 0; i < sp->nops; i++)
+		if (ispec_op_geometric(sp->ops[i].kind))
+			return true;
+	return false;
+}
+
+static const char *const interp_names[] = { "nearest", "bilinear" };
+static const char *const fill_names[] = { "", "nearest", "reflect", "wrap",
+					  "context" };
+
+/*
+ * interp I or fill F of a geometric stage, into sp: the first stage that
+ * gives one sets it, a later one must agree (one pass samples them all).
+ */
+static int geo_mode(struct pstate *ps, const struct stage *st,
+		    const struct word *key, const struct word *v)
+{
+	struct ispec *sp = ps->sp;
+	bool is_fill = word_is(key, "fill");
+	struct word *at = is_fill ? &ps->fill_at : &ps->interp_at;
+	uint8_t mode = 0;
+	double rgb[3] = { 0, 0, 0 };
+	bool found = false;
+
+	if (!is_fill) {
+		for (uint8_t i = 0; i < 2 && !found; i++)
+			if (word_is(v, interp_names[i])) {
+				mode = i;
+				found = true;
+			}
+		if (!found)
+			return bad(ps, st->name, v,
+				   "is not an interpolation: nearest or "
+				   "bilinear");
+	} else {
+		for (uint8_t i = 1; i < 5 && !found; i++)
+			if (word_is(v, fill_names[i])) {
+				mode = i;
+				found = true;
+			}
+		if (!found && (parse_triple(v, rgb) ||
+			       parse_real(v->p, v->len, &rgb[0]))) {
+			if (!memchr(v->p, ',', v->len))
+				rgb[1] = rgb[2] = rgb[0];
+			for (unsigned c = 0; c < 3; c++)
+				if (!(rgb[c] >= 0 && rgb[c] <= 255))
+					return bad(ps, st->name, v,
+						   "is not a fill value in "
+						   "0..255");
+			mode = ISPEC_FILL_CONSTANT;
+			found = true;
+		}
+		if (!found)
+			return bad(ps, st->name, v,
+				   "is not a fill: V or V0,V1,V2 (0..255), "
+				   "nearest, reflect, wrap or context");
+	}
+	if (at->col) {
+		bool same =
+			is_fill ? sp->fill == mode && !memcmp(sp->fill_rgb, rgb,
+							      sizeof(rgb)) :
+				  sp->interp == mode;
+
+		if (!same)
+			return bad(ps, st->name, v,
+				   "differs from the %s given at column %u: "
+				   "one pass resamples every geometric stage, "
+				   "so they share it",
+				   is_fill ? "fill" : "interp", at->col);
+		return 0;
+	}
+	*at = *v;
+	if (is_fill) {
+		sp->fill = mode;
+		memcpy(sp->fill_rgb, rgb, sizeof(rgb));
+	} else {
+		sp->interp = mode;
+	}
+	return 0;
+}
+
+/* How many numbers follow w[i] (at most max), before a word that is not. */
+static unsigned count_numbers(const struct word *w, unsigned i, unsigned n,
+			      unsigned max)
+{
+	unsigned k = 0;
+	double v;
+
+	while (k < max && i + k < n && parse_real(w[i + k].p, w[i + k].len, &v))
+		k++;
+	return k;
+}
+
+/* Numbers w[i..i+k) into v, each in [lo, hi]; what they must be in why. */
+static int geo_numbers(struct pstate *ps, const struct stage *st,
+		       const struct word *w, unsigned k, double *v, double lo,
+		       double hi, bool open, bool range, const char *why)
+{
+	for (unsigned j = 0; j < k; j++) {
+		parse_real(w[j].p, w[j].len, &v[j]);
+		if (open ? !(v[j] > lo && v[j] < hi) :
+			   !(v[j] >= lo && v[j] <= hi))
+			return bad(ps, st->name, &w[j], "is not %s", why);
+		if (range && j % 2 == 1 && v[j - 1] > v[j])
+			return bad(ps, st->name, &w[j],
+				   "is below LO: the range is LO HI");
+	}
+	return 0;
+}
+
+static const char *const affine_keys[] = { "rotate", "translate", "scale",
+					   "zoom", "shear" };
+
+/*
+ * rotate D|LO HI, affine [KEY ARGS]..., trivialaugment, randaugment N M,
+ * autoaugment imagenet; each then [interp I] [fill F] [p P] (p not for
+ * policies, whose ops draw their own).
+ */
+static int p_geo(struct pstate *ps, const struct stage *st,
+		 const struct word *w, unsigned n)
+{
+	struct ispec *sp = ps->sp;
+	struct ispec_op op = { .kind = st->arg, .p = 1 };
+	struct ispec_affine *af = &op.af;
+	bool policy = st->arg >= ISPEC_OP_TRIVIAL, seen_p = false;
+	unsigned i = 1, k, seen = 0;
+	int err;
+
+	if (sp->nops == ISPEC_MAX_OPS)
+		return bad(ps, st->name, &w[0],
+			   "is one stage too many (at most %d colour and "
+			   "geometric stages)",
+			   ISPEC_MAX_OPS);
+	af->scale[0] = af->scale[1] = 1;
+	af->zoom[0] = af->zoom[1] = 1;
+	switch (st->arg) {
+	case ISPEC_OP_ROTATE:
+		k = count_numbers(w, 1, n, 2);
+		if (k == 0)
+			return bad(ps, st->name, &w[n > 1 ? 1 : 0],
+				   "needs a range: D (0..180) or LO HI "
+				   "(-180..180)");
+		err = geo_numbers(ps, st, &w[1], k, op.a, k == 1 ? 0 : -180,
+				  180, false, true,
+				  k == 1 ? "an angle range D in 0..180" :
+					   "an angle in -180..180");
+		if (err)
+			return err;
+		if (k == 1)
+			op.a[1] = op.a[0], op.a[0] = -op.a[0];
+		i = 1 + k;
+		break;
+	case ISPEC_OP_RANDAUG:
+		if (count_numbers(w, 1, n, 2) < 2)
+			return bad(ps, st->name, &w[n > 1 ? n - 1 : 0],
+				   "needs N M: how many ops (1..%d) and "
+				   "their magnitude (0..30)",
+				   ISPEC_MAX_OPS);
+		parse_real(w[1].p, w[1].len, &op.a[0]);
+		parse_real(w[2].p, w[2].len, &op.a[1]);
+		if (!(op.a[0] >= 1 && op.a[0] <= ISPEC_MAX_OPS &&
+		      op.a[0] == floor(op.a[0])))
+			return bad(ps, st->name, &w[1],
+				   "is not a count of ops in 1..%d",
+				   ISPEC_MAX_OPS);
+		if (!(op.a[1] >= 0 && op.a[1] <= 30 &&
+		      op.a[1] == floor(op.a[1])))
+			return bad(ps, st->name, &w[2],
+				   "is not a magnitude in 0..30 (one of "
+				   "RandAugment's 31 bins)");
+		i = 3;
+		break;
+	case ISPEC_OP_AUTOAUG:
+		if (n < 2 || !word_is(&w[1], "imagenet"))
+			return bad(ps, st->name, &w[n > 1 ? 1 : 0],
+				   "needs its policy: imagenet");
+		op.a[0] = ISPEC_POLICY_IMAGENET;
+		i = 2;
+		break;
+	default: break;
+	}
+	for (; i < n;) {
+		const struct word *key = &w[i];
+		bool mode = word_is(key, "interp") || word_is(key, "fill");
+		unsigned want = 0, lo_k = 1;
+		double *dst = NULL, lo = 0, hi = 0;
+		bool open = false;
+		const char *why = NULL;
+
+		if (mode || word_is(key, "p")) {
+			if (i + 1 >= n)
+				return bad(ps, st->name, key, "is incomplete");
+			if (mode) {
+				err = geo_mode(ps, st, key, &w[i + 1]);
+				if (err)
+					return err;
+			} else if (policy || seen_p) {
+				return bad(ps, st->name, key,
+					   policy ? "is unexpected: a "
+						    "policy's ops draw "
+						    "their own" :
+						    "is given twice");
+			} else if (!parse_real(w[i + 1].p, w[i + 1].len,
+					       &op.p) ||
+				   !(op.p >= 0 && op.p <= 1)) {
+				return bad(ps, st->name, &w[i + 1],
+					   "is not a probability in 0..1");
+			} else {
+				seen_p = true;
+			}
+			i += 2;
+			continue;
+		}
+		if (st->arg != ISPEC_OP_AFFINE)
+			return bad(ps, st->name, key,
+				   "is unexpected: expected interp I, fill F%s",
+				   policy ? "" : " or p P");
+		for (k = 0; k < 5 && !word_is(key, affine_keys[k]); k++)
+			;
+		if (k < 5 && (seen & 1u << k))
+			return bad(ps, st->name, key, "is given twice");
+		seen |= 1u << k;
+		if (word_is(key, "rotate")) {
+			want = 2, dst = af->deg, lo = -180, hi = 180;
+			why = "an angle in -180..180";
+		} else if (word_is(key, "translate")) {
+			want = 2, lo_k = 2, dst = af->translate, hi = 1;
+			why = "a fraction in 0..1";
+		} else if (word_is(key, "scale") || word_is(key, "zoom")) {
+			want = 2, lo_k = 2, lo = 0, hi = 10, open = true;
+			dst = word_is(key, "scale") ? af->scale : af->zoom;
+			why = "a factor in (0, 10)";
+		} else if (word_is(key, "shear")) {
+			want = 4, dst = af->shear, lo = -89, hi = 89;
+			why = "an angle in -89..89";
+		} else {
+			return bad(ps, st->name, key,
+				   "is unexpected: expected rotate, translate, "
+				   "scale, zoom, shear, interp, fill or p");
+		}
+		k = count_numbers(w, i + 1, n, want);
+		if (k < lo_k || (want == 4 && k == 3))
+			return bad(ps, st->name, k ? &w[i + k] : key,
+				   "needs %s",
+				   want == 4 ? "SX, XLO XHI or XLO "
+					       "XHI YLO YHI" :
+				   lo_k == 2 ? "LO HI" :
+					       "D or LO HI");
+		if (k == 1 && (dst == af->deg || dst == af->shear)) {
+			err = geo_numbers(ps, st, &w[i + 1], 1, dst, 0, hi,
+					  false, false, why);
+			dst[1] = dst[0];
+			dst[0] = -dst[0];
+		} else {
+			err = geo_numbers(ps, st, &w[i + 1], k, dst, lo, hi,
+					  open, dst != af->translate, why);
+		}
+		if (err)
+			return err;
+		i += 1 + k;
+	}
+	k = st->arg == ISPEC_OP_RANDAUG ? (unsigned)op.a[0] :
+	    st->arg == ISPEC_OP_AUTOAUG ? 2 :
+					  1;
+	for (uint32_t j = 0; j < sp->nops; j++)
+		k += sp->ops[j].kind == ISPEC_OP_RANDAUG ?
+			     (unsigned)sp->ops[j].a[0] :
+		     sp->ops[j].kind == ISPEC_OP_AUTOAUG ? 2 :
+							   1;
+	if (k > ISPEC_MAX_STEPS)
+		return bad(ps, st->name, &w[0],
+			   "makes %u ops a sample may draw, more than %d", k,
+			   ISPEC_MAX_STEPS);
+	sp->ops[sp->nops++] = op;
+	return 0;
+}
+
 static const struct stage stages[] = {
 	{ "decode", R_DECODE, 0, p_decode },
 	{ "rrc", R_GEOM, 0, p_rrc },
@@ -579,6 +872,11 @@ static const struct stage stages[] = {
 	{ "sharpness", R_COLOR, ISPEC_OP_SHARPNESS, p_color },
 	{ "gaussian_blur", R_COLOR, ISPEC_OP_BLUR, p_color },
 	{ "channel_shift", R_COLOR, ISPEC_OP_CHANNEL_SHIFT, p_color },
+	{ "rotate", R_COLOR, ISPEC_OP_ROTATE, p_geo },
+	{ "affine", R_COLOR, ISPEC_OP_AFFINE, p_geo },
+	{ "trivialaugment", R_COLOR, ISPEC_OP_TRIVIAL, p_geo },
+	{ "randaugment", R_COLOR, ISPEC_OP_RANDAUG, p_geo },
+	{ "autoaugment", R_COLOR, ISPEC_OP_AUTOAUG, p_geo },
 	{ "normalize", R_NORM, 0, p_normalize },
 	{ "erase", R_ERASE, 0, p_erase },
 	{ "cutout", R_CUTOUT, 0, p_cutout },
@@ -849,10 +1147,83 @@ static void put_triple(struct out *o, const double v[3])
 	}
 }
 
+/* A range: "D" when it is [-D, D], else "LO HI". */
+static void put_range(struct out *o, const double r[2])
+{
+	char a[40], b[40];
+
+	put_real(a, sizeof(a), r[1]);
+	if (r[0] == -r[1]) {
+		put(o, " %s", a);
+		return;
+	}
+	put_real(b, sizeof(b), r[0]);
+	put(o, " %s %s", b, a);
+}
+
+/* A geometric stage's arguments; the pass's interp and fill on the first. */
+static void put_geo(struct out *o, const struct ispec *sp,
+		    const struct ispec_op *op, bool first)
+{
+	const struct ispec_affine *af = &op->af;
+	char a[40], b[40];
+
+	switch (op->kind) {
+	case ISPEC_OP_ROTATE: put_range(o, op->a); break;
+	case ISPEC_OP_RANDAUG: put(o, " %.0f %.0f", op->a[0], op->a[1]); break;
+	case ISPEC_OP_AUTOAUG: put(o, " imagenet"); break;
+	case ISPEC_OP_AFFINE:
+		if (af->deg[0] || af->deg[1]) {
+			put(o, " rotate");
+			put_range(o, af->deg);
+		}
+		if (af->translate[0] || af->translate[1]) {
+			put_real(a, sizeof(a), af->translate[0]);
+			put_real(b, sizeof(b), af->translate[1]);
+			put(o, " translate %s %s", a, b);
+		}
+		for (unsigned k = 0; k < 2; k++) {
+			const double *r = k ? af->zoom : af->scale;
+
+			if (r[0] == 1 && r[1] == 1)
+				continue;
+			put_real(a, sizeof(a), r[0]);
+			put_real(b, sizeof(b), r[1]);
+			put(o, " %s %s %s", k ? "zoom" : "scale", a, b);
+		}
+		if (af->shear[2] || af->shear[3]) {
+			put(o, " shear");
+			for (unsigned k = 0; k < 4; k++) {
+				put_real(a, sizeof(a), af->shear[k]);
+				put(o, " %s", a);
+			}
+		} else if (af->shear[0] || af->shear[1]) {
+			put(o, " shear");
+			put_range(o, af->shear);
+		}
+		break;
+	default: break;
+	}
+	if (first && sp->interp != ISPEC_INTERP_NEAREST)
+		put(o, " interp %s", interp_names[sp->interp]);
+	if (first && sp->fill != ISPEC_FILL_CONSTANT) {
+		put(o, " fill %s", fill_names[sp->fill]);
+	} else if (first &&
+		   (sp->fill_rgb[0] || sp->fill_rgb[1] || sp->fill_rgb[2])) {
+		put(o, " fill ");
+		put_triple(o, sp->fill_rgb);
+	}
+	if (op->p != 1) {
+		put_real(a, sizeof(a), op->p);
+		put(o, " p %s", a);
+	}
+}
+
 int ispec_format(const struct ispec *sp, char *buf, size_t n)
 {
 	struct out o = { buf, n, 0 };
 	char a[40], b[40];
+	bool geo_done = false;
 
 	if (n)
 		buf[0] = '\0';
@@ -886,6 +1257,11 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 		const struct ispec_op *op = &sp->ops[i];
 
 		put(&o, " | %s", op_info[op->kind].name);
+		if (ispec_op_geometric(op->kind)) {
+			put_geo(&o, sp, op, !geo_done);
+			geo_done = true;
+			continue;
+		}
 		for (unsigned k = 0; k < op_nargs(op->kind); k++) {
 			put_real(a, sizeof(a), op->a[k]);
 			put(&o, " %s", a);

@@ -34,6 +34,20 @@
  *	  channel_shift X [p P]			(Keras: a shift in [-X, X],
  *						 X in 0..255, clipped to the
  *						 image's range)
+ *	geometric stages, among the colour stages, any order:
+ *	  rotate D|LO HI [GEO] [p P]		(RandomRotation: an angle in
+ *						 [-D, D], counter-clockwise)
+ *	  affine [rotate D|LO HI] [translate FX FY] [scale LO HI]
+ *	    [zoom LO HI] [shear SX|XLO XHI|XLO XHI YLO YHI] [GEO] [p P]
+ *						(RandomAffine; zoom is Keras'
+ *						 zoom_range, per axis)
+ *	  trivialaugment [GEO]			(TrivialAugmentWide)
+ *	  randaugment N M [GEO]			(RandAugment: N ops of
+ *						 magnitude M in 0..30)
+ *	  autoaugment imagenet [GEO]		(AutoAugment's ImageNet policy)
+ *	  GEO: [interp nearest|bilinear] [fill 0|V|V0,V1,V2|nearest|reflect|
+ *	    wrap|context]; one pass resamples them all, so the stages that
+ *	    give either must agree (default: nearest, fill 0)
  *	normalize imagenet | normalize M0,M1,M2 S0,S1,S2  (optional; on the
  *						 0..1 scale, std > 0)
  *	erase [p P] [scale LO HI] [ratio LO HI] [value 0|V0,V1,V2|random]
@@ -61,9 +75,11 @@
 #define ISPEC_SIZE_MAX 8192
 #define ISPEC_CHANNELS 3
 /* ispec_format() never needs more than this, NUL included. */
-#define ISPEC_TEXT_MAX 1024
-/* Colour stages a spec may hold. */
+#define ISPEC_TEXT_MAX 4096
+/* Colour and geometric stages a spec may hold. */
 #define ISPEC_MAX_OPS 16
+/* Ops a sample may draw from them: one a stage, randaugment N, autoaugment 2. */
+#define ISPEC_MAX_STEPS 32
 
 enum ispec_geom {
 	ISPEC_RRC = 1, /* RandomResizedCrop to size x size */
@@ -91,19 +107,62 @@ enum ispec_op_kind {
 	ISPEC_OP_SHARPNESS,
 	ISPEC_OP_BLUR,
 	ISPEC_OP_CHANNEL_SHIFT,
+	/* geometric (warp.h applies them, with the crop, in one pass) */
+	ISPEC_OP_ROTATE,
+	ISPEC_OP_AFFINE,
+	/* policies: one or more of the ops above, drawn per sample */
+	ISPEC_OP_TRIVIAL,
+	ISPEC_OP_RANDAUG,
+	ISPEC_OP_AUTOAUG,
+};
+
+/* How the geometric stages sample the image. */
+enum ispec_interp {
+	ISPEC_INTERP_NEAREST = 0,
+	ISPEC_INTERP_BILINEAR,
 };
 
 /*
- * One colour stage: its kind, the probability that it applies to a
- * sample, and its arguments: the factor ranges' X (brightness, contrast,
- * saturation; jitter's a[0..3] are B, C, S, H), hue's H, posterize's
- * BITS, solarize's T, sharpness's F, gaussian_blur's K, LO, HI,
- * channel_shift's X.
+ * What the geometric stages show where their map leaves the crop:
+ * a constant colour, the nearest edge pixel, the mirror image (about the
+ * edge, the edge pixel repeated: scipy's "reflect"), the crop repeated,
+ * or the real pixels around the crop (what only a fused pass can give).
+ */
+enum ispec_fill {
+	ISPEC_FILL_CONSTANT = 0,
+	ISPEC_FILL_NEAREST,
+	ISPEC_FILL_REFLECT,
+	ISPEC_FILL_WRAP,
+	ISPEC_FILL_CONTEXT,
+};
+
+/* Policies' op sets (autoaugment POLICY). */
+enum ispec_policy {
+	ISPEC_POLICY_IMAGENET = 0,
+};
+
+/* RandomAffine's ranges, and Keras' zoom (affine's arguments). */
+struct ispec_affine {
+	double deg[2];	     /* angle range, degrees, counter-clockwise */
+	double translate[2]; /* largest shift, fraction of width, height */
+	double scale[2];     /* isotropic scale range; 1 1: none */
+	double zoom[2];	     /* per-axis zoom range; 1 1: none */
+	double shear[4];     /* x range, y range, degrees */
+};
+
+/*
+ * One colour or geometric stage: its kind, the probability that it
+ * applies to a sample, and its arguments: the factor ranges' X
+ * (brightness, contrast, saturation; jitter's a[0..3] are B, C, S, H),
+ * hue's H, posterize's BITS, solarize's T, sharpness's F,
+ * gaussian_blur's K, LO, HI, channel_shift's X; rotate's range LO, HI;
+ * randaugment's N, M; autoaugment's policy; affine's ranges in af.
  */
 struct ispec_op {
 	uint8_t kind; /* enum ispec_op_kind */
 	double p;
 	double a[4];
+	struct ispec_affine af;
 };
 
 /* RandomErasing's value: 0, one per channel, or random normal. */
@@ -127,7 +186,7 @@ struct ispec {
 	double flip;	    /* probability of a horizontal flip */
 	double mean[3];	    /* per channel (RGB), 0..1 scale */
 	double std[3];	    /* per channel, > 0 */
-	uint32_t nops;	    /* colour stages, in spec order */
+	uint32_t nops;	    /* colour and geometric stages, in order */
 	struct ispec_op ops[ISPEC_MAX_OPS];
 	bool has_vflip;
 	double vflip; /* probability of a vertical flip */
@@ -142,6 +201,10 @@ struct ispec {
 		double p;
 		uint32_t size;
 	} cutout;
+	/* the geometric stages' one resampling pass */
+	uint8_t interp;	    /* enum ispec_interp */
+	uint8_t fill;	    /* enum ispec_fill */
+	double fill_rgb[3]; /* ISPEC_FILL_CONSTANT: 0..255 per channel */
 };
 
 /*
@@ -160,8 +223,14 @@ int ispec_parse(struct ispec *sp, const char *text, struct diag *d);
  */
 int ispec_format(const struct ispec *sp, char *buf, size_t n);
 
-/* A colour stage's name in a spec ("brightness"), or NULL. */
+/* A colour or geometric stage's name in a spec ("brightness"), or NULL. */
 const char *ispec_op_name(unsigned kind);
+
+/* Whether a stage of this kind moves pixels (rotate, affine, policies). */
+bool ispec_op_geometric(unsigned kind);
+
+/* Whether sp has a stage that moves pixels. */
+bool ispec_has_warp(const struct ispec *sp);
 
 /*
  * The per-sample output shape: {3, size, size} for nchw, {size, size, 3}

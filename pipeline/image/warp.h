@@ -1,0 +1,79 @@
+/*
+ * warp.h - the geometric stages' one resampling pass: the crop, the
+ * flips, rotate, affine and the policies' geometric ops, from the decoded
+ * image straight to the output, with no image in between.
+ *
+ * The two-pass chain it stands for is torchvision's: resize the crop to
+ * s x s with the antialiased triangle filter (resize.h), then sample that
+ * image at each output pixel's inverse-mapped point, bilinear or nearest,
+ * with a fill where the point leaves it. Here the crop's s x s image is
+ * never made. Its value at a grid point is the separable filter evaluated
+ * there, straight from the decoded pixels, and each output pixel weighs
+ * the (up to four) grid points around its point: the same kernel as the
+ * chain, composed, evaluated once, in float and rounded once. The
+ * horizontal half of the separable filter is shared: one column sum per
+ * grid column and source row the map reaches (warp_scratch_bytes()).
+ *
+ * Maps are 2 x 3 affine matrices m (x' = m0 x + m1 y + m2, y' = m3 x +
+ * m4 y + m5) in area coordinates: pixel i covers [i, i + 1), its centre
+ * is i + 0.5. A warp's map takes an output point to the crop's s x s
+ * grid, the way torchvision's grid for affine() and rotate() does.
+ */
+#ifndef LD_WARP_H
+#define LD_WARP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ispec.h"
+
+/* The identity map. */
+void warp_identity(double m[6]);
+
+/* m = m after a: a point goes through a first, then through m. */
+void warp_compose(double m[6], const double a[6]);
+
+/*
+ * torchvision's _get_inverse_affine_matrix(center, angle, translate,
+ * scale, shear): the map from an output point to the input point of
+ * affine(angle, translate, scale, shear) about centre (cx, cy), all in
+ * area coordinates; angles in degrees.
+ */
+void warp_affine_inverse(double m[6], double cx, double cy, double angle,
+			 double tx, double ty, double scale, double shx,
+			 double shy);
+
+/* The decoded pixels a pass reads, and where the crop lies in them. */
+struct warp_src {
+	const uint8_t *px; /* h rows of w * ch bytes, stride apart */
+	size_t stride;
+	uint32_t w, h;
+	unsigned ch;   /* 1 or 3 */
+	double box[4]; /* the crop: x0, y0, x1, y1 in these pixels */
+};
+
+/*
+ * The crop-grid rectangle a pass with map m reads, as the grid columns
+ * and rows [lo[0], hi[0]] x [lo[1], hi[1]] (inclusive): inside 0..s-1,
+ * but for fill context, which may reach up to s / 2 beyond each side.
+ */
+void warp_reach(const struct ispec *sp, const double m[6], uint32_t s,
+		int32_t lo[2], int32_t hi[2]);
+
+/*
+ * Scratch bytes for a pass to s x s whose grid columns number at most
+ * max_cols (s, or 2 s for fill context), over a decoded region of at
+ * most max_side pixels a side.
+ */
+size_t warp_scratch_bytes(uint32_t s, uint32_t max_cols, uint32_t max_side);
+
+/*
+ * Resample src through m into out (s x s RGB, rows of s * 3 bytes), with
+ * sp's interpolation and fill. Gray sources give gray RGB. Returns 0, or
+ * -ENOSPC when the pass needs more than cap bytes of scratch, -EINVAL for
+ * a bad source. Allocates nothing.
+ */
+int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
+	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap);
+
+#endif /* LD_WARP_H */
