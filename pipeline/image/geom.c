@@ -47,18 +47,17 @@ const char *geom_op_name(unsigned policy_op)
 }
 
 /*
- * torch.linspace(a, b, steps)[i] in float32, as ATen's CPU kernel
- * computes it: step = (b - a) / (steps - 1), from the start for the
- * first half, from the end for the rest.
+ * torch.linspace(a, b, steps)[i] as float32: the exact value, rounded
+ * once. ATen's kernel rounds its steps in float32 and, vectorized, in an
+ * order that depends on the CPU's lanes, so its bins may differ from
+ * these in the last bit (never at a whole number, where int() and
+ * Posterize would see it).
  */
 static float linspace(float a, float b, int steps, int i)
 {
-	float step = (b - a) / (float)(steps - 1);
-
 	if (steps == 1)
 		return a;
-	return i < steps / 2 ? a + step * (float)i :
-			       b - step * (float)(steps - i - 1);
+	return (float)((double)a + ((double)b - a) * i / (steps - 1));
 }
 
 /*

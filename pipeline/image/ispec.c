@@ -926,7 +926,7 @@ static const struct stage *stage_find(const struct word *w)
 /* A word that is no stage: the closest name when one is near, and all. */
 static int not_a_stage(struct pstate *ps, const struct word *w)
 {
-	char names[512], near[64] = "";
+	char names[1024], near[64] = "";
 	size_t at = 0;
 	unsigned best = 3;
 
