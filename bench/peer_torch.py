@@ -1,18 +1,42 @@
 #!/usr/bin/python3
 """The peer: torchvision's ImageFolder + DataLoader on an ImageFolder tree.
 
-The standard ImageNet training input pipeline -- RandomResizedCrop(224),
-RandomHorizontalFlip, ToTensor, Normalize -- in a DataLoader with one
-worker process per core, batch 256, shuffled, persistent workers (with
---eval, the evaluation pipeline: Resize(256), CenterCrop(224), ToTensor,
-Normalize).  It
-measures page-cached reads: every file is read once first.  The first
---warmup batches of the first epoch start the workers and are not timed;
-the clock runs from there to the end of epoch --epochs, and the rate over
+A DataLoader with one worker process per core, batch 256, shuffled,
+persistent workers, and one of these transforms (--transforms):
+
+  train      the standard ImageNet training input pipeline (the default):
+             RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,
+             Normalize
+  eval       the evaluation pipeline (also --eval): Resize(256),
+             CenterCrop(224), ToTensor, Normalize
+  recipe     torchvision's ImageNet reference training recipe
+             (references/classification/presets.py with
+             --auto-augment ta_wide --random-erase 0.1):
+             RandomResizedCrop(224), RandomHorizontalFlip,
+             TrivialAugmentWide(interpolation=BILINEAR), PILToTensor,
+             ConvertImageDtype(float), Normalize, RandomErasing(p=0.1)
+  keras      a Keras-style augmentation in torchvision: Resize(256),
+             CenterCrop(224), RandomHorizontalFlip, RandomAffine(
+             degrees=20, translate=(0.1, 0.1), scale=(0.8, 1.2),
+             shear=0.2, interpolation=BILINEAR), ToTensor, Normalize
+  keras-idg  the same with Keras' own transform, Debian's
+             keras_preprocessing 1.1.0: Resize(256), CenterCrop(224),
+             then ImageDataGenerator(rotation_range=20,
+             width_shift_range=0.1, height_shift_range=0.1,
+             shear_range=0.2, zoom_range=0.2, horizontal_flip=True,
+             fill_mode='nearest').random_transform() of the image as a
+             float32 NumPy array (as Keras' img_to_array gives it), then
+             x / 255 and Normalize, as a CHW tensor (in the same
+             DataLoader: the same parallelism as the others)
+
+The imagenet mean and std are Normalize's in all of them.  It measures
+page-cached reads: every file is read once first.  The first --warmup
+batches of the first epoch start the workers and are not timed; the
+clock runs from there to the end of epoch --epochs, and the rate over
 the images delivered in that time is printed as
 
     peer_torch img_per_s=... epochs=... images=... workers=... seconds=...
-               ... transforms=train|eval
+               ... transforms=train|eval|recipe|keras|keras-idg
 
 The consumer only iterates: it does no work with the batches.
 """
@@ -22,6 +46,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
@@ -35,7 +60,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Time torchvision's DataLoader over an ImageFolder "
         "tree with the ImageNet training transforms (or, with --eval, the "
-        "evaluation ones).")
+        "evaluation ones; or others, --transforms).")
     p.add_argument("root", help="ImageFolder tree (root/CLASS/IMAGE.jpg)")
     p.add_argument("--epochs", type=int, default=2,
                    help="epochs, all timed but for the warm-up batches "
@@ -50,9 +75,14 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the shuffle and the augmentations "
                    "(default 0)")
-    p.add_argument("--eval", action="store_true",
-                   help="Resize(256) + CenterCrop(224) instead of "
-                   "RandomResizedCrop(224) + RandomHorizontalFlip()")
+    p.add_argument("--transforms", choices=sorted(TRANSFORMS),
+                   default="train",
+                   help="the transforms (default train; see the module's "
+                   "docstring)")
+    p.add_argument("--eval", dest="transforms", action="store_const",
+                   const="eval", help="--transforms eval: Resize(256) + "
+                   "CenterCrop(224) instead of RandomResizedCrop(224) + "
+                   "RandomHorizontalFlip()")
     a = p.parse_args(argv)
     if a.epochs < 1 or a.workers < 1 or a.batch_size < 1 or a.warmup < 0:
         p.error("--epochs, --workers and --batch-size must be positive, "
@@ -65,18 +95,105 @@ def worker_init(_worker_id):
     torch.set_num_threads(1)
 
 
-def make_loader(args):
-    """Build the ImageFolder dataset and its DataLoader."""
-    if args.eval:
-        geometry = [transforms.Resize(256), transforms.CenterCrop(224)]
-    else:
-        geometry = [transforms.RandomResizedCrop(224),
-                    transforms.RandomHorizontalFlip()]
-    tf = transforms.Compose(geometry + [
+def train_transforms():
+    """The ImageNet training transforms."""
+    return transforms.Compose([
+        transforms.RandomResizedCrop(224),
+        transforms.RandomHorizontalFlip(),
         transforms.ToTensor(),
         transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
     ])
-    ds = datasets.ImageFolder(args.root, transform=tf)
+
+
+def eval_transforms():
+    """The ImageNet evaluation transforms."""
+    return transforms.Compose([
+        transforms.Resize(256),
+        transforms.CenterCrop(224),
+        transforms.ToTensor(),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ])
+
+
+def recipe_transforms():
+    """torchvision's reference training recipe: ClassificationPresetTrain
+    with auto_augment_policy="ta_wide" and random_erase_prob=0.1, at its
+    default bilinear interpolation."""
+    bilinear = transforms.InterpolationMode.BILINEAR
+    return transforms.Compose([
+        transforms.RandomResizedCrop(224, interpolation=bilinear),
+        transforms.RandomHorizontalFlip(),
+        transforms.TrivialAugmentWide(interpolation=bilinear),
+        transforms.PILToTensor(),
+        transforms.ConvertImageDtype(torch.float),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        transforms.RandomErasing(p=0.1),
+    ])
+
+
+def keras_transforms():
+    """A Keras-style augmentation, in torchvision's transforms.
+    RandomAffine fills what the transform brings in with black: torchvision
+    has no fill_mode="nearest"."""
+    return transforms.Compose([
+        transforms.Resize(256),
+        transforms.CenterCrop(224),
+        transforms.RandomHorizontalFlip(),
+        transforms.RandomAffine(
+            degrees=20, translate=(0.1, 0.1), scale=(0.8, 1.2), shear=0.2,
+            interpolation=transforms.InterpolationMode.BILINEAR),
+        transforms.ToTensor(),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ])
+
+
+class KerasRandomTransform:
+    """ImageDataGenerator.random_transform() as a torchvision transform:
+    a PIL image in, a normalized float32 CHW tensor out.
+
+    It draws with NumPy's global generator, as Keras does; the DataLoader
+    seeds it in each worker from the loader's seed."""
+
+    def __init__(self):
+        from keras_preprocessing.image import ImageDataGenerator
+        self.gen = ImageDataGenerator(
+            rotation_range=20, width_shift_range=0.1,
+            height_shift_range=0.1, shear_range=0.2, zoom_range=0.2,
+            horizontal_flip=True, fill_mode="nearest")
+        self.mean = np.array(IMAGENET_MEAN, dtype=np.float32)
+        self.std = np.array(IMAGENET_STD, dtype=np.float32)
+
+    def __call__(self, img):
+        x = self.gen.random_transform(np.asarray(img, dtype=np.float32))
+        x = (x / 255 - self.mean) / self.std
+        return torch.from_numpy(
+            np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32))
+
+
+def keras_idg_transforms():
+    """The Keras-style augmentation with Keras' own ImageDataGenerator."""
+    return transforms.Compose([
+        transforms.Resize(256),
+        transforms.CenterCrop(224),
+        KerasRandomTransform(),
+    ])
+
+
+TRANSFORMS = {
+    "train": train_transforms,
+    "eval": eval_transforms,
+    "recipe": recipe_transforms,
+    "keras": keras_transforms,
+    "keras-idg": keras_idg_transforms,
+}
+
+
+def make_loader(args):
+    """Build the ImageFolder dataset and its DataLoader.  args.transforms
+    names the transforms; a namespace without it (bench/python_train.py's)
+    gets the training ones."""
+    name = getattr(args, "transforms", "train")
+    ds = datasets.ImageFolder(args.root, transform=TRANSFORMS[name]())
     gen = torch.Generator()
     gen.manual_seed(args.seed)
     return DataLoader(ds, batch_size=args.batch_size, shuffle=True,
@@ -120,7 +237,7 @@ def main(argv):
     print("peer_torch img_per_s=%.1f epochs=%d images=%d workers=%d "
           "batch=%d seconds=%.2f dataset=%d transforms=%s"
           % (images / dt, args.epochs, images, args.workers,
-             args.batch_size, dt, n, "eval" if args.eval else "train"))
+             args.batch_size, dt, n, args.transforms))
     return 0
 
 

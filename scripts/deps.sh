@@ -19,9 +19,10 @@
 #   scripts/deps.sh --bench  the same plus what the image benchmarks use:
 #                            torch, torchvision, PIL and NumPy (the peer and
 #                            bench/mkcorpus.py), keras_preprocessing with
-#                            SciPy (bench/keras_flow.sh's peer) and three
-#                            wallpaper packages of real photographs (the
-#                            corpus's sources)
+#                            SciPy (the Keras peers of bench/keras_flow.sh
+#                            and bench/augment.sh) and three wallpaper
+#                            packages of real photographs (the corpus's
+#                            sources)
 #   scripts/deps.sh --fuzz   the --test set plus clang, whose libFuzzer
 #                            make fuzz builds the fuzz targets with
 #
