@@ -6,6 +6,10 @@
 #include <stdbool.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "warp.h"
 
 #define DEG (M_PI / 180.0)
@@ -119,7 +123,8 @@ size_t warp_scratch_bytes(uint32_t s, uint32_t max_cols, uint32_t max_side)
 	uint32_t taps = max_taps(max_side, s);
 
 	return 2 * axis_bytes(max_cols, taps) +
-	       (size_t)max_cols * max_side * 3 * sizeof(float) + 64;
+	       (size_t)max_cols * (3 * (size_t)max_side + 16) * sizeof(float) +
+	       64;
 }
 
 static float tri(double x)
@@ -173,16 +178,16 @@ static int axis_build(struct axis *ax, double b0, double b1, uint32_t s,
 }
 
 /*
- * A grid index through the fill mode: an index in [a, b], or -1 for the
- * constant fill (the only mode that has no index to give).
+ * A grid index outside the crop (or outside [a, b]) through the fill
+ * mode: an index in [a, b], or -1 for the constant fill (the only mode
+ * that has no index to give).
  */
-static int32_t fold(int32_t g, int32_t s, int32_t a, int32_t b, uint8_t fill)
+static int32_t fold_out(int32_t g, int32_t s, int32_t a, int32_t b,
+			uint8_t fill)
 {
-	if (g >= 0 && g < s && g >= a && g <= b)
-		return g;
 	switch (fill) {
-	case ISPEC_FILL_CONSTANT: return -1;
-	case ISPEC_FILL_NEAREST: g = g < 0 ? 0 : s - 1; break;
+	case ISPEC_FILL_CONSTANT: return g >= a && g <= b ? g : -1;
+	case ISPEC_FILL_NEAREST: g = g < 0 ? 0 : g >= s ? s - 1 : g; break;
 	case ISPEC_FILL_REFLECT: {
 		int32_t p = 2 * s;
 
@@ -203,29 +208,144 @@ static int32_t fold(int32_t g, int32_t s, int32_t a, int32_t b, uint8_t fill)
 	return g < a ? a : g > b ? b : g;
 }
 
-/* Round half to even (torch.round) and clamp to a byte. */
-static inline uint8_t to_byte(float v)
+/* A grid index through the fill mode (fold_out()), inside at once. */
+static inline int32_t fold(int32_t g, int32_t s, int32_t a, int32_t b,
+			   uint8_t fill)
 {
-	v = nearbyintf(v);
-	return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+	if (g >= a && g <= b && g >= 0 && g < s)
+		return g;
+	return fold_out(g, s, a, b, fill);
+}
+
+/* floor() as an integer, without a call. */
+static inline int32_t ifloor(double v)
+{
+	int32_t i = (int32_t)v;
+
+	return v < i ? i - 1 : i;
 }
 
 /* Round half to even, as torch's nearest grid_sample (nearbyint). */
 static inline int32_t round_even(double v)
 {
+#if defined(__SSE2__)
+	return _mm_cvtsd_si32(_mm_set_sd(v)); /* MXCSR: nearest even */
+#else
 	return (int32_t)nearbyint(v);
+#endif
+}
+
+/*
+ * Vectors of the compiler's (SSE on x86-64, whatever the target has
+ * elsewhere): one RGB pixel and a lane that is never used, and eight
+ * floats of a row. Multiplies and adds stay separate (no FMA is
+ * enabled), so every path rounds the same way and gives the same bytes.
+ */
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+
+/* row[0..n) += w * px[0..n) */
+static inline void axpy_body(float *restrict row, const uint8_t *restrict px,
+			     size_t n, float w)
+{
+	size_t i = 0;
+	v8f wv = { w, w, w, w, w, w, w, w };
+
+	for (; i + 8 <= n; i += 8) {
+		v8u8 b;
+		v8f r;
+
+		memcpy(&b, px + i, sizeof(b));
+		memcpy(&r, row + i, sizeof(r));
+		r += wv * __builtin_convertvector(b, v8f);
+		memcpy(row + i, &r, sizeof(r));
+	}
+	for (; i < n; i++)
+		row[i] += w * (float)px[i];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static void
+axpy_avx2(float *restrict row, const uint8_t *restrict px, size_t n, float w)
+{
+	axpy_body(row, px, n, w);
+}
+#endif
+
+static void axpy_base(float *restrict row, const uint8_t *restrict px, size_t n,
+		      float w)
+{
+	axpy_body(row, px, n, w);
+}
+
+static bool warp_simd = true;
+
+void warp_test_simd(bool on)
+{
+	warp_simd = on;
+}
+
+typedef void axpy_fn(float *restrict, const uint8_t *restrict, size_t, float);
+
+static axpy_fn *pick_axpy(void)
+{
+#if defined(__x86_64__)
+	if (warp_simd && __builtin_cpu_supports("avx2"))
+		return axpy_avx2;
+#endif
+	return axpy_base;
+}
+
+/*
+ * An RGB pixel from the first three lanes: rounded half to even (as
+ * torch.round), clamped to bytes.
+ */
+static inline void store_rgb(uint8_t *o, v4f a)
+{
+#if defined(__SSE2__)
+	__m128i i = _mm_cvtps_epi32((__m128)a); /* MXCSR: nearest even */
+
+	i = _mm_packs_epi32(i, i);
+	i = _mm_packus_epi16(i, i);
+	uint32_t w = (uint32_t)_mm_cvtsi128_si32(i);
+
+	o[0] = (uint8_t)w, o[1] = (uint8_t)(w >> 8), o[2] = (uint8_t)(w >> 16);
+#else
+	for (unsigned c = 0; c < 3; c++) {
+		float v = nearbyintf(a[c]);
+
+		o[c] = v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+	}
+#endif
+}
+
+/* One grid point: its column's window over a row of the vertical pass. */
+static inline v4f dot(const float *vrow, const float *w, int32_t n)
+{
+	v4f a = { 0, 0, 0, 0 };
+
+	for (int32_t t = 0; t < n; t++, vrow += 3) {
+		v4f px, wv = { w[t], w[t], w[t], w[t] };
+
+		memcpy(&px, vrow, sizeof(px));
+		a += wv * px;
+	}
+	return a;
 }
 
 int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap)
 {
-	int32_t lo[2], hi[2], rlo, rhi, nrows, taps, ch = (int32_t)src->ch;
+	int32_t lo[2], hi[2], clo, chi, taps, ch = (int32_t)src->ch;
 	struct axis ax, ay;
 	unsigned char *p = scratch;
-	size_t need;
-	float *hsum, fill[3];
+	size_t need, vstride;
+	float *vsum;
+	v4f fill;
 	bool bilinear = sp->interp == ISPEC_INTERP_BILINEAR;
 	bool constant = sp->fill == ISPEC_FILL_CONSTANT;
+	axpy_fn *axpy = pick_axpy();
 	int err;
 
 	if ((ch != 1 && ch != 3) || !src->w || !src->h || !s)
@@ -256,49 +376,55 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	if (err)
 		return err;
 
-	/* The source rows the grid rows read, and their column sums. */
-	rlo = INT32_MAX;
-	rhi = 0;
-	for (int32_t i = 0; i < ay.count; i++) {
-		if (!ay.n[i])
+	/*
+	 * The vertical half of the crop's filter, at every grid row the map
+	 * reaches, over the source columns its grid columns read: RGB
+	 * floats, a row of the pass each (one float of padding, which the
+	 * last pixel's four-lane load reads and ignores).
+	 */
+	clo = INT32_MAX;
+	chi = 0;
+	for (int32_t i = 0; i < ax.count; i++) {
+		if (!ax.n[i])
 			continue;
-		rlo = ay.start[i] < rlo ? ay.start[i] : rlo;
-		rhi = ay.start[i] + ay.n[i] > rhi ? ay.start[i] + ay.n[i] : rhi;
+		clo = ax.start[i] < clo ? ax.start[i] : clo;
+		chi = ax.start[i] + ax.n[i] > chi ? ax.start[i] + ax.n[i] : chi;
 	}
-	if (rlo >= rhi)
+	if (clo >= chi)
 		return -EINVAL;
-	nrows = rhi - rlo;
-	hsum = (float *)(((uintptr_t)p + 31) & ~(uintptr_t)31);
-	need = (size_t)((unsigned char *)hsum - (unsigned char *)scratch) +
-	       (size_t)ax.count * (size_t)nrows * 3 * sizeof(float);
+	vstride = 3 * (size_t)(chi - clo) + 4;
+	vsum = (float *)(((uintptr_t)p + 31) & ~(uintptr_t)31);
+	need = (size_t)((unsigned char *)vsum - (unsigned char *)scratch) +
+	       (size_t)ay.count * vstride * sizeof(float);
 	if (need > cap)
 		return -ENOSPC;
-	for (int32_t j = rlo; j < rhi; j++) {
-		const uint8_t *row = src->px + (size_t)j * src->stride;
+	for (int32_t k = 0; k < ay.count; k++) {
+		float *vr = vsum + (size_t)k * vstride;
+		const float *w = ay.w + (size_t)k * taps;
 
-		for (int32_t i = 0; i < ax.count; i++) {
-			const float *w = ax.w + (size_t)i * taps;
-			const uint8_t *q = row + (size_t)ax.start[i] * ch;
-			float *h = hsum + ((size_t)i * nrows + (j - rlo)) * 3;
-			float a0 = 0, a1 = 0, a2 = 0;
+		memset(vr, 0, vstride * sizeof(float));
+		for (int32_t t = 0; t < ay.n[k]; t++) {
+			const uint8_t *row =
+				src->px +
+				(size_t)(ay.start[k] + t) * src->stride +
+				(size_t)clo * ch;
 
 			if (ch == 3) {
-				for (int32_t t = 0; t < ax.n[i]; t++, q += 3) {
-					a0 += w[t] * q[0];
-					a1 += w[t] * q[1];
-					a2 += w[t] * q[2];
-				}
-			} else {
-				for (int32_t t = 0; t < ax.n[i]; t++)
-					a0 += w[t] * q[t];
-				a1 = a2 = a0;
+				axpy(vr, row, 3 * (size_t)(chi - clo), w[t]);
+				continue;
 			}
-			h[0] = a0, h[1] = a1, h[2] = a2;
+			for (int32_t x = 0; x < chi - clo; x++) {
+				float v = w[t] * (float)row[x];
+
+				vr[3 * x] += v;
+				vr[3 * x + 1] += v;
+				vr[3 * x + 2] += v;
+			}
 		}
 	}
 
-	for (unsigned c = 0; c < 3; c++)
-		fill[c] = (float)sp->fill_rgb[c];
+	fill = (v4f){ (float)sp->fill_rgb[0], (float)sp->fill_rgb[1],
+		      (float)sp->fill_rgb[2], 0 };
 	for (uint32_t v = 0; v < s; v++) {
 		double x = m[0] * 0.5 + m[1] * (v + 0.5) + m[2];
 		double y = m[3] * 0.5 + m[4] * (v + 0.5) + m[5];
@@ -306,14 +432,16 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 
 		for (uint32_t u = 0; u < s; u++, o += 3, x += m[0], y += m[3]) {
 			int32_t gx[2], gy[2];
-			float bx[2], by[2], acc[3] = { 0, 0, 0 }, wf = 0;
+			float bx[2], by[2], wf = 0;
+			v4f acc = { 0, 0, 0, 0 };
 			unsigned nx = 1, ny = 1;
 
 			if (bilinear) {
-				double fx = floor(x - 0.5), fy = floor(y - 0.5);
+				double fx, fy;
 
-				gx[0] = (int32_t)fx, gx[1] = gx[0] + 1;
-				gy[0] = (int32_t)fy, gy[1] = gy[0] + 1;
+				gx[0] = ifloor(x - 0.5), gx[1] = gx[0] + 1;
+				gy[0] = ifloor(y - 0.5), gy[1] = gy[0] + 1;
+				fx = gx[0], fy = gy[0];
 				bx[1] = (float)(x - 0.5 - fx),
 				bx[0] = 1 - bx[1];
 				by[1] = (float)(y - 0.5 - fy),
@@ -332,38 +460,33 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 				gy[k] = fold(gy[k], (int32_t)s, lo[1], hi[1],
 					     sp->fill);
 			for (unsigned k = 0; k < ny; k++) {
-				int32_t yi = gy[k] - lo[1];
-				const float *wy;
+				const float *vr;
+				v4f row = { 0, 0, 0, 0 };
 
 				if (gy[k] < 0 && constant) {
 					wf += by[k];
 					continue;
 				}
-				wy = ay.w + (size_t)yi * taps;
+				vr = vsum + (size_t)(gy[k] - lo[1]) * vstride;
 				for (unsigned i = 0; i < nx; i++) {
-					const float *h;
-					float wgt = bx[i] * by[k];
+					int32_t xi = gx[i] - lo[0];
+					v4f b = { bx[i], bx[i], bx[i], bx[i] };
 
 					if (gx[i] < 0 && constant) {
-						wf += wgt;
+						wf += bx[i] * by[k];
 						continue;
 					}
-					h = hsum +
-					    ((size_t)(gx[i] - lo[0]) * nrows +
-					     (ay.start[yi] - rlo)) *
-						    3;
-					for (int32_t t = 0; t < ay.n[yi];
-					     t++, h += 3) {
-						float ww = wgt * wy[t];
-
-						acc[0] += ww * h[0];
-						acc[1] += ww * h[1];
-						acc[2] += ww * h[2];
-					}
+					row += b *
+					       dot(vr + 3 * (size_t)(ax.start[xi] -
+								     clo),
+						   ax.w + (size_t)xi * taps,
+						   ax.n[xi]);
 				}
+				acc += (v4f){ by[k], by[k], by[k], by[k] } *
+				       row;
 			}
-			for (unsigned c = 0; c < 3; c++)
-				o[c] = to_byte(acc[c] + wf * fill[c]);
+			acc += (v4f){ wf, wf, wf, wf } * fill;
+			store_rgb(o, acc);
 		}
 	}
 	return 0;

@@ -11,8 +11,8 @@
  * there, straight from the decoded pixels, and each output pixel weighs
  * the (up to four) grid points around its point: the same kernel as the
  * chain, composed, evaluated once, in float and rounded once. The
- * horizontal half of the separable filter is shared: one column sum per
- * grid column and source row the map reaches (warp_scratch_bytes()).
+ * vertical half of the separable filter is shared: one row sum per grid
+ * row and source column the map reaches (warp_scratch_bytes()).
  *
  * Maps are 2 x 3 affine matrices m (x' = m0 x + m1 y + m2, y' = m3 x +
  * m4 y + m5) in area coordinates: pixel i covers [i, i + 1), its centre
@@ -22,6 +22,7 @@
 #ifndef LD_WARP_H
 #define LD_WARP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,5 +76,12 @@ size_t warp_scratch_bytes(uint32_t s, uint32_t max_cols, uint32_t max_side);
  */
 int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap);
+
+/*
+ * Tests only: false makes warp_run() use its portable loops (the default,
+ * true, uses AVX2 where the CPU has it); the bytes are the same either
+ * way. Not thread-safe.
+ */
+void warp_test_simd(bool on);
 
 #endif /* LD_WARP_H */
