@@ -35,6 +35,11 @@ try:
 except ImportError:
     fx.skip_all("python3 module torchvision missing (Debian: "
                 "python3-torchvision)")
+try:
+    from keras_preprocessing.image import apply_affine_transform
+except ImportError:
+    fx.skip_all("python3 module keras_preprocessing missing (Debian: "
+                "python3-keras-preprocessing)")
 
 PHOTOS = "/usr/share/backgrounds"
 names = sorted(f for f in os.listdir(PHOTOS) if f.endswith(".jpg")) \
@@ -308,6 +313,69 @@ same = diffs(ctx, got, interior(m, 2.0))
 t.ok(same[0] <= 2 and same[1] >= 0.99 and ctx[out].std() > 5,
      "fill context: the same inside the crop, the photograph's own "
      "pixels outside it (std %.1f)" % ctx[out].std())
+
+
+# Keras' own apply_affine_transform (python3-keras-preprocessing, through
+# scipy.ndimage) for the fill modes torchvision lacks: the drawn rotation
+# and zoom go to it through its axis swap (its zx scales rows, its tx
+# shifts rows), and its shift absorbs the one place we depart from it on
+# purpose: it turns about (h/2 + 0.5, w/2 + 0.5) in index coordinates, a
+# pixel off the centre, where we (and torchvision) turn about the centre.
+# Its "wrap" is scipy's, whose period is n - 1 pixels; ours repeats the
+# crop, which is scipy's "grid-wrap", so that is what it gets.
+
+
+def keras_of(base, lines, mode):
+    m = warp_of(lines)[1]
+    a = [w for w in lines if w[0] == "affine"][0]
+    k = {a[i]: i for i in range(2, len(a)) if a[i].isalpha()}
+    theta = float(a[k["angle"] + 1])
+    zx, zy = float(a[k["zoom"] + 1]), float(a[k["zoom"] + 2])
+    # ours, output index -> input index, in (row, col)
+    lin = np.array([[m[4], m[3]], [m[1], m[0]]])
+    off = np.array([0.5 * (m[3] + m[4]) + m[5] - 0.5,
+                    0.5 * (m[0] + m[1]) + m[2] - 0.5])
+    r = math.radians(theta)
+    rot = np.array([[math.cos(r), -math.sin(r)], [math.sin(r), math.cos(r)]])
+    o = np.array([S / 2 + 0.5, S / 2 + 0.5])
+    t = rot.T @ (off - o + lin @ o)
+    kx = apply_affine_transform(base.astype(np.float64), theta, t[0], t[1],
+                                0, zy, zx, fill_mode=mode, cval=0.0, order=1)
+    return np.clip(np.round(kx), 0, 255).astype(np.uint8), \
+        np.allclose(rot @ np.diag([zy, zx]), lin, atol=1e-9)
+
+
+def seams(m):
+    """Output pixels whose grid point is within 1 px of the crop's edge
+    or, for the modes that repeat it, of an edge of a repeat."""
+    u, v = np.meshgrid(np.arange(S) + 0.5, np.arange(S) + 0.5)
+    x = m[0] * u + m[1] * v + m[2]
+    y = m[3] * u + m[4] * v + m[5]
+    fx, fy = x % S, y % S
+    return (np.minimum(fx, S - fx) < 1.0) | (np.minimum(fy, S - fy) < 1.0)
+
+
+for ours, theirs in (("nearest", "nearest"), ("reflect", "reflect"),
+                     ("wrap", "grid-wrap"), ("0", "constant")):
+    spec = "%s | affine rotate 30 translate 0.2 0.2 zoom 0.7 1.3 " \
+        "interp bilinear fill %s" % (GEOM, ours)
+    worst, frac, same_lin, filled = 0, 1.0, True, 0
+    for seed in range(1, 7):
+        photo = photos[seed % 3]
+        lines = explain(spec, photo, seed)
+        m = warp_of(lines)[1]
+        want, lin_ok = keras_of(image(GEOM, photo, seed), lines, theirs)
+        same_lin = same_lin and lin_ok
+        got = image(spec, photo, seed)
+        mask = ~seams(m)
+        filled += int((~interior(m, 0.0) & mask).sum())
+        mx, f = diffs(got, want, mask)
+        worst, frac = max(worst, mx), min(frac, f)
+    t.ok(same_lin and worst <= 2 and frac >= 0.99 and filled > 1000,
+         "fill %s: as Keras' apply_affine_transform (fill_mode %s) "
+         "given the drawn rotation, zoom and shift, fill included "
+         "(max |diff| %d, %.2f %% within 1; %d filled pixels)"
+         % (ours, theirs, worst, 100 * frac, filled))
 
 r = subprocess.run([CTL, "pipeline", GEOM + " | rotate 30 fill wrap | "
                     "affine shear 5 fill reflect"],
