@@ -525,6 +525,31 @@ static const char *op_arg_check(unsigned kind, unsigned k, double v)
 	}
 }
 
+/*
+ * Whether a sample can draw op's ops after those of the stages before it:
+ * a stage draws one, randaugment N, autoaugment two.
+ */
+static unsigned op_steps(const struct ispec_op *op)
+{
+	return op->kind == ISPEC_OP_RANDAUG ? (unsigned)op->a[0] :
+	       op->kind == ISPEC_OP_AUTOAUG ? 2 :
+					      1;
+}
+
+static int room_for_steps(struct pstate *ps, const struct stage *st,
+			  const struct word *w, const struct ispec_op *op)
+{
+	unsigned k = op_steps(op);
+
+	for (uint32_t j = 0; j < ps->sp->nops; j++)
+		k += op_steps(&ps->sp->ops[j]);
+	if (k > ISPEC_MAX_STEPS)
+		return bad(ps, st->name, &w[0],
+			   "makes %u ops a sample may draw, more than %d", k,
+			   ISPEC_MAX_STEPS);
+	return 0;
+}
+
 static int p_color(struct pstate *ps, const struct stage *st,
 		   const struct word *w, unsigned n)
 {
@@ -563,6 +588,8 @@ static int p_color(struct pstate *ps, const struct stage *st,
 		return bad(ps, st->name, &w[2 + na],
 			   "is not a probability in 0..1");
 done:
+	if (room_for_steps(ps, st, w, &op))
+		return LOADER_EUSAGE;
 	sp->ops[sp->nops++] = op;
 	return 0;
 }
@@ -835,18 +862,9 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 			return err;
 		i += 1 + k;
 	}
-	k = st->arg == ISPEC_OP_RANDAUG ? (unsigned)op.a[0] :
-	    st->arg == ISPEC_OP_AUTOAUG ? 2 :
-					  1;
-	for (uint32_t j = 0; j < sp->nops; j++)
-		k += sp->ops[j].kind == ISPEC_OP_RANDAUG ?
-			     (unsigned)sp->ops[j].a[0] :
-		     sp->ops[j].kind == ISPEC_OP_AUTOAUG ? 2 :
-							   1;
-	if (k > ISPEC_MAX_STEPS)
-		return bad(ps, st->name, &w[0],
-			   "makes %u ops a sample may draw, more than %d", k,
-			   ISPEC_MAX_STEPS);
+	err = room_for_steps(ps, st, w, &op);
+	if (err)
+		return err;
 	sp->ops[sp->nops++] = op;
 	return 0;
 }

@@ -77,7 +77,7 @@
 /* ispec_format() never needs more than this, NUL included. */
 #define ISPEC_TEXT_MAX 4096
 /* Colour and geometric stages a spec may hold. */
-#define ISPEC_MAX_OPS 16
+#define ISPEC_MAX_OPS 24
 /* Ops a sample may draw from them: one a stage, randaugment N, autoaugment 2. */
 #define ISPEC_MAX_STEPS 32
 

@@ -96,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 72
+plan 74
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -181,14 +181,18 @@ is "$h" "$h2" "a dataset without restart segments streams the same training byte
 h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$U8" --order sequential --seed 3)
 is "$h" "$(hashes "$T/two.sock" "$D" --pipeline "$U8" --order sequential --seed 3)" \
 	"and the same u8 crops (scale 0.25 to 1)"
-# A spec with every stage: the same bytes with 1 thread or 2, and after
+# A spec with every stage: the same bytes with 1, 2 or 3 threads, and after
 # a named stream is killed and resumed, batch by batch.
-ALL='decode | rrc 96 | flip 0.5 | vflip 0.5 | brightness 0.3 | contrast 0.3 | saturation 0.3 | hue 0.1 | jitter 0.4 0.4 0.4 0.1 | grayscale p 0.3 | invert p 0.2 | posterize 5 | solarize 200 | autocontrast | equalize | sharpness 2 | gaussian_blur 3 0.1 1 | channel_shift 20 | normalize imagenet | erase value random | cutout 16 p 0.5 | f16'
+# (within the protocol's 512 bytes of spec text)
+ALL='decode | rrc 96 | flip 0.5 | vflip 0.5 | brightness 0.3 | contrast 0.3 | saturation 0.3 | hue 0.1 | jitter 0.4 0.4 0.4 0.1 | grayscale p 0.3 | invert p 0.2 | posterize 5 | solarize 200 | autocontrast | equalize | sharpness 2 | gaussian_blur 3 0.1 1 | channel_shift 20 | rotate 20 | affine rotate 9 translate 0.1 0.1 scale 0.9 1 zoom 0.9 1 shear 5 interp bilinear fill reflect | trivialaugment | randaugment 2 9 | autoaugment imagenet | normalize imagenet | erase value random | cutout 16 p 0.5 | f16'
 a2=$(hashes "$T/two.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)
 like "$a2" '^epoch 0 batches 4 samples 16 xxh3 [0-9a-f]{16}; epoch 1 batches 4 samples 16 xxh3 [0-9a-f]{16}$' \
 	"every stage at once: two epochs hashed"
 is "$(hashes "$T/one.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)" \
 	"$a2" "every stage at once: the same bytes from 1 thread as from 2"
+ok "daemon with 3 threads starts" start_daemon "$T/three.sock" --threads 3
+is "$(hashes "$T/three.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)" \
+	"$a2" "every stage at once: the same bytes from 3 threads as from 1 and 2"
 "$LDCLIENT" --outputs image,label --batch 4 --pipeline "$ALL" --order random \
 	--seed 5 --epochs 2 --batch-hash --name all --fresh --kill-after 3 \
 	"$T/two.sock" "$D" >"$T/all1" 2>&1

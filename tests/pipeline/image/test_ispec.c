@@ -254,6 +254,79 @@ Test(ispec, vflip_erase_cutout)
 		LOADER_EUSAGE, "erase comes before cutout");
 }
 
+/* The geometric stages and policies: their ranges, fill and interp. */
+Test(ispec, geometric_stages)
+{
+	struct ispec sp, again;
+	struct diag d;
+	char buf[ISPEC_TEXT_MAX];
+	const struct ispec_affine *af;
+
+	cr_assert_eq(ispec_parse(&sp,
+				 "decode | rrc 64 | rotate 30 | affine rotate "
+				 "-10 20 translate 0.1 0.2 scale 0.8 1.2 zoom "
+				 "0.9 1.1 shear 5 interp bilinear fill 1,2,3 p "
+				 "0.5 | trivialaugment | randaugment 2 9 | "
+				 "autoaugment imagenet fill 1,2,3",
+				 &d),
+		     0, "%s", d.msg);
+	cr_assert_eq(sp.nops, 5);
+	cr_expect(sp.ops[0].kind == ISPEC_OP_ROTATE && sp.ops[0].a[0] == -30 &&
+		  sp.ops[0].a[1] == 30 && sp.ops[0].p == 1);
+	af = &sp.ops[1].af;
+	cr_expect(sp.ops[1].kind == ISPEC_OP_AFFINE && sp.ops[1].p == 0.5);
+	cr_expect(af->deg[0] == -10 && af->deg[1] == 20 &&
+		  af->translate[0] == 0.1 && af->translate[1] == 0.2 &&
+		  af->scale[0] == 0.8 && af->scale[1] == 1.2 &&
+		  af->zoom[0] == 0.9 && af->zoom[1] == 1.1 &&
+		  af->shear[0] == -5 && af->shear[1] == 5 &&
+		  af->shear[2] == 0 && af->shear[3] == 0);
+	cr_expect(sp.ops[3].kind == ISPEC_OP_RANDAUG && sp.ops[3].a[0] == 2 &&
+		  sp.ops[3].a[1] == 9);
+	cr_expect(sp.ops[4].kind == ISPEC_OP_AUTOAUG);
+	cr_expect(sp.interp == ISPEC_INTERP_BILINEAR &&
+		  sp.fill == ISPEC_FILL_CONSTANT && sp.fill_rgb[0] == 1 &&
+		  sp.fill_rgb[1] == 2 && sp.fill_rgb[2] == 3);
+	cr_expect(ispec_has_warp(&sp));
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf,
+			 "decode | rrc 64 | rotate 30 interp bilinear fill "
+			 "1,2,3 | affine rotate -10 20 translate 0.1 0.2 "
+			 "scale 0.8 1.2 zoom 0.9 1.1 shear 5 p 0.5 | "
+			 "trivialaugment | randaugment 2 9 | autoaugment "
+			 "imagenet | f32 | nchw");
+	cr_assert_eq(ispec_parse(&again, buf, &d), 0, "%s", d.msg);
+	cr_expect_eq(memcmp(&sp, &again, sizeof(sp)), 0);
+
+	cr_assert_eq(ispec_parse(&sp,
+				 "decode | center 8 | affine shear -1 2 -3 4 "
+				 "fill context",
+				 &d),
+		     0, "%s", d.msg);
+	cr_expect(sp.fill == ISPEC_FILL_CONTEXT &&
+		  sp.ops[0].af.shear[2] == -3 && sp.ops[0].af.shear[3] == 4);
+	ispec_format(&sp, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "decode | center 8 | affine shear -1 2 -3 4 "
+			      "fill context | f32 | nchw");
+	for (unsigned k = 0; k < 3; k++) {
+		static const char *const mode[] = { "nearest", "reflect",
+						    "wrap" };
+		char text[96];
+
+		snprintf(text, sizeof(text),
+			 "decode | center 8 | rotate 5 fill %s", mode[k]);
+		cr_assert_eq(ispec_parse(&sp, text, &d), 0, "%s", d.msg);
+		cr_expect_eq(sp.fill, ISPEC_FILL_NEAREST + k);
+	}
+	cr_assert_eq(ispec_parse(&sp, "decode | center 8 | brightness 0.1", &d),
+		     0, "%s", d.msg);
+	cr_expect(!ispec_has_warp(&sp));
+	cr_expect_eq(
+		ispec_parse(&sp, "decode | center 8 | affine shear 90", &d),
+		LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "is not an angle in -89..89"), "%s", d.msg);
+}
+
 /* A misspelt stage is named with the one it is closest to. */
 Test(ispec, suggests_a_stage)
 {
@@ -403,8 +476,32 @@ static const struct bad bad[] = {
 	{ "decode | center 224 | grayscale 1", 33, "1" },
 	{ "decode | brightness 0.2 | center 224", 10, "brightness" },
 	{ "decode | center 224 | normalize imagenet | hue 0.1", 44, "hue" },
-	{ "decode | center 7 | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert",
-	  165, "invert" },
+	{ "decode | center 7 | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert | invert",
+	  237, "invert" },
+	{ "decode | center 8 | rotate 200", 28, "200" },
+	{ "decode | center 8 | rotate", 21, "rotate" },
+	{ "decode | center 8 | rotate 10 fill 300", 36, "300" },
+	{ "decode | center 8 | rotate 10 fill mirror", 36, "mirror" },
+	{ "decode | center 8 | rotate 10 interp cubic", 38, "cubic" },
+	{ "decode | center 8 | affine shear 90", 34, "90" },
+	{ "decode | center 8 | affine translate 0.1", 38, "0.1" },
+	{ "decode | center 8 | affine translate 2 0", 38, "2" },
+	{ "decode | center 8 | affine scale 0 1", 34, "0" },
+	{ "decode | center 8 | affine zoom 1.2 0.8", 37, "0.8" },
+	{ "decode | center 8 | affine rotate 5 rotate 5", 37, "rotate" },
+	{ "decode | center 8 | affine spin 5", 28, "spin" },
+	{ "decode | center 8 | rotate 5 fill 0 | affine shear 5 fill 1", 59,
+	  "1" },
+	{ "decode | center 8 | rotate 5 interp bilinear | rotate 5 interp nearest",
+	  64, "nearest" },
+	{ "decode | center 8 | trivialaugment p 0.5", 36, "p" },
+	{ "decode | center 8 | randaugment 2", 33, "2" },
+	{ "decode | center 8 | randaugment 0 9", 33, "0" },
+	{ "decode | center 8 | randaugment 2 9.5", 35, "9.5" },
+	{ "decode | center 8 | autoaugment cifar10", 33, "cifar10" },
+	{ "decode | center 8 | randaugment 16 9 | randaugment 16 9 | invert",
+	  59, "invert" },
+	{ "decode | center 8 | trivialaugmnt", 21, "trivialaugmnt" },
 };
 
 Test(ispec, bad_specs_name_column_and_word)
