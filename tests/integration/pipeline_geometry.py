@@ -391,4 +391,3 @@ r = subprocess.run([CTL, "pipeline", GEOM + " | randaugment 2 31"],
                    capture_output=True, text=True)
 t.ok(r.returncode != 0 and '"31" is not a magnitude in 0..30' in r.stderr,
      "randaugment's magnitude is one of its 31 bins", r.stderr)
-t.done()
