@@ -93,7 +93,7 @@ __attribute__((format(printf, 4, 5))) static int bad(struct pstate *ps,
 						     const struct word *w,
 						     const char *fmt, ...)
 {
-	char why[256];
+	char why[DIAG_MAX];
 	va_list ap;
 	int len = (int)(w->len > WORD_SHOW_MAX ? WORD_SHOW_MAX : w->len);
 

@@ -6,7 +6,7 @@
 # .npy back; without it that check is skipped.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 37
+plan 39
 
 rrc='decode | rrc 64 | flip 0.5 | normalize imagenet | f16'
 
@@ -109,3 +109,15 @@ like "$out" 'skipped .*d/bad\.jpg: ' "naming each"
 like "$out" '^files +3 under .*, 2 skipped \(they do not decode\)' \
 	"and profiles the three that do"
 rm -f "$T/d/x/cut.jpg" "$T/d/bad.jpg"
+
+# Every stage the parser knows is documented, with its arguments, in
+# loaderctl(1)'s and loader(7)'s stage lists and in loaderd(8).
+names=$("$LOADERCTL" pipeline 'decode | xyzzy' 2>&1 | sed -n 's/.*(stages: \(.*\))$/\1/p' | tr -d ',')
+missing=
+for n in $names; do
+	for m in loaderctl.1 loader.7 loaderd.8; do
+		grep -q "\\(^\\|[ |]\\)$n\\b" "$top_srcdir/man/$m" || missing="$missing $n($m)"
+	done
+done
+is "$(echo "$names" | wc -w | tr -d ' ')" 33 "the parser lists its 33 stages"
+is "$missing" "" "each is in loaderctl(1), loader(7) and loaderd(8)"
