@@ -378,35 +378,39 @@ static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
 }
 
 /*
- * Fill context reads around the crop: widen the request to the source
- * pixels of the grid the map reaches, plus the filter's reach, within the
- * image; the crop itself still gets its size x size pixels.
+ * A fused warp decodes what its map reads: the source pixels of the grid
+ * rows and columns warp_reach() gives, widened by the filter's reach (a
+ * grid step, or 8 pixels where a 1/8 scale makes a pixel that wide),
+ * within the image. That is less than the crop when the map zooms in or
+ * moves the crop partly out (fill constant), and the pixels around the
+ * crop for fill context. The other fills fold every point back into the
+ * crop, anywhere in it: they decode the crop, as geometry() asks.
  */
-static void context_request(const struct imgpipe *ip, const double m[6],
-			    const struct augment_rect *rect, uint32_t width,
-			    uint32_t height, struct jroi_req *q)
+static void warp_request(const struct imgpipe *ip, const double m[6],
+			 const struct augment_rect *rect, uint32_t width,
+			 uint32_t height, struct jroi_req *q)
 {
 	uint32_t s = ip->sp.size;
 	int32_t lo[2], hi[2];
 	double kx = rect->w / s, ky = rect->h / s, x0, y0, x1, y1;
 
+	if (ip->sp.fill != ISPEC_FILL_CONSTANT &&
+	    ip->sp.fill != ISPEC_FILL_CONTEXT)
+		return;
 	warp_reach(&ip->sp, m, s, lo, hi);
-	x0 = floor(rect->x + lo[0] * kx - kx - 1);
-	y0 = floor(rect->y + lo[1] * ky - ky - 1);
-	x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 1);
-	y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 1);
-	x0 = x0 < 0 ? 0 : x0 > rect->x ? floor(rect->x) : x0;
-	y0 = y0 < 0 ? 0 : y0 > rect->y ? floor(rect->y) : y0;
-	x1 = x1 > width		    ? width :
-	     x1 < rect->x + rect->w ? ceil(rect->x + rect->w) :
-				      x1;
-	y1 = y1 > height	    ? height :
-	     y1 < rect->y + rect->h ? ceil(rect->y + rect->h) :
-				      y1;
+	x0 = floor(rect->x + lo[0] * kx - kx - 9);
+	y0 = floor(rect->y + lo[1] * ky - ky - 9);
+	x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 9);
+	y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 9);
+	x0 = x0 < 0 ? 0 : x0 >= width ? width - 1 : x0;
+	y0 = y0 < 0 ? 0 : y0 >= height ? height - 1 : y0;
+	x1 = x1 > width ? width : x1 <= x0 ? x0 + 1 : x1;
+	y1 = y1 > height ? height : y1 <= y0 ? y0 + 1 : y1;
 	q->x = (uint32_t)x0;
 	q->y = (uint32_t)y0;
 	q->w = (uint32_t)(x1 - x0);
 	q->h = (uint32_t)(y1 - y0);
+	/* the crop still gets its size x size pixels */
 	q->min_w = (uint32_t)ceil(s * (x1 - x0) / rect->w);
 	q->min_h = (uint32_t)ceil(s * (y1 - y0) / rect->h);
 }
@@ -465,8 +469,8 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		return err;
 	if (ip->warp)
 		plan_warp(&ws->gd, flip, vflip, s, &pl);
-	if (pl.fused && sp->fill == ISPEC_FILL_CONTEXT)
-		context_request(ip, pl.m, &rect, info.width, info.height, &q);
+	if (pl.fused)
+		warp_request(ip, pl.m, &rect, info.width, info.height, &q);
 	fit_scale(ip, &q, info.width, info.height,
 		  pl.fused ? ip->warp_side : ip->max_side);
 	t1 = clock_ns(ws);
@@ -483,16 +487,9 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	box[1] = rect.y * k - jo.y0;
 	box[2] = (rect.x + rect.w) * k - jo.x0;
 	box[3] = (rect.y + rect.h) * k - jo.y0;
-	if (box[0] < 0)
-		box[0] = 0;
-	if (box[1] < 0)
-		box[1] = 0;
-	if (box[2] > jo.width)
-		box[2] = jo.width;
-	if (box[3] > jo.height)
-		box[3] = jo.height;
 	ch = jo.channels;
 	if (pl.fused) {
+		/* the crop as it lies, in or beyond the region decoded */
 		src = (struct warp_src){
 			ws->dec_buf, (size_t)jo.width * ch,
 			jo.width,    jo.height,
@@ -508,6 +505,15 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		colour_steps(ws, 0, ws->gd.n, ws->rgb, s);
 		goto emit;
 	}
+	/* A box plan reads inside the region only. */
+	if (box[0] < 0)
+		box[0] = 0;
+	if (box[1] < 0)
+		box[1] = 0;
+	if (box[2] > jo.width)
+		box[2] = jo.width;
+	if (box[3] > jo.height)
+		box[3] = jo.height;
 	err = rsz_plan_box(ws->plan_mem, ip->plan_cap, jo.width, jo.height, box,
 			   s, s, flip ? RSZ_MIRROR : 0, &plan);
 	if (!err && rsz_scratch_size(plan, ch) > ip->scratch_cap)
