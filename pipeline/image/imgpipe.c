@@ -57,6 +57,7 @@ struct imgpipe_ws {
 	unsigned char *rgb2; /* size x size x 3: a warp of rgb (warp specs) */
 	void *warp_scratch;
 	struct geom_draws gd; /* the sample's steps */
+	uint64_t chain_ns;    /* this sample's warps after the first pass */
 };
 
 static size_t round64(size_t n)
@@ -328,11 +329,13 @@ static int draw(const struct imgpipe *ip, struct imgpipe_ws *ws,
 }
 
 /*
- * How a sample's warp runs: from the first geometric step that applies
- * (nwarp of them), fused with the crop unless a colour step that applies
- * comes before it (then the crop is resized and coloured first, and the
- * warp resamples that, as the two-pass chain does). *m: the composed
- * map, flips included when fused.
+ * How a sample's geometric steps run. The first that applies (nwarp of
+ * them apply) is fused with the crop and the flips into one pass from the
+ * decoded pixels, unless a colour step that applies comes before it: then
+ * the crop is resized and coloured first and the warp resamples that, as
+ * the two-pass chain does. *m: the first pass's map. Each later
+ * geometric step resamples the one before's output, so that its fill
+ * applies where that output ends, as it does in the chain.
  */
 struct plan {
 	uint32_t first; /* the first geometric step that applies */
@@ -372,9 +375,8 @@ static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
 
 		warp_compose(pl->m, f);
 	}
-	for (uint32_t i = 0; i < gd->n; i++)
-		if (gd->step[i].apply && gd->step[i].type == GEOM_WARP)
-			warp_compose(pl->m, gd->step[i].m);
+	if (pl->nwarp)
+		warp_compose(pl->m, gd->step[pl->first].m);
 }
 
 /*
@@ -429,16 +431,41 @@ static void flip_rows(unsigned char *rgb, uint32_t s, unsigned char *tmp)
 	}
 }
 
-/* The colour steps that apply among steps [from, to), in order. */
-static void colour_steps(struct imgpipe_ws *ws, uint32_t from, uint32_t to,
-			 unsigned char *rgb, uint32_t s)
+/*
+ * The steps from from on, in order, on the s x s image *img: colour steps
+ * in place, each geometric one a pass into the other buffer (ws->rgb or
+ * ws->rgb2). Returns 0 or a warp_run() error.
+ */
+static int later_steps(const struct imgpipe *ip, struct imgpipe_ws *ws,
+		       uint32_t from, unsigned char **img)
 {
-	for (uint32_t i = from; i < to; i++) {
-		const struct geom_step *st = &ws->gd.step[i];
+	uint32_t s = ip->sp.size;
 
-		if (st->apply && st->type == GEOM_COLOR)
-			color_apply(&st->op, &st->dr, rgb, s, s, ws->tmp);
+	for (uint32_t i = from; i < ws->gd.n; i++) {
+		const struct geom_step *st = &ws->gd.step[i];
+		unsigned char *out = *img == ws->rgb ? ws->rgb2 : ws->rgb;
+		struct warp_src src = { *img, (size_t)s * 3, s, s,
+					3,    { 0, 0, s, s } };
+		uint64_t t;
+		int err;
+
+		if (!st->apply)
+			continue;
+		if (st->type == GEOM_COLOR) {
+			color_apply(&st->op, &st->dr, *img, s, s, ws->tmp);
+			continue;
+		}
+		if (st->type != GEOM_WARP)
+			continue;
+		t = clock_ns(ws);
+		err = warp_run(&src, st->m, s, &ip->sp, out, ws->warp_scratch,
+			       ip->warp_cap);
+		if (err)
+			return err;
+		ws->chain_ns += clock_ns(ws) - t;
+		*img = out;
 	}
+	return 0;
 }
 
 int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
@@ -463,6 +490,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	int err;
 
 	t0 = clock_ns(ws);
+	ws->chain_ns = 0;
 	err = draw(ip, ws, jpeg, len, seed, &info, &rect, &q, &flip, &vflip,
 		   &ed, d);
 	if (err)
@@ -502,7 +530,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 					"warp of a %ux%u region to %u: %s",
 					jo.width, jo.height, s, strerror(-err));
 		t3 = clock_ns(ws);
-		colour_steps(ws, 0, ws->gd.n, ws->rgb, s);
+		err = later_steps(ip, ws, pl.first + 1, &img);
 		goto emit;
 	}
 	/* A box plan reads inside the region only. */
@@ -537,22 +565,15 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	if (vflip)
 		flip_rows(ws->rgb, s, ws->tmp);
 	if (!pl.nwarp) {
-		colour_steps(ws, 0, ws->gd.n, ws->rgb, s);
+		err = later_steps(ip, ws, 0, &img);
 		goto emit;
 	}
 	/* A colour step first: the two-pass chain, from the coloured crop. */
-	colour_steps(ws, 0, pl.first, ws->rgb, s);
-	src =
-		(struct warp_src){ ws->rgb, (size_t)s * 3, s, s,
-				   3,	    { 0, 0, s, s } };
-	err = warp_run(&src, pl.m, s, sp, ws->rgb2, ws->warp_scratch,
-		       ip->warp_cap);
+	err = later_steps(ip, ws, 0, &img);
+emit:
 	if (err)
 		return diag_set(d, LOADER_ETOOBIG, "warp of %ux%u: %s", s, s,
 				strerror(-err));
-	img = ws->rgb2;
-	colour_steps(ws, pl.first, ws->gd.n, img, s);
-emit:
 	t4 = clock_ns(ws);
 	imgkern_emit(sp, img, s, s, dst);
 	t5 = clock_ns(ws);
@@ -563,8 +584,8 @@ emit:
 		ws->t.header_ns += t1 - t0;
 		ws->t.decode_ns += t2 - t1;
 		ws->t.resize_ns += pl.nwarp ? 0 : t3 - t2;
-		ws->t.warp_ns += pl.nwarp ? t3 - t2 : 0;
-		ws->t.color_ns += t4 - t3;
+		ws->t.warp_ns += (pl.nwarp ? t3 - t2 : 0) + ws->chain_ns;
+		ws->t.color_ns += t4 - t3 - ws->chain_ns;
 		ws->t.emit_ns += t5 - t4;
 		ws->t.erase_ns += t6 - t5;
 	}
@@ -609,6 +630,15 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		     pl.fused  ? "fused" :
 				 "after-colour",
 		     pl.m[0], pl.m[1], pl.m[2], pl.m[3], pl.m[4], pl.m[5]);
+		for (uint32_t i = pl.first + 1; i < ws->gd.n; i++) {
+			const struct geom_step *st = &ws->gd.step[i];
+
+			if (st->apply && st->type == GEOM_WARP)
+				MORE("warp chained %.17g %.17g %.17g %.17g "
+				     "%.17g %.17g\n",
+				     st->m[0], st->m[1], st->m[2], st->m[3],
+				     st->m[4], st->m[5]);
+		}
 	}
 #undef MORE
 	at = len_out > 0 && (size_t)len_out < n ? (size_t)len_out : n;

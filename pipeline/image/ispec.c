@@ -613,7 +613,7 @@ static const char *const fill_names[] = { "", "nearest", "reflect", "wrap",
 
 /*
  * interp I or fill F of a geometric stage, into sp: the first stage that
- * gives one sets it, a later one must agree (one pass samples them all).
+ * gives one sets it, a later one must agree (a spec has one of each).
  */
 static int geo_mode(struct pstate *ps, const struct stage *st,
 		    const struct word *key, const struct word *v)
@@ -667,8 +667,7 @@ static int geo_mode(struct pstate *ps, const struct stage *st,
 		if (!same)
 			return bad(ps, st->name, v,
 				   "differs from the %s given at column %u: "
-				   "one pass resamples every geometric stage, "
-				   "so they share it",
+				   "a spec's geometric stages share one",
 				   is_fill ? "fill" : "interp", at->col);
 		return 0;
 	}

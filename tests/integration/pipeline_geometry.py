@@ -76,19 +76,25 @@ def explain(spec, photo, seed):
 
 
 def warp_of(lines):
+    """The first pass's kind and map, and (as a third item) every pass's
+    map in the order they run."""
+    passes = [[float(v) for v in w[2:8]] for w in lines if w[0] == "warp"]
     for w in lines:
         if w[0] == "warp":
-            return w[1], [float(v) for v in w[2:8]]
+            return w[1], passes[0], passes
     raise AssertionError("no warp line")
 
 
-def interior(m, margin=2.0):
-    """Output pixels whose grid point lies >= margin inside the crop."""
+def interior(m, margin=2.0, passes=None):
+    """Output pixels whose grid point lies >= margin inside the crop (for
+    chained passes: every pass's point, last pass first)."""
     u, v = np.meshgrid(np.arange(S) + 0.5, np.arange(S) + 0.5)
-    x = m[0] * u + m[1] * v + m[2]
-    y = m[3] * u + m[4] * v + m[5]
-    return (x >= margin) & (x <= S - margin) & (y >= margin) & \
-        (y <= S - margin)
+    ok = np.ones((S, S), bool)
+    for p in reversed(passes or [m]):
+        u, v = p[0] * u + p[1] * v + p[2], p[3] * u + p[4] * v + p[5]
+        ok &= (u >= margin) & (u <= S - margin) & (v >= margin) & \
+            (v <= S - margin)
+    return ok
 
 
 def chw(a):
@@ -145,6 +151,7 @@ CASES = [
     ("affine rotate 25 translate 0.1 0.2 scale 0.8 1.2 shear 10 "
      "interp bilinear", 6),
     ("affine rotate 25 translate 0.1 0.2 scale 0.8 1.2 shear -5 5 -8 8", 6),
+    ("flip 0.5 | vflip 0.5 | rotate 45 interp bilinear", 6),
 ]
 for stage, nseeds in CASES:
     worst, frac, warped = 0, 1.0, 0
@@ -152,13 +159,17 @@ for stage, nseeds in CASES:
     for photo in photos:
         for seed in range(1, nseeds + 1):
             lines = explain("%s | %s" % (GEOM, stage), photo, seed)
-            kind, m = warp_of(lines)
+            kind, m, _ = warp_of(lines)
             if kind == "none":
                 continue
             warped += 1
             x = chw(image(GEOM, photo, seed))
             for w in lines:
-                if w[0] in ("rotate", "affine") and w[1] == "1":
+                if w[0] == "flip" and w[1] == "1":
+                    x = F.hflip(x)
+                elif w[0] == "vflip" and w[1] == "1":
+                    x = F.vflip(x)
+                elif w[0] in ("rotate", "affine") and w[1] == "1":
                     x = tv_step(w, x, interp)
             got = image("%s | %s" % (GEOM, stage), photo, seed)
             mask = interior(m)
@@ -180,7 +191,7 @@ for interp in ("bilinear", "nearest"):
         spec = "%s | trivialaugment interp %s" % (GEOM, interp)
         lines = explain(spec, photo, seed)
         step = [w for w in lines if w[0] == "trivialaugment"][0]
-        kind, m = warp_of(lines)
+        kind, m, _ = warp_of(lines)
         seen.add(step[1])
         want = tv_step(step, chw(image(GEOM, photo, seed)), interp)
         got = image(spec, photo, seed)
@@ -193,6 +204,58 @@ for interp in ("bilinear", "nearest"):
          "trivialaugment interp %s: each op as torchvision's _apply_op "
          "(max |diff| %d, %.2f %% within 1; %d of 14 ops drawn)"
          % (interp, worst, 100 * frac, len(seen)), sorted(seen))
+
+
+# randaugment and autoaugment: the ops in the order drawn, a colour op
+# before a geometric one included (the crop is coloured, then warped), and
+# a second geometric op resampling the first's output. Where a colour op
+# follows a warp, a value that the one rounding of the fused pass (ours)
+# and the two of the chain (torchvision's) leave 1 apart can land on
+# either side of a threshold (solarize) or a histogram step (equalize):
+# those samples are held to the fused chain's bounds, the rest to the
+# op-by-op ones.
+def psnr(a, b):
+    mse = ((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean()
+    return 10 * math.log10(255.0 ** 2 / mse) if mse else float("inf")
+
+
+GEO_OPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+for spec in ("randaugment 2 14 interp bilinear",
+             "autoaugment imagenet interp bilinear"):
+    worst, frac, kinds, chained = 0, 1.0, set(), 0
+    worst_mean, worst_psnr, after = 0.0, float("inf"), 0
+    for seed in range(1, 40):
+        photo = photos[seed % 3]
+        lines = explain("%s | %s" % (GEOM, spec), photo, seed)
+        kind, m, passes = warp_of(lines)
+        kinds.add(kind)
+        x = chw(image(GEOM, photo, seed))
+        ops = [w for w in lines if w[0] == spec.split()[0] and w[2] == "1"]
+        for w in ops:
+            x = tv_step(w, x, "bilinear")
+        got, want = image("%s | %s" % (GEOM, spec), photo, seed), hwc(x)
+        chained += len(passes) > 1
+        names = [w[1] for w in ops]
+        warped = [n in GEO_OPS for n in names]
+        if any(warped) and not all(warped[warped.index(True):]):
+            after += 1
+            worst_mean = max(worst_mean, float(
+                np.abs(got.astype(np.int16) - want).mean()))
+            worst_psnr = min(worst_psnr, psnr(got, want))
+            continue
+        mask = interior(m, passes=passes) if kind != "none" else \
+            np.ones((S, S), bool)
+        mx, f = diffs(got, want, mask)
+        worst, frac = max(worst, mx), min(frac, f)
+    t.ok(worst <= 2 and frac >= 0.99 and worst_mean <= 1.5 and
+         worst_psnr >= 35 and kinds >= {"none", "fused", "after-colour"} and
+         (chained or spec.startswith("auto")) and after,
+         "%s: the drawn ops one after another as torchvision's _apply_op "
+         "(max |diff| %d, %.2f %% within 1; %d samples with a colour op "
+         "after a warp: worst mean |diff| %.3f, PSNR %.1f dB; warps %s; "
+         "%d with a second pass)"
+         % (spec, worst, 100 * frac, after, worst_mean, worst_psnr,
+            ", ".join(sorted(kinds)), chained))
 
 
 # The magnitudes are torchvision's bins, signed where it signs them.
@@ -257,11 +320,6 @@ t.ok(m[2] == 0 and m[5] == 0 and abs(m[3] - sy) < 1e-9,
 
 
 # The fused chain against the two-pass one: rrc + affine + colour.
-def psnr(a, b):
-    mse = ((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean()
-    return 10 * math.log10(255.0 ** 2 / mse) if mse else float("inf")
-
-
 chain = "affine rotate 30 translate 0.1 0.1 scale 0.8 1.2 shear 10 " \
     "interp bilinear | jitter 0.3 0.3 0.3 0"
 worst_mean, worst_psnr, n = 0.0, float("inf"), 0
