@@ -114,7 +114,7 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 		bool ctx = sp->fill == ISPEC_FILL_CONTEXT;
 		uint32_t cols = (uint32_t)s + (ctx ? 2 * ((uint32_t)s / 2) : 0);
 
-		ip->warp_side = (uint32_t)(ctx ? 5 * s : 3 * s) + 64;
+		ip->warp_side = (uint32_t)(ctx ? 3 * s : 2 * s) + 64;
 		ip->warp_cap = round64(
 			warp_scratch_bytes((uint32_t)s, cols, ip->warp_side));
 	}
