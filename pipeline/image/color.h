@@ -66,6 +66,13 @@ void color_apply(const struct ispec_op *op, const struct color_draw *dr,
 		 uint8_t *rgb, uint32_t w, uint32_t h, uint8_t *tmp);
 
 /*
+ * Tests only: false makes color_apply() use its portable loops (the
+ * default, true, uses AVX2 where the CPU has it); the bytes are the same
+ * either way. Not thread-safe.
+ */
+void color_test_simd(bool on);
+
+/*
  * What op drew, as one line of text (no newline): the stage's name, 1 or
  * 0 for whether it applies, then its parameters: "brightness 1 1.2345",
  * "jitter 1 order 2,0,3,1 b 1.1 c 0.9 s 1.3 h -0.02" (components with a
