@@ -109,10 +109,11 @@ wait_log live 'stream open'
 sleep 1
 vg_stop live "live stream"
 
-# 2b. A JPEG stream through the image pipeline, stopped while it runs.
+# 2b. A JPEG stream through the image pipeline (warps, policies and
+# colour stages too), stopped while it runs.
 ok "jpeg stream: daemon starts under valgrind" vg_start jpeg
 "$LDCLIENT" --epochs 0 --batch 4 --order random --seed 1 \
-	--pipeline 'decode | rrc 48 | flip 0.5 | normalize imagenet | nchw' \
+	--pipeline 'decode | rrc 48 | flip 0.5 | rotate 20 interp bilinear fill context | trivialaugment | randaugment 2 9 | jitter 0.4 0.4 0.4 0.1 | gaussian_blur 3 0.1 1 | normalize imagenet | erase | nchw' \
 	--timeout-ms 60000 "$T/jpeg.sock" "$T/jp" >"$T/jpeg.out" 2>&1 &
 cpid=$!
 wait_log jpeg 'stream open'
