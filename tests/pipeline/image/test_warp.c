@@ -448,5 +448,8 @@ Test(warp, refuses)
 	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, 16), -ENOSPC);
 	src.ch = 2;
 	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, n), -EINVAL);
+	src.ch = 3;
+	src.box[2] = 0;
+	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, n), -EINVAL);
 	free(scratch);
 }
