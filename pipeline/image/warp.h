@@ -12,7 +12,10 @@
  * the (up to four) grid points around its point: the same kernel as the
  * chain, composed, evaluated once, in float and rounded once. The
  * vertical half of the separable filter is shared: one row sum per grid
- * row and source column the map reaches (warp_scratch_bytes()).
+ * row and source column the map reaches (warp_scratch_bytes()). Where
+ * bilinear's four grid points are all read (or fold onto columns next to
+ * each other), they make one separable kernel: the two columns' windows
+ * weighed into one, over the two rows' sums weighed into one.
  *
  * Maps are 2 x 3 affine matrices m (x' = m0 x + m1 y + m2, y' = m3 x +
  * m4 y + m5) in area coordinates: pixel i covers [i, i + 1), its centre

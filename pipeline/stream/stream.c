@@ -958,8 +958,8 @@ void stream_stages(const struct stream *s, struct stream_stages *t)
 			continue;
 		imgpipe_ws_times(s->ws[i], &it);
 		t->decode_ns += it.header_ns + it.decode_ns;
-		t->augment_ns += it.resize_ns + it.warp_ns + it.color_ns +
-				  it.erase_ns;
+		t->augment_ns +=
+			it.resize_ns + it.warp_ns + it.color_ns + it.erase_ns;
 		t->emit_ns += it.emit_ns;
 	}
 }
