@@ -66,15 +66,8 @@ usage() {
 		"SEED CORES TORCH_EPOCHS LD_EPOCHS SLOTS RECIPE_SPEC KERAS_SPEC)" >&2
 	exit 2
 }
-# posint NAME VALUE: VALUE is a positive integer, else a usage error.
-posint() {
-	case $2 in
-	'' | *[!0-9]* | 0*)
-		echo "augment: $1=$2: a positive integer" >&2
-		usage
-		;;
-	esac
-}
+BENCH=augment
+. "$top/bench/common.sh"
 [ $# -le 1 ] || usage
 runs=${1:-3}
 count=${COUNT:-2000}
@@ -99,8 +92,6 @@ keras="$keras translate 0.1 0.1 zoom 0.8 1.2 shear 0.2 interp bilinear"
 keras=${KERAS_SPEC:-"$keras fill nearest | normalize imagenet | f32 | nchw"}
 plain='decode | rrc 224 | flip 0.5 | normalize imagenet | f32 | nchw'
 
-BENCH=augment
-. "$top/bench/common.sh"
 b=${BUILD:-$top/build}
 
 [ "$cores" -le "$ncpu" ] ||

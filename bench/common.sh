@@ -14,6 +14,17 @@ bench_init() {
 	trap 'for p in $pids; do kill $p 2>/dev/null || :; done; rm -rf "$w"' EXIT
 }
 
+# posint NAME VALUE: VALUE is a positive integer, else a usage error
+# (the script's own usage(), which exits).
+posint() {
+	case $2 in
+	'' | *[!0-9]* | 0*)
+		echo "$BENCH: $1=$2: a positive integer" >&2
+		usage
+		;;
+	esac
+}
+
 # skip WHY...: something the benchmark needs is absent: exit 77.
 skip() {
 	echo "$BENCH: $*; skipped" >&2

@@ -71,15 +71,8 @@ usage() {
 		"EPOCHS BATCH PIPELINE)" >&2
 	exit 2
 }
-# posint NAME VALUE: VALUE is a positive integer, else a usage error.
-posint() {
-	case $2 in
-	'' | *[!0-9]* | 0*)
-		echo "keras_flow: $1=$2: a positive integer" >&2
-		usage
-		;;
-	esac
-}
+BENCH=keras_flow
+. "$top/bench/common.sh"
 [ $# -le 1 ] || usage
 runs=${1:-3}
 b=${BUILD:-$top/build}
@@ -93,8 +86,6 @@ spec=${PIPELINE:-decode | rrc 224 scale 1 1 ratio 1/8 8 | flip 0.5 | f32 | nhwc}
 cores=$(nproc)
 py=/usr/bin/python3
 
-BENCH=keras_flow
-. "$top/bench/common.sh"
 
 need_python numpy scipy.ndimage PIL keras_preprocessing.image loader.keras
 
