@@ -21,7 +21,6 @@ the photographs.
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."),
                                 "tests", "client", "python"))
@@ -39,13 +38,7 @@ except ImportError:
     fx.skip_all("python3 module keras_preprocessing missing (Debian: "
                 "python3-keras-preprocessing)")
 
-PHOTOS = "/usr/share/backgrounds"
-names = sorted(f for f in os.listdir(PHOTOS) if f.endswith(".jpg")) \
-    if os.path.isdir(PHOTOS) else []
-if len(names) < 3:
-    fx.skip_all("no photographs in %s (Debian: lomiri-wallpapers-16.04)"
-                % PHOTOS)
-photos = [os.path.join(PHOTOS, n) for n in names[:3]]
+photos = fx.need_photos(3)
 
 t = fx.Tap()
 T = fx.tmpdir()
@@ -53,15 +46,11 @@ CTL = os.path.join(fx.TOP, "loaderctl")
 GEOM = "decode | resize 256 | center 224"
 
 
-def ctl(*args):
-    return subprocess.run([CTL, "pipeline"] + list(args), check=True,
-                          capture_output=True, text=True).stdout
+ctl = fx.pipeline
 
 
 def image(spec, photo, seed):
-    out = os.path.join(T, "s.npy")
-    ctl("--seed", str(seed), "%s | u8 | nhwc" % spec, photo, out)
-    return np.load(out)
+    return fx.pipeline_image(spec, photo, seed, T)
 
 
 def drawn(spec, photo, seed):

@@ -50,6 +50,35 @@ def need_fmnist():
                  "dataset-fashion-mnist)")
 
 
+PHOTOS = "/usr/share/backgrounds"
+
+
+def need_photos(n=3):
+    """The first n of Debian's wallpaper photographs (real JPEGs for the
+    image pipeline's checks), or skip."""
+    names = sorted(f for f in os.listdir(PHOTOS) if f.endswith(".jpg")) \
+        if os.path.isdir(PHOTOS) else []
+    if len(names) < n:
+        skip_all("no photographs in %s (Debian: lomiri-wallpapers-16.04)"
+                 % PHOTOS)
+    return [os.path.join(PHOTOS, f) for f in names[:n]]
+
+
+def pipeline(*args):
+    """loaderctl pipeline ARGS: its standard output (raises on failure)."""
+    return subprocess.run([os.path.join(TOP, "loaderctl"), "pipeline"] +
+                          list(args), check=True, capture_output=True,
+                          text=True).stdout
+
+
+def pipeline_image(spec, photo, seed, dirname):
+    """The sample of seed that spec makes of photo, as u8 HWC NumPy."""
+    import numpy
+    out = os.path.join(dirname, "s.npy")
+    pipeline("--seed", str(seed), "%s | u8 | nhwc" % spec, photo, out)
+    return numpy.load(out)
+
+
 class Tap:
     """TAP, the plan printed at the end. A failed check prints why."""
 
