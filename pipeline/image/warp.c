@@ -774,6 +774,32 @@ struct kern {
 };
 
 /*
+ * aim() for fill nearest, whose reach is the whole grid (lo is 0): each
+ * point clamped onto it, with no branch. Columns clamped onto one take
+ * both weights on it; the second column (and row) is never left of the
+ * first. The same kernel as fold() gives.
+ */
+INLINE bool aim_clamped(const struct pass *p, const struct at *a, float bx0,
+			float bx1, struct kern *k)
+{
+	int32_t s1 = (int32_t)p->s - 1, c0, c1, k0, k1;
+
+	c0 = a->gx < 0 ? 0 : a->gx > s1 ? s1 : a->gx;
+	c1 = a->gx + 1 < 0 ? 0 : a->gx + 1 > s1 ? s1 : a->gx + 1;
+	k0 = a->gy < 0 ? 0 : a->gy > s1 ? s1 : a->gy;
+	k1 = a->gy + 1 < 0 ? 0 : a->gy + 1 > s1 ? s1 : a->gy + 1;
+	/* a zero fraction weighs nothing on the second point: not read */
+	c1 = a->fx != 0 ? c1 : c0;
+	k1 = a->fy != 0 ? k1 : k0;
+	k->x0 = c0 < c1 ? bx0 : bx0 + bx1;
+	k->x1 = c0 < c1 ? bx1 : 0;
+	k->c = c0;
+	k->r0 = vrow(p, c0, k0);
+	k->r1 = vrow(p, c0, k1);
+	return true;
+}
+
+/*
  * The kernel of the pixel at a: one whose grid points are all read as
  * they are (in), or, through a fill that folds, whose columns fall on one
  * or two next to each other (rows may fall anywhere). false where the
@@ -796,6 +822,8 @@ INLINE bool aim(const struct pass *p, const struct at *a, bool in,
 	}
 	if (p->fill == ISPEC_FILL_CONSTANT)
 		return false;
+	if (p->fill == ISPEC_FILL_NEAREST)
+		return aim_clamped(p, a, bx0, bx1, k);
 	/* a zero fraction weighs nothing on the second point: not read */
 	c0 = fold(a->gx + p->lo[0], s, p->lo[0], p->hi[0], p->fill) - p->lo[0];
 	k0 = fold(a->gy + p->lo[1], s, p->lo[1], p->hi[1], p->fill) - p->lo[1];
