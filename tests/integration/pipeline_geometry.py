@@ -430,7 +430,7 @@ r = subprocess.run([CTL, "pipeline", GEOM + " | rotate 30 fill wrap | "
                    capture_output=True, text=True)
 t.ok(r.returncode != 0 and "differs from the fill given at column" in
      r.stderr, "two geometric stages with different fills are refused "
-     "(one pass resamples both)", r.stderr)
+     "(a spec has one fill)", r.stderr)
 r = subprocess.run([CTL, "pipeline", GEOM + " | affine shear 95"],
                    capture_output=True, text=True)
 t.ok(r.returncode != 0 and '"95" is not an angle in -89..89' in r.stderr,
