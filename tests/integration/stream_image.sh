@@ -96,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 74
+plan 78
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -191,6 +191,7 @@ like "$a2" '^epoch 0 batches 4 samples 16 xxh3 [0-9a-f]{16}; epoch 1 batches 4 s
 is "$(hashes "$T/one.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)" \
 	"$a2" "every stage at once: the same bytes from 1 thread as from 2"
 ok "daemon with 3 threads starts" start_daemon "$T/three.sock" --threads 3
+three=$DAEMON_PID
 is "$(hashes "$T/three.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)" \
 	"$a2" "every stage at once: the same bytes from 3 threads as from 1 and 2"
 "$LDCLIENT" --outputs image,label --batch 4 --pipeline "$ALL" --order random \
@@ -356,8 +357,20 @@ like "$out" '^error: open: .*"brightnes" is not a stage: did you mean "brightnes
 out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | normalize imagenet | erase value x' --outputs image "$T/two.sock" "$D")
 like "$out" '^error: open: .*erase: "x" is not 0, three values V0,V1,V2 or random' \
 	"erase's value, refused by word"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | affine shear 95' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*column 33: affine: "95" is not an angle in -89..89' \
+	"a geometric stage's value out of range, by column, word and range"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | rotate 9 fill wrap | affine shear 5 fill reflect' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*column 61: affine: "reflect" differs from the fill given at column 34' \
+	"two geometric stages with different fills, by both columns"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | randaugment 2 31' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*randaugment: "31" is not a magnitude in 0..30' \
+	"a policy's magnitude out of its bins"
+out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | trivialaugmnt' --outputs image "$T/two.sock" "$D")
+like "$out" '^error: open: .*"trivialaugmnt" is not a stage: did you mean "trivialaugment"\?' \
+	"a misspelt policy, with the one meant"
 out=$("$LDCLIENT" --outputs image "$T/two.sock" "$D")
 like "$out" '^error: open: .*output image: a jpeg field needs an image pipeline' "a jpeg output without a spec"
 out=$("$LDCLIENT" --pipeline "$EVAL" --outputs image --batch 16 "$T/two.sock" "$D")
 like "$out" '^total batches 1 samples 16 ' "the daemon serves on after the refused opens"
-ok "all three daemons are still alive" kill -0 $two $one $px
+ok "all four daemons are still alive" kill -0 $two $one $three $px
