@@ -150,19 +150,8 @@ cat "$w"/ds/shard-*.lds >/dev/null
 # 0 means the default.
 pool=$((cores > 1 ? cores - 1 : 1))
 say "starting loaderd --threads $pool"
-$pin "$b/loaderd" -f --socket "$w/d.sock" --threads "$pool" \
-	--state-dir "$w/state" --cache-dir "$w/cache" \
-	--log-level info 2>>"$w/daemon.log" &
-dpid=$!
-pids="$pids $dpid"
-while [ ! -S "$w/d.sock" ]; do
-	kill -0 $dpid 2>/dev/null || {
-		cat "$w/daemon.log" >&2
-		echo "augment: loaderd did not start" >&2
-		exit 1
-	}
-	sleep 0.05
-done
+start_daemon "$w/d.sock" --threads "$pool" --log-level info
+dpid=$DPID
 
 # cputime: the daemon's user + system time so far, in clock ticks.
 cputime() { awk '{ print $14 + $15 }' "/proc/$dpid/stat"; }

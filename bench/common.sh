@@ -52,11 +52,11 @@ cpu_threads() {
 
 # start_daemon SOCK ARGS...: $b/loaderd in the foreground on SOCK, its log
 # in $w/daemon.log; returns once the socket is there. DPID is its pid,
-# added to $pids.
+# added to $pids. A $pin the script set (taskset) runs it on those CPUs.
 start_daemon() {
 	_sock=$1
 	shift
-	"$b/loaderd" -f --socket "$_sock" --state-dir "$w/state" \
+	${pin:-} "$b/loaderd" -f --socket "$_sock" --state-dir "$w/state" \
 		--cache-dir "$w/cache" "$@" 2>>"$w/daemon.log" &
 	DPID=$!
 	pids="$pids $DPID"

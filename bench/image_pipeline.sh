@@ -103,16 +103,8 @@ if [ $ld = yes ]; then
 	# default).  One core still gets two, as --threads 0 means the default.
 	pool=$((cores > 1 ? cores - 1 : 1))
 	say "starting loaderd --threads $pool"
-	$pin "$b/loaderd" -f --socket "$w/d.sock" --threads "$pool" \
-		--state-dir "$w/state" --cache-dir "$w/cache" \
-		--log-level info 2>>"$w/daemon.log" &
-	dpid=$!
-	pids="$pids $dpid"
-	while [ ! -S "$w/d.sock" ]; do
-		kill -0 $dpid 2>/dev/null ||
-			{ cat "$w/daemon.log" >&2; echo "image_pipeline: loaderd did not start" >&2; exit 1; }
-		sleep 0.05
-	done
+	start_daemon "$w/d.sock" --threads "$pool" --log-level info
+	dpid=$DPID
 else
 	say "this ldclient has no --pipeline: the loaderd rows are left out"
 fi
