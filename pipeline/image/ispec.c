@@ -710,8 +710,71 @@ static int geo_numbers(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
-static const char *const affine_keys[] = { "rotate", "translate", "scale",
-					   "zoom", "shear" };
+/*
+ * The numbers a key of rotate or affine takes: at least min, at most max,
+ * each in [lo, hi] ((lo, hi) when open), pairs of them LO HI ranges when
+ * range; one number where min is 1 is a symmetric range [-D, D], D in
+ * 0..hi. geo_keys[k] fills geo_key_dst(af, k).
+ */
+struct geo_key {
+	const char *name;
+	uint8_t min, max;
+	bool open, range;
+	double lo, hi;
+	const char *why, *why_one, *need;
+};
+
+static const struct geo_key geo_keys[] = {
+	{ "rotate", 1, 2, false, true, -180, 180, "an angle in -180..180",
+	  "an angle range D in 0..180", "D or LO HI" },
+	{ "translate", 2, 2, false, false, 0, 1, "a fraction in 0..1", NULL,
+	  "FX FY" },
+	{ "scale", 2, 2, true, true, 0, 10, "a factor in (0, 10)", NULL,
+	  "LO HI" },
+	{ "zoom", 2, 2, true, true, 0, 10, "a factor in (0, 10)", NULL,
+	  "LO HI" },
+	{ "shear", 1, 4, false, true, -89, 89, "an angle in -89..89",
+	  "an angle in -89..89", "SX, XLO XHI or XLO XHI YLO YHI" },
+};
+
+/* Where geo_keys[k]'s numbers go. */
+static double *geo_key_dst(struct ispec_affine *af, unsigned k)
+{
+	double *const dst[] = { af->deg, af->translate, af->scale, af->zoom,
+				af->shear };
+
+	return dst[k];
+}
+
+/*
+ * The numbers of key after w[at], into dst; *used gets how many. The
+ * error names the word at fault and what it must be.
+ */
+static int geo_key_numbers(struct pstate *ps, const struct stage *st,
+			   const struct word *w, unsigned at, unsigned n,
+			   const struct geo_key *key, double *dst,
+			   unsigned *used)
+{
+	unsigned k = count_numbers(w, at + 1, n, key->max);
+	int err;
+
+	if (k < key->min || (key->max == 4 && k == 3))
+		return bad(ps, st->name, k ? &w[at + k] : &w[at], "needs %s",
+			   key->need);
+	if (k == 1 && key->min == 1) {
+		err = geo_numbers(ps, st, &w[at + 1], 1, dst, 0, key->hi, false,
+				  false, key->why_one);
+		dst[1] = dst[0];
+		dst[0] = -dst[0];
+	} else {
+		err = geo_numbers(ps, st, &w[at + 1], k, dst, key->lo, key->hi,
+				  key->open, key->range, key->why);
+	}
+	*used = k;
+	return err;
+}
+
+#define NKEYS (sizeof(geo_keys) / sizeof(geo_keys[0]))
 
 /*
  * rotate D|LO HI, affine [KEY ARGS]..., trivialaugment, randaugment N M,
@@ -737,19 +800,9 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 	af->zoom[0] = af->zoom[1] = 1;
 	switch (st->arg) {
 	case ISPEC_OP_ROTATE:
-		k = count_numbers(w, 1, n, 2);
-		if (k == 0)
-			return bad(ps, st->name, &w[n > 1 ? 1 : 0],
-				   "needs a range: D (0..180) or LO HI "
-				   "(-180..180)");
-		err = geo_numbers(ps, st, &w[1], k, op.a, k == 1 ? 0 : -180,
-				  180, false, true,
-				  k == 1 ? "an angle range D in 0..180" :
-					   "an angle in -180..180");
+		err = geo_key_numbers(ps, st, w, 0, n, &geo_keys[0], op.a, &k);
 		if (err)
 			return err;
-		if (k == 1)
-			op.a[1] = op.a[0], op.a[0] = -op.a[0];
 		i = 1 + k;
 		break;
 	case ISPEC_OP_RANDAUG:
@@ -784,10 +837,6 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 	for (; i < n;) {
 		const struct word *key = &w[i];
 		bool mode = word_is(key, "interp") || word_is(key, "fill");
-		unsigned want = 0, lo_k = 1;
-		double *dst = NULL, lo = 0, hi = 0;
-		bool open = false;
-		const char *why = NULL;
 
 		if (mode || word_is(key, "p")) {
 			if (i + 1 >= n)
@@ -817,46 +866,17 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 			return bad(ps, st->name, key,
 				   "is unexpected: expected interp I, fill F%s",
 				   policy ? "" : " or p P");
-		for (k = 0; k < 5 && !word_is(key, affine_keys[k]); k++)
+		for (k = 0; k < NKEYS && !word_is(key, geo_keys[k].name); k++)
 			;
-		if (k < 5 && (seen & 1u << k))
-			return bad(ps, st->name, key, "is given twice");
-		seen |= 1u << k;
-		if (word_is(key, "rotate")) {
-			want = 2, dst = af->deg, lo = -180, hi = 180;
-			why = "an angle in -180..180";
-		} else if (word_is(key, "translate")) {
-			want = 2, lo_k = 2, dst = af->translate, hi = 1;
-			why = "a fraction in 0..1";
-		} else if (word_is(key, "scale") || word_is(key, "zoom")) {
-			want = 2, lo_k = 2, lo = 0, hi = 10, open = true;
-			dst = word_is(key, "scale") ? af->scale : af->zoom;
-			why = "a factor in (0, 10)";
-		} else if (word_is(key, "shear")) {
-			want = 4, dst = af->shear, lo = -89, hi = 89;
-			why = "an angle in -89..89";
-		} else {
+		if (k == NKEYS)
 			return bad(ps, st->name, key,
 				   "is unexpected: expected rotate, translate, "
 				   "scale, zoom, shear, interp, fill or p");
-		}
-		k = count_numbers(w, i + 1, n, want);
-		if (k < lo_k || (want == 4 && k == 3))
-			return bad(ps, st->name, k ? &w[i + k] : key,
-				   "needs %s",
-				   want == 4 ? "SX, XLO XHI or XLO "
-					       "XHI YLO YHI" :
-				   lo_k == 2 ? "LO HI" :
-					       "D or LO HI");
-		if (k == 1 && (dst == af->deg || dst == af->shear)) {
-			err = geo_numbers(ps, st, &w[i + 1], 1, dst, 0, hi,
-					  false, false, why);
-			dst[1] = dst[0];
-			dst[0] = -dst[0];
-		} else {
-			err = geo_numbers(ps, st, &w[i + 1], k, dst, lo, hi,
-					  open, dst != af->translate, why);
-		}
+		if (seen & 1u << k)
+			return bad(ps, st->name, key, "is given twice");
+		seen |= 1u << k;
+		err = geo_key_numbers(ps, st, w, i, n, &geo_keys[k],
+				      geo_key_dst(af, k), &k);
 		if (err)
 			return err;
 		i += 1 + k;
