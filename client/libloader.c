@@ -1082,6 +1082,17 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 		memcpy(t->shape, o->shape, sizeof(t->shape));
 		t->shape[0] = rs.count;
 		t->bytes = (size_t)(rs.count * o->sample_bytes);
+		if (!o->ragged) {
+			uint64_t n;
+			char why[PROTO_REASON_MAX];
+
+			if (loader_check_shape(o, rs.shape[i], rs.count, &n,
+					       why, sizeof(why)))
+				return l->final = loader_fail(l, LOADER_EPROTO,
+							      "%s", why);
+			memcpy(t->shape, rs.shape[i], sizeof(t->shape));
+			t->bytes = (size_t)n;
+		}
 		if (o->ragged) {
 			err = loader_check_offsets(l, slot, o, rs.count,
 						   &t->bytes);

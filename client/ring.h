@@ -46,8 +46,8 @@
 
 #define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
 #define RING_VERSION                                                           \
-	5 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
-	     5: the slot's repeats */
+	6 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
+	     5: the slot's repeats; 6: the slot's shapes */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -156,6 +156,14 @@ struct ring_slot {
 	 * (PROTO_OPEN_PAD). */
 	uint32_t repeats;
 	uint32_t reserved; /* 0 */
+	/*
+	 * Each output's shape in this batch: [count, the sample's
+	 * dimensions], ndim as the header's, each sample dimension at most
+	 * the header's (which sized the slot); the samples lie back to back
+	 * at the output's offset. A schedule (progressive resizing) makes
+	 * them smaller in some epochs. A ragged output's is the header's.
+	 */
+	uint64_t shape[PROTO_MAX_OUTPUTS][RING_MAX_DIMS];
 };
 
 _Static_assert(sizeof(struct ring_hdr) <= RING_PAGE, "ring header fits a page");

@@ -233,3 +233,28 @@ int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
 	}
 	return 0;
 }
+
+int loader_check_shape(const struct loader_output *o,
+		       const uint64_t shape[RING_MAX_DIMS], uint32_t count,
+		       uint64_t *bytes, char *why, size_t whylen)
+{
+	uint64_t n = loader_dtype_size(o->dtype);
+
+	if (shape[0] != count)
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring output %s: a batch of %u samples, shaped "
+			       "for %llu",
+			       o->name, count, (unsigned long long)shape[0]);
+	for (uint32_t d = 1; d < o->ndim; d++) {
+		if (!shape[d] || shape[d] > o->shape[d])
+			return msg_why(why, whylen, LOADER_EPROTO,
+				       "ring output %s: dimension %u of a "
+				       "batch is %llu, outside 1..%llu",
+				       o->name, d, (unsigned long long)shape[d],
+				       (unsigned long long)o->shape[d]);
+		n *= shape[d];
+	}
+	/* Each dimension within the header's: n <= sample_bytes. */
+	*bytes = n * count;
+	return 0;
+}

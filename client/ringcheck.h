@@ -51,4 +51,15 @@ int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
 		     const struct proto_open *po, struct loader_output *out,
 		     char *why, size_t whylen);
 
+/*
+ * Check the shape a slot gives output o for a batch of count samples
+ * (ring.h, struct ring_slot): shape[0] is count and every sample
+ * dimension of a plain output is 1..o's (a ragged output's slot shape
+ * is not used). Returns the batch's bytes of o into *bytes and 0, or
+ * LOADER_EPROTO with the reason in why (whylen bytes, may be 0).
+ */
+int loader_check_shape(const struct loader_output *o,
+		       const uint64_t shape[RING_MAX_DIMS], uint32_t count,
+		       uint64_t *bytes, char *why, size_t whylen);
+
 #endif /* LOADER_RINGCHECK_H */

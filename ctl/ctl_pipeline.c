@@ -96,6 +96,9 @@ struct pipe_out {
 	uint32_t dims[3];
 	unsigned ndim;
 	size_t bytes;
+	/* A spec with schedules: sp is its epoch's; the rest from all. */
+	bool sched;
+	uint32_t epoch, sched_end, size_max, size_max_epoch;
 };
 
 static json_t *out_json(const struct pipe_out *po)
@@ -104,9 +107,19 @@ static json_t *out_json(const struct pipe_out *po)
 
 	for (unsigned i = 0; i < po->ndim; i++)
 		json_array_append_new(shape, json_integer(po->dims[i]));
-	return json_pack("{s:s, s:s, s:o, s:I}", "spec", po->text, "dtype",
-			 dtype_name(po->sp.dtype), "shape", shape, "bytes",
-			 (json_int_t)po->bytes);
+	json_t *j = json_pack("{s:s, s:s, s:o, s:I}", "spec", po->text, "dtype",
+			      dtype_name(po->sp.dtype), "shape", shape, "bytes",
+			      (json_int_t)po->bytes);
+
+	if (po->sched)
+		json_object_set_new(
+			j, "schedule",
+			json_pack("{s:I, s:I, s:I, s:I}", "epoch",
+				  (json_int_t)po->epoch, "last_change",
+				  (json_int_t)po->sched_end, "size_max",
+				  (json_int_t)po->size_max, "size_max_epoch",
+				  (json_int_t)po->size_max_epoch));
+	return j;
 }
 
 /* "f16 [3,224,224]" */
@@ -143,11 +156,24 @@ static void print_json(json_t *j)
 	json_decref(j);
 }
 
-static int parse_spec(const char *text, struct pipe_out *po)
+/*
+ * The spec of text, as a stream gives it to the samples of epoch: every
+ * epoch's values checked, those of epoch kept.
+ */
+static int parse_spec(const char *text, uint32_t epoch, struct pipe_out *po)
 {
 	struct diag d;
 
 	if (ispec_parse(&po->sp, text, &d)) {
+		fprintf(stderr, PFX "%s\n", d.msg);
+		return CTL_FAIL;
+	}
+	po->sched = po->sp.sched || po->sp.at;
+	po->epoch = epoch;
+	po->sched_end = po->sp.sched_end;
+	po->size_max = po->sp.size_max;
+	po->size_max_epoch = po->sp.size_max_epoch;
+	if (po->sched && ispec_parse_epoch(&po->sp, text, epoch, &d)) {
 		fprintf(stderr, PFX "%s\n", d.msg);
 		return CTL_FAIL;
 	}
@@ -970,6 +996,13 @@ static int pipe_check(const struct pipe_cli *o, const struct pipe_out *po)
 	printf("spec:    %s\n", po->text);
 	printf("output:  %s\n", out_type(po, type, sizeof(type)));
 	printf("bytes:   %zu per sample\n", po->bytes);
+	if (po->sched)
+		printf("epoch:   %" PRIu32
+		       " (schedules change up to epoch %" PRIu32
+		       "; the largest output, size %" PRIu32
+		       ", first at epoch %" PRIu32 ")\n",
+		       po->epoch, po->sched_end, po->size_max,
+		       po->size_max_epoch);
 	return CTL_OK;
 }
 
@@ -1028,7 +1061,7 @@ int ctl_pipeline(int argc, char **argv)
 			UINT32_MAX);
 		return CTL_FAIL;
 	}
-	if (parse_spec(argv[0], &po))
+	if (parse_spec(argv[0], (uint32_t)o.epoch, &po))
 		return CTL_FAIL;
 	if (o.profile)
 		return pipe_profile(&o, &po, argv[1]);

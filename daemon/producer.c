@@ -65,6 +65,7 @@ struct producer {
 	uint64_t ids_offset;
 	uint64_t offsets[STREAM_MAX_OUTPUTS];
 	uint64_t index[STREAM_MAX_OUTPUTS]; /* ragged outputs' offsets */
+	uint32_t ndim[STREAM_MAX_OUTPUTS];  /* of each output's samples */
 	uint32_t prod, last_cons;
 	/* producer_released()'s view of the consumer index */
 	uint32_t released;
@@ -269,6 +270,13 @@ static void sink_publish(void *ctx, const struct stream_batch *b)
 	slot->epoch = b->epoch;
 	slot->count = b->count;
 	slot->repeats = b->repeats;
+	for (uint32_t i = 0; i < pr->noutputs; i++) {
+		slot->shape[i][0] = b->count;
+		for (uint32_t k = 0; k < pr->ndim[i]; k++)
+			slot->shape[i][k + 1] = b->shape[i][k];
+		if (pr->index[i])
+			slot->shape[i][1] = RING_RAGGED;
+	}
 	/* Release: producer_released() reads it on another thread. */
 	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);
@@ -365,6 +373,8 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	pr->cons = map;
 	pr->slots = slots;
 	pr->noutputs = p->lay->noutputs;
+	for (uint32_t i = 0; i < pr->noutputs; i++)
+		pr->ndim[i] = p->lay->out[i].ndim;
 	pr->ids_offset = ids;
 	memcpy(pr->offsets, offsets, sizeof(pr->offsets));
 	write_header(pr, p, slots, ids, offsets);

@@ -2,6 +2,7 @@
  * imgpipe.c - one JPEG through the image pipeline (see imgpipe.h).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,30 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 		       round64(s * s * 3) + ip->tmp_cap + round64(s * s) +
 		       (ip->warp ? round64(s * s * 3) + ip->warp_cap : 0);
 	*out = ip;
+	return 0;
+}
+
+int imgpipe_derive(struct imgpipe **out, const struct imgpipe *ip,
+		   const struct ispec *sp, struct diag *d)
+{
+	const struct ispec *was = &ip->sp;
+	struct imgpipe *n;
+
+	*out = NULL;
+	if (sp->size > was->size || sp->nops != was->nops ||
+	    sp->has_vflip != was->has_vflip || sp->fill != was->fill ||
+	    ispec_has_warp(sp) != ip->warp)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"the spec of size %" PRIu32
+			" does not fit the pipeline made for size %" PRIu32,
+			sp->size, was->size);
+	n = mem_calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	*n = *ip;
+	n->sp = *sp;
+	*out = n;
 	return 0;
 }
 

@@ -68,6 +68,15 @@ int imgpipe_new(struct imgpipe **out, const struct ispec *sp,
 		uint64_t max_pixels, struct diag *d);
 
 /* Free a pipeline. NULL is a no-op. */
+/*
+ * A pipeline for sp, another epoch's spec of ip's (ispec_parse_epoch()):
+ * the same stages, an output no larger. It shares ip's sizes, so that
+ * the worker states of ip (imgpipe_ws_new()) run it too. Returns 0,
+ * LOADER_EUSAGE (in d) when sp does not fit ip, or -ENOMEM.
+ */
+int imgpipe_derive(struct imgpipe **out, const struct imgpipe *ip,
+		   const struct ispec *sp, struct diag *d);
+
 void imgpipe_free(struct imgpipe *ip);
 
 /* The spec the pipeline runs (valid as long as ip). */

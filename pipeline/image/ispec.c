@@ -10,6 +10,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,17 +26,34 @@
  * interp I fill F p P */
 #define MAX_WORDS     28
 #define WORD_SHOW_MAX 40 /* longest word quoted in a message */
+/* A word's schedules' values, as text: three numbers and two commas. */
+#define SUB_MAX 104
+
+/* One schedule: keys (epoch, value) in rising epochs, and its step. */
+struct sched {
+	unsigned nkeys;
+	uint32_t ep[ISPEC_SCHED_KEYS];
+	double v[ISPEC_SCHED_KEYS];
+	double step; /* 0: none */
+};
 
 static const double imagenet_mean[3] = { 0.485, 0.456, 0.406 };
 static const double imagenet_std[3] = { 0.229, 0.224, 0.225 };
 static const double rrc_scale_def[2] = { 0.08, 1.0 };
 static const double rrc_ratio_def[2] = { 3.0 / 4.0, 4.0 / 3.0 };
 
-/* A word of the text: where it starts, how long, its 1-based column. */
+/*
+ * A word of the text: where it starts, how long, its 1-based column. A
+ * word that holds a schedule (ispec.h, SCHEDULES) is replaced by its
+ * value at the epoch parsed: p then points at that value's text, and src
+ * at the schedule as written, for messages.
+ */
 struct word {
 	const char *p;
 	size_t len;
 	unsigned col;
+	const char *src; /* NULL: no schedule */
+	size_t srclen;
 };
 
 /*
@@ -55,6 +73,7 @@ enum rank {
 	R_CUTOUT,
 	R_DTYPE,
 	R_LAYOUT,
+	R_AT,
 	R_COUNT
 };
 
@@ -68,6 +87,13 @@ struct pstate {
 	bool want_center;      /* "resize" seen, "center" must come next */
 	struct word interp_at; /* where interp, fill were first given */
 	struct word fill_at;
+	uint32_t epoch;	 /* schedules are read at this epoch */
+	unsigned nsched; /* schedules met so far */
+	struct sched sched[ISPEC_MAX_SCHED];
+	bool has_at; /* an "at" stage: its epoch, or final */
+	bool at_final;
+	uint32_t at;
+	char sub[MAX_WORDS + 1][SUB_MAX]; /* the stage's values, as text */
 };
 
 struct stage {
@@ -101,16 +127,52 @@ __attribute__((format(printf, 4, 5))) static int bad(struct pstate *ps,
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	memset(ps->sp, 0, sizeof(*ps->sp));
+	if (w->src) {
+		int slen = (int)(w->srclen > WORD_SHOW_MAX ? WORD_SHOW_MAX :
+							     w->srclen);
+
+		return diag_set(ps->d, ISPEC_ERR,
+				"column %u: %s: \"%.*s%s\" %s (the value of "
+				"schedule \"%.*s%s\" at epoch %" PRIu32 ")",
+				w->col, stage, len, w->p,
+				w->len > WORD_SHOW_MAX ? "..." : "", why, slen,
+				w->src, w->srclen > WORD_SHOW_MAX ? "..." : "",
+				ps->epoch);
+	}
 	return diag_set(ps->d, ISPEC_ERR, "column %u: %s: \"%.*s%s\" %s",
 			w->col, stage, len, w->p,
 			w->len > WORD_SHOW_MAX ? "..." : "", why);
 }
 
-/* 1..ISPEC_SIZE_MAX in plain decimal digits. */
+static bool parse_real(const char *p, size_t len, double *out);
+
+/*
+ * An integer argument given by a schedule takes its value rounded to the
+ * nearest integer, ties to even (as NumPy's round): a ramp of sizes or
+ * magnitudes moves through whole numbers.
+ */
+static void sched_round(const struct word *w, double *v)
+{
+	if (w->src)
+		*v = nearbyint(*v);
+}
+
+/* 1..ISPEC_SIZE_MAX in plain decimal digits (or a schedule's value). */
 static bool parse_size(const struct word *w, uint32_t *out)
 {
 	uint32_t v = 0;
 
+	if (w->src) {
+		double x;
+
+		if (!parse_real(w->p, w->len, &x))
+			return false;
+		sched_round(w, &x);
+		if (!(x >= 1 && x <= ISPEC_SIZE_MAX))
+			return false;
+		*out = (uint32_t)x;
+		return true;
+	}
 	if (w->len == 0 || w->len > 5)
 		return false;
 	for (size_t i = 0; i < w->len; i++) {
@@ -525,6 +587,12 @@ static const char *op_arg_check(unsigned kind, unsigned k, double v)
 	}
 }
 
+/* Whether argument k of a colour stage is a whole number. */
+static bool op_arg_integer(unsigned kind, unsigned k)
+{
+	return kind == ISPEC_OP_POSTERIZE || (kind == ISPEC_OP_BLUR && k == 0);
+}
+
 /*
  * Whether a sample can draw op's ops after those of the stages before it:
  * a stage draws one, randaugment N, autoaugment two.
@@ -568,8 +636,11 @@ static int p_color(struct pstate *ps, const struct stage *st,
 	for (unsigned k = 0; k < na; k++) {
 		const char *why = NULL;
 
-		if (!parse_real(w[1 + k].p, w[1 + k].len, &op.a[k]) ||
-		    (why = op_arg_check(st->arg, k, op.a[k])))
+		bool num = parse_real(w[1 + k].p, w[1 + k].len, &op.a[k]);
+
+		if (num && op_arg_integer(st->arg, k))
+			sched_round(&w[1 + k], &op.a[k]);
+		if (!num || (why = op_arg_check(st->arg, k, op.a[k])))
 			return bad(ps, st->name, &w[1 + k], "is not %s",
 				   why ? why : "a number");
 	}
@@ -813,6 +884,8 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 				   ISPEC_MAX_OPS);
 		parse_real(w[1].p, w[1].len, &op.a[0]);
 		parse_real(w[2].p, w[2].len, &op.a[1]);
+		sched_round(&w[1], &op.a[0]);
+		sched_round(&w[2], &op.a[1]);
 		if (!(op.a[0] >= 1 && op.a[0] <= ISPEC_MAX_OPS &&
 		      op.a[0] == floor(op.a[0])))
 			return bad(ps, st->name, &w[1],
@@ -888,6 +961,220 @@ static int p_geo(struct pstate *ps, const struct stage *st,
 	return 0;
 }
 
+/* ------------------------------------------------------------ schedules */
+
+static int put_real(char *buf, size_t n, double v);
+
+/* An epoch of a schedule's key: plain digits, 0..ISPEC_SCHED_EPOCH_MAX. */
+static bool parse_epoch(const char *p, size_t len, uint32_t *out)
+{
+	uint32_t v = 0;
+
+	if (len == 0 || len > 6)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return false;
+		v = v * 10 + (uint32_t)(p[i] - '0');
+	}
+	if (v > ISPEC_SCHED_EPOCH_MAX)
+		return false;
+	*out = v;
+	return true;
+}
+
+/*
+ * The schedule in [p, p + len): VALUE@EPOCH..VALUE@EPOCH[..]...[/STEP].
+ * Returns NULL, or what is wrong with it.
+ */
+static const char *sched_parse(const char *p, size_t len, struct sched *sc)
+{
+	const char *end = p + len, *at = NULL, *slash = NULL;
+
+	memset(sc, 0, sizeof(*sc));
+	for (const char *c = p; c < end; c++) {
+		if (*c == '@')
+			at = c;
+		else if (*c == '/')
+			slash = c;
+	}
+	if (slash && slash > at) {
+		if (!parse_real(slash + 1, (size_t)(end - slash - 1),
+				&sc->step) ||
+		    !(sc->step > 0))
+			return "has a step that is not a number > 0 after "
+			       "its last '/'";
+		end = slash;
+	}
+	while (p < end) {
+		const char *dots = p, *a, *slash2;
+		struct word vw;
+
+		while (dots + 1 < end && !(dots[0] == '.' && dots[1] == '.'))
+			dots++;
+		if (dots + 1 >= end)
+			dots = end;
+		a = memchr(p, '@', (size_t)(dots - p));
+		if (sc->nkeys == ISPEC_SCHED_KEYS)
+			return "has too many keys (at most "
+			       "8 VALUE@EPOCH)";
+		if (!a)
+			return "has a key without '@': keys are VALUE@EPOCH, "
+			       "joined by ..";
+		vw = (struct word){ p, (size_t)(a - p), 0, NULL, 0 };
+		slash2 = memchr(p, '/', (size_t)(a - p));
+		if (!(slash2 ? parse_frac(&vw, &sc->v[sc->nkeys]) :
+			       parse_real(vw.p, vw.len, &sc->v[sc->nkeys])))
+			return "has a key whose VALUE is not a number";
+		if (!parse_epoch(a + 1, (size_t)(dots - a - 1),
+				 &sc->ep[sc->nkeys]))
+			return "has a key whose EPOCH is not a whole "
+			       "number in 0..100000";
+		if (sc->nkeys && sc->ep[sc->nkeys] <= sc->ep[sc->nkeys - 1])
+			return "has keys whose epochs do not rise";
+		sc->nkeys++;
+		p = dots == end ? end : dots + 2;
+		if (dots != end && p == end)
+			return "ends with '..'";
+	}
+	if (sc->nkeys < 2)
+		return "needs two keys or more: VALUE@EPOCH..VALUE@EPOCH";
+	return NULL;
+}
+
+/*
+ * A schedule's value at epoch e: the first key's value up to its epoch,
+ * the last's from its epoch on, and between two keys the straight line
+ * (as NumPy's interp), rounded to the nearest multiple of the step (ties
+ * to even, as ffcv's get_resolution) and kept within the two keys.
+ */
+static double sched_at(const struct sched *sc, uint32_t e)
+{
+	unsigned k = 0;
+	double v, lo, hi;
+
+	if (e <= sc->ep[0])
+		return sc->v[0];
+	if (e >= sc->ep[sc->nkeys - 1])
+		return sc->v[sc->nkeys - 1];
+	while (sc->ep[k + 1] <= e)
+		k++;
+	if (e == sc->ep[k])
+		return sc->v[k];
+	v = (sc->v[k + 1] - sc->v[k]) / (double)(sc->ep[k + 1] - sc->ep[k]) *
+		    (double)(e - sc->ep[k]) +
+	    sc->v[k];
+	if (sc->step > 0) {
+		lo = fmin(sc->v[k], sc->v[k + 1]);
+		hi = fmax(sc->v[k], sc->v[k + 1]);
+		v = nearbyint(v / sc->step) * sc->step;
+		v = v < lo ? lo : v > hi ? hi : v;
+	}
+	return v;
+}
+
+/*
+ * Replace each word of a stage that holds a schedule (an '@' in it; in a
+ * comma list, each element on its own) by its value at ps->epoch, as
+ * text in ps->sub. The word keeps its column and remembers the schedule.
+ */
+static int sched_words(struct pstate *ps, const struct stage *st,
+		       struct word *w, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++) {
+		const char *p = w[i].p, *end = w[i].p + w[i].len;
+		char *out = ps->sub[i];
+		size_t used = 0;
+
+		if (!memchr(p, '@', w[i].len))
+			continue;
+		while (p <= end) {
+			const char *c = memchr(p, ',', (size_t)(end - p));
+			const char *why;
+			struct sched *sc;
+
+			if (!c)
+				c = end;
+			if (!memchr(p, '@', (size_t)(c - p))) {
+				if (used + (size_t)(c - p) + 2 > SUB_MAX)
+					return bad(ps, st->name, &w[i],
+						   "is too long");
+				memcpy(out + used, p, (size_t)(c - p));
+				used += (size_t)(c - p);
+			} else {
+				if (ps->nsched == ISPEC_MAX_SCHED)
+					return bad(ps, st->name, &w[i],
+						   "is one schedule too many "
+						   "(at most %d a spec)",
+						   ISPEC_MAX_SCHED);
+				sc = &ps->sched[ps->nsched];
+				why = sched_parse(p, (size_t)(c - p), sc);
+				if (why)
+					return bad(ps, st->name, &w[i],
+						   "is not a schedule: it %s",
+						   why);
+				ps->nsched++;
+				if (used + 40 > SUB_MAX)
+					return bad(ps, st->name, &w[i],
+						   "is too long");
+				used += (size_t)put_real(
+					out + used, SUB_MAX - used,
+					sched_at(sc, ps->epoch));
+			}
+			if (c < end)
+				out[used++] = ',';
+			p = c + 1;
+		}
+		out[used] = '\0';
+		w[i].src = w[i].p;
+		w[i].srclen = w[i].len;
+		w[i].p = out;
+		w[i].len = used;
+	}
+	return 0;
+}
+
+/* at final | at EPOCH: read every schedule at that epoch. */
+static int p_at(struct pstate *ps, const struct stage *st, const struct word *w,
+		unsigned n)
+{
+	if (n != 2)
+		return bad(ps, st->name, &w[n > 2 ? 2 : 0],
+			   "%s: at takes one epoch (0..%d) or final",
+			   n > 2 ? "is unexpected" : "is incomplete",
+			   ISPEC_SCHED_EPOCH_MAX);
+	ps->has_at = true;
+	ps->at_final = word_is(&w[1], "final");
+	if (!ps->at_final && !parse_epoch(w[1].p, w[1].len, &ps->at))
+		return bad(ps, st->name, &w[1],
+			   "is not an epoch in 0..%d or final",
+			   ISPEC_SCHED_EPOCH_MAX);
+	return 0;
+}
+
+/* The last key's epoch of every schedule ps met; 0 for none. */
+static uint32_t sched_end(const struct pstate *ps)
+{
+	uint32_t end = 0;
+
+	for (unsigned i = 0; i < ps->nsched; i++) {
+		uint32_t e = ps->sched[i].ep[ps->sched[i].nkeys - 1];
+
+		end = e > end ? e : end;
+	}
+	return end;
+}
+
+/* Whether some schedule of ps has another value at e than at e - 1. */
+static bool sched_moves(const struct pstate *ps, uint32_t e)
+{
+	for (unsigned i = 0; i < ps->nsched; i++)
+		if (sched_at(&ps->sched[i], e) !=
+		    sched_at(&ps->sched[i], e - 1))
+			return true;
+	return false;
+}
+
 static const struct stage stages[] = {
 	{ "decode", R_DECODE, 0, p_decode },
 	{ "rrc", R_GEOM, 0, p_rrc },
@@ -922,6 +1209,7 @@ static const struct stage stages[] = {
 	{ "f32", R_DTYPE, DT_F32, p_dtype },
 	{ "nchw", R_LAYOUT, ISPEC_NCHW, p_layout },
 	{ "nhwc", R_LAYOUT, ISPEC_NHWC, p_layout },
+	{ "at", R_AT, 0, p_at },
 };
 
 /* Edit distance between w and s, at most 3 (enough to spot a typo). */
@@ -1050,19 +1338,25 @@ static unsigned split_words(struct pstate *ps, const char *b, const char *e,
 		if (n == MAX_WORDS + 1)
 			break;
 		w[n++] = (struct word){ s, (size_t)(b - s),
-					(unsigned)(s - ps->text) + 1 };
+					(unsigned)(s - ps->text) + 1, NULL, 0 };
 	}
 	return n;
 }
 
-int ispec_parse(struct ispec *sp, const char *text, struct diag *d)
+/* Parse text into sp, every schedule read at epoch; ps is the parser's. */
+static int parse_text(struct pstate *ps, struct ispec *sp, const char *text,
+		      uint32_t epoch, struct diag *d)
 {
-	struct pstate ps = { .sp = sp, .d = d, .text = text };
 	const char *b = text;
 	struct word w[MAX_WORDS + 1];
 	unsigned n;
 	int err;
 
+	memset(ps, 0, sizeof(*ps));
+	ps->sp = sp;
+	ps->d = d;
+	ps->text = text;
+	ps->epoch = epoch;
 	memset(sp, 0, sizeof(*sp));
 	sp->dtype = DT_F32;
 	sp->layout = ISPEC_NCHW;
@@ -1072,49 +1366,121 @@ int ispec_parse(struct ispec *sp, const char *text, struct diag *d)
 
 		if (!e)
 			e = b + strlen(b);
-		n = split_words(&ps, b, e, w);
+		n = split_words(ps, b, e, w);
 		if (n == 0) {
 			/* Point at the '|' next to the hole, or at the end. */
 			struct word at = { e, *e ? 1 : 0,
-					   (unsigned)(e - text) + 1 };
+					   (unsigned)(e - text) + 1, NULL, 0 };
 
 			if (b > text) {
 				at = (struct word){ b - 1, 1,
-						    (unsigned)(b - text) };
+						    (unsigned)(b - text), NULL,
+						    0 };
 			}
 			if (!*e && b == text) {
 				at.col = 1;
-				return bad(&ps, "spec", &at,
+				return bad(ps, "spec", &at,
 					   "is empty: a spec starts with "
 					   "decode");
 			}
-			return bad(&ps, "spec", &at, "has an empty stage %s it",
+			return bad(ps, "spec", &at, "has an empty stage %s it",
 				   b > text ? "after" : "before");
 		}
 		st = stage_find(&w[0]);
 		if (!st)
-			return not_a_stage(&ps, &w[0]);
+			return not_a_stage(ps, &w[0]);
 		if (n > MAX_WORDS)
-			return bad(&ps, st->name, &w[MAX_WORDS],
+			return bad(ps, st->name, &w[MAX_WORDS],
 				   "is one word too many");
-		err = stage_order(&ps, st, &w[0]);
+		err = sched_words(ps, st, w, n);
 		if (!err)
-			err = st->parse(&ps, st, w, n);
+			err = stage_order(ps, st, &w[0]);
+		if (!err)
+			err = st->parse(ps, st, w, n);
 		if (err)
 			return err;
 		if (!*e)
 			break;
 		b = e + 1;
 	}
-	if (ps.want_center)
-		return bad(&ps, "resize", &ps.seen[R_GEOM],
+	if (ps->want_center)
+		return bad(ps, "resize", &ps->seen[R_GEOM],
 			   "must be followed by center SIZE");
-	if (!ps.have_geom)
-		return bad(&ps, "decode", &ps.seen[R_DECODE],
+	if (!ps->have_geom)
+		return bad(ps, "decode", &ps->seen[R_DECODE],
 			   "ends the spec without a geometry (rrc SIZE, or "
 			   "[resize SHORT |] center SIZE)");
+	sp->size_max = sp->size;
+	sp->sched = ps->nsched > 0;
+	sp->sched_end = sched_end(ps);
+	sp->at = ps->has_at;
 	diag_clear(d);
 	return 0;
+}
+
+/* The epoch an "at" stage of ps names, else epoch. */
+static uint32_t at_epoch(const struct pstate *ps, uint32_t epoch)
+{
+	if (!ps->has_at)
+		return epoch;
+	return ps->at_final ? sched_end(ps) : ps->at;
+}
+
+int ispec_parse(struct ispec *sp, const char *text, struct diag *d)
+{
+	struct pstate ps, ps2;
+	struct ispec tmp;
+	uint32_t end, at, best, best_ep = 0;
+	int err = parse_text(&ps, sp, text, 0, d);
+
+	if (err || (!ps.nsched && !ps.has_at))
+		return err;
+	/*
+	 * Every epoch up to the last key whose values differ from the
+	 * epoch's before must parse: a ramp between two valid values can
+	 * still cross a whole number that is not (an even kernel size).
+	 */
+	end = sched_end(&ps);
+	best = sp->size;
+	for (uint32_t e = 1; e <= end; e++) {
+		if (!sched_moves(&ps, e))
+			continue;
+		err = parse_text(&ps2, &tmp, text, e, d);
+		if (err) {
+			memset(sp, 0, sizeof(*sp));
+			return err;
+		}
+		if (tmp.size > best) {
+			best = tmp.size;
+			best_ep = e;
+		}
+	}
+	at = at_epoch(&ps, 0);
+	if (at) {
+		err = parse_text(&ps2, sp, text, at, d);
+		if (err)
+			return err;
+	}
+	if (ps.has_at) {
+		best = sp->size;
+		best_ep = at;
+	}
+	sp->size_max = best;
+	sp->size_max_epoch = best_ep;
+	return 0;
+}
+
+int ispec_parse_epoch(struct ispec *sp, const char *text, uint32_t epoch,
+		      struct diag *d)
+{
+	struct pstate ps;
+	uint32_t at;
+	int err = parse_text(&ps, sp, text, epoch, d);
+
+	if (err || !ps.has_at)
+		return err;
+	at = at_epoch(&ps, epoch);
+	return at == epoch ? 0 : parse_text(&ps, sp, text, at, d);
 }
 
 /*

@@ -58,8 +58,26 @@
  *						 uniform centre, clipped; p 1)
  *	u8 | f16 | f32				(optional, default f32)
  *	nchw | nhwc				(optional, default nchw)
+ *	at final | at EPOCH			(optional: read every schedule
+ *						 at that epoch, e.g. for an
+ *						 evaluation stream)
  * SIZE and SHORT are 1..8192; rrc's scale defaults to 0.08 1, its ratio to
  * 3/4 4/3 (a ratio may be written as a fraction); u8 cannot be normalized.
+ *
+ * SCHEDULES. Any number may instead be a schedule over epochs (0-based):
+ *	VALUE@EPOCH..VALUE@EPOCH[..VALUE@EPOCH]...[/STEP]
+ * e.g. "rrc 160@65..192@76/32" (ffcv's progressive resizing: 160 up to
+ * epoch 65, 192 from epoch 76, between them the straight line rounded to
+ * the nearest multiple of 32) or "randaugment 2 5@0..15@90". Up to the
+ * first key's epoch the value is the first key's, from the last key's
+ * epoch on the last's; between two keys it is interpolated linearly,
+ * rounded to the nearest multiple of STEP when one is given (ties to even)
+ * and kept between the two keys. An integer argument (SIZE, BITS, K, N, M)
+ * takes the value rounded to the nearest integer. In a comma list (mean,
+ * std, fill, value) each element may be one. Every epoch's values must be
+ * valid: ispec_parse() checks each epoch up to the last key's.
+ * At most ISPEC_MAX_SCHED schedules a spec, ISPEC_SCHED_KEYS keys each,
+ * epochs up to ISPEC_SCHED_EPOCH_MAX.
  *
  * This module depends on common/diag.h and pipeline/format/dtype.h only.
  */
@@ -80,6 +98,10 @@
 #define ISPEC_MAX_OPS 24
 /* Ops a sample may draw from them: one a stage, randaugment N, autoaugment 2. */
 #define ISPEC_MAX_STEPS 32
+/* Schedules (SCHEDULES above). */
+#define ISPEC_MAX_SCHED	      16
+#define ISPEC_SCHED_KEYS      8
+#define ISPEC_SCHED_EPOCH_MAX 100000
 
 enum ispec_geom {
 	ISPEC_RRC = 1, /* RandomResizedCrop to size x size */
@@ -205,21 +227,44 @@ struct ispec {
 	uint8_t interp;	    /* enum ispec_interp */
 	uint8_t fill;	    /* enum ispec_fill */
 	double fill_rgb[3]; /* ISPEC_FILL_CONSTANT: 0..255 per channel */
+	/*
+	 * Schedules: the values above are those of one epoch. sched: some
+	 * number is a schedule; sched_end: the last key's epoch (nothing
+	 * changes after it); at: the spec has an "at" stage. size_max is
+	 * the largest size of any epoch and size_max_epoch one that has it
+	 * (ispec_parse() only; ispec_parse_epoch() sets size_max to size).
+	 */
+	bool sched, at;
+	uint32_t sched_end;
+	uint32_t size_max, size_max_epoch;
 };
 
 /*
  * Parse text into sp. Returns 0, or LOADER_EUSAGE with a message in d
  * that names the column (1-based, in bytes), the stage and the word at
- * fault. sp is fully written either way (zeroed on error).
+ * fault (and for a schedule's value, the schedule and the epoch). sp is
+ * fully written either way (zeroed on error). A spec with schedules gives
+ * its values at epoch 0 (or at its "at" stage's epoch), with sched,
+ * sched_end, size_max and size_max_epoch set.
  */
 int ispec_parse(struct ispec *sp, const char *text, struct diag *d);
+
+/*
+ * Parse text into sp with every schedule read at epoch (or at the epoch
+ * of the spec's "at" stage): the spec a stream uses for that epoch's
+ * batches. It checks that epoch's values only: parse the text with
+ * ispec_parse() first. Returns as ispec_parse().
+ */
+int ispec_parse_epoch(struct ispec *sp, const char *text, uint32_t epoch,
+		      struct diag *d);
 
 /*
  * Write the canonical text of sp into buf: every stage that sp holds,
  * dtype and layout always, rrc's scale and ratio only when they differ
  * from the defaults, numbers in the shortest form that parses back to
- * the same double. ispec_parse() of the result gives sp back. Returns
- * the length, as snprintf.
+ * the same double. ispec_parse() of the result gives sp back. A spec
+ * with schedules is written with its values at the epoch it was parsed
+ * for (no schedule, no "at"). Returns the length, as snprintf.
  */
 int ispec_format(const struct ispec *sp, char *buf, size_t n);
 

@@ -29,9 +29,10 @@
 struct decode_job {
 	struct stream *s;
 	struct stream_pb *pb;
-	struct stream_batch *b; /* where the batch goes */
-	uint32_t nbad;		/* samples marked in s->bad (skip policy) */
-	int err;		/* first error; set once */
+	struct stream_batch *b;	    /* where the batch goes */
+	const struct imgpipe *pipe; /* for the batch's epoch */
+	uint32_t nbad;		    /* samples marked in s->bad (skip policy) */
+	int err;		    /* first error; set once */
 	char msg[DIAG_MAX];
 };
 
@@ -331,7 +332,7 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		stage(&wt->decode_ns, &t);
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 		const struct stream_out *o = &s->out[k];
-		uint64_t bytes = s->lay.out[k].sample_bytes;
+		uint64_t bytes = j->b->sample_bytes[k];
 		unsigned char *dst = j->b->out[k] + i * bytes;
 		const unsigned char *src = f[o->field].data;
 		size_t len;
@@ -347,7 +348,7 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		}
 		if (o->image) {
 			err = imgpipe_run(
-				s->pipe, s->ws[worker], src, f[o->field].len,
+				j->pipe, s->ws[worker], src, f[o->field].len,
 				order_seed_at(s->order, pb->epoch, pb->gidx[i]),
 				dst, &d);
 			if (wt)
@@ -484,7 +485,7 @@ static int fill_bad(struct stream *s, struct decode_job *j)
 			continue;
 		ids[i] = ids[g];
 		for (uint32_t k = 0; k < s->lay.noutputs; k++) {
-			uint64_t bytes = s->lay.out[k].sample_bytes;
+			uint64_t bytes = j->b->sample_bytes[k];
 			unsigned char *base = j->b->out[k];
 
 			if (!s->out[k].ragged)
@@ -558,7 +559,7 @@ static bool copy_fixed(struct decode_job *j, uint32_t i)
 		return false;
 	j->b->ids[i] = pb->gidx[i];
 	for (uint32_t k = 0; k < nf; k++) {
-		uint64_t bytes = s->lay.out[k].sample_bytes;
+		uint64_t bytes = j->b->sample_bytes[k];
 
 		memcpy(j->b->out[k] + i * bytes,
 		       rec + s->fix_off[s->out[k].field], bytes);
@@ -581,6 +582,60 @@ static void gather(struct decode_job *j)
 		if (!fixed || !copy_fixed(j, i))
 			decode_one(j, i, self);
 	}
+}
+
+/*
+ * Each output's shape in batch b, and the pipeline its images take: the
+ * layout's; but a pipeline with schedules takes the spec of b's epoch,
+ * made when the first batch of an epoch comes (a stream goes through its
+ * epochs in order), and its images that spec's shape.
+ */
+static int batch_shapes(struct stream *s, struct stream_batch *b,
+			const struct imgpipe **pipe, struct diag *d)
+{
+	const struct ispec *sp;
+
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		memcpy(b->shape[k], s->lay.out[k].shape, sizeof(b->shape[k]));
+		b->sample_bytes[k] = s->lay.out[k].sample_bytes;
+	}
+	*pipe = s->pipe;
+	if (!s->sched)
+		return 0;
+	if (!s->ep_pipe || s->ep_epoch != b->epoch) {
+		uint32_t was = s->ep_pipe ? imgpipe_spec(s->ep_pipe)->size : 0;
+		struct imgpipe *ip;
+		struct ispec esp;
+		int err = ispec_parse_epoch(&esp, s->spec_text, b->epoch, d);
+
+		if (!err)
+			err = imgpipe_derive(&ip, s->pipe, &esp, d);
+		if (err)
+			return diag_wrap(d, err, "pipeline at epoch %" PRIu32,
+					 b->epoch);
+		imgpipe_free(s->ep_pipe);
+		s->ep_pipe = ip;
+		s->ep_epoch = b->epoch;
+		if (esp.size != was)
+			plog(PLOG_INFO,
+			     "%s: epoch %" PRIu32 ": images %" PRIu32
+			     " x %" PRIu32,
+			     s->label, b->epoch, esp.size, esp.size);
+	}
+	*pipe = s->ep_pipe;
+	sp = imgpipe_spec(s->ep_pipe);
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		uint32_t dims[3];
+		unsigned nd;
+
+		if (!s->out[k].image)
+			continue;
+		nd = ispec_out_shape(sp, dims);
+		for (unsigned i = 0; i < nd; i++)
+			b->shape[k][i] = dims[i];
+		b->sample_bytes[k] = ispec_out_bytes(sp);
+	}
+	return 0;
 }
 
 /* Add the time since *t to counter c, and move *t to now. */
@@ -607,8 +662,10 @@ void *assembler_main(void *arg)
 		struct stream_pb *pb;
 		struct stream_batch b = { 0 };
 		struct decode_job job;
+		struct diag d;
 		uint64_t arena;
 		bool wake, serve;
+		int err;
 
 		pthread_mutex_lock(&s->lock);
 		while (!s->stop && s->pb_cons == s->pb_prod && !s->serve) {
@@ -645,6 +702,9 @@ void *assembler_main(void *arg)
 		b.count = pb->count;
 		b.repeats = pb->repeats;
 		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
+		err = batch_shapes(s, &b, &job.pipe, &d);
+		if (err)
+			return finish(s, err, d.msg);
 		if (s->nragged)
 			job.err = place_ragged(s, &job);
 		if (!job.err && s->light)

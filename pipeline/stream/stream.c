@@ -275,9 +275,33 @@ static int setup_pipeline(struct stream *s, const char *spec,
 	err = ispec_parse(&sp, spec, d);
 	if (err)
 		return diag_wrap(d, err, "pipeline");
+	/*
+	 * With schedules, the pipeline is made for the epoch of the largest
+	 * output, so that its buffers and the batches' room hold every
+	 * epoch's; the assembler derives each epoch's from it (assemble.c).
+	 */
+	if (sp.sched || sp.at) {
+		if (strlen(spec) >= sizeof(s->spec_text))
+			return diag_set(d, LOADER_EUSAGE,
+					"pipeline: longer than %zu bytes",
+					sizeof(s->spec_text) - 1);
+		snprintf(s->spec_text, sizeof(s->spec_text), "%s", spec);
+		s->sched = true;
+		err = ispec_parse_epoch(&sp, spec, sp.size_max_epoch, d);
+		if (err)
+			return diag_wrap(d, err, "pipeline");
+	}
 	err = imgpipe_new(&s->pipe, &sp, max_pixels, d);
 	if (err)
 		return err;
+	if (s->sched) {
+		plog(PLOG_INFO,
+		     "%s: pipeline \"%s\" (schedules; the largest output is "
+		     "epoch %" PRIu32 "'s, size %" PRIu32 "), bad samples: %s",
+		     s->label, spec, sp.size_max_epoch, sp.size,
+		     s->c.on_bad == STREAM_BAD_SKIP ? "skip" : "fail");
+		return 0;
+	}
 	ispec_format(&sp, text, sizeof(text));
 	plog(PLOG_INFO, "%s: pipeline \"%s\", bad samples: %s", s->label, text,
 	     s->c.on_bad == STREAM_BAD_SKIP ? "skip" : "fail");
@@ -779,6 +803,7 @@ void stream_free(struct stream *s)
 	free(s->roff2);
 	free(s->rbig);
 	free(s->rbig_size);
+	imgpipe_free(s->ep_pipe);
 	imgpipe_free(s->pipe);
 	for (uint32_t i = 0; s->pb && i < s->npb; i++) {
 		free(s->pb[i].rec);

@@ -217,7 +217,7 @@ struct stream_layout {
 /*
  * The place of one batch, given by the sink. The sink sets ids (one u64
  * per sample: its global index) and out[] (each output's first sample;
- * sample i of output k is at out[k] + i * sample_bytes); the stream
+ * sample i of output k is at out[k] + i * sample_bytes[k]); the stream
  * fills them and sets epoch, batch, count and repeats before publish(). A ragged
  * output k has room for capacity bytes at out[k] and batch_size + 1 u64
  * at off[k]: the stream writes count + 1 offsets there, sample i being
@@ -227,6 +227,14 @@ struct stream_batch {
 	uint64_t *ids;
 	unsigned char *out[STREAM_MAX_OUTPUTS];
 	uint64_t *off[STREAM_MAX_OUTPUTS];
+	/*
+	 * Set by the stream: each output's sample shape in this batch (the
+	 * layout's ndim, each dimension at most the layout's) and its bytes,
+	 * the samples lying back to back from out[k]. They differ from the
+	 * layout's only where a schedule makes an epoch's images smaller.
+	 */
+	uint64_t shape[STREAM_MAX_OUTPUTS][STREAM_MAX_DIMS];
+	uint64_t sample_bytes[STREAM_MAX_OUTPUTS];
 	uint32_t epoch;
 	uint64_t batch; /* index within its epoch */
 	uint32_t count; /* samples, <= batch_size */

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "diag.h"
+#include "ispec.h"
 #include "schema.h"
 #include "stream.h"
 
@@ -144,9 +145,18 @@ struct stream {
 	struct codec_ctx **codec; /* per worker */
 	unsigned char **scratch;  /* per worker, max_field bytes */
 	struct imgpipe *pipe;	  /* NULL: no image pipeline */
-	struct imgpipe_ws **ws;	  /* per worker, with pipe */
-	struct stream_wtime *wt;  /* per worker, with c.timing */
-	uint8_t *bad;		  /* per sample of the batch being made */
+	/*
+	 * A pipeline with schedules (ispec.h): its text; pipe is made for
+	 * the epoch of the largest output, ep_pipe for ep_epoch's batches
+	 * (the assembler's, made again when a batch of another epoch comes).
+	 */
+	bool sched;
+	char spec_text[ISPEC_TEXT_MAX];
+	struct imgpipe *ep_pipe;
+	uint32_t ep_epoch;
+	struct imgpipe_ws **ws;	 /* per worker, with pipe */
+	struct stream_wtime *wt; /* per worker, with c.timing */
+	uint8_t *bad;		 /* per sample of the batch being made */
 	/* Bad samples logged so far (skip policy), under bad_lock. */
 	pthread_mutex_t bad_lock;
 	uint32_t nlogged;

@@ -541,11 +541,11 @@ class Batch(collections.abc.Mapping):
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
-    __slots__ = ("_slot", "_ptrs", "_rbytes", "_by_name", "_names", "seq",
-                 "index", "epoch", "count", "repeats")
+    __slots__ = ("_slot", "_ptrs", "_rbytes", "_shapes", "_by_name",
+                 "_names", "seq", "index", "epoch", "count", "repeats")
 
     def __init__(self, stream, slot, seq, index, epoch, count, ptrs,
-                 rbytes=None, repeats=0):
+                 rbytes=None, repeats=0, shapes=None):
         # The stream's layout, not the stream: the stream holds its
         # current batch, and a cycle would keep both until a GC pass.
         self._by_name = stream._by_name
@@ -558,6 +558,9 @@ class Batch(collections.abc.Mapping):
         self.repeats = repeats
         self._ptrs = ptrs  # the outputs', then the ids'
         self._rbytes = rbytes  # {output: bytes} of ragged outputs
+        # {output: (sample shape, bytes)} where this batch's differ from
+        # the layout's (a schedule's smaller epoch), else None.
+        self._shapes = shapes
 
     def _check(self):
         if self._slot is None:
@@ -574,6 +577,10 @@ class Batch(collections.abc.Mapping):
             ptr, optr = self._ptrs[k]
             return Ragged(slot, name, ptr, optr, self.count,
                           self._rbytes[k], dtype, sample_shape)
+        if self._shapes is not None and k in self._shapes:
+            shape, nbytes = self._shapes[k]
+            return Output(slot, name, self._ptrs[k], dtype,
+                          (self.count,) + shape, nbytes)
         return Output(slot, name, self._ptrs[k], dtype,
                       (self.count,) + sample_shape, self.count * sample_bytes)
 
@@ -927,11 +934,21 @@ class Stream:
             self._ptrs[seq & self._mask] = ptrs
         rbytes = {i: v.out[i].bytes for i in self._ragged} \
             if self._ragged else None
+        # A schedule (progressive resizing) gives some epochs smaller
+        # images: the slot says each batch's shape, within the layout's.
+        shapes = None
+        for i, shape in self._plain:
+            t = v.out[i]
+            now = tuple(t.shape[1:t.ndim])
+            if now != shape:
+                if shapes is None:
+                    shapes = {}
+                shapes[i] = (now, t.bytes)
         rec = [seq, False, v.epoch, v.index]
         held.append(rec)
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
                   ptrs, rbytes,
-                  lib.loader_repeats(h, pv) if self._pad else 0)
+                  lib.loader_repeats(h, pv) if self._pad else 0, shapes)
         self._cur = b
         return b
 
@@ -948,6 +965,8 @@ class Stream:
                 ragged.append(i)
             lay.append((t.name.decode(), (i, t.dtype, shape, sb)))
         self._ragged = tuple(ragged)
+        self._plain = tuple((i, shape) for _, (i, _, shape, sb) in lay
+                            if sb is not None)
         self._layout = lay
         self._names = tuple(n for n, _ in lay)
         self._by_name = dict(lay)
