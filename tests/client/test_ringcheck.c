@@ -23,14 +23,14 @@
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /*
- * The valid ring: 4 slots of 384 bytes after the header page; batches
- * of 4. In a slot: its struct ring_slot (32 bytes), the ids at 64 (32
- * bytes), "x" f32 [4, 2, 3] at 128 (96 bytes), and "r" ragged i16
- * [4, RING_RAGGED, 3] (rows of 6 bytes) with 60 bytes of values at 256
- * and its 5 offsets at 320 (40 bytes).
+ * The valid ring: 4 slots of 704 bytes after the header page; batches
+ * of 4. In a slot: its struct ring_slot (up to 384 bytes with its
+ * outputs' shapes), the ids at 384 (32 bytes), "x" f32 [4, 2, 3] at 448
+ * (96 bytes), and "r" ragged i16 [4, RING_RAGGED, 3] (rows of 6 bytes)
+ * with 60 bytes of values at 576 and its 5 offsets at 640 (40 bytes).
  */
 #define BATCH	   4
-#define SLOT	   384
+#define SLOT	   704
 #define SLOTS	   4
 #define RING_BYTES (RING_PAGE + SLOTS * SLOT)
 
@@ -47,7 +47,7 @@ static void valid(struct ring_hdr *h, struct proto_open *po)
 	h->slots_offset = RING_PAGE;
 	h->total_bytes = RING_BYTES;
 	h->batch_size = BATCH;
-	h->ids_offset = 64;
+	h->ids_offset = 384;
 
 	strcpy(x->name, "x");
 	x->dtype = RING_DTYPE_F32;
@@ -56,7 +56,7 @@ static void valid(struct ring_hdr *h, struct proto_open *po)
 	x->shape[1] = 2;
 	x->shape[2] = 3;
 	x->bytes = BATCH * 2 * 3 * 4;
-	x->offset = 128;
+	x->offset = 448;
 
 	strcpy(r->name, "r");
 	r->dtype = RING_DTYPE_I16;
@@ -67,8 +67,8 @@ static void valid(struct ring_hdr *h, struct proto_open *po)
 	r->shape[2] = 3;
 	r->row = 6;
 	r->bytes = 60;
-	r->offset = 256;
-	r->index = 320;
+	r->offset = 576;
+	r->index = 640;
 
 	memset(po, 0, sizeof(*po));
 	po->batch_size = BATCH;
@@ -99,7 +99,7 @@ Test(ringcheck, valid_header)
 	cr_expect_eq(out[0].shape[0], BATCH);
 	cr_expect_eq(out[0].shape[1], 2);
 	cr_expect_eq(out[0].shape[2], 3);
-	cr_expect_eq(out[0].offset, 128);
+	cr_expect_eq(out[0].offset, 448);
 	cr_expect_eq(out[0].sample_bytes, 24);
 	cr_expect_not(out[0].ragged);
 
@@ -107,9 +107,9 @@ Test(ringcheck, valid_header)
 	cr_expect_eq(out[1].dtype, LOADER_DTYPE_I16);
 	cr_expect_eq(out[1].ndim, 3);
 	cr_expect_eq(out[1].shape[1], RING_RAGGED);
-	cr_expect_eq(out[1].offset, 256);
+	cr_expect_eq(out[1].offset, 576);
 	cr_expect(out[1].ragged);
-	cr_expect_eq(out[1].index, 320);
+	cr_expect_eq(out[1].index, 640);
 	cr_expect_eq(out[1].room, 60);
 	cr_expect_eq(out[1].row, 6);
 	cr_expect_eq(out[1].sample_bytes, 0);
@@ -132,9 +132,9 @@ static void ids_at_the_end(struct ring_hdr *h, struct proto_open *po)
 static void output_at_the_end(struct ring_hdr *h, struct proto_open *po)
 {
 	(void)po;
-	h->out[0].shape[2] = 4; /* 128 bytes: 256..384 */
+	h->out[0].shape[2] = 4; /* 128 bytes: 576..704 */
 	h->out[0].bytes = BATCH * 2 * 4 * 4;
-	h->out[0].offset = 256;
+	h->out[0].offset = 576;
 	h->noutputs = 1;
 	po->noutputs = 1;
 }
@@ -222,7 +222,7 @@ BREAK(nine_outputs, {
 	po->noutputs = 0;
 })
 BREAK(outputs_other, h->noutputs = 1)
-BREAK(ids_unaligned, h->ids_offset = 68)
+BREAK(ids_unaligned, h->ids_offset = 388)
 BREAK(ids_in_the_slot_head, h->ids_offset = 24)
 BREAK(ids_past_the_slot, h->ids_offset = SLOT - 24)
 BREAK(ids_wrapping, h->ids_offset = UINT64_MAX - 7)
@@ -247,9 +247,9 @@ BREAK(sample_past_slot, {
 	h->out[0].shape[2] = 5; /* 100 bytes a sample, 400 a batch */
 	h->out[0].bytes = 96;
 })
-BREAK(output_unaligned, h->out[0].offset = 128 + 8)
+BREAK(output_unaligned, h->out[0].offset = 448 + 8)
 BREAK(output_in_the_slot_head, h->out[0].offset = 0)
-BREAK(output_past_the_slot, h->out[0].offset = 320)
+BREAK(output_past_the_slot, h->out[0].offset = 640)
 BREAK(output_wrapping, h->out[0].offset = UINT64_MAX - 63)
 BREAK(ragged_dtype_zero, h->out[1].dtype = 0)
 BREAK(ragged_ndim_one, h->out[1].ndim = 1)
@@ -258,17 +258,17 @@ BREAK(ragged_not_ragged, h->out[1].shape[1] = 7)
 BREAK(ragged_first_dim_other, h->out[1].shape[0] = BATCH + 1)
 BREAK(ragged_dim_zero, h->out[1].shape[2] = 0)
 BREAK(ragged_row_other, h->out[1].row = 5)
-BREAK(ragged_values_unaligned, h->out[1].offset = 256 + 4)
-BREAK(ragged_index_unaligned, h->out[1].index = 320 + 8)
+BREAK(ragged_values_unaligned, h->out[1].offset = 576 + 4)
+BREAK(ragged_index_unaligned, h->out[1].index = 640 + 8)
 BREAK(ragged_values_in_the_slot_head, h->out[1].offset = 0)
 BREAK(ragged_index_in_the_slot_head, {
 	h->out[1].index = 0;
-	h->out[1].offset = 64 + 256; /* so that only the index is wrong */
+	h->out[1].offset = 640; /* so that only the index is wrong */
 })
-BREAK(ragged_values_past_the_slot, h->out[1].bytes = SLOT - 256 + 1)
+BREAK(ragged_values_past_the_slot, h->out[1].bytes = SLOT - 576 + 1)
 BREAK(ragged_index_past_the_slot, h->out[1].index = SLOT)
 BREAK(ragged_values_wrapping, h->out[1].bytes = UINT64_MAX - 255)
-BREAK(ragged_overlap, h->out[1].index = 256)
+BREAK(ragged_overlap, h->out[1].index = 576)
 BREAK(ragged_overlap_tail, h->out[1].bytes = 65)
 
 Test(ringcheck, refuses)
@@ -281,27 +281,27 @@ Test(ringcheck, refuses)
 		{ magic_zero, LOADER_EPROTO, "ring: bad magic 0x00000000" },
 		{ magic_swapped, LOADER_EPROTO, "ring: bad magic 0x4c4c5247" },
 		{ total_larger, LOADER_EPROTO,
-		  "ring: 9728 bytes with slots at 4096, mapped 5632" },
+		  "ring: 11008 bytes with slots at 4096, mapped 6912" },
 		{ total_smaller, LOADER_EPROTO,
-		  "ring: 5248 bytes with slots at 4096, mapped 5632" },
+		  "ring: 6208 bytes with slots at 4096, mapped 6912" },
 		{ slots_elsewhere, LOADER_EPROTO,
-		  "ring: 5632 bytes with slots at 0, mapped 5632" },
+		  "ring: 6912 bytes with slots at 0, mapped 6912" },
 		{ no_slots, LOADER_EPROTO,
-		  "ring: 0 slots of 384 bytes do not fit 5632 bytes" },
+		  "ring: 0 slots of 704 bytes do not fit 6912 bytes" },
 		{ three_slots, LOADER_EPROTO,
-		  "ring: 3 slots of 384 bytes do not fit 5632 bytes" },
+		  "ring: 3 slots of 704 bytes do not fit 6912 bytes" },
 		{ six_slots, LOADER_EPROTO,
-		  "ring: 6 slots of 384 bytes do not fit 5632 bytes" },
+		  "ring: 6 slots of 704 bytes do not fit 6912 bytes" },
 		{ eight_slots, LOADER_EPROTO,
-		  "ring: 8 slots of 384 bytes do not fit 5632 bytes" },
+		  "ring: 8 slots of 704 bytes do not fit 6912 bytes" },
 		{ slots_past_u32, LOADER_EPROTO,
-		  "ring: 2147483648 slots of 384 bytes do not fit 5632 bytes" },
+		  "ring: 2147483648 slots of 704 bytes do not fit 6912 bytes" },
 		{ slot_unaligned, LOADER_EPROTO,
-		  "ring: 4 slots of 352 bytes do not fit 5632 bytes" },
+		  "ring: 4 slots of 672 bytes do not fit 6912 bytes" },
 		{ slot_empty, LOADER_EPROTO,
-		  "ring: 4 slots of 0 bytes do not fit 5632 bytes" },
+		  "ring: 4 slots of 0 bytes do not fit 6912 bytes" },
 		{ slot_huge, LOADER_EPROTO,
-		  "ring: 4 slots of 18446744073709551552 bytes do not fit 5632 bytes" },
+		  "ring: 4 slots of 18446744073709551552 bytes do not fit 6912 bytes" },
 		{ batch_other, LOADER_EPROTO,
 		  "ring: batch size 8, asked for 4" },
 		{ no_outputs, LOADER_EPROTO,
@@ -311,13 +311,13 @@ Test(ringcheck, refuses)
 		{ outputs_other, LOADER_EPROTO,
 		  "ring: 1 outputs, asked for 2 (0: all)" },
 		{ ids_unaligned, LOADER_EPROTO,
-		  "ring: sample ids at 68 outside a 384-byte slot or misaligned" },
+		  "ring: sample ids at 388 outside a 704-byte slot or misaligned" },
 		{ ids_in_the_slot_head, LOADER_EPROTO,
-		  "ring: sample ids at 24 outside a 384-byte slot or misaligned" },
+		  "ring: sample ids at 24 outside a 704-byte slot or misaligned" },
 		{ ids_past_the_slot, LOADER_EPROTO,
-		  "ring: sample ids at 360 outside a 384-byte slot or misaligned" },
+		  "ring: sample ids at 680 outside a 704-byte slot or misaligned" },
 		{ ids_wrapping, LOADER_EPROTO,
-		  "ring: sample ids at 18446744073709551608 outside a 384-byte slot or misaligned" },
+		  "ring: sample ids at 18446744073709551608 outside a 704-byte slot or misaligned" },
 		{ name_unterminated, LOADER_EPROTO,
 		  "ring output 0: name not a string" },
 		{ name_empty, LOADER_EPROTO,
@@ -337,7 +337,7 @@ Test(ringcheck, refuses)
 		  "ring output x: bad shape (ndim 3, first dimension 3)" },
 		{ dim_zero, LOADER_EPROTO, "ring output x: dimension 2 is 0" },
 		{ dim_past_slot, LOADER_EPROTO,
-		  "ring output x: dimension 1 is 97" },
+		  "ring output x: dimension 1 is 177" },
 		{ dims_wrapping, LOADER_EPROTO,
 		  "ring output x: dimension 1 is 4294967296" },
 		{ bytes_short, LOADER_EPROTO,
@@ -345,13 +345,13 @@ Test(ringcheck, refuses)
 		{ sample_past_slot, LOADER_EPROTO,
 		  "ring output x: 96 bytes for 4 samples of 100" },
 		{ output_unaligned, LOADER_EPROTO,
-		  "ring output x: offset 136, 96 bytes, outside a 384-byte slot or misaligned" },
+		  "ring output x: offset 456, 96 bytes, outside a 704-byte slot or misaligned" },
 		{ output_in_the_slot_head, LOADER_EPROTO,
-		  "ring output x: offset 0, 96 bytes, outside a 384-byte slot or misaligned" },
+		  "ring output x: offset 0, 96 bytes, outside a 704-byte slot or misaligned" },
 		{ output_past_the_slot, LOADER_EPROTO,
-		  "ring output x: offset 320, 96 bytes, outside a 384-byte slot or misaligned" },
+		  "ring output x: offset 640, 96 bytes, outside a 704-byte slot or misaligned" },
 		{ output_wrapping, LOADER_EPROTO,
-		  "ring output x: offset 18446744073709551552, 96 bytes, outside a 384-byte slot or misaligned" },
+		  "ring output x: offset 18446744073709551552, 96 bytes, outside a 704-byte slot or misaligned" },
 		{ ragged_dtype_zero, LOADER_EPROTO,
 		  "ring output r: unknown dtype 0" },
 		{ ragged_ndim_one, LOADER_EPROTO,
@@ -367,23 +367,23 @@ Test(ringcheck, refuses)
 		{ ragged_row_other, LOADER_EPROTO,
 		  "ring output r: rows of 5 bytes, not 6" },
 		{ ragged_values_unaligned, LOADER_EPROTO,
-		  "ring output r: values at 260 (60 bytes) and offsets at 320, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 580 (60 bytes) and offsets at 640, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_index_unaligned, LOADER_EPROTO,
-		  "ring output r: values at 256 (60 bytes) and offsets at 328, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (60 bytes) and offsets at 648, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_values_in_the_slot_head, LOADER_EPROTO,
-		  "ring output r: values at 0 (60 bytes) and offsets at 320, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 0 (60 bytes) and offsets at 640, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_index_in_the_slot_head, LOADER_EPROTO,
-		  "ring output r: values at 320 (60 bytes) and offsets at 0, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 640 (60 bytes) and offsets at 0, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_values_past_the_slot, LOADER_EPROTO,
-		  "ring output r: values at 256 (129 bytes) and offsets at 320, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (129 bytes) and offsets at 640, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_index_past_the_slot, LOADER_EPROTO,
-		  "ring output r: values at 256 (60 bytes) and offsets at 384, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (60 bytes) and offsets at 704, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_values_wrapping, LOADER_EPROTO,
-		  "ring output r: values at 256 (18446744073709551360 bytes) and offsets at 320, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (18446744073709551360 bytes) and offsets at 640, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_overlap, LOADER_EPROTO,
-		  "ring output r: values at 256 (60 bytes) and offsets at 256, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (60 bytes) and offsets at 576, outside a 704-byte slot, misaligned or overlapping" },
 		{ ragged_overlap_tail, LOADER_EPROTO,
-		  "ring output r: values at 256 (65 bytes) and offsets at 320, outside a 384-byte slot, misaligned or overlapping" },
+		  "ring output r: values at 576 (65 bytes) and offsets at 640, outside a 704-byte slot, misaligned or overlapping" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
@@ -454,5 +454,49 @@ Test(ringcheck, names_the_first_fault)
 	cr_expect_eq(check(&h, &po, out, why, sizeof(why)), LOADER_EPROTO);
 	cr_expect_str_eq(
 		why,
-		"ring: sample ids at 1 outside a 384-byte slot or misaligned");
+		"ring: sample ids at 1 outside a 704-byte slot or misaligned");
+}
+
+/* ---- a batch's shape, from its slot ---------------------------------- */
+
+Test(ringcheck, batch_shapes)
+{
+	struct loader_output out[PROTO_MAX_OUTPUTS];
+	struct proto_open po;
+	struct ring_hdr h;
+	char why[512];
+	uint64_t bytes = 0;
+
+	valid(&h, &po);
+	cr_assert_eq(check(&h, &po, out, why, sizeof(why)), 0, "%s", why);
+	/* x is f32 [4, 2, 3]: a full batch, a short one, smaller samples */
+	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 3 }, 4,
+					&bytes, why, sizeof(why)),
+		     0, "%s", why);
+	cr_expect_eq(bytes, 4 * 2 * 3 * 4);
+	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 3, 1, 2 }, 3,
+					&bytes, why, sizeof(why)),
+		     0, "%s", why);
+	cr_expect_eq(bytes, 3 * 1 * 2 * 4);
+	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 4 }, 4,
+					&bytes, why, sizeof(why)),
+		     LOADER_EPROTO);
+	cr_expect_str_eq(
+		why,
+		"ring output x: dimension 2 of a batch is 4, outside 1..3");
+	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 0, 3 }, 4,
+					&bytes, why, sizeof(why)),
+		     LOADER_EPROTO);
+	cr_expect_str_eq(
+		why,
+		"ring output x: dimension 1 of a batch is 0, outside 1..2");
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[]){ 4, UINT64_MAX, 3 }, 4,
+					&bytes, why, sizeof(why)),
+		     LOADER_EPROTO);
+	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 3 }, 3,
+					&bytes, why, sizeof(why)),
+		     LOADER_EPROTO);
+	cr_expect_str_eq(why,
+			 "ring output x: a batch of 3 samples, shaped for 4");
 }

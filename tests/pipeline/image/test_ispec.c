@@ -502,6 +502,26 @@ static const struct bad bad[] = {
 	{ "decode | center 8 | randaugment 16 9 | randaugment 16 9 | invert",
 	  59, "invert" },
 	{ "decode | center 8 | trivialaugmnt", 21, "trivialaugmnt" },
+	/* schedules: their syntax, and a value out of range at one epoch */
+	{ "decode | rrc 160@x", 14, "160@x" },
+	{ "decode | rrc 160@5..100@3", 14, "160@5..100@3" },
+	{ "decode | rrc 160@5", 14, "160@5" },
+	{ "decode | rrc 160@5..", 14, "160@5.." },
+	{ "decode | rrc 160@0..192@10/0", 14, "160@0..192@10/0" },
+	{ "decode | rrc 160@0..192@100001", 14, "160@0..192@100001" },
+	{ "decode | rrc 1@0..2@1..3@2..4@3..5@4..6@5..7@6..8@7..9@8", 14,
+	  "1@0..2@1..3@2" },
+	{ "decode | center 9000@0..10@5", 17, "9000" },
+	{ "decode | center 10@0..9000@5", 17, "9000" },
+	{ "decode | center 64 | gaussian_blur 3@0..9@10 0.1 2", 36, "3.6" },
+	{ "decode | center 64 | posterize 8@0..0@8", 32, "0" },
+	{ "decode | center 64 | flip 0.5@0..2@10", 27, "1.1" },
+	{ "decode | center 64 | at", 22, "at" },
+	{ "decode | center 64 | at finale", 25, "finale" },
+	{ "decode | center 64 | at -1", 25, "-1" },
+	{ "decode | center 64 | at 3 | f32", 29, "f32" },
+	{ "decode | center 64 | normalize 0.4@0..x,0.4,0.4 0.2,0.2,0.2", 32,
+	  "0.4@0..x,0.4,0.4" },
 };
 
 Test(ispec, bad_specs_name_column_and_word)
@@ -526,4 +546,128 @@ Test(ispec, bad_specs_name_column_and_word)
 	}
 	cr_expect_eq(ispec_parse(&(struct ispec){ 0 }, "rrc", NULL),
 		     LOADER_EUSAGE, "a NULL diag is allowed");
+}
+
+/* The spec of epoch e of text, which ispec_parse() took. */
+static struct ispec at_epoch(const char *text, uint32_t e)
+{
+	struct ispec sp;
+	struct diag d;
+
+	cr_assert_eq(ispec_parse_epoch(&sp, text, e, &d), 0, "%s: %s", text,
+		     d.msg);
+	return sp;
+}
+
+/*
+ * ffcv-imagenet's progressive resizing for ResNet-50 at 88 epochs
+ * (rn50_88_epochs.yaml: min_res 160, max_res 192, start_ramp 65,
+ * end_ramp 76): np.interp between the ramp's ends, rounded to the
+ * nearest multiple of 32 by np.round, gives 160 up to epoch 70 (5.45 x
+ * 32 at 70) and 192 from 71 (5.55 x 32).
+ */
+Test(ispec, schedule_ffcv_resolution)
+{
+	const char *text = "decode | rrc 160@65..192@76/32 | flip 0.5 | f16";
+	struct ispec sp;
+	struct diag d;
+
+	cr_assert_eq(ispec_parse(&sp, text, &d), 0, "%s", d.msg);
+	cr_expect(sp.sched);
+	cr_expect_eq(sp.size, 160, "epoch 0's values");
+	cr_expect_eq(sp.sched_end, 76);
+	cr_expect_eq(sp.size_max, 192);
+	cr_expect_eq(sp.size_max_epoch, 71);
+	for (uint32_t e = 0; e <= 90; e++)
+		cr_expect_eq(at_epoch(text, e).size, e <= 70 ? 160 : 192,
+			     "epoch %u", e);
+	/* the rest of the spec is the same at every epoch */
+	sp = at_epoch(text, 80);
+	cr_expect(sp.has_flip && sp.flip == 0.5 && sp.dtype == DT_F16);
+}
+
+Test(ispec, schedule_values)
+{
+	/* linear between keys, flat outside, several keys */
+	const char *text = "decode | center 64 | brightness "
+			   "0.1@10..0.5@20..0.2@30";
+
+	cr_expect_eq(at_epoch(text, 0).ops[0].a[0], 0.1);
+	cr_expect_eq(at_epoch(text, 10).ops[0].a[0], 0.1);
+	cr_expect_float_eq(at_epoch(text, 15).ops[0].a[0], 0.3, 1e-15);
+	cr_expect_eq(at_epoch(text, 20).ops[0].a[0], 0.5);
+	cr_expect_float_eq(at_epoch(text, 25).ops[0].a[0], 0.35, 1e-15);
+	cr_expect_eq(at_epoch(text, 31).ops[0].a[0], 0.2);
+	/* integer arguments round to the nearest, ties to even */
+	text = "decode | center 64 | randaugment 2 5@0..15@10";
+	cr_expect_eq(at_epoch(text, 1).ops[0].a[1], 6);
+	cr_expect_eq(at_epoch(text, 5).ops[0].a[1], 10);
+	text = "decode | center 64 | posterize 4@0..5@2";
+	cr_expect_eq(at_epoch(text, 1).ops[0].a[0], 4, "4.5 goes to 4");
+	text = "decode | center 5@0..6@2";
+	cr_expect_eq(at_epoch(text, 1).size, 6, "5.5 goes to 6");
+	/* a step keeps the value within its two keys */
+	text = "decode | center 40@0..100@10/32";
+	cr_expect_eq(at_epoch(text, 1).size, 40, "46 -> 32, kept at 40");
+	cr_expect_eq(at_epoch(text, 5).size, 64);
+	cr_expect_eq(at_epoch(text, 9).size, 96);
+	cr_expect_eq(at_epoch(text, 10).size, 100);
+	/* in a comma list, each element on its own */
+	text = "decode | center 64 | normalize 0.4@0..0.5@10,0.456,0.406 "
+	       "0.229,0.2@0..0.3@10,0.225";
+	cr_expect_float_eq(at_epoch(text, 5).mean[0], 0.45, 1e-15);
+	cr_expect_eq(at_epoch(text, 5).mean[1], 0.456);
+	cr_expect_float_eq(at_epoch(text, 5).std[1], 0.25, 1e-15);
+	/* a ratio's keys may be fractions */
+	text = "decode | rrc 32 ratio 3/4@0..1@4 4/3";
+	cr_expect_eq(at_epoch(text, 0).ratio[0], 3.0 / 4);
+	cr_expect_float_eq(at_epoch(text, 2).ratio[0], 0.875, 1e-15);
+}
+
+Test(ispec, schedule_at)
+{
+	const char *text = "decode | rrc 160@65..192@76/32 | at final";
+	struct ispec sp;
+	struct diag d;
+
+	cr_assert_eq(ispec_parse(&sp, text, &d), 0, "%s", d.msg);
+	cr_expect_eq(sp.size, 192);
+	cr_expect_eq(sp.size_max, 192, "the ring is sized for that epoch");
+	cr_expect(sp.at);
+	cr_expect_eq(at_epoch(text, 0).size, 192, "every epoch is final's");
+	text = "decode | rrc 160@65..192@76/32 | at 3";
+	cr_expect_eq(at_epoch(text, 90).size, 160);
+	text = "decode | center 64 | at final";
+	cr_expect_eq(at_epoch(text, 7).size, 64, "no schedule: nothing moves");
+}
+
+Test(ispec, schedule_errors_name_the_epoch)
+{
+	struct ispec sp;
+	struct diag d;
+
+	cr_expect_eq(ispec_parse(&sp,
+				 "decode | center 64 | gaussian_blur "
+				 "3@0..9@10 0.1 2",
+				 &d),
+		     LOADER_EUSAGE);
+	cr_expect_str_eq(
+		d.msg,
+		"column 36: gaussian_blur: \"3.6\" is not an odd kernel size "
+		"in 1..31 (the value of schedule \"3@0..9@10\" at epoch 1)");
+	/* 17 schedules: one too many */
+	cr_expect_eq(ispec_parse(&sp,
+				 "decode | center 64 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1 | "
+				 "brightness 1@0..2@1 | brightness 1@0..2@1",
+				 &d),
+		     LOADER_EUSAGE);
+	cr_expect(strstr(d.msg, "one schedule too many (at most 16") != NULL,
+		  "%s", d.msg);
 }
