@@ -405,10 +405,14 @@ def tf_dataset(dataset, *, keys=("image", "label"), copy=True, tf=None,
         raise ValueError("loader.keras.tf_dataset: %s has no batch"
                          % dataset)
     whole = ep.batch == 1  # the first epoch starts at its first batch
+    # A pipeline with schedules (an '@' in a number) may change the
+    # images' shape between epochs: their dimensions are left open.
+    varies = "@" in (stream_kwargs.get("pipeline") or "")
     # A bytes field (a list of bytes objects) is a string tensor.
     spec = tuple(tf.TensorSpec(shape=(None,), dtype=tf.string)
                  if isinstance(a, list) else
-                 tf.TensorSpec(shape=(None,) + a.shape[1:],
+                 tf.TensorSpec(shape=(None,) + ((None,) * (a.ndim - 1)
+                                                if varies else a.shape[1:]),
                                dtype=tf.as_dtype(a.dtype))
                  for a in head)
     pending = [head, first]

@@ -495,3 +495,69 @@ Test(imgpipe, segments_match_region_path)
 		     "%llu of %llu transcoded runs took the segment path",
 		     (unsigned long long)segs, (unsigned long long)runs);
 }
+
+/*
+ * A spec with schedules: the pipeline made for its largest epoch, and
+ * each epoch's derived from it (imgpipe_derive(), as the assembler does),
+ * run on the first one's worker states, give the bytes of a pipeline
+ * made for that epoch's spec alone; a spec that does not fit is refused.
+ */
+Test(imgpipe, derived_epochs_match_their_own)
+{
+	const char *text = "decode | rrc 32@0..96@4/32 | flip 0.5 | "
+			   "rotate 10@0..30@4 fill context | "
+			   "normalize imagenet | f16 | nchw";
+	unsigned long len;
+	unsigned char *jpg = make_jpeg(400, 300, TJPF_RGB, TJSAMP_420, 5, &len);
+	struct ispec sp, ep;
+	struct diag d = { 0 };
+	struct imgpipe *big, *own, *der;
+	struct imgpipe_ws *wb, *wo;
+	size_t cap = 3 * 96 * 96 * 2;
+	unsigned char *x = malloc(cap), *y = malloc(cap);
+
+	cr_assert_eq(ispec_parse(&sp, text, &d), 0, "%s", d.msg);
+	cr_assert_eq(sp.size_max, 96);
+	cr_assert_eq(ispec_parse_epoch(&ep, text, sp.size_max_epoch, &d), 0);
+	cr_assert_eq(imgpipe_new(&big, &ep, 0, &d), 0, "%s", d.msg);
+	cr_assert_eq(imgpipe_ws_new(big, false, &wb), 0);
+	for (uint32_t e = 0; e <= 5; e++) {
+		size_t n;
+
+		cr_assert_eq(ispec_parse_epoch(&ep, text, e, &d), 0);
+		cr_assert_eq(imgpipe_derive(&der, big, &ep, &d), 0, "%s",
+			     d.msg);
+		cr_assert_eq(imgpipe_new(&own, &ep, 0, &d), 0);
+		cr_assert_eq(imgpipe_ws_new(own, false, &wo), 0);
+		n = ispec_out_bytes(imgpipe_spec(der));
+		cr_expect_eq(n, ispec_out_bytes(&ep));
+		for (uint64_t seed = 1; seed <= 4; seed++) {
+			cr_assert_eq(
+				imgpipe_run(der, wb, jpg, len, seed, x, &d), 0,
+				"%s", d.msg);
+			cr_assert_eq(
+				imgpipe_run(own, wo, jpg, len, seed, y, &d), 0,
+				"%s", d.msg);
+			cr_expect_eq(memcmp(x, y, n), 0, "epoch %u seed %lu", e,
+				     (unsigned long)seed);
+		}
+		imgpipe_ws_free(wo);
+		imgpipe_free(own);
+		imgpipe_free(der);
+	}
+	/* larger than the pipeline, or other stages: refused */
+	cr_assert_eq(ispec_parse(&ep,
+				 "decode | rrc 128 | flip 0.5 | rotate 5 "
+				 "fill context | normalize imagenet | f16",
+				 &d),
+		     0);
+	cr_expect_eq(imgpipe_derive(&der, big, &ep, &d), LOADER_EUSAGE);
+	cr_assert_eq(ispec_parse(&ep, "decode | rrc 32 | flip 0.5 | f16", &d),
+		     0);
+	cr_expect_eq(imgpipe_derive(&der, big, &ep, &d), LOADER_EUSAGE);
+	imgpipe_ws_free(wb);
+	imgpipe_free(big);
+	tjFree(jpg);
+	free(x);
+	free(y);
+}
