@@ -198,10 +198,10 @@ enum ispec_pair {
 struct ispec_batch {
 	bool on;
 	bool has_smoothing;
-	uint8_t pair;	 /* enum ispec_pair */
-	double mixup;	 /* Beta's alpha; 0: no mixup */
-	double cutmix;	 /* Beta's alpha; 0: no cutmix */
-	double cut_p;	 /* with both: P(cutmix) (switch); 0.5 */
+	uint8_t pair;	  /* enum ispec_pair */
+	double mixup;	  /* Beta's alpha; 0: no mixup */
+	double cutmix;	  /* Beta's alpha; 0: no cutmix */
+	double cut_p;	  /* with both: P(cutmix) (switch); 0.5 */
 	double smoothing; /* label smoothing E */
 	uint32_t classes; /* 0: the dataset's */
 };

@@ -301,9 +301,8 @@ static void publish_offsets(struct stream *s, struct stream_batch *b)
  * (apply_mix()): kept aside, not in the slot, whose place for it holds
  * classes floats. A value that is not a class is a bad sample.
  */
-static int read_label(struct stream *s, const struct shard *sh,
-		      uint32_t worker, uint32_t i, const struct shard_field *f,
-		      struct diag *d)
+static int read_label(struct stream *s, const struct shard *sh, uint32_t worker,
+		      uint32_t i, const struct shard_field *f, struct diag *d)
 {
 	const struct stream_out *o = &s->out[s->soft];
 	const unsigned char *src = f->data;
@@ -600,8 +599,8 @@ static void apply_mix(struct stream *s, struct stream_batch *b)
 	}
 	if (n)
 		pool_run(s->pool, mix_one, &job, n, s->c.threads);
-	mix_labels(&b->mix, s->mixlab, b->count, s->classes,
-		   s->mix.smoothing, (float *)(void *)b->out[s->soft]);
+	mix_labels(&b->mix, s->mixlab, b->count, s->classes, s->mix.smoothing,
+		   (float *)(void *)b->out[s->soft]);
 }
 
 /*

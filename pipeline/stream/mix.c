@@ -18,8 +18,7 @@
  */
 #define MIX_CHUNK 1024u
 
-uint64_t mix_seed(uint64_t seed, uint32_t rank, uint32_t epoch,
-		  uint64_t batch)
+uint64_t mix_seed(uint64_t seed, uint32_t rank, uint32_t epoch, uint64_t batch)
 {
 	return rng_mix(rng_mix(seed, MIX_DOMAIN, rank), epoch, batch);
 }
@@ -154,9 +153,9 @@ struct kern {
 static inline uint8_t mix_u8(const struct kern *k, uint8_t a, uint8_t b)
 {
 	/* timm mixes u8 in float and rounds to nearest. */
-	return k->copy ? b :
-			 (uint8_t)(k->lam * (float)a + k->rest * (float)b +
-				   0.5f);
+	return k->copy ?
+		       b :
+		       (uint8_t)(k->lam * (float)a + k->rest * (float)b + 0.5f);
 }
 
 static inline float mix_f32(const struct kern *k, float a, float b)
@@ -235,7 +234,7 @@ static void mix_chunk(const struct kern *k, const struct mix_draw *d,
 	uint32_t c = im->count;
 	unsigned char *p0 = im->base + off * es;
 
-#define AT(i) (p0 + (uint64_t)(i) * im->sample_bytes)
+#define AT(i) (p0 + (uint64_t)(i)*im->sample_bytes)
 	if (d->pair == ISPEC_PAIR_ROLL) {
 		memcpy(keep, AT(c - 1), n * es);
 		for (uint32_t i = c - 1; i > 0; i--)
@@ -267,8 +266,7 @@ uint32_t mix_pieces(const struct mix_draw *d, const struct mix_image *im)
 	}
 }
 
-void mix_piece(const struct mix_draw *d, const struct mix_image *im,
-	       uint32_t k)
+void mix_piece(const struct mix_draw *d, const struct mix_image *im, uint32_t k)
 {
 	struct kern kn = { .copy = d->kind == MIX_CUTMIX,
 			   .lam = (float)d->lam,
@@ -307,8 +305,8 @@ void mix_image(const struct mix_draw *d, const struct mix_image *im)
 		mix_piece(d, im, k);
 }
 
-void mix_labels(const struct mix_draw *d, const int64_t *label,
-		uint32_t count, uint32_t classes, double eps, float *out)
+void mix_labels(const struct mix_draw *d, const int64_t *label, uint32_t count,
+		uint32_t classes, double eps, float *out)
 {
 	double lam = d->kind == MIX_NONE ? 1 : d->lam, off = eps / classes;
 

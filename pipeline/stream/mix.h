@@ -37,9 +37,9 @@ enum mix_kind {
 
 /* What a batch drew; a plain value. */
 struct mix_draw {
-	uint8_t kind;	 /* enum mix_kind */
-	uint8_t pair;	 /* enum ispec_pair */
-	double lam;	 /* weight of a sample's own pixels and label; 1: none */
+	uint8_t kind; /* enum mix_kind */
+	uint8_t pair; /* enum ispec_pair */
+	double lam;   /* weight of a sample's own pixels and label; 1: none */
 	uint32_t box[4]; /* cutmix: x0, y0, x1, y1 (exclusive ends); else 0 */
 };
 
@@ -57,8 +57,7 @@ struct mix_image {
  * The seed of batch `batch` of epoch `epoch` on rank `rank`: a domain of
  * its own, apart from every sample's rng_mix(seed, epoch, index).
  */
-uint64_t mix_seed(uint64_t seed, uint32_t rank, uint32_t epoch,
-		  uint64_t batch);
+uint64_t mix_seed(uint64_t seed, uint32_t rank, uint32_t epoch, uint64_t batch);
 
 /*
  * A Beta(a, b) variate (a, b > 0) as X / (X + Y) of two Gamma variates
@@ -95,7 +94,7 @@ void mix_image(const struct mix_draw *d, const struct mix_image *im);
  * d's lambda and pair, and smoothing eps. Computed in double, rounded
  * once to float.
  */
-void mix_labels(const struct mix_draw *d, const int64_t *label,
-		uint32_t count, uint32_t classes, double eps, float *out);
+void mix_labels(const struct mix_draw *d, const int64_t *label, uint32_t count,
+		uint32_t classes, double eps, float *out);
 
 #endif /* LD_MIX_H */

@@ -367,11 +367,10 @@ static int setup_batch(struct stream *s, struct diag *d)
 			d, LOADER_EUSAGE,
 			"pipeline: the batch stages need the number of classes, and the dataset has no class list: add \"classes N\" to the pipeline");
 	if (sb->classes && sb->classes < nds)
-		return diag_set(
-			d, LOADER_EUSAGE,
-			"pipeline: classes %" PRIu32
-			" is below the dataset's %" PRIu32 " classes",
-			sb->classes, nds);
+		return diag_set(d, LOADER_EUSAGE,
+				"pipeline: classes %" PRIu32
+				" is below the dataset's %" PRIu32 " classes",
+				sb->classes, nds);
 	s->mix = *sb;
 	s->classes = sb->classes ? sb->classes : nds;
 	s->soft = at;
@@ -396,8 +395,8 @@ static bool light_outputs(const struct stream *s)
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 		const struct stream_out *o = &s->out[k];
 
-		if (o->image || o->ragged || o->soft ||
-		    o->comp != COMP_NONE || o->cast != STREAM_CAST_NONE)
+		if (o->image || o->ragged || o->soft || o->comp != COMP_NONE ||
+		    o->cast != STREAM_CAST_NONE)
 			return false;
 		bytes += s->lay.out[k].sample_bytes * s->lay.batch_size;
 	}

@@ -409,7 +409,9 @@ Test(ispec, batch_stages)
 		{ "decode | center 8 | label_smoothing 0.1 | classes 10",
 		  "decode | center 8 | f32 | nchw | label_smoothing 0.1 | "
 		  "classes 10",
-		  { .on = true, .has_smoothing = true, .smoothing = 0.1,
+		  { .on = true,
+		    .has_smoothing = true,
+		    .smoothing = 0.1,
 		    .classes = 10 } },
 		{ "decode | center 8", "decode | center 8 | f32 | nchw", { 0 } },
 	};
@@ -430,8 +432,7 @@ Test(ispec, batch_stages)
 		cr_expect_eq(sp.batch.mixup, w->mixup, "%s", t[i].text);
 		cr_expect_eq(sp.batch.cutmix, w->cutmix, "%s", t[i].text);
 		cr_expect_eq(sp.batch.cut_p, w->cut_p, "%s", t[i].text);
-		cr_expect_eq(sp.batch.smoothing, w->smoothing, "%s",
-			     t[i].text);
+		cr_expect_eq(sp.batch.smoothing, w->smoothing, "%s", t[i].text);
 		cr_expect_eq(sp.batch.classes, w->classes, "%s", t[i].text);
 		ispec_format(&sp, buf, sizeof(buf));
 		cr_expect_str_eq(buf, canon, "\"%s\"", t[i].text);

@@ -97,7 +97,7 @@ static void check_mix(const struct mix_draw *d, unsigned dt, unsigned layout,
 	uint64_t elems = 3ull * h * w, sb = elems * dtype_size(dt) + 64;
 	unsigned char *buf = calloc(room, sb), *orig = malloc(room * sb);
 	struct mix_image im = { buf, sb, count, (uint8_t)dt, (uint8_t)layout,
-				h, w };
+				h,   w };
 	double lam = d->lam;
 
 	cr_assert(buf && orig);
@@ -116,15 +116,17 @@ static void check_mix(const struct mix_draw *d, unsigned dt, unsigned layout,
 
 			if (i < count && d->kind == MIX_MIXUP) {
 				want = (float)(lam * a + (1 - lam) * b);
-				tol = dt == DT_U8  ? 0.5f + 1e-4f :
-				      dt == DT_F16 ? fabsf(want) / 1024 + 1e-3f :
-						     fabsf(want) * 1e-6f + 1e-6f;
+				tol = dt == DT_U8 ? 0.5f + 1e-4f :
+				      dt == DT_F16 ?
+						    fabsf(want) / 1024 + 1e-3f :
+						    fabsf(want) * 1e-6f + 1e-6f;
 			} else if (i < count && d->kind == MIX_CUTMIX &&
 				   in_box(d, layout, h, w, k)) {
 				want = b;
 			}
 			if (fabsf(got - want) > tol) {
-				cr_expect_fail("dt %u layout %u pair %u count %u: "
+				cr_expect_fail(
+					"dt %u layout %u pair %u count %u: "
 					"sample %u (partner %u) element %lu: "
 					"%g, want %g",
 					dt, layout, d->pair, count, i, p,
@@ -157,10 +159,11 @@ Test(mix, mixup_every_dtype_layout_pair_and_count)
 		for (unsigned layout = 0; layout < 2; layout++)
 			for (unsigned pair = 0; pair < 2; pair++)
 				for (size_t c = 0; c < NELEM(counts); c++) {
-					struct mix_draw d = { .kind = MIX_MIXUP,
-							      .pair = (uint8_t)
-								      pair,
-							      .lam = 0.3137 };
+					struct mix_draw d = {
+						.kind = MIX_MIXUP,
+						.pair = (uint8_t)pair,
+						.lam = 0.3137
+					};
 
 					/* 3 x 40 x 150: 18000 elements, more
 					 * than one piece and chunk. */
@@ -327,8 +330,9 @@ Test(mix, seeds)
  */
 Test(mix, beta_moments_and_determinism)
 {
-	static const double ab[][2] = { { 0.2, 0.2 }, { 1, 1 }, { 0.5, 2 },
-					{ 5, 5 },     { 0.01, 0.01 } };
+	static const double ab[][2] = {
+		{ 0.2, 0.2 }, { 1, 1 }, { 0.5, 2 }, { 5, 5 }, { 0.01, 0.01 }
+	};
 	const uint32_t n = 200000;
 
 	for (size_t t = 0; t < NELEM(ab); t++) {
