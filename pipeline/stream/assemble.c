@@ -569,9 +569,11 @@ static void mix_one(void *arg, uint32_t i, uint32_t worker)
  * The batch stages (mix.h), once the batch's samples are made and the
  * bad ones replaced: draw the batch's mixing, mix every image output in
  * place and write the soft labels. The pixel work goes to the pool like
- * a decode: mixing a batch of 256 f32 224 x 224 images reads and writes
- * 154 MB, tens of milliseconds for one thread, a share of the batch's
- * time worth spreading (doc/design.md, batch stages).
+ * a decode. On one thread here, mixup of a batch of 256 224 x 224 images
+ * took 21 ms in f32, 102 ms in f16 and 30 ms in u8 (cutmix of a 158 x
+ * 158 box 3 to 9 ms), against 108 ms for one thread to make the batch's
+ * samples (rrc 224, normalize, f32: 422 us an image of 500 x 375): a
+ * fifth of the batch's work and more, not a few per cent.
  */
 static void apply_mix(struct stream *s, struct stream_batch *b)
 {
