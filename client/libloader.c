@@ -987,26 +987,74 @@ loader_offsets(const struct loader *l, const struct loader_batch *b, uint32_t k)
 	return (const uint64_t *)(const void *)(slot + o->index);
 }
 
-LOADER_API int loader_repeats(const struct loader *l,
-			      const struct loader_batch *b)
+/*
+ * The head of held batch b's slot, in this ring or the one before a
+ * reconnect, into *rs. Returns 0, or -EINVAL if b is not held.
+ */
+static int loader_held_slot(const struct loader *l,
+			    const struct loader_batch *b, struct ring_slot *rs)
 {
 	const unsigned char *slot;
-	struct ring_slot rs;
 
 	if (!l || !b || !b->ids)
 		return -EINVAL;
-	/* The batch's slot, in this ring or the one before a reconnect. */
 	slot = (const unsigned char *)b->ids - l->ids_offset;
 	if (!loader_is_slot(slot, l->slots, l->slot_size, l->slot_count) &&
 	    !(l->old.left &&
 	      loader_is_slot(slot, l->old.slots, l->old.slot_size,
 			     l->old.slot_count)))
 		return -EINVAL;
-	memcpy(&rs, slot, sizeof(rs));
-	if (rs.seq != b->seq)
-		return -EINVAL;
+	memcpy(rs, slot, sizeof(*rs));
+	return rs->seq == b->seq ? 0 : -EINVAL;
+}
+
+LOADER_API int loader_repeats(const struct loader *l,
+			      const struct loader_batch *b)
+{
+	struct ring_slot rs;
+	int err = loader_held_slot(l, b, &rs);
+
+	if (err)
+		return err;
 	/* The slot is the caller's to spoil: never more than the batch. */
 	return (int)(rs.repeats < b->count ? rs.repeats : b->count);
+}
+
+TIE(LOADER_MIX_NONE, RING_MIX_NONE);
+TIE(LOADER_MIX_MIXUP, RING_MIX_MIXUP);
+TIE(LOADER_MIX_CUTMIX, RING_MIX_CUTMIX);
+TIE(LOADER_PAIR_FLIP, RING_PAIR_FLIP);
+TIE(LOADER_PAIR_ROLL, RING_PAIR_ROLL);
+
+LOADER_API int loader_mix(const struct loader *l, const struct loader_batch *b,
+			  struct loader_mix *m)
+{
+	struct ring_slot rs;
+	uint64_t side = 0;
+	int err;
+
+	if (!m)
+		return -EINVAL;
+	err = loader_held_slot(l, b, &rs);
+	if (err)
+		return err;
+	/* A box lies within an image, no side larger than an output's. */
+	for (uint32_t k = 0; k < l->noutputs; k++)
+		for (uint32_t i = 1; i < l->out[k].ndim; i++)
+			if (l->out[k].shape[i] > side &&
+			    l->out[k].shape[i] != RING_RAGGED)
+				side = l->out[k].shape[i];
+	if (rs.mix.kind > RING_MIX_CUTMIX || rs.mix.pair > RING_PAIR_ROLL ||
+	    !(rs.mix.lam >= 0 && rs.mix.lam <= 1) ||
+	    rs.mix.box[0] > rs.mix.box[2] || rs.mix.box[1] > rs.mix.box[3] ||
+	    rs.mix.box[2] > side || rs.mix.box[3] > side ||
+	    (rs.mix.kind != RING_MIX_CUTMIX && rs.mix.box[2] | rs.mix.box[3]))
+		return LOADER_EPROTO;
+	m->kind = rs.mix.kind;
+	m->pair = rs.mix.pair;
+	m->lam = rs.mix.lam;
+	memcpy(m->box, rs.mix.box, sizeof(m->box));
+	return 0;
 }
 
 LOADER_API int loader_next(struct loader *l, struct loader_batch *b,

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 4
+#define LOADER_VERSION_MINOR 5
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (doc/design.md, "Sample order"). */
@@ -360,6 +360,40 @@ LOADER_API uint64_t loader_plan(const struct loader *l, uint32_t *end_epoch);
  */
 LOADER_API int loader_repeats(const struct loader *l,
 			      const struct loader_batch *b);
+
+/*
+ * What the pipeline's batch stages (mixup, cutmix) drew for a batch:
+ * its kind, the pair mode (sample i's partner: count - 1 - i for flip,
+ * i - 1 and count - 1 for sample 0 for roll), lambda (the weight of a
+ * sample's own pixels and label; cutmix's corrected to its box's area)
+ * and cutmix's box, x0, y0, x1, y1 in pixels, ends exclusive. Kind
+ * LOADER_MIX_NONE and lam 1 for a batch of a stream without them.
+ */
+enum loader_mix_kind {
+	LOADER_MIX_NONE = 0,
+	LOADER_MIX_MIXUP = 1,
+	LOADER_MIX_CUTMIX = 2,
+};
+
+enum loader_pair {
+	LOADER_PAIR_FLIP = 0,
+	LOADER_PAIR_ROLL = 1,
+};
+
+struct loader_mix {
+	uint32_t kind; /* enum loader_mix_kind */
+	uint32_t pair; /* enum loader_pair */
+	double lam;
+	uint32_t box[4];
+};
+
+/*
+ * Batch b's draw (held) into *m. Returns 0; -EINVAL if b is not a batch
+ * held; LOADER_EPROTO if the slot's values are out of range (the slot is
+ * the caller's to spoil: they are checked, never trusted). Since 1.5.
+ */
+LOADER_API int loader_mix(const struct loader *l, const struct loader_batch *b,
+			  struct loader_mix *m);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

@@ -47,7 +47,7 @@
 #define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
 #define RING_VERSION                                                           \
 	6 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
-	     5: the slot's repeats; 6: the slot's shapes */
+	     5: the slot's repeats; 6: the slot's shapes and mix */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -164,6 +164,30 @@ struct ring_slot {
 	 * them smaller in some epochs. A ragged output's is the header's.
 	 */
 	uint64_t shape[PROTO_MAX_OUTPUTS][RING_MAX_DIMS];
+	/*
+	 * What the batch stages drew for this batch (mixup, cutmix: the
+	 * pipeline's mix.h): kind RING_MIX_*, the pair mode (RING_PAIR_*),
+	 * lambda (cutmix's corrected to the box's area) and cutmix's box
+	 * x0, y0, x1, y1 (ends exclusive; 0 otherwise). Kind none, lam 1
+	 * without them.
+	 */
+	struct ring_mix {
+		uint32_t kind;
+		uint32_t pair;
+		double lam;
+		uint32_t box[4];
+	} mix;
+};
+
+enum ring_mix_kind {
+	RING_MIX_NONE = 0,
+	RING_MIX_MIXUP = 1,
+	RING_MIX_CUTMIX = 2,
+};
+
+enum ring_pair {
+	RING_PAIR_FLIP = 0,
+	RING_PAIR_ROLL = 1,
 };
 
 _Static_assert(sizeof(struct ring_hdr) <= RING_PAGE, "ring header fits a page");

@@ -179,6 +179,15 @@ static int parse_spec(const char *text, uint32_t epoch, struct pipe_out *po)
 		return CTL_FAIL;
 	}
 	ispec_format(&po->sp, po->text, sizeof(po->text));
+	/*
+	 * Batch stages mix a sample with another of its batch: one image
+	 * has no batch. They are checked and shown in the spec, not run.
+	 */
+	if (po->sp.batch.on)
+		fprintf(stderr,
+			PFX "note: the batch stages (mixup, cutmix, switch, "
+			    "pair, label_smoothing, classes) act on a stream's "
+			    "batches; one image is made without them\n");
 	po->ndim = ispec_out_shape(&po->sp, po->dims);
 	po->bytes = ispec_out_bytes(&po->sp);
 	return CTL_OK;

@@ -32,6 +32,11 @@
  * numbers (RING_DTYPE_*, which libloader ties to LOADER_DTYPE_*): the
  * pipeline's enum dtype must stay equal to them.
  */
+TIE(MIX_NONE, RING_MIX_NONE);
+TIE(MIX_MIXUP, RING_MIX_MIXUP);
+TIE(MIX_CUTMIX, RING_MIX_CUTMIX);
+TIE(ISPEC_PAIR_FLIP, RING_PAIR_FLIP);
+TIE(ISPEC_PAIR_ROLL, RING_PAIR_ROLL);
 TIE(DT_U8, RING_DTYPE_U8);
 TIE(DT_I8, RING_DTYPE_I8);
 TIE(DT_U16, RING_DTYPE_U16);
@@ -277,6 +282,10 @@ static void sink_publish(void *ctx, const struct stream_batch *b)
 		if (pr->index[i])
 			slot->shape[i][1] = RING_RAGGED;
 	}
+	slot->mix = (struct ring_mix){ .kind = b->mix.kind,
+				       .pair = b->mix.pair,
+				       .lam = b->mix.kind ? b->mix.lam : 1 };
+	memcpy(slot->mix.box, b->mix.box, sizeof(slot->mix.box));
 	/* Release: producer_released() reads it on another thread. */
 	__atomic_store_n(&pr->prod, pr->prod + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pr->hdr->prod, pr->prod, __ATOMIC_SEQ_CST);

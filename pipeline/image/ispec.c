@@ -73,6 +73,12 @@ enum rank {
 	R_CUTOUT,
 	R_DTYPE,
 	R_LAYOUT,
+	R_MIXUP, /* the batch stages (ispec.h, struct ispec_batch) */
+	R_CUTMIX,
+	R_SWITCH,
+	R_PAIR,
+	R_SMOOTH,
+	R_CLASSES,
 	R_AT,
 	R_COUNT
 };
@@ -515,6 +521,127 @@ static int p_layout(struct pstate *ps, const struct stage *st,
 			   "arguments",
 			   st->name);
 	ps->sp->layout = st->arg;
+	return 0;
+}
+
+/*
+ * A batch stage's one argument: w[1] alone, or an error naming the
+ * stage and what it takes.
+ */
+static int one_arg(struct pstate *ps, const struct stage *st,
+		   const struct word *w, unsigned n, const char *what)
+{
+	if (n != 2)
+		return bad(ps, st->name, &w[n > 2 ? 2 : 0], "%s: %s takes %s",
+			   n > 2 ? "is unexpected" : "is incomplete", st->name,
+			   what);
+	ps->sp->batch.on = true;
+	/* Defaults of the stages that may follow (ispec.h). */
+	if (st->rank == R_MIXUP || st->rank == R_CUTMIX)
+		ps->sp->batch.cut_p = 0.5;
+	return 0;
+}
+
+/* mixup ALPHA, cutmix ALPHA: Beta(ALPHA, ALPHA)'s parameter. */
+static int p_alpha(struct pstate *ps, const struct stage *st,
+		   const struct word *w, unsigned n)
+{
+	struct ispec_batch *b = &ps->sp->batch;
+	double a;
+	int err = one_arg(ps, st, w, n, "one ALPHA (0 < ALPHA <= 1000)");
+
+	if (err)
+		return err;
+	if (!parse_real(w[1].p, w[1].len, &a) ||
+	    !(a > 0 && a <= ISPEC_ALPHA_MAX))
+		return bad(ps, st->name, &w[1], "is not an ALPHA in (0, %d]",
+			   ISPEC_ALPHA_MAX);
+	*(st->rank == R_MIXUP ? &b->mixup : &b->cutmix) = a;
+	return 0;
+}
+
+static int p_switch(struct pstate *ps, const struct stage *st,
+		    const struct word *w, unsigned n)
+{
+	struct ispec_batch *b = &ps->sp->batch;
+	int err = one_arg(ps, st, w, n, "one probability P (0..1)");
+
+	if (err)
+		return err;
+	if (!parse_real(w[1].p, w[1].len, &b->cut_p) ||
+	    !(b->cut_p >= 0 && b->cut_p <= 1))
+		return bad(ps, st->name, &w[1], "is not a probability in 0..1");
+	if (!b->mixup || !b->cutmix)
+		return bad(ps, st->name, &w[0],
+			   "needs both mixup and cutmix before it: it is the "
+			   "probability that a batch uses cutmix");
+	return 0;
+}
+
+static int p_pair(struct pstate *ps, const struct stage *st,
+		  const struct word *w, unsigned n)
+{
+	struct ispec_batch *b = &ps->sp->batch;
+	int err = one_arg(ps, st, w, n, "flip or roll");
+
+	if (err)
+		return err;
+	if (word_is(&w[1], "flip"))
+		b->pair = ISPEC_PAIR_FLIP;
+	else if (word_is(&w[1], "roll"))
+		b->pair = ISPEC_PAIR_ROLL;
+	else
+		return bad(ps, st->name, &w[1], "is not flip or roll");
+	if (!b->mixup && !b->cutmix)
+		return bad(ps, st->name, &w[0],
+			   "needs mixup or cutmix before it");
+	return 0;
+}
+
+static int p_smooth(struct pstate *ps, const struct stage *st,
+		    const struct word *w, unsigned n)
+{
+	struct ispec_batch *b = &ps->sp->batch;
+	int err = one_arg(ps, st, w, n, "one E (0 <= E < 1)");
+
+	if (err)
+		return err;
+	if (!parse_real(w[1].p, w[1].len, &b->smoothing) ||
+	    !(b->smoothing >= 0 && b->smoothing < 1))
+		return bad(ps, st->name, &w[1], "is not an E in [0, 1)");
+	b->has_smoothing = true;
+	return 0;
+}
+
+static int p_classes(struct pstate *ps, const struct stage *st,
+		     const struct word *w, unsigned n)
+{
+	struct ispec_batch *b = &ps->sp->batch;
+	bool before = b->on;
+	uint64_t v = 0;
+	int err = one_arg(ps, st, w, n, "one count N (1..1000000)");
+
+	if (err)
+		return err;
+	if (w[1].src)
+		return bad(ps, st->name, &w[1],
+			   "cannot change by epoch: it is the label output's "
+			   "shape");
+	for (size_t i = 0; i < w[1].len && v <= ISPEC_CLASSES_MAX; i++) {
+		if (!isdigit((unsigned char)w[1].p[i])) {
+			v = 0;
+			break;
+		}
+		v = v * 10 + (uint64_t)(w[1].p[i] - '0');
+	}
+	if (v < 1 || v > ISPEC_CLASSES_MAX)
+		return bad(ps, st->name, &w[1], "is not a count N in 1..%d",
+			   ISPEC_CLASSES_MAX);
+	b->classes = (uint32_t)v;
+	if (!before)
+		return bad(ps, st->name, &w[0],
+			   "needs a batch stage before it (mixup, cutmix or "
+			   "label_smoothing): alone it changes nothing");
 	return 0;
 }
 
@@ -1209,6 +1336,12 @@ static const struct stage stages[] = {
 	{ "f32", R_DTYPE, DT_F32, p_dtype },
 	{ "nchw", R_LAYOUT, ISPEC_NCHW, p_layout },
 	{ "nhwc", R_LAYOUT, ISPEC_NHWC, p_layout },
+	{ "mixup", R_MIXUP, 0, p_alpha },
+	{ "cutmix", R_CUTMIX, 0, p_alpha },
+	{ "switch", R_SWITCH, 0, p_switch },
+	{ "pair", R_PAIR, 0, p_pair },
+	{ "label_smoothing", R_SMOOTH, 0, p_smooth },
+	{ "classes", R_CLASSES, 0, p_classes },
 	{ "at", R_AT, 0, p_at },
 };
 
@@ -1622,6 +1755,35 @@ static void put_geo(struct out *o, const struct ispec *sp,
 	}
 }
 
+/* The batch stages: each one given, defaults left out. */
+static void put_batch(struct out *o, const struct ispec_batch *b)
+{
+	char a[40];
+
+	if (!b->on)
+		return;
+	if (b->mixup) {
+		put_real(a, sizeof(a), b->mixup);
+		put(o, " | mixup %s", a);
+	}
+	if (b->cutmix) {
+		put_real(a, sizeof(a), b->cutmix);
+		put(o, " | cutmix %s", a);
+	}
+	if (b->mixup && b->cutmix && b->cut_p != 0.5) {
+		put_real(a, sizeof(a), b->cut_p);
+		put(o, " | switch %s", a);
+	}
+	if (b->pair == ISPEC_PAIR_ROLL)
+		put(o, " | pair roll");
+	if (b->has_smoothing) {
+		put_real(a, sizeof(a), b->smoothing);
+		put(o, " | label_smoothing %s", a);
+	}
+	if (b->classes)
+		put(o, " | classes %u", (unsigned)b->classes);
+}
+
 int ispec_format(const struct ispec *sp, char *buf, size_t n)
 {
 	struct out o = { buf, n, 0 };
@@ -1721,6 +1883,7 @@ int ispec_format(const struct ispec *sp, char *buf, size_t n)
 	put(&o, " | %s | %s",
 	    dtype_name(sp->dtype) ? dtype_name(sp->dtype) : "?",
 	    sp->layout == ISPEC_NHWC ? "nhwc" : "nchw");
+	put_batch(&o, &sp->batch);
 	return (int)o.len;
 }
 

@@ -58,6 +58,22 @@
  *						 uniform centre, clipped; p 1)
  *	u8 | f16 | f32				(optional, default f32)
  *	nchw | nhwc				(optional, default nchw)
+ * then the batch stages, optional, in this order (the stream's assembler
+ * applies them to a whole batch once its samples are made; mix.h):
+ *	mixup ALPHA				(timm's Mixup: lambda ~
+ *						 Beta(ALPHA, ALPHA), 0 < ALPHA
+ *						 <= 1000)
+ *	cutmix ALPHA				(timm's CutMix, correct_lam)
+ *	switch P				(with both: the probability
+ *						 that a batch cuts, 0..1;
+ *						 default 0.5)
+ *	pair flip|roll				(with mixup or cutmix: sample
+ *						 i's partner is count-1-i, or
+ *						 i-1; default flip)
+ *	label_smoothing E			(0 <= E < 1)
+ *	classes N				(1..ISPEC_CLASSES_MAX; default
+ *						 the dataset's class count)
+ * With any batch stage the label output becomes soft: f32 [B, classes].
  *	at final | at EPOCH			(optional: read every schedule
  *						 at that epoch, e.g. for an
  *						 evaluation stream)
@@ -187,6 +203,31 @@ struct ispec_op {
 	struct ispec_affine af;
 };
 
+/* How a batch stage pairs sample i with its partner (mix.h). */
+enum ispec_pair {
+	ISPEC_PAIR_FLIP = 0, /* count - 1 - i: timm's x.flip(0) */
+	ISPEC_PAIR_ROLL,     /* i - 1, 0 with count - 1: batch.roll(1, 0) */
+};
+
+#define ISPEC_ALPHA_MAX	  1000
+#define ISPEC_CLASSES_MAX 1000000
+
+/*
+ * The batch stages (mixup, cutmix, label smoothing): on is set by any of
+ * them; mixup and cutmix are their alphas (0: not given); the others
+ * hold their defaults until given.
+ */
+struct ispec_batch {
+	bool on;
+	bool has_smoothing;
+	uint8_t pair;	  /* enum ispec_pair */
+	double mixup;	  /* Beta's alpha; 0: no mixup */
+	double cutmix;	  /* Beta's alpha; 0: no cutmix */
+	double cut_p;	  /* with both: P(cutmix) (switch); 0.5 */
+	double smoothing; /* label smoothing E */
+	uint32_t classes; /* 0: the dataset's */
+};
+
 /* RandomErasing's value: 0, one per channel, or random normal. */
 enum ispec_erase_value {
 	ISPEC_ERASE_ZERO = 0,
@@ -227,6 +268,7 @@ struct ispec {
 	uint8_t interp;	    /* enum ispec_interp */
 	uint8_t fill;	    /* enum ispec_fill */
 	double fill_rgb[3]; /* ISPEC_FILL_CONSTANT: 0..255 per channel */
+	struct ispec_batch batch;
 	/*
 	 * Schedules: the values above are those of one epoch. sched: some
 	 * number is a schedule; sched_end: the last key's epoch (nothing

@@ -17,6 +17,7 @@
 #include "dataset.h"
 #include "imgpipe.h"
 #include "loader_error.h"
+#include "mix.h"
 #include "order.h"
 #include "plog.h"
 #include "pool.h"
@@ -296,6 +297,39 @@ static void publish_offsets(struct stream *s, struct stream_batch *b)
 			       (b->count + 1) * sizeof(uint64_t));
 }
 
+/*
+ * Sample i's label, for the batch stages to make its soft label from
+ * (apply_mix()): kept aside, not in the slot, whose place for it holds
+ * classes floats. A value that is not a class is a bad sample.
+ */
+static int read_label(struct stream *s, const struct shard *sh, uint32_t worker,
+		      uint32_t i, const struct shard_field *f, struct diag *d)
+{
+	const struct stream_out *o = &s->out[s->soft];
+	const unsigned char *src = f->data;
+	size_t len;
+	int64_t v;
+	int err;
+
+	if (o->comp != COMP_NONE) {
+		err = shard_unpack_field(sh, s->codec[worker], o->field, f,
+					 s->scratch[worker], o->field_bytes,
+					 &len, d);
+		if (err)
+			return err;
+		src = s->scratch[worker];
+	}
+	v = int_at(src, o->src_dtype, 0);
+	/* A u64 above INT64_MAX reads negative: outside too. */
+	if (v < 0 || v >= (int64_t)s->classes)
+		return diag_set(d, LOADER_EFORMAT,
+				"field %s: label %" PRId64
+				" is not a class in [0, %" PRIu32 ")",
+				s->ds->schema.f[o->field].name, v, s->classes);
+	s->mixlab[i] = v;
+	return 0;
+}
+
 static void decode_one(void *arg, uint32_t i, uint32_t worker)
 {
 	struct decode_job *j = arg;
@@ -342,6 +376,14 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 					  j->b->out[k], &d);
 			if (wt)
 				stage(&wt->emit_ns, &t);
+			if (err)
+				goto fail;
+			continue;
+		}
+		if (o->soft) {
+			err = read_label(s, sh, worker, i, &f[o->field], &d);
+			if (wt)
+				stage(&wt->decode_ns, &t);
 			if (err)
 				goto fail;
 			continue;
@@ -484,6 +526,8 @@ static int fill_bad(struct stream *s, struct decode_job *j)
 		if (g == i)
 			continue;
 		ids[i] = ids[g];
+		if (s->mixlab)
+			s->mixlab[i] = s->mixlab[g];
 		for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 			uint64_t bytes = j->b->sample_bytes[k];
 			unsigned char *base = j->b->out[k];
@@ -499,6 +543,68 @@ static int fill_bad(struct stream *s, struct decode_job *j)
 out:
 	memset(s->bad, 0, n);
 	return err;
+}
+
+/* ------------------------------------------------------- batch stages */
+
+struct mix_job {
+	const struct mix_draw *d;
+	struct mix_image im[STREAM_MAX_OUTPUTS];
+	uint32_t nim;
+	uint32_t pieces[STREAM_MAX_OUTPUTS]; /* of each image output */
+};
+
+/* Piece i of all the image outputs' pieces, in output order. */
+static void mix_one(void *arg, uint32_t i, uint32_t worker)
+{
+	struct mix_job *j = arg;
+	uint32_t k = 0;
+
+	(void)worker;
+	while (i >= j->pieces[k])
+		i -= j->pieces[k++];
+	mix_piece(j->d, &j->im[k], i);
+}
+
+/*
+ * The batch stages (mix.h), once the batch's samples are made and the
+ * bad ones replaced: draw the batch's mixing, mix every image output in
+ * place and write the soft labels. The pixel work goes to the pool like
+ * a decode. On one thread here, mixup of a batch of 256 224 x 224 images
+ * took 21 ms in f32, 102 ms in f16 and 30 ms in u8 (cutmix of a 158 x
+ * 158 box 3 to 9 ms), against 108 ms for one thread to make the batch's
+ * samples (rrc 224, normalize, f32: 422 us an image of 500 x 375): a
+ * fifth of the batch's work and more, not a few per cent.
+ */
+static void apply_mix(struct stream *s, struct stream_batch *b,
+		      const struct imgpipe *pipe)
+{
+	/* The batch's epoch's spec: its images' size, its stages' values. */
+	const struct ispec *sp = imgpipe_spec(pipe);
+	struct mix_job job = { .d = &b->mix };
+	uint32_t n = 0;
+
+	mix_draw(&sp->batch, mix_seed(s->c.seed, s->c.rank, b->epoch, b->batch),
+		 sp->size, sp->size, &b->mix);
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		struct mix_image *im = &job.im[job.nim];
+
+		if (!s->out[k].image)
+			continue;
+		*im = (struct mix_image){ .base = b->out[k],
+					  .sample_bytes = b->sample_bytes[k],
+					  .count = b->count,
+					  .dtype = sp->dtype,
+					  .layout = sp->layout,
+					  .h = sp->size,
+					  .w = sp->size };
+		job.pieces[job.nim] = mix_pieces(&b->mix, im);
+		n += job.pieces[job.nim++];
+	}
+	if (n)
+		pool_run(s->pool, mix_one, &job, n, s->c.threads);
+	mix_labels(&b->mix, s->mixlab, b->count, s->classes,
+		   sp->batch.smoothing, (float *)(void *)b->out[s->soft]);
 }
 
 /*
@@ -716,6 +822,10 @@ void *assembler_main(void *arg)
 			job.err = fill_bad(s, &job);
 		if (job.err)
 			return finish(s, job.err, job.msg);
+		if (s->mix.on) {
+			apply_mix(s, &b, job.pipe);
+			account(&s->n.decode_ns, &t);
+		}
 		if (s->nragged)
 			publish_offsets(s, &b);
 		s->sink.ops->publish(s->sink.ctx, &b);

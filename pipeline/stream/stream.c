@@ -340,6 +340,74 @@ static int setup_outputs(struct stream *s, struct diag *d)
 	return 0;
 }
 
+/* An integer output of one value a sample: a label the batch stages take. */
+static bool label_like(const struct stream *s, uint32_t k)
+{
+	const struct field *f = &s->ds->schema.f[s->out[k].field];
+
+	return !s->out[k].image && !s->out[k].ragged && f->dtype >= DT_U8 &&
+	       f->dtype <= DT_I64 && s->out[k].elems == 1;
+}
+
+/*
+ * The batch stages of the pipeline (mix.h): find the label output (the
+ * one integer output of one value a sample, or among several the one
+ * named "label"), the class count (classes N, else the dataset's), and
+ * make that output soft: f32 [classes] a sample.
+ */
+static int setup_batch(struct stream *s, struct diag *d)
+{
+	const struct ispec_batch *sb;
+	uint32_t found = 0, image = 0, at = 0, nds = s->ds->nclasses;
+	struct stream_tensor *t;
+
+	if (!s->pipe || !imgpipe_spec(s->pipe)->batch.on)
+		return 0;
+	sb = &imgpipe_spec(s->pipe)->batch;
+	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
+		image += s->out[k].image;
+		if (!label_like(s, k))
+			continue;
+		if (!found || !strcmp(s->lay.out[k].name, "label"))
+			at = k;
+		found++;
+	}
+	if ((sb->mixup || sb->cutmix) && !image)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"pipeline: mixup and cutmix mix images, and no output is a jpeg field");
+	if (!found)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"pipeline: the batch stages (mixup, cutmix, label_smoothing) make soft labels of a label output, an integer field of one value a sample, and no output is one");
+	if (found > 1 && strcmp(s->lay.out[at].name, "label"))
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"pipeline: the batch stages need one label output: %" PRIu32
+			" outputs are integers of one value a sample, and none is named \"label\"",
+			found);
+	if (!sb->classes && !nds)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"pipeline: the batch stages need the number of classes, and the dataset has no class list: add \"classes N\" to the pipeline");
+	if (sb->classes && sb->classes < nds)
+		return diag_set(d, LOADER_EUSAGE,
+				"pipeline: classes %" PRIu32
+				" is below the dataset's %" PRIu32 " classes",
+				sb->classes, nds);
+	s->mix = *sb;
+	s->classes = sb->classes ? sb->classes : nds;
+	s->soft = at;
+	s->out[at].soft = true;
+	t = &s->lay.out[at];
+	t->dtype = DT_F32;
+	t->ndim = 1;
+	memset(t->shape, 0, sizeof(t->shape));
+	t->shape[0] = s->classes;
+	t->sample_bytes = (uint64_t)s->classes * sizeof(float);
+	return 0;
+}
+
 /*
  * Is every output a plain copy of its field, and the batch small enough
  * for one thread (stream_priv.h, light)?
@@ -351,7 +419,7 @@ static bool light_outputs(const struct stream *s)
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 		const struct stream_out *o = &s->out[k];
 
-		if (o->image || o->ragged || o->comp != COMP_NONE ||
+		if (o->image || o->ragged || o->soft || o->comp != COMP_NONE ||
 		    o->cast != STREAM_CAST_NONE)
 			return false;
 		bytes += s->lay.out[k].sample_bytes * s->lay.batch_size;
@@ -507,6 +575,11 @@ static int setup_workers(struct stream *s)
 	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
 	if (!s->codec || !s->scratch || !s->ws || !s->bad || !s->rep)
 		return -ENOMEM;
+	if (s->mix.on) {
+		s->mixlab = mem_calloc(s->lay.batch_size, sizeof(*s->mixlab));
+		if (!s->mixlab)
+			return -ENOMEM;
+	}
 	if (s->nragged) {
 		uint64_t n = (uint64_t)s->lay.batch_size + 1;
 
@@ -799,6 +872,7 @@ void stream_free(struct stream *s)
 	free(s->wt);
 	free(s->bad);
 	free(s->rep);
+	free(s->mixlab);
 	free(s->roff);
 	free(s->roff2);
 	free(s->rbig);
@@ -899,6 +973,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		err = open_dataset(s, c->origin, d);
 	if (!err)
 		err = setup_outputs(s, d);
+	if (!err)
+		err = setup_batch(s, d);
 	if (!err) {
 		s->light = light_outputs(s);
 		fixed_layout(s);

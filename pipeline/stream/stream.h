@@ -22,6 +22,7 @@
 
 #include "diag.h"
 #include "dsopen.h"
+#include "mix.h"
 #include "order.h"
 
 struct nodecache;
@@ -184,6 +185,8 @@ struct stream_config {
  * (a bytes field: u8, one dimension; a ragged tensor [*,D1,...]: each
  * sample its own number of rows of row_bytes) has shape[0] 0,
  * sample_bytes 0 and room for `capacity` bytes of values a batch.
+ * With batch stages in the pipeline (mix.h), the label output is f32
+ * [classes] a sample: its soft labels.
  */
 struct stream_tensor {
 	char name[STREAM_NAME_MAX];
@@ -241,6 +244,8 @@ struct stream_batch {
 	/* Of count, those at the end that repeat a sample of the epoch
 	 * (padding, stream_config.pad): 0 or 1. */
 	uint32_t repeats;
+	/* What the batch stages drew (mix.h); kind MIX_NONE without. */
+	struct mix_draw mix;
 };
 
 /*

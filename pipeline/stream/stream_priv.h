@@ -43,6 +43,7 @@ struct stream_out {
 	uint32_t comp;	       /* the field's compression */
 	bool image;	       /* a jpeg field through the image pipeline */
 	bool ragged;	       /* a bytes field: values back to back */
+	bool soft; /* the label output of the batch stages (mix.h) */
 };
 
 /*
@@ -141,6 +142,15 @@ struct stream {
 	uint8_t *rbig;
 	uint64_t *rbig_size;
 	struct stream_sink sink;
+	/*
+	 * The batch stages (mix.h), when mix.on: the label output (soft,
+	 * f32 [classes] a sample), and each sample's label of the batch
+	 * being made (batch_size of them), read by its worker.
+	 */
+	struct ispec_batch mix;
+	uint32_t classes;
+	uint32_t soft;
+	int64_t *mixlab;
 
 	struct codec_ctx **codec; /* per worker */
 	unsigned char **scratch;  /* per worker, max_field bytes */

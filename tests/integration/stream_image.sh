@@ -96,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 78
+plan 84
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -207,6 +207,33 @@ grep '^batch ' "$T/allw" | sort >"$T/allb"
 ok "every stage at once: a named stream killed after 3 batches and resumed gives the uninterrupted run's batches" \
 	cmp -s "$T/alla" "$T/allb"
 is "$(wc -l <"$T/allb" | tr -d ' ')" 8 "... all 8 of them"
+# The batch stages too (their own spec: ALL and they pass the protocol's
+# 512 bytes): each batch's lambda and box come from (seed, epoch, batch),
+# so the bytes, soft labels included, are the same from 1 and 3 threads
+# and after a named stream is killed and resumed.
+MIX='decode | rrc 96 | flip 0.5 | trivialaugment | normalize imagenet | erase value random | f16 | mixup 0.2 | cutmix 1 | switch 0.6 | pair roll | label_smoothing 0.1 | classes 5'
+m2=$(hashes "$T/two.sock" "$D" --pipeline "$MIX" --order random --seed 5 --epochs 2)
+like "$m2" '^epoch 0 batches 4 samples 16 xxh3 [0-9a-f]{16}; epoch 1 batches 4 samples 16 xxh3 [0-9a-f]{16}$' \
+	"batch stages: two epochs hashed"
+is "$(hashes "$T/one.sock" "$D" --pipeline "$MIX" --order random --seed 5 --epochs 2)" \
+	"$m2" "batch stages: the same bytes from 1 thread as from 2"
+is "$(hashes "$T/three.sock" "$D" --pipeline "$MIX" --order random --seed 5 --epochs 2)" \
+	"$m2" "batch stages: the same bytes from 3 threads as from 1 and 2"
+"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
+	--seed 5 --epochs 2 --batch-hash --name mix --fresh --kill-after 3 \
+	"$T/two.sock" "$D" >"$T/mix1" 2>&1
+"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
+	--seed 5 --epochs 2 --batch-hash --name mix "$T/two.sock" "$D" \
+	>"$T/mix2" 2>&1
+"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
+	--seed 5 --epochs 2 --batch-hash "$T/two.sock" "$D" >"$T/mixw" 2>&1
+grep '^batch ' "$T/mix1" "$T/mix2" | sed 's/^[^:]*://' | sort >"$T/mixa"
+grep '^batch ' "$T/mixw" | sort >"$T/mixb"
+ok "batch stages: a named stream killed after 3 batches and resumed gives the uninterrupted run's batches" \
+	cmp -s "$T/mixa" "$T/mixb"
+is "$(wc -l <"$T/mixb" | tr -d ' ')" 8 "... all 8 of them"
+ok "batch stages: the mixed stream differs from the plain one" \
+	test "$m2" != "$(hashes "$T/two.sock" "$D" --pipeline "${MIX%% | mixup*}" --order random --seed 5 --epochs 2)"
 h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$EVAL" --order sequential)
 is "$h" "$(hashes "$T/two.sock" "$D" --pipeline "$EVAL" --order sequential)" \
 	"and the same evaluation bytes"

@@ -530,22 +530,49 @@ def _numpy():
     return _np
 
 
+class Mix:
+    """What a batch's batch stages drew (the pipeline's mixup, cutmix):
+    kind ("mixup" or "cutmix"), lam (the weight of each sample's own
+    pixels and label; cutmix's corrected to its box's area), box (cutmix:
+    (x0, y0, x1, y1) in pixels, ends exclusive; None for mixup) and pair
+    ("flip": sample i mixes with count - 1 - i; "roll": with i - 1, and
+    sample 0 with count - 1)."""
+
+    __slots__ = ("kind", "lam", "box", "pair")
+
+    def __init__(self, kind, lam, box, pair):
+        self.kind, self.lam, self.box, self.pair = kind, lam, box, pair
+
+    def partner(self, i, count):
+        """Sample i's partner in a batch of count samples."""
+        if self.pair == "roll":
+            return i - 1 if i else count - 1
+        return count - 1 - i
+
+    def __repr__(self):
+        return "<loader.Mix %s lam %.6g%s, pair %s>" % (
+            self.kind, self.lam,
+            " box %s" % (self.box,) if self.box else "", self.pair)
+
+
 class Batch(collections.abc.Mapping):
     """A batch: a mapping from output names to Outputs, plus its place.
 
     epoch, index (within the epoch), seq (in the stream), count (samples),
     repeats (of count, those at the end that repeat a sample of the epoch:
     padding, Stream(pad=True); 0 or 1), ids (an Output of the samples'
-    global indices, uint64). Valid until
+    global indices, uint64), mix (None, or a Mix: what the pipeline's
+    mixup or cutmix drew for this batch). Valid until
     the stream's next iteration or release(); b[name] after that raises
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
     __slots__ = ("_slot", "_ptrs", "_rbytes", "_shapes", "_by_name",
-                 "_names", "seq", "index", "epoch", "count", "repeats")
+                 "_names", "seq", "index", "epoch", "count", "repeats",
+                 "mix")
 
     def __init__(self, stream, slot, seq, index, epoch, count, ptrs,
-                 rbytes=None, repeats=0, shapes=None):
+                 rbytes=None, repeats=0, shapes=None, mix=None):
         # The stream's layout, not the stream: the stream holds its
         # current batch, and a cycle would keep both until a GC pass.
         self._by_name = stream._by_name
@@ -556,6 +583,7 @@ class Batch(collections.abc.Mapping):
         self.epoch = epoch
         self.count = count
         self.repeats = repeats
+        self.mix = mix
         self._ptrs = ptrs  # the outputs', then the ids'
         self._rbytes = rbytes  # {output: bytes} of ragged outputs
         # {output: (sample shape, bytes)} where this batch's differ from
@@ -824,6 +852,7 @@ class Stream:
         self._pad = bool(pad) and not drop_last
         self._view = _lib.BatchView()
         self._pview = ctypes.byref(self._view)
+        self._mixview = _lib.MixView()
         self.slots = _lib.lib.loader_slots(h)
         self._mask = self.slots - 1
         self._ptrs = {}
@@ -948,9 +977,25 @@ class Stream:
         held.append(rec)
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
                   ptrs, rbytes,
-                  lib.loader_repeats(h, pv) if self._pad else 0, shapes)
+                  lib.loader_repeats(h, pv) if self._pad else 0, shapes,
+                  self._mix(h, pv))
         self._cur = b
         return b
+
+    def _mix(self, h, pv):
+        """The batch's Mix, or None: read from its slot by libloader,
+        which checks the values."""
+        m = self._mixview
+        rc = _lib.lib.loader_mix(h, pv, ctypes.byref(m))
+        if rc:
+            raise Error(rc, "batch %d of epoch %d: its slot's mix is out "
+                        "of range" % (self._view.index, self._view.epoch))
+        kind = _lib.MIX_KINDS.get(m.kind)
+        if kind is None:
+            return None
+        return Mix(kind, m.lam,
+                   tuple(m.box) if kind == "cutmix" else None,
+                   _lib.PAIRS[m.pair])
 
     def _learn_layout(self, v):
         """The outputs' names, types and sample shapes: the same in every

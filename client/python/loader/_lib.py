@@ -11,7 +11,7 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 4
+NEED_MINOR = 5
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
@@ -105,6 +105,20 @@ class BatchView(ctypes.Structure):
         ("noutputs", ctypes.c_uint32),
         ("out", Tensor * MAX_OUTPUTS),
     ]
+
+
+class MixView(ctypes.Structure):
+    """struct loader_mix (1.5)."""
+    _fields_ = [
+        ("kind", ctypes.c_uint32),
+        ("pair", ctypes.c_uint32),
+        ("lam", ctypes.c_double),
+        ("box", ctypes.c_uint32 * 4),
+    ]
+
+
+MIX_KINDS = {1: "mixup", 2: "cutmix"}  # LOADER_MIX_*; 0: none
+PAIRS = {0: "flip", 1: "roll"}  # LOADER_PAIR_*
 
 
 class Stats(ctypes.Structure):
@@ -206,6 +220,9 @@ lib.loader_offsets.restype = ctypes.c_void_p
 lib.loader_offsets.argtypes = [_P, ctypes.POINTER(BatchView), ctypes.c_uint32]
 lib.loader_repeats.restype = ctypes.c_int
 lib.loader_repeats.argtypes = [_P, ctypes.POINTER(BatchView)]
+lib.loader_mix.restype = ctypes.c_int
+lib.loader_mix.argtypes = [_P, ctypes.POINTER(BatchView),
+                           ctypes.POINTER(MixView)]
 lib.loader_strerror.restype = ctypes.c_char_p
 lib.loader_strerror.argtypes = [ctypes.c_int]
 

@@ -1,8 +1,9 @@
 """Schedules over epochs (ispec.h, SCHEDULES) through a real loaderd:
 progressive resizing as ffcv-imagenet does it, each batch with its own
 shape in the ring, an "at final" stream for evaluation, and a named
-stream whose trainer is killed mid-schedule resuming at the right
-resolution with the very batches an uninterrupted run delivers.
+stream with mixup and cutmix (its alpha ramped) whose trainer is killed
+mid-schedule resuming at the right resolution with the very batches an
+uninterrupted run delivers.
 """
 
 import os
@@ -22,8 +23,11 @@ ds = fx.pack_jpegs(T, 48)
 d = fx.Daemon(T, "d", "--threads", "2")
 
 LO, HI, START, END = 32, 96, 1, 4
+# With the batch stages too, mixup's alpha ramped: a batch's draw comes
+# from its epoch's values.
 SPEC = ("decode | rrc %d@%d..%d@%d/32 | flip 0.5 | normalize imagenet "
-        "| f32 | nchw" % (LO, START, HI, END))
+        "| f32 | nchw | mixup 0.1@0..0.4@4 | cutmix 1.0 "
+        "| label_smoothing 0.1" % (LO, START, HI, END))
 EPOCHS = 6
 KW = dict(socket=d.sock, batch_size=16, outputs="image,label",
           order="random", seed=3)
@@ -64,8 +68,10 @@ for e, i, shape, lshape, _ in sched:
 t.eq({e: sorted(v) for e, v in got.items()},
      {e: [(3, r, r)] for e, r in want.items()},
      "every batch of epoch e is [B, 3, R, R] with ffcv's R for e")
-t.ok(all(shape[0] == ls[0] for _, _, shape, ls, _ in sched),
-     "the label output keeps its shape beside a changing image")
+t.ok(all(shape[0] == ls[0] and ls[1:] == (3,)
+         for _, _, shape, ls, _ in sched),
+     "the label output keeps its shape, soft [B, 3], beside a changing "
+     "image")
 
 # Each epoch of the schedule is that epoch's fixed spec: same bytes.
 same = True
@@ -82,10 +88,11 @@ t.ok(same, "each epoch's batches are those of rrc R_e alone (the same "
 # An evaluation stream asks for the final resolution.
 final = run(SPEC + " | at final", epochs=2)
 fixed = run(SPEC.replace("%d@%d..%d@%d/32" % (LO, START, HI, END),
-                         str(HI)), epochs=2)
+                         str(HI)).replace("0.1@0..0.4@4", "0.4"), epochs=2)
 t.ok(all(x[2][2:] == (HI, HI) for x in final) and
      [x[4] for x in final] == [x[4] for x in fixed],
-     "\"at final\": every epoch at the last key's size, as rrc %d" % HI)
+     "\"at final\": every epoch at the last keys' values, as rrc %d with "
+     "mixup 0.4" % HI)
 
 # A named stream whose trainer is killed in epoch 2 (size 64) resumes
 # there with the batches of an uninterrupted run.

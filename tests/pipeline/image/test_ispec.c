@@ -368,6 +368,109 @@ Test(ispec, good_specs_parse_and_round_trip)
 	}
 }
 
+/* The batch stages: their values, defaults and canonical text. */
+Test(ispec, batch_stages)
+{
+	static const struct {
+		const char *text, *canon;
+		struct ispec_batch want;
+	} t[] = {
+		{ "decode | center 8 | mixup 0.2",
+		  "decode | center 8 | f32 | nchw | mixup 0.2",
+		  { .on = true, .mixup = 0.2, .cut_p = 0.5 } },
+		{ "decode | center 8 | f32 | nchw | cutmix 1.0",
+		  "decode | center 8 | f32 | nchw | cutmix 1",
+		  { .on = true, .cutmix = 1, .cut_p = 0.5 } },
+		{ "decode | rrc 8 | mixup 0.2 | cutmix 1.0 | label_smoothing 0.1",
+		  "decode | rrc 8 | f32 | nchw | mixup 0.2 | cutmix 1 | "
+		  "label_smoothing 0.1",
+		  { .on = true,
+		    .has_smoothing = true,
+		    .mixup = 0.2,
+		    .cutmix = 1,
+		    .cut_p = 0.5,
+		    .smoothing = 0.1 } },
+		{ "decode | center 8 | u8 | mixup 0.8 | cutmix 1 | switch 0.5 | "
+		  "pair flip",
+		  "decode | center 8 | u8 | nchw | mixup 0.8 | cutmix 1",
+		  { .on = true, .mixup = 0.8, .cutmix = 1, .cut_p = 0.5 } },
+		{ "decode | center 8 | mixup 0.01 | cutmix 1000 | switch 0.25 "
+		  "| pair roll | label_smoothing 0 | classes 1000000",
+		  "decode | center 8 | f32 | nchw | mixup 0.01 | cutmix 1000 | "
+		  "switch 0.25 | pair roll | label_smoothing 0 | "
+		  "classes 1000000",
+		  { .on = true,
+		    .has_smoothing = true,
+		    .pair = ISPEC_PAIR_ROLL,
+		    .mixup = 0.01,
+		    .cutmix = 1000,
+		    .cut_p = 0.25,
+		    .classes = 1000000 } },
+		{ "decode | center 8 | label_smoothing 0.1 | classes 10",
+		  "decode | center 8 | f32 | nchw | label_smoothing 0.1 | "
+		  "classes 10",
+		  { .on = true,
+		    .has_smoothing = true,
+		    .smoothing = 0.1,
+		    .classes = 10 } },
+		{ "decode | center 8", "decode | center 8 | f32 | nchw", { 0 } },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		const char *canon = t[i].canon ? t[i].canon : t[i].text;
+		const struct ispec_batch *w = &t[i].want;
+		struct ispec sp, again;
+		struct diag d;
+		char buf[ISPEC_TEXT_MAX];
+
+		cr_assert_eq(ispec_parse(&sp, t[i].text, &d), 0, "\"%s\": %s",
+			     t[i].text, d.msg);
+		cr_expect_eq(sp.batch.on, w->on, "%s", t[i].text);
+		cr_expect_eq(sp.batch.has_smoothing, w->has_smoothing, "%s",
+			     t[i].text);
+		cr_expect_eq(sp.batch.pair, w->pair, "%s", t[i].text);
+		cr_expect_eq(sp.batch.mixup, w->mixup, "%s", t[i].text);
+		cr_expect_eq(sp.batch.cutmix, w->cutmix, "%s", t[i].text);
+		cr_expect_eq(sp.batch.cut_p, w->cut_p, "%s", t[i].text);
+		cr_expect_eq(sp.batch.smoothing, w->smoothing, "%s", t[i].text);
+		cr_expect_eq(sp.batch.classes, w->classes, "%s", t[i].text);
+		ispec_format(&sp, buf, sizeof(buf));
+		cr_expect_str_eq(buf, canon, "\"%s\"", t[i].text);
+		cr_assert_eq(ispec_parse(&again, buf, &d), 0, "%s", d.msg);
+		cr_expect_eq(memcmp(&sp, &again, sizeof(sp)), 0, "\"%s\"", buf);
+	}
+}
+
+/* Each batch stage's range is in its message, with the value. */
+Test(ispec, batch_stage_messages)
+{
+	static const struct {
+		const char *text, *want;
+	} t[] = {
+		{ "decode | center 8 | mixup 0",
+		  "column 27: mixup: \"0\" is not an ALPHA in (0, 1000]" },
+		{ "decode | center 8 | mixup 1 | cutmix 1 | switch 2",
+		  "column 49: switch: \"2\" is not a probability in 0..1" },
+		{ "decode | center 8 | label_smoothing 1",
+		  "column 37: label_smoothing: \"1\" is not an E in [0, 1)" },
+		{ "decode | center 8 | mixup 1 | classes 0",
+		  "column 39: classes: \"0\" is not a count N in 1..1000000" },
+		{ "decode | center 8 | mixup 1 | pair up",
+		  "column 36: pair: \"up\" is not flip or roll" },
+		{ "decode | center 8 | cutmix 1 | switch 0.3",
+		  "column 32: switch: \"switch\" needs both mixup and cutmix" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct ispec sp;
+		struct diag d;
+
+		cr_expect_eq(ispec_parse(&sp, t[i].text, &d), LOADER_EUSAGE);
+		cr_expect(strstr(d.msg, t[i].want) != NULL, "want %s in: %s",
+			  t[i].want, d.msg);
+	}
+}
+
 Test(ispec, format_truncates_like_snprintf)
 {
 	struct ispec sp;
@@ -522,6 +625,26 @@ static const struct bad bad[] = {
 	{ "decode | center 64 | at 3 | f32", 29, "f32" },
 	{ "decode | center 64 | normalize 0.4@0..x,0.4,0.4 0.2,0.2,0.2", 32,
 	  "0.4@0..x,0.4,0.4" },
+	/* batch stages */
+	{ "decode | center 8 | mixup 0", 27, "0" },
+	{ "decode | center 8 | mixup 1001", 27, "1001" },
+	{ "decode | center 8 | mixup", 21, "mixup" },
+	{ "decode | center 8 | mixup 1 2", 29, "2" },
+	{ "decode | center 8 | cutmix -1", 28, "-1" },
+	{ "decode | center 8 | cutmix 1 | mixup 1", 32, "mixup" },
+	{ "decode | center 8 | mixup 1 | switch 0.5", 31, "switch" },
+	{ "decode | center 8 | mixup 1 | cutmix 1 | switch 1.5", 49, "1.5" },
+	{ "decode | center 8 | pair flip", 21, "pair" },
+	{ "decode | center 8 | mixup 1 | pair swap", 36, "swap" },
+	{ "decode | center 8 | label_smoothing 1", 37, "1" },
+	{ "decode | center 8 | label_smoothing -0.1", 37, "-0.1" },
+	{ "decode | center 8 | classes 10", 21, "classes" },
+	{ "decode | center 8 | mixup 1 | classes 0", 39, "0" },
+	{ "decode | center 8 | mixup 1 | classes 1000001", 39, "1000001" },
+	{ "decode | center 8 | mixup 1 | classes 1.5", 39, "1.5" },
+	{ "decode | center 8 | mixup 1 | f16", 31, "f16" },
+	{ "decode | center 8 | mixup 1 | mixup 1", 31, "mixup" },
+	{ "decode | center 8 | mixupp 1", 21, "mixupp" },
 };
 
 Test(ispec, bad_specs_name_column_and_word)
