@@ -606,6 +606,7 @@ static const struct bad bad[] = {
 	  59, "invert" },
 	{ "decode | center 8 | trivialaugmnt", 21, "trivialaugmnt" },
 	/* schedules: their syntax, and a value out of range at one epoch */
+	{ "decode | center 8 | mixup 1 | classes 3@0..5@4", 39, "3" },
 	{ "decode | rrc 160@x", 14, "160@x" },
 	{ "decode | rrc 160@5..100@3", 14, "160@5..100@3" },
 	{ "decode | rrc 160@5", 14, "160@5" },
