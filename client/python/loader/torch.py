@@ -214,8 +214,17 @@ class _TvState:
         self.erase = None       # (p, scale, ratio, value, dtype, normalized)
 
 
+def _no_crop(ts):
+    _spec.refuse(" + ".join(_tv_name(t) for t in ts) or "Compose([])",
+                 "no RandomResizedCrop or CenterCrop: the samples of a "
+                 "batch have one size, so the spec needs a crop to a "
+                 "square (rrc SIZE, or [resize SHORT |] center SIZE)")
+
+
 def _tv_pixels(st, who):
     """A colour or geometric op: on the 8-bit image, after the geometry."""
+    if not st.has_crop:
+        _no_crop([st.current])
     if st.dtype not in (None, "u8"):
         _spec.refuse(who, "it comes after the conversion to %s: the spec "
                      "applies colour and geometric stages to the 8-bit "
@@ -574,22 +583,21 @@ def from_torchvision(transform):
     """
     st = _TvState()
     ts = _tv_flatten(transform, [])
-    if not any(_tv_name(t) in ("RandomResizedCrop", "CenterCrop")
-               for t in ts):
-        _spec.refuse(" + ".join(_tv_name(t) for t in ts) or "Compose([])",
-                     "no RandomResizedCrop or CenterCrop: the samples of a "
-                     "batch have one size, so the spec needs a crop to a "
-                     "square (rrc SIZE, or [resize SHORT |] center SIZE)")
+    st.has_crop = any(_tv_name(t) in ("RandomResizedCrop", "CenterCrop")
+                      for t in ts)
     for t in ts:
         if type(t).__module__.split(".")[0] != "torchvision":
             _spec.refuse(_tv_name(t), "not a torchvision transform "
                          "(loaderd's pipeline cannot run Python code)")
+        st.current = t
         _tv_one(st, t)
     sp = st.sp
     if st.resize is not None:
         _spec.refuse("Resize", "size=%d without a CenterCrop after it: the "
                      "images keep their aspect ratio and differ in shape, "
                      "and a batch's samples are SIZE x SIZE" % st.resize)
+    if sp.geom is None:
+        _no_crop(ts)
     if st.erase is not None:
         sp.erase = st.erase
     if st.dtype is None:
