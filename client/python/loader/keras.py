@@ -687,9 +687,13 @@ def _layer_range(who, name, v, single):
     if isinstance(v, (list, tuple)):
         if len(v) != 2:
             _spec.refuse(who, "%s=%r: a float or two" % (name, v))
-        return float(v[0]), float(v[1])
-    v = float(v)
-    return (-v, v)
+        lo, hi = float(v[0]), float(v[1])
+    else:
+        lo, hi = -float(v), float(v)
+    if lo > hi:
+        _spec.refuse(who, "%s=%r: its lower bound is above its upper (Keras "
+                     "refuses it too)" % (name, v))
+    return lo, hi
 
 
 def _layer_geo(sp, who, cfg):
@@ -928,6 +932,11 @@ def from_layers(configs):
             rescaled = (mean, std)
     if resize is not None:
         sp.geom = ("center", resize, resize)
+    if sp.geom is None:
+        _spec.refuse(" + ".join(str(c.get("class_name")) for c in configs)
+                     or "[]", "no Resizing(crop_to_aspect_ratio=True) or "
+                     "CenterCrop: the samples of a batch have one size, so "
+                     "the spec needs a square (resize SHORT | center SIZE)")
     if rescaled is False:
         rescaled = (0.0, 1 / 255)
     mean, std = rescaled
