@@ -37,7 +37,7 @@ except ImportError as e:
     sys.exit(77)
 
 RECIPE = ("decode | resize 256 | center 224 | flip 0.5 | affine rotate 20 "
-          "translate 0.1 0.1 zoom 0.8 1.2 shear 0.2 interp bilinear "
+          "translate 0.1 0.1 zoom 0.8 1.2 shear 0 0 -0.2 0.2 interp bilinear "
           "fill nearest | normalize imagenet | f32 | nhwc")
 
 
