@@ -27,16 +27,8 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."),
 import fixture as fx  # noqa: E402
 
 np, torch = fx.need("numpy", "torch")
-try:
-    import torchvision.transforms.functional as F
-except ImportError:
-    fx.skip_all("python3 module torchvision missing (Debian: "
-                "python3-torchvision)")
-try:
-    from keras_preprocessing.image import apply_channel_shift
-except ImportError:
-    fx.skip_all("python3 module keras_preprocessing missing (Debian: "
-                "python3-keras-preprocessing)")
+F = fx.need("torchvision.transforms.functional")
+apply_channel_shift = fx.need("keras_preprocessing.image").apply_channel_shift
 
 photos = fx.need_photos(3)
 

@@ -28,18 +28,11 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."),
 import fixture as fx  # noqa: E402
 
 np, torch = fx.need("numpy", "torch")
-try:
-    import torchvision.transforms.functional as F
-    from torchvision.transforms import InterpolationMode as IM
-    from torchvision.transforms import autoaugment as AA
-except ImportError:
-    fx.skip_all("python3 module torchvision missing (Debian: "
-                "python3-torchvision)")
-try:
-    from keras_preprocessing.image import apply_affine_transform
-except ImportError:
-    fx.skip_all("python3 module keras_preprocessing missing (Debian: "
-                "python3-keras-preprocessing)")
+F, AA = fx.need("torchvision.transforms.functional",
+                "torchvision.transforms.autoaugment")
+IM = fx.need("torchvision.transforms").InterpolationMode
+apply_affine_transform = fx.need(
+    "keras_preprocessing.image").apply_affine_transform
 
 photos = fx.need_photos(3)
 

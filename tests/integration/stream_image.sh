@@ -194,19 +194,24 @@ ok "daemon with 3 threads starts" start_daemon "$T/three.sock" --threads 3
 three=$DAEMON_PID
 is "$(hashes "$T/three.sock" "$D" --pipeline "$ALL" --order random --seed 5 --epochs 2)" \
 	"$a2" "every stage at once: the same bytes from 3 threads as from 1 and 2"
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$ALL" --order random \
-	--seed 5 --epochs 2 --batch-hash --name all --fresh --kill-after 3 \
-	"$T/two.sock" "$D" >"$T/all1" 2>&1
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$ALL" --order random \
-	--seed 5 --epochs 2 --batch-hash --name all "$T/two.sock" "$D" \
-	>"$T/all2" 2>&1
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$ALL" --order random \
-	--seed 5 --epochs 2 --batch-hash "$T/two.sock" "$D" >"$T/allw" 2>&1
-grep '^batch ' "$T/all1" "$T/all2" | sed 's/^[^:]*://' | sort >"$T/alla"
-grep '^batch ' "$T/allw" | sort >"$T/allb"
-ok "every stage at once: a named stream killed after 3 batches and resumed gives the uninterrupted run's batches" \
-	cmp -s "$T/alla" "$T/allb"
-is "$(wc -l <"$T/allb" | tr -d ' ')" 8 "... all 8 of them"
+# A named stream of spec $2 (named $1, checks worded after $3) killed
+# after 3 batches and resumed gives the batches of an uninterrupted run.
+resumes_whole() {
+	"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$2" --order random \
+		--seed 5 --epochs 2 --batch-hash --name "$1" --fresh --kill-after 3 \
+		"$T/two.sock" "$D" >"$T/$1.1" 2>&1
+	"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$2" --order random \
+		--seed 5 --epochs 2 --batch-hash --name "$1" "$T/two.sock" "$D" \
+		>"$T/$1.2" 2>&1
+	"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$2" --order random \
+		--seed 5 --epochs 2 --batch-hash "$T/two.sock" "$D" >"$T/$1.w" 2>&1
+	grep '^batch ' "$T/$1.1" "$T/$1.2" | sed 's/^[^:]*://' | sort >"$T/$1.a"
+	grep '^batch ' "$T/$1.w" | sort >"$T/$1.b"
+	ok "$3: a named stream killed after 3 batches and resumed gives the uninterrupted run's batches" \
+		cmp -s "$T/$1.a" "$T/$1.b"
+	is "$(wc -l <"$T/$1.b" | tr -d ' ')" 8 "... all 8 of them"
+}
+resumes_whole all "$ALL" "every stage at once"
 # The batch stages too (their own spec: ALL and they pass the protocol's
 # 512 bytes): each batch's lambda and box come from (seed, epoch, batch),
 # so the bytes, soft labels included, are the same from 1 and 3 threads
@@ -219,19 +224,7 @@ is "$(hashes "$T/one.sock" "$D" --pipeline "$MIX" --order random --seed 5 --epoc
 	"$m2" "batch stages: the same bytes from 1 thread as from 2"
 is "$(hashes "$T/three.sock" "$D" --pipeline "$MIX" --order random --seed 5 --epochs 2)" \
 	"$m2" "batch stages: the same bytes from 3 threads as from 1 and 2"
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
-	--seed 5 --epochs 2 --batch-hash --name mix --fresh --kill-after 3 \
-	"$T/two.sock" "$D" >"$T/mix1" 2>&1
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
-	--seed 5 --epochs 2 --batch-hash --name mix "$T/two.sock" "$D" \
-	>"$T/mix2" 2>&1
-"$LDCLIENT" --outputs image,label --batch 4 --pipeline "$MIX" --order random \
-	--seed 5 --epochs 2 --batch-hash "$T/two.sock" "$D" >"$T/mixw" 2>&1
-grep '^batch ' "$T/mix1" "$T/mix2" | sed 's/^[^:]*://' | sort >"$T/mixa"
-grep '^batch ' "$T/mixw" | sort >"$T/mixb"
-ok "batch stages: a named stream killed after 3 batches and resumed gives the uninterrupted run's batches" \
-	cmp -s "$T/mixa" "$T/mixb"
-is "$(wc -l <"$T/mixb" | tr -d ' ')" 8 "... all 8 of them"
+resumes_whole mix "$MIX" "batch stages"
 ok "batch stages: the mixed stream differs from the plain one" \
 	test "$m2" != "$(hashes "$T/two.sock" "$D" --pipeline "${MIX%% | mixup*}" --order random --seed 5 --epochs 2)"
 h=$(hashes "$T/two.sock" "$T/ds_off" --pipeline "$EVAL" --order sequential)

@@ -33,14 +33,17 @@ if not TOP or not SRC:
 
 
 def need(*modules):
-    """Import each module or skip the whole test."""
+    """Import each module (a dotted name gives the submodule) or skip the
+    whole test, naming the Debian package of its top-level package."""
+    import importlib
     out = []
     for m in modules:
         try:
-            out.append(__import__(m))
+            out.append(importlib.import_module(m))
         except ImportError:
+            top = m.split(".")[0]
             skip_all("python3 module %s missing (Debian: python3-%s)"
-                     % (m, m))
+                     % (top, top.replace("_", "-")))
     return out[0] if len(out) == 1 else out
 
 

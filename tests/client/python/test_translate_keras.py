@@ -30,11 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture as fx  # noqa: E402
 
 np = fx.need("numpy")
-try:
-    from keras_preprocessing.image import ImageDataGenerator
-except ImportError:
-    fx.skip_all("python3 module keras_preprocessing missing (Debian: "
-                "python3-keras-preprocessing)")
+ImageDataGenerator = fx.need("keras_preprocessing.image").ImageDataGenerator
 
 import loader  # noqa: E402
 from loader.keras import from_image_data_generator, from_layers  # noqa: E402

@@ -20,12 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture as fx  # noqa: E402
 
 np, torch = fx.need("numpy", "torch")
-try:
-    import torchvision.transforms as T
-    from torchvision.transforms import InterpolationMode as IM
-except ImportError:
-    fx.skip_all("python3 module torchvision missing (Debian: "
-                "python3-torchvision)")
+T = fx.need("torchvision.transforms")
+IM = T.InterpolationMode
 from PIL import Image  # noqa: E402
 
 import loader  # noqa: E402
