@@ -7,8 +7,8 @@
 #              decode | rrc 224 | flip 0.5 | trivialaugment interp bilinear
 #              | normalize imagenet | erase p 0.1 | f32 | nchw
 #            through loader.torch.DataLoader, from the corpus packed by
-#            loaderctl pack (restart segments), loaderd --threads 1: its
-#            pool thread and the stream's own decode, two threads.
+#            loaderctl pack (restart segments), loaderd --threads 2: two
+#            pool threads and the stream's own decode.
 #   torch    the same Compose (RandomResizedCrop(224), RandomHorizontal
 #            Flip, TrivialAugmentWide(interpolation=BILINEAR), PILToTensor,
 #            ConvertImageDtype(float), Normalize, RandomErasing(p=0.1)) in
@@ -33,10 +33,11 @@
 # default /var/tmp/loaderd-corpus-nCOUNT-sSEED, kept for the next run, as
 # bench/augment.sh's), COUNT (images, default 2000), SEED (corpus seed,
 # default 0), CORES (default: all; fewer pins everything to CPUs
-# 0..CORES-1), STEPS (timed steps, default 60), WARMUP (untimed steps,
+# 0..CORES-1), STEPS (timed steps, default 150), WARMUP (untimed steps,
 # default 5), WIDTH (the network's width, default the script's), THREADS
-# (loaderd --threads, default 1).  With the defaults a run takes about
-# half a minute on 2 cores (a corpus to make adds a minute).
+# (loaderd --threads, default 2).  With the defaults a run takes about
+# 25 s on 2 cores, and packing the corpus 15 s (a corpus to make adds a
+# minute).
 # Exit status 77: something missing (scripts/deps.sh --bench); 2: a usage
 # error; 1: a step failed.
 set -eu
@@ -55,9 +56,9 @@ seed=${SEED:-0}
 corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
 ncpu=$(nproc)
 cores=${CORES:-$ncpu}
-steps=${STEPS:-60}
+steps=${STEPS:-150}
 warmup=${WARMUP:-5}
-threads=${THREADS:-1}
+threads=${THREADS:-2}
 posint RUNS "$runs"
 posint COUNT "$count"
 posint CORES "$cores"

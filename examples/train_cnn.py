@@ -19,21 +19,25 @@ network from the same initial weights, on the same photographs:
            torch.utils.data.DataLoader, one worker process per core.
 
     build/loaderctl pack photos/ packed          # photos/CLASS/*.jpg
-    build/loaderd -f --socket /tmp/ld.sock --threads 1 &
+    build/loaderd -f --socket /tmp/ld.sock --threads 2 &   # see below
     build/loader-python examples/train_cnn.py loaderd packed --socket /tmp/ld.sock
     build/loader-python examples/train_cnn.py torch photos
 
 After --warmup untimed steps it trains --steps timed ones and prints
 every tenth step's loss, then one line of key=value pairs:
 
-    train_cnn loader=loaderd steps=60 batch=32 images=1920 seen=2080
-        img_per_s=... stall_pct=... seconds=... loss_first=...
-        loss_last=... classes=10 threads=1 workers=0 spec="..."
+    train_cnn loader=loaderd steps=150 batch=32 images=4768 seen=4928
+        img_per_s=... stall_pct=... seconds=... loop_cpu_pct=...
+        loss_first=... loss_last=... classes=10 width=10 threads=1
+        workers=0 spec="..."
 
-images: those of the timed steps; seen: all, warm-up included;
-img_per_s: images over the timed steps' wall time; stall_pct: the
-share of that wall time the loop spent blocked in the loader's next(),
-waiting for its next batch, measured the same way for both loaders.
+images: those of the timed steps (an epoch's last batch may be short);
+seen: all, warm-up included; img_per_s: images over the timed steps'
+wall time; stall_pct: the share of that wall time the loop spent
+blocked in the loader's next(), waiting for its next batch, measured the
+same way for both loaders; loop_cpu_pct: the CPU time of this process
+over that wall time (the loop's, and for torch what receiving batches
+costs it).
 Exit status: 0; 1 when a loss is not finite; 2 on errors (usage, no
 daemon, a failed stream); 77 when torch, torchvision or (for loaderd)
 the loader package is missing.
@@ -59,44 +63,50 @@ except ImportError as e:
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-# How the network and its threads were chosen, for a 2-core machine.
+# How the network and the threads were chosen, for a 2-core machine.
 #
-# The cores are the budget both loaders share with the training step.
-# Let C be the step's CPU time per image and P the loader's (decode,
-# TrivialAugmentWide, erase, collate). loaderd spends about a quarter of
-# torchvision's P on this recipe (bench/augment.sh's "recipe" line:
-# ~3.8x on 2 cores), so a network can be cheap enough that loaderd
-# keeps up with it and still too dear for the DataLoader to feed it:
+# The two cores are the budget that the loader and the training step
+# share. Per image, let C be the step's CPU time (forward, backward, SGD)
+# and P the loader's (read, decode, the recipe's augmentations, collate).
+# Measured here in this loop: the DataLoader's workers spend P = 3.7 ms
+# of CPU an image, loaderd 1.0 ms (bench/augment.sh's "recipe" line says
+# the same of the pipelines alone: ~3.8x the images/s). A network whose
+# C is small beside the DataLoader's P, yet not small beside loaderd's,
+# is one that loaderd keeps fed and the DataLoader cannot:
 #
-#  - The trainer runs torch on one intra-op thread (--threads 1), on both
-#    sides. A second thread would only fight the loader for the other
-#    core: an OpenMP team waits at every op's barrier for its slowest
-#    thread, and a thread preempted by a decode thread holds all of it
-#    up. With one thread the step runs whenever it has a core.
-#  - loaderd runs with --threads 1: its pool thread and the stream's own
-#    thread decode, two threads beside the trainer's one. While all three
-#    run, the scheduler gives the daemon about 4/3 of a core and the
-#    trainer 2/3; when the ring is full the daemon sleeps and the trainer
-#    has a whole core. So the daemon keeps the ring full as long as its
-#    P stays below about twice the step's C: then the loop never waits
-#    (stall near 0) and the run goes at the network's pace.
-#  - The DataLoader runs one worker per core (2), each on one thread.
-#    Its P is about 4x loaderd's, so the workers cannot make batches as
-#    fast as the step eats them: the loop waits for most of its wall
-#    time (stall above half) and the run goes at the workers' pace.
-#  - The network: a 4x4 stride-4 stem (224 -> 56), then three stages
-#    that each double the width and halve the side (56 -> 28 -> 14 -> 7)
-#    with one more 3x3 convolution each, BatchNorm and ReLU throughout,
-#    average pooling and a linear classifier: ten convolutions. At
-#    --width 16 and batch 32 a step costs about C = 2.5 ms of CPU per
-#    image (fwd + bwd + SGD), against loaderd's P of about 5 ms and the
-#    DataLoader's of about 20 ms here, which puts loaderd compute-bound
-#    and the DataLoader input-bound with a ratio near 2.7. A narrower
-#    network leaves loaderd input-bound too (and the ratio falls towards
-#    the pipelines' own); a wider one makes both compute-bound.
-#  - Batch 32: large enough that a step's fixed costs are small, small
-#    enough that a batch (32 x 3 x 224 x 224 f32, 19 MB) comes often and
-#    the 8-slot ring holds a few steps' worth.
+#  - The loop runs torch on one intra-op thread (--threads 1), on both
+#    sides. With two, each op's OpenMP team waits for its slower thread,
+#    which the loader's threads keep preempting: beside the DataLoader
+#    the loop went at a fifth of its one-thread rate.
+#  - The DataLoader has one worker process per core (2), each on one
+#    thread. Its workers use the cores the loop leaves them and make
+#    ~460 images/s (a third worker made no more: they are CPU-bound).
+#    While the loop computes, three threads share two cores and the loop
+#    gets about 2/3 of one; it computes C = 0.64 ms an image here (0.2
+#    more than beside loaderd: the batches the workers send cost it
+#    too), so it is busy for under half its wall time: stall ~55 %.
+#  - loaderd runs with --threads 2: two pool threads and the stream's own
+#    decode. While the ring has room they get about 3/4 of the two cores,
+#    the loop 1/2 of one, and they make images faster than the loop eats
+#    them; once the ring is full they sleep and the loop has a core to
+#    itself. So the loop rarely waits (stall ~3 %) and the run goes at
+#    what two cores can do for C + P (0.45 + 1.0 ms): ~1450 images/s.
+#    With --threads 1 the daemon's two threads get 4/3 of a core while
+#    the loop runs, not quite enough: the loop waited 7-10 % of its time.
+#  - The network: an 8x8 stride-8 stem (224 -> 28, as a ViT cuts its
+#    patches, or ConvNeXt with 4x4), then two stages that double the
+#    width and halve the side (28 -> 14 -> 7), each a strided 3x3
+#    convolution and a plain 3x3 one, BatchNorm and ReLU after each
+#    convolution, then global average pooling and a linear classifier:
+#    five convolutions, 30k weights at --width 10 (channels 10, 20, 40).
+#    A step costs C = 0.35 ms of CPU an image alone, 0.45 beside loaderd.
+#    At --width 8 loaderd can no longer keep up either (stall 8-13 %); at
+#    --width 16 the DataLoader's loop computes for more than half its
+#    time (stall ~45 %) and the ratio falls to ~2.8.
+#  - Batch 32: large enough that a step's fixed costs (Python, the
+#    optimizer) are small beside its convolutions, small enough that
+#    batches (19 MB of f32 each) come often and loaderd's 8-slot ring
+#    holds several steps.
 # The input resolution stays the recipe's 224.
 
 
@@ -139,10 +149,9 @@ def cbr(cin, cout, k, stride, pad):
 
 def make_net(width, classes):
     """The CNN (see the comment above recipe() for why this one)."""
-    stem = int(os.environ.get("STEM", 8))
-    layers = cbr(3, width, stem, stem, 0)
+    layers = cbr(3, width, 8, 8, 0)
     c = width
-    for _ in range(int(os.environ.get("STAGES", 2))):
+    for _ in range(2):
         layers += cbr(c, 2 * c, 3, 2, 1) + cbr(2 * c, 2 * c, 3, 1, 1)
         c *= 2
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
@@ -160,15 +169,15 @@ def parse_args(argv):
                    "ImageFolder tree, DATA/CLASS/*.jpg (torch)")
     p.add_argument("--socket", help="loaderd's socket (default: "
                    "$LOADERD_SOCKET, then the library's default)")
-    p.add_argument("--steps", type=int, default=60,
-                   help="timed training steps (default 60)")
+    p.add_argument("--steps", type=int, default=150,
+                   help="timed training steps (default 150)")
     p.add_argument("--warmup", type=int, default=5,
                    help="untimed steps first (default 5)")
     p.add_argument("--batch-size", type=int, default=32,
                    help="images per step (default 32)")
-    p.add_argument("--width", type=int, default=16,
+    p.add_argument("--width", type=int, default=10,
                    help="the stem's channels; each stage doubles them "
-                   "(default 16)")
+                   "(default 10)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch's intra-op threads in the training loop "
                    "(default 1)")
