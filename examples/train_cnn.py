@@ -37,7 +37,10 @@ wall time; stall_pct: the share of that wall time the loop spent
 blocked in the loader's next(), waiting for its next batch, measured the
 same way for both loaders; loop_cpu_pct: the CPU time of this process
 over that wall time (the loop's, and for torch what receiving batches
-costs it).
+costs it). bench/mkcorpus.py's corpus (bench/recipe_train.sh's) labels
+its images by their index, not by what they show: there the loss stays
+near ln(classes), as it is there for the rate and the stall.
+
 Exit status: 0; 1 when a loss is not finite; 2 on errors (usage, no
 daemon, a failed stream); 77 when torch, torchvision or (for loaderd)
 the loader package is missing.
