@@ -79,15 +79,16 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 #
 #  - The loop runs torch on one intra-op thread (--threads 1), on both
 #    sides. With two, each op's OpenMP team waits for its slower thread,
-#    which the loader's threads keep preempting: beside the DataLoader
-#    the loop went at a fifth of its one-thread rate.
+#    which the loader's threads keep preempting: beside the DataLoader a
+#    run went five times slower than with one.
 #  - The DataLoader has one worker process per core (2), each on one
 #    thread. Its workers use the cores the loop leaves them and make
 #    ~460 images/s (a third worker made no more: they are CPU-bound).
 #    While the loop computes, three threads share two cores and the loop
-#    gets about 2/3 of one; it computes C = 0.64 ms an image here (0.2
-#    more than beside loaderd: the batches the workers send cost it
-#    too), so it is busy for under half its wall time: stall ~55 %.
+#    gets about 2/3 of one; it spends 0.64 ms of CPU an image here (0.2
+#    more than beside loaderd, in part for taking in the batches the
+#    workers send), so it is busy for under half its wall time: stall
+#    ~55 %.
 #  - loaderd runs with --threads 2: two pool threads and the stream's own
 #    decode. While the ring has room they get about 3/4 of the two cores,
 #    the loop 1/2 of one, and they make images faster than the loop eats
