@@ -128,21 +128,10 @@ def recipe():
     ])
 
 
-# --- fallback: remove once loader.torch.from_torchvision is everywhere ---
-# The spec of recipe() written out by hand (as examples/recipe_reference.py
-# has it), for a loader package that cannot translate a Compose yet.
-RECIPE_SPEC = ("decode | rrc 224 | flip 0.5 | trivialaugment interp bilinear"
-               " | normalize imagenet | erase p 0.1 | f32 | nchw")
-
-
 def to_spec(compose):
     """The loaderd pipeline spec of compose."""
     import loader.torch
-    translate = getattr(loader.torch, "from_torchvision", None)
-    if translate is None:
-        return RECIPE_SPEC
-    return translate(compose)
-# --- end of fallback ----------------------------------------------------
+    return loader.torch.from_torchvision(compose)
 
 
 def cbr(cin, cout, k, stride, pad):

@@ -83,11 +83,10 @@ if spec:
     out = fx.pipeline(spec[0])
     t.ok("f32 [3,224,224]" in out, "loaderctl pipeline takes the spec: "
          "f32 [3,224,224] samples", out)
-    # Where the package translates a Compose, the example's spec is that
-    # translation of the very Compose its torch side runs.
+    # The example's spec is the translation of the very Compose its
+    # torch side runs.
     import loader.torch
-    if hasattr(loader.torch, "from_torchvision"):
-        sys.path.insert(0, os.path.join(fx.SRC, "examples"))
-        import train_cnn
-        t.eq(spec[0], loader.torch.from_torchvision(train_cnn.recipe()),
-             "the spec is loader.torch.from_torchvision of the Compose")
+    sys.path.insert(0, os.path.join(fx.SRC, "examples"))
+    import train_cnn
+    t.eq(spec[0], loader.torch.from_torchvision(train_cnn.recipe()),
+         "the spec is loader.torch.from_torchvision of the Compose")
