@@ -33,7 +33,7 @@ if ! grep -q '^#define HAVE_VALGRIND 1' "$top_builddir/config.h"; then
 fi
 need_fmnist
 tmpdir
-plan 32
+plan 33
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null
 D=$T/fm/test
@@ -109,15 +109,16 @@ wait_log live 'stream open'
 sleep 1
 vg_stop live "live stream"
 
-# 2b. A JPEG stream through the image pipeline (warps, policies and
-# colour stages too), stopped while it runs.
+# 2b. A JPEG stream through the image pipeline (warps, policies, colour
+# stages, a size that changes at epoch 1 and the batch stages too),
+# stopped while it runs.
 ok "jpeg stream: daemon starts under valgrind" vg_start jpeg
 "$LDCLIENT" --epochs 0 --batch 4 --order random --seed 1 \
-	--pipeline 'decode | rrc 48 | flip 0.5 | rotate 20 interp bilinear fill context | trivialaugment | randaugment 2 9 | jitter 0.4 0.4 0.4 0.1 | gaussian_blur 3 0.1 1 | normalize imagenet | erase | nchw' \
+	--pipeline 'decode | rrc 32@0..48@1 | flip 0.5 | rotate 20 interp bilinear fill context | trivialaugment | randaugment 2 9 | jitter 0.4 0.4 0.4 0.1 | gaussian_blur 3 0.1 1 | normalize imagenet | erase | nchw | mixup 0.2 | cutmix 1 | label_smoothing 0.1' \
 	--timeout-ms 60000 "$T/jpeg.sock" "$T/jp" >"$T/jpeg.out" 2>&1 &
 cpid=$!
 wait_log jpeg 'stream open'
-sleep 2
+ok "jpeg stream: epoch 1 makes its images 48 x 48 (a schedule), mixed" wait_log jpeg 'epoch 1: images 48 x 48'
 vg_stop jpeg "jpeg stream"
 wait "$cpid" 2>/dev/null
 wait $cpid
