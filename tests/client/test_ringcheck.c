@@ -470,31 +470,37 @@ Test(ringcheck, batch_shapes)
 	valid(&h, &po);
 	cr_assert_eq(check(&h, &po, out, why, sizeof(why)), 0, "%s", why);
 	/* x is f32 [4, 2, 3]: a full batch, a short one, smaller samples */
-	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 3 }, 4,
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[RING_MAX_DIMS]){ 4, 2, 3 }, 4,
 					&bytes, why, sizeof(why)),
 		     0, "%s", why);
 	cr_expect_eq(bytes, 4 * 2 * 3 * 4);
-	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 3, 1, 2 }, 3,
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[RING_MAX_DIMS]){ 3, 1, 2 }, 3,
 					&bytes, why, sizeof(why)),
 		     0, "%s", why);
 	cr_expect_eq(bytes, 3 * 1 * 2 * 4);
-	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 4 }, 4,
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[RING_MAX_DIMS]){ 4, 2, 4 }, 4,
 					&bytes, why, sizeof(why)),
 		     LOADER_EPROTO);
 	cr_expect_str_eq(
 		why,
 		"ring output x: dimension 2 of a batch is 4, outside 1..3");
-	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 0, 3 }, 4,
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[RING_MAX_DIMS]){ 4, 0, 3 }, 4,
 					&bytes, why, sizeof(why)),
 		     LOADER_EPROTO);
 	cr_expect_str_eq(
 		why,
 		"ring output x: dimension 1 of a batch is 0, outside 1..2");
-	cr_expect_eq(loader_check_shape(&out[0],
-					(uint64_t[]){ 4, UINT64_MAX, 3 }, 4,
-					&bytes, why, sizeof(why)),
+	cr_expect_eq(loader_check_shape(
+			     &out[0],
+			     (uint64_t[RING_MAX_DIMS]){ 4, UINT64_MAX, 3 }, 4,
+			     &bytes, why, sizeof(why)),
 		     LOADER_EPROTO);
-	cr_expect_eq(loader_check_shape(&out[0], (uint64_t[]){ 4, 2, 3 }, 3,
+	cr_expect_eq(loader_check_shape(&out[0],
+					(uint64_t[RING_MAX_DIMS]){ 4, 2, 3 }, 3,
 					&bytes, why, sizeof(why)),
 		     LOADER_EPROTO);
 	cr_expect_str_eq(why,
