@@ -58,40 +58,40 @@ static const uint32_t sizes[][2] = {
 
 /* Each stage, with parameters at and beyond the usual ranges. */
 static const struct ispec_op ops[] = {
-	{ ISPEC_OP_BRIGHTNESS, 1, { 0.4 } },
-	{ ISPEC_OP_BRIGHTNESS, 1, { 1000 } },
-	{ ISPEC_OP_CONTRAST, 1, { 0.6 } },
-	{ ISPEC_OP_CONTRAST, 1, { 1000 } },
-	{ ISPEC_OP_SATURATION, 1, { 0.8 } },
-	{ ISPEC_OP_SATURATION, 1, { 1000 } },
-	{ ISPEC_OP_HUE, 1, { 0.1 } },
-	{ ISPEC_OP_HUE, 1, { 0.5 } },
-	{ ISPEC_OP_JITTER, 1, { 0.4, 0.4, 0.4, 0.1 } },
-	{ ISPEC_OP_JITTER, 1, { 0.4, 0.4, 0.4, 0 } },
-	{ ISPEC_OP_JITTER, 1, { 0, 0.5, 0, 0.5 } },
-	{ ISPEC_OP_JITTER, 1, { 0.9, 0, 0.9, 0 } },
-	{ ISPEC_OP_JITTER, 1, { 1000, 1000, 1000, 0.5 } },
-	{ ISPEC_OP_GRAYSCALE, 1, { 0 } },
-	{ ISPEC_OP_INVERT, 1, { 0 } },
-	{ ISPEC_OP_POSTERIZE, 1, { 1 } },
-	{ ISPEC_OP_POSTERIZE, 1, { 4 } },
-	{ ISPEC_OP_POSTERIZE, 1, { 8 } },
-	{ ISPEC_OP_SOLARIZE, 1, { 0 } },
-	{ ISPEC_OP_SOLARIZE, 1, { 127.5 } },
-	{ ISPEC_OP_SOLARIZE, 1, { 200 } },
-	{ ISPEC_OP_SOLARIZE, 1, { 255 } },
-	{ ISPEC_OP_AUTOCONTRAST, 1, { 0 } },
-	{ ISPEC_OP_EQUALIZE, 1, { 0 } },
-	{ ISPEC_OP_SHARPNESS, 1, { 0 } },
-	{ ISPEC_OP_SHARPNESS, 1, { 0.2 } },
-	{ ISPEC_OP_SHARPNESS, 1, { 3 } },
-	{ ISPEC_OP_SHARPNESS, 1, { 1000 } },
-	{ ISPEC_OP_BLUR, 1, { 1, 0.1, 2 } },
-	{ ISPEC_OP_BLUR, 1, { 3, 0.1, 2 } },
-	{ ISPEC_OP_BLUR, 1, { 5, 0.1, 2 } },
-	{ ISPEC_OP_BLUR, 1, { 9, 2, 3 } },
-	{ ISPEC_OP_BLUR, 1, { 31, 0.5, 100 } },
-	{ ISPEC_OP_CHANNEL_SHIFT, 1, { 60 } },
+	{ .kind = ISPEC_OP_BRIGHTNESS, .p = 1, .a = { 0.4 } },
+	{ .kind = ISPEC_OP_BRIGHTNESS, .p = 1, .a = { 1000 } },
+	{ .kind = ISPEC_OP_CONTRAST, .p = 1, .a = { 0.6 } },
+	{ .kind = ISPEC_OP_CONTRAST, .p = 1, .a = { 1000 } },
+	{ .kind = ISPEC_OP_SATURATION, .p = 1, .a = { 0.8 } },
+	{ .kind = ISPEC_OP_SATURATION, .p = 1, .a = { 1000 } },
+	{ .kind = ISPEC_OP_HUE, .p = 1, .a = { 0.1 } },
+	{ .kind = ISPEC_OP_HUE, .p = 1, .a = { 0.5 } },
+	{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 0.4, 0.4, 0.4, 0.1 } },
+	{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 0.4, 0.4, 0.4, 0 } },
+	{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 0, 0.5, 0, 0.5 } },
+	{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 0.9, 0, 0.9, 0 } },
+	{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 1000, 1000, 1000, 0.5 } },
+	{ .kind = ISPEC_OP_GRAYSCALE, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_INVERT, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_POSTERIZE, .p = 1, .a = { 1 } },
+	{ .kind = ISPEC_OP_POSTERIZE, .p = 1, .a = { 4 } },
+	{ .kind = ISPEC_OP_POSTERIZE, .p = 1, .a = { 8 } },
+	{ .kind = ISPEC_OP_SOLARIZE, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_SOLARIZE, .p = 1, .a = { 127.5 } },
+	{ .kind = ISPEC_OP_SOLARIZE, .p = 1, .a = { 200 } },
+	{ .kind = ISPEC_OP_SOLARIZE, .p = 1, .a = { 255 } },
+	{ .kind = ISPEC_OP_AUTOCONTRAST, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_EQUALIZE, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_SHARPNESS, .p = 1, .a = { 0 } },
+	{ .kind = ISPEC_OP_SHARPNESS, .p = 1, .a = { 0.2 } },
+	{ .kind = ISPEC_OP_SHARPNESS, .p = 1, .a = { 3 } },
+	{ .kind = ISPEC_OP_SHARPNESS, .p = 1, .a = { 1000 } },
+	{ .kind = ISPEC_OP_BLUR, .p = 1, .a = { 1, 0.1, 2 } },
+	{ .kind = ISPEC_OP_BLUR, .p = 1, .a = { 3, 0.1, 2 } },
+	{ .kind = ISPEC_OP_BLUR, .p = 1, .a = { 5, 0.1, 2 } },
+	{ .kind = ISPEC_OP_BLUR, .p = 1, .a = { 9, 2, 3 } },
+	{ .kind = ISPEC_OP_BLUR, .p = 1, .a = { 31, 0.5, 100 } },
+	{ .kind = ISPEC_OP_CHANNEL_SHIFT, .p = 1, .a = { 60 } },
 };
 
 /* Whether op, a gaussian_blur, can pad an image w x h by reflection. */
@@ -415,9 +415,9 @@ Test(color, jitter_as_its_stages)
 		ISPEC_OP_SATURATION,
 		ISPEC_OP_HUE,
 	};
-	const struct ispec_op jit = { ISPEC_OP_JITTER,
-				      1,
-				      { 0.5, 0.5, 0.5, 0.2 } };
+	const struct ispec_op jit = { .kind = ISPEC_OP_JITTER,
+				      .p = 1,
+				      .a = { 0.5, 0.5, 0.5, 0.2 } };
 	struct bufs b = bufs_new();
 	uint32_t w = 37, h = 29;
 	size_t n = (size_t)w * h * 3;
@@ -444,9 +444,9 @@ Test(color, jitter_as_its_stages)
 			memcpy(b.b, b.img, n);
 			color_apply(&jit, &dr, b.a, w, h, b.tmp);
 			for (unsigned i = 0; i < 4; i++) {
-				struct ispec_op one = { kinds[perm[i]],
-							1,
-							{ 0.5 } };
+				struct ispec_op one = { .kind = kinds[perm[i]],
+							.p = 1,
+							.a = { 0.5 } };
 				struct color_draw d1 = { .apply = true };
 
 				d1.f[0] = dr.f[perm[i]];
@@ -535,10 +535,10 @@ Test(color, blur_as_2d)
 	uint64_t s = 3;
 
 	for (size_t i = 0; i < NELEM(cases); i++) {
-		struct ispec_op op = { ISPEC_OP_BLUR,
-				       1,
-				       { cases[i].k, cases[i].sigma,
-					 cases[i].sigma } };
+		struct ispec_op op = { .kind = ISPEC_OP_BLUR,
+				       .p = 1,
+				       .a = { cases[i].k, cases[i].sigma,
+					      cases[i].sigma } };
 		struct color_draw dr = { .apply = true,
 					 .f = { cases[i].sigma } };
 		size_t same = 0;
@@ -585,11 +585,12 @@ Test(color, every_colour, .timeout = 120)
 		struct ispec_op op;
 		double f;
 	} cases[] = {
-		{ { ISPEC_OP_HUE, 1, { 0.5 } }, 0.5 },
-		{ { ISPEC_OP_HUE, 1, { 0.5 } }, -0.5 },
-		{ { ISPEC_OP_HUE, 1, { 0.5 } }, 0.1234567 },
-		{ { ISPEC_OP_SATURATION, 1, { 0.9 } }, 1.7654321 },
-		{ { ISPEC_OP_GRAYSCALE, 1, { 0 } }, 0 },
+		{ { .kind = ISPEC_OP_HUE, .p = 1, .a = { 0.5 } }, 0.5 },
+		{ { .kind = ISPEC_OP_HUE, .p = 1, .a = { 0.5 } }, -0.5 },
+		{ { .kind = ISPEC_OP_HUE, .p = 1, .a = { 0.5 } }, 0.1234567 },
+		{ { .kind = ISPEC_OP_SATURATION, .p = 1, .a = { 0.9 } },
+		  1.7654321 },
+		{ { .kind = ISPEC_OP_GRAYSCALE, .p = 1, .a = { 0 } }, 0 },
 	};
 	struct bufs b = bufs_new();
 	size_t n = (size_t)MAXS * MAXS * 3;

@@ -161,14 +161,14 @@ Test(ispec, colour_stages)
 		"solarize 128 | brightness 0 | contrast 1000 | normalize "
 		"imagenet | f16 | nchw";
 	static const struct ispec_op want[] = {
-		{ ISPEC_OP_JITTER, 1, { 0.4, 0.4, 0.4, 0.1 } },
-		{ ISPEC_OP_GRAYSCALE, 0.1, { 0 } },
-		{ ISPEC_OP_HUE, 0.25, { 0.5 } },
-		{ ISPEC_OP_INVERT, 0.5, { 0 } },
-		{ ISPEC_OP_POSTERIZE, 1, { 4 } },
-		{ ISPEC_OP_SOLARIZE, 0.5, { 128 } },
-		{ ISPEC_OP_BRIGHTNESS, 1, { 0 } },
-		{ ISPEC_OP_CONTRAST, 1, { 1000 } },
+		{ .kind = ISPEC_OP_JITTER, .p = 1, .a = { 0.4, 0.4, 0.4, 0.1 } },
+		{ .kind = ISPEC_OP_GRAYSCALE, .p = 0.1, .a = { 0 } },
+		{ .kind = ISPEC_OP_HUE, .p = 0.25, .a = { 0.5 } },
+		{ .kind = ISPEC_OP_INVERT, .p = 0.5, .a = { 0 } },
+		{ .kind = ISPEC_OP_POSTERIZE, .p = 1, .a = { 4 } },
+		{ .kind = ISPEC_OP_SOLARIZE, .p = 0.5, .a = { 128 } },
+		{ .kind = ISPEC_OP_BRIGHTNESS, .p = 1, .a = { 0 } },
+		{ .kind = ISPEC_OP_CONTRAST, .p = 1, .a = { 1000 } },
 	};
 	struct ispec sp, again;
 	char buf[ISPEC_TEXT_MAX];
