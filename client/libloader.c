@@ -595,7 +595,10 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_stream(l, &po, first_seq, &ok);
 	if (err)
 		goto fail;
-	if (opt.reconnect_ms) {
+	/* A named stream rides a daemon restart by default (loader.h). */
+	if (opt.reconnect_ms == 0 && opt.name)
+		opt.reconnect_ms = LOADER_RECONNECT_DEFAULT_MS;
+	if (opt.reconnect_ms > 0) {
 		l->reconnect_ms = opt.reconnect_ms;
 		l->po = po;
 		l->dataset = strdup(dataset);

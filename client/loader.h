@@ -151,10 +151,13 @@ struct loader_opts {
 	/* With a name: drop what is saved and start where asked. */
 	uint32_t fresh;
 	/*
-	 * When the daemon goes away (a crash, a restart), loader_next()
-	 * connects again for up to reconnect_ms (0: never, the default),
-	 * sends the dataset's files again and goes on at the first batch not
-	 * released, instead of returning -EPIPE. Meant for named streams,
+	 * When the daemon goes away (a crash, a restart, a package upgrade),
+	 * loader_next() connects again for up to reconnect_ms, sends the
+	 * dataset's files again and goes on at the first batch not
+	 * released, instead of returning -EPIPE. 0: the default, which is
+	 * LOADER_RECONNECT_DEFAULT_MS for a named stream and never for
+	 * another (since 1.5; before, 0 was never for all);
+	 * LOADER_RECONNECT_NEVER: never. Meant for named streams,
 	 * whose position the daemon keeps; without a name the stream goes on
 	 * where this client counts. Batches held then stay valid (the old
 	 * ring stays mapped until they are released); the daemon delivers
@@ -214,6 +217,10 @@ struct loader_opts {
 	 */
 	uint32_t pad;
 };
+
+/* loader_opts.reconnect_ms: a named stream's default, and never. */
+#define LOADER_RECONNECT_DEFAULT_MS 60000
+#define LOADER_RECONNECT_NEVER	    (-1)
 
 /* clang-format off */
 #define LOADER_OPTS_INIT  { .size = sizeof(struct loader_opts) }

@@ -187,15 +187,12 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 		return msg_why(why, whylen, LOADER_EUSAGE,
 			       "ragged_bytes %" PRIu64 ": at most %llu",
 			       o->ragged_bytes, LOADER_MAX_RAGGED);
-	/*
-	 * A negative time would pass for "reconnect" (it is not 0) with a
-	 * deadline already past.
-	 */
-	if (o->reconnect_ms < 0)
+	/* Another negative time would pass for a deadline already past. */
+	if (o->reconnect_ms < LOADER_RECONNECT_NEVER)
 		return msg_why(
 			why, whylen, LOADER_EUSAGE,
-			"reconnect_ms %d: 0 (never) or a positive number of milliseconds",
-			o->reconnect_ms);
+			"reconnect_ms %d: 0 (the default: %d for a named stream, never for another), -1 (never) or a positive number of milliseconds",
+			o->reconnect_ms, LOADER_RECONNECT_DEFAULT_MS);
 	err = loader_parse_outputs(o->outputs, po->out, &po->noutputs, bad,
 				   sizeof(bad));
 	if (err)

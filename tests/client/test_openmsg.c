@@ -366,7 +366,7 @@ static void big_ragged(struct loader_opts *o)
 
 static void negative_reconnect(struct loader_opts *o)
 {
-	o->reconnect_ms = -1;
+	o->reconnect_ms = -2; /* -1 is LOADER_RECONNECT_NEVER */
 }
 
 Test(openmsg, refusals)
@@ -406,7 +406,7 @@ Test(openmsg, refusals)
 		  "prefetch_bytes 68719476737: at most 68719476736" },
 		{ big_ragged, "ragged_bytes 1073741825: at most 1073741824" },
 		{ negative_reconnect,
-		  "reconnect_ms -1: 0 (never) or a positive number of milliseconds" },
+		  "reconnect_ms -2: 0 (the default: 60000 for a named stream, never for another), -1 (never) or a positive number of milliseconds" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {

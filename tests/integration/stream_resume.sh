@@ -13,7 +13,7 @@
 
 need_fmnist
 tmpdir
-plan 54
+plan 56
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/ds" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/other" >/dev/null
@@ -184,7 +184,10 @@ like "$out" 'saved with world 2 and this loaderd has no position of 1 of its ran
 	"another world is refused when a rank of the old one left no position here"
 
 # --- 5. the daemon killed with SIGKILL ----------------------------------
-"$LDCLIENT" --name crash $ARGS --ids --after-release --sleep-ms 10 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
+# (--reconnect-ms -1: this client dies with the daemon; a named stream
+# would ride it out by default.)
+"$LDCLIENT" --name crash $ARGS --ids --after-release --sleep-ms 10 \
+	--reconnect-ms -1 "$T/d.sock" "$D" >"$T/c1" 2>&1 &
 cp=$!
 # Released batches first: a loaded machine may not open it within 1 s.
 wait_for '^id ' "$T/c1"
@@ -213,8 +216,8 @@ ok "it resumes the name after the crash at $pos, $got releases returned" \
 ride() {
 	name=$1
 	shift
-	"$LDCLIENT" --name "$name" $ARGS --batch-hash --sleep-ms 10 "$@" \
-		--reconnect-ms 10000 "$T/d2.sock" "$D" >"$T/$name" 2>&1 &
+	"$LDCLIENT" --name "$name" $ARGS --batch-hash --sleep-ms 10 \
+		--reconnect-ms 10000 "$@" "$T/d2.sock" "$D" >"$T/$name" 2>&1 &
 	rp=$!
 	wait_for '^batch ' "$T/$name"
 	sleep 0.8
@@ -233,6 +236,12 @@ ride() {
 ride ride --after-release
 is "$?" 0 "a client with reconnect_ms finishes its stream across a daemon SIGKILL"
 is "$(uniq -d "$T/ride.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ride.sorted" "$T/b" && echo same)" "0 same" \
+	"its released batches are the uninterrupted run's, none twice"
+# A named stream that leaves reconnect_ms 0 (the default) rides it out
+# too: LOADER_RECONNECT_DEFAULT_MS, 60 s.
+ride ridedef --after-release --reconnect-ms 0
+is "$?" 0 "a named stream with the default reconnect_ms finishes its stream across a daemon SIGKILL"
+is "$(uniq -d "$T/ridedef.sorted" | wc -l | tr -d ' ') $(cmp -s "$T/ridedef.sorted" "$T/b" && echo same)" "0 same" \
 	"its released batches are the uninterrupted run's, none twice"
 # Holding batches when the daemon dies: they stay valid, the daemon's
 # copies of them are released in their place, and the stream goes on
@@ -262,7 +271,8 @@ while [ $n -lt 8 ]; do
 	kids=
 	for s in 1 2 3 4 5 6; do
 		"$LDCLIENT" --name "k$s" --order random --seed 3 --epochs 0 --batch 10 \
-			--ids --sleep-ms 1 "$T/d2.sock" "$D" >"$T/k$s.$n" 2>&1 &
+			--ids --sleep-ms 1 --reconnect-ms -1 "$T/d2.sock" "$D" \
+			>"$T/k$s.$n" 2>&1 &
 		kids="$kids $!"
 	done
 	seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
@@ -350,7 +360,7 @@ while [ $r -lt 20 ]; do
 		jd=$DAEMON_PID
 	fi
 	"$LDCLIENT" --pipeline "$JP" $JA --name jj --batch-hash --after-release \
-		--sleep-ms 5 "$T/j.sock" "$T/jds" >"$T/j$r" 2>&1 &
+		--sleep-ms 5 --reconnect-ms -1 "$T/j.sock" "$T/jds" >"$T/j$r" 2>&1 &
 	tp=$!
 	seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
 	sleep "0.$((1 + seed % 4))"

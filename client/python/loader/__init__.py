@@ -135,8 +135,9 @@ _INTS = {
                 "for the daemon's default)", "at most 1024"),
     "timeout_ms": (-_INT_MAX - 1, _INT_MAX, "at least -2**31",
                    "at most 2**31-1"),
-    "reconnect_ms": (0, _INT_MAX, "0 (never) or a positive number of "
-                     "milliseconds", "at most 2**31-1"),
+    "reconnect_ms": (0, _INT_MAX, "0 (never), a positive number of "
+                     "milliseconds, or None (the default: 60000 for a "
+                     "named stream, never for another)", "at most 2**31-1"),
     "ragged_bytes": (1, 1 << 30, "a positive integer (leave it out or "
                      "pass None for the daemon's default)",
                      "at most 1 GiB (1073741824)"),
@@ -663,14 +664,16 @@ class Stream:
            start_batch=0, rank=None, world=None, drop_last=False,
            ring_slots=None, prefetch_bytes=None, threads=None,
            direct=False, on_bad="fail", timeout_ms=None, socket=None,
-           wait_timeout=None, name=None, fresh=False, reconnect_ms=0,
+           wait_timeout=None, name=None, fresh=False, reconnect_ms=None,
            ragged_bytes=None, pad=False)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), None meaning the library's default (batch_size 256,
     ring_slots 8, prefetch_bytes 64 MiB, threads the daemon's,
     timeout_ms 10000, ragged_bytes the daemon's), except: epochs
-    defaults to 1 (0 or None: endless); reconnect_ms to 0 (never);
+    defaults to 1 (0 or None: endless); reconnect_ms None is the
+    library's default, 60000 for a named stream and never for another,
+    and 0 is never;
     outputs may be a list; order is "sequential", "random" or "quasi";
     on_bad "fail" or "skip"; rank and world default from the environment
     (RANK/WORLD_SIZE, LOCAL_RANK/LOCAL_WORLD_SIZE,
@@ -749,7 +752,7 @@ class Stream:
                  drop_last=False, ring_slots=None, prefetch_bytes=None,
                  threads=None, direct=False, on_bad="fail", timeout_ms=None,
                  socket=None, wait_timeout=None, name=None, fresh=False,
-                 reconnect_ms=0, ragged_bytes=None, resume_from=None,
+                 reconnect_ms=None, ragged_bytes=None, resume_from=None,
                  resume_plan=None, pad=False):
         self._ring = None
         # Every number is checked before anything is opened: see _INTS.
@@ -788,7 +791,8 @@ class Stream:
                       _text(name)]
         o.socket_path, o.outputs, o.pipeline, o.name = self._keep
         o.fresh = bool(fresh)
-        o.reconnect_ms = reconnect_ms or 0
+        # None: the library's default (0 in C); 0: never (-1 in C).
+        o.reconnect_ms = -1 if reconnect_ms == 0 else reconnect_ms or 0
         o.on_bad = _enum(on_bad, _lib.ON_BAD, "on_bad")
         o.batch_size = batch_size or 0
         o.order = _enum(order, _lib.ORDERS, "order")

@@ -83,8 +83,9 @@ refused = [
      "for the default, 10000)"),
     (dict(timeout_ms=2 ** 31), U,
      "timeout_ms=2147483648: must be at most 2**31-1"),
-    (dict(reconnect_ms=-1), U, "reconnect_ms=-1: must be 0 (never) or a "
-     "positive number of milliseconds"),
+    (dict(reconnect_ms=-1), U, "reconnect_ms=-1: must be 0 (never), a "
+     "positive number of milliseconds, or None (the default: 60000 for a "
+     "named stream, never for another)"),
     (dict(ragged_bytes=0), U, "ragged_bytes=0: must be a positive integer "
      "(leave it out or pass None for the daemon's default)"),
     (dict(ragged_bytes=(1 << 30) + 1), U, "ragged_bytes=1073741825: must "
