@@ -2,23 +2,30 @@
 # gensymbols.sh - write libloader1's dpkg symbols file from the version
 # script that decides what the library exports.
 #
-#   sh debian/gensymbols.sh client/libloader.sym VERSION >debian/libloader1.symbols
+#   sh debian/gensymbols.sh client/libloader.sym >debian/libloader1.symbols
 #
 # Every name in a node's global: list becomes NAME@NODE, and every node
-# its own NODE@NODE (the linker exports the version names too). VERSION
-# is the package version that first shipped them: all of them, so far,
-# as 0.1.0 was the first package; a node added later gets the version
-# that brings it by a line in the table below.
+# its own NODE@NODE (the linker exports the version names too), each
+# with the package version that first shipped it: 0.1.0, the first
+# package, for LOADER_1.0 to LOADER_1.5; a node added later gets the
+# version that brings it by a line in the table below. The symbols file
+# is made at build time and never edited by hand.
+#
+# The versions carry a "~" (0.1.0~ sorts just before 0.1.0): dpkg-gensymbols
+# reports a symbol missing from the library only when the package being
+# built is newer than the symbol's version, so with a plain 0.1.0 a
+# symbol lost while the package is still 0.1.0 would pass unnoticed.
 set -eu
 sym=$1
-first=$2
+first=0.1.0~
 
 # Node minimum-version: nodes newer than the first package go here, e.g.
-#   LOADER_1.6 0.2.0
+#   LOADER_1.6 0.2.0~
 since='
 '
 
 echo "libloader.so.1 libloader1 #MINVER#"
+echo "* Build-Depends-Package: libloader-dev"
 sed -e 's|/\*.*\*/||' "$sym" | awk -v first="$first" -v since="$since" '
 BEGIN {
 	n = split(since, lines, "\n")
