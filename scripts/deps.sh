@@ -25,6 +25,10 @@
 #                            sources)
 #   scripts/deps.sh --fuzz   the --test set plus clang, whose libFuzzer
 #                            make fuzz builds the fuzz targets with
+#   scripts/deps.sh --deb    the same as with no option plus what the
+#                            Debian packages are built and checked with
+#                            (dpkg-buildpackage -us -uc -b, debian/):
+#                            debhelper, dh-python, python3, lintian
 #
 # Idempotent: with everything present it changes nothing and needs no root.
 set -eu
@@ -42,13 +46,15 @@ bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libs
 python3-keras-preprocessing python3-scipy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 fuzz_pkgs="clang"
+deb_pkgs="debhelper dh-python python3 lintian"
 
 case "${1:-}" in
 --test) pkgs="$pkgs $test_pkgs" ;;
 --bench) pkgs="$pkgs $bench_pkgs" ;;
 --fuzz) pkgs="$pkgs $test_pkgs $fuzz_pkgs" ;;
+--deb) pkgs="$pkgs $deb_pkgs" ;;
 "") ;;
-*) echo "usage: $0 [--test|--bench|--fuzz]" >&2; exit 2 ;;
+*) echo "usage: $0 [--test|--bench|--fuzz|--deb]" >&2; exit 2 ;;
 esac
 
 missing=
