@@ -87,8 +87,14 @@ like "$got" "^ImportError: .*libloader\.so\.1.*$T/nowhere/libloader\.so\.1" \
 like "$got" "Debian package libloader1.*LOADER_LIBRARY" \
 	"... the Debian package (libloader1) and LOADER_LIBRARY"
 
-# Without LOADER_LIBRARY: the system's libloader.so.1, when there is one.
-if ldconfig -p 2>/dev/null | grep -q 'libloader\.so\.1 '; then
+# Without LOADER_LIBRARY: the system's libloader.so.1, when there is one
+# (where the package looks: the dynamic loader's path, find_library).
+if vpy -u LOADER_LIBRARY "$venv/bin/python" -c '
+import ctypes, ctypes.util, sys
+try:
+    ctypes.CDLL("libloader.so.1")
+except OSError:
+    sys.exit(0 if ctypes.util.find_library("loader") else 1)' >/dev/null; then
 	tap_n=$((tap_n + 1))
 	echo "ok $tap_n # SKIP a system libloader.so.1 is installed"
 else
