@@ -5,7 +5,9 @@
 #   scripts/deps.sh --test   the same plus what the test suite and CI use:
 #                            criterion, valgrind, Python 3 with NumPy and
 #                            torch (the loader package's tests and its
-#                            PyTorch example), keras_preprocessing with
+#                            PyTorch example), venv, pip, setuptools
+#                            and wheel (make wheel and the wheel's test
+#                            in a fresh venv), keras_preprocessing with
 #                            SciPy (its transforms need it), real
 #                            photographs (lomiri-wallpapers-16.04: the
 #                            colour stages against torchvision), mdb_load
@@ -40,6 +42,7 @@ libcurl4-openssl-dev libssl-dev
 dataset-fashion-mnist tar gzip"
 test_pkgs="libcriterion-dev clang-format cppcheck valgrind
 python3 python3-numpy python3-torch python3-torchvision python3-pil lmdb-utils
+python3-venv python3-pip python3-setuptools python3-wheel
 python3-keras-preprocessing python3-scipy lomiri-wallpapers-16.04
 ceph-mon ceph-osd radosgw curl"
 bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libspng-dev

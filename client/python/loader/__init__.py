@@ -32,8 +32,11 @@ loader.torch (an iterable of torch tensors with set_epoch() and
 state_dict()) and loader.keras (a keras.utils.PyDataset and a tf.data
 generator).
 
-The package binds libloader.so.1 with ctypes: from an installed loaderd,
-from $LOADER_LIBRARY, or, in a build tree, through BUILD/loader-python.
+The package binds libloader.so.1 with ctypes: from $LOADER_LIBRARY if
+set (and only there), else from an installed loaderd (make install's
+libdir, then the dynamic loader's path, where Debian's libloader1 puts
+it); in a build tree, through BUILD/loader-python. The wheel (make wheel)
+carries no library: it finds the system's.
 """
 
 import collections

@@ -169,10 +169,11 @@ def _load():
         except OSError as e:
             errors.append("%s: %s" % (path, e))
     raise ImportError(
-        "loader: cannot load libloader (%s). Install loaderd (make "
-        "install), or point LOADER_LIBRARY at libloader.so.%d (in a build "
-        "tree: BUILD/.libs/libloader.so.%d, or run python through "
-        "BUILD/loader-python)" % ("; ".join(errors), NEED_MAJOR, NEED_MAJOR))
+        "loader: cannot load %s (%s). Install the Debian package libloader%d "
+        "(apt install libloader%d) or loaderd from source (make install), "
+        "or point LOADER_LIBRARY at %s (in a build tree: "
+        "BUILD/.libs/%s, or run python through BUILD/loader-python)"
+        % (SONAME, "; ".join(errors), NEED_MAJOR, NEED_MAJOR, SONAME, SONAME))
 
 
 lib, path = _load()
