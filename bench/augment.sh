@@ -69,18 +69,10 @@ usage() {
 BENCH=augment
 . "$top/bench/common.sh"
 [ $# -le 1 ] || usage
-runs=${1:-3}
-count=${COUNT:-2000}
-seed=${SEED:-0}
-corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
-ncpu=$(nproc)
-cores=${CORES:-$ncpu}
+corpus_args "$@"
 torch_epochs=${TORCH_EPOCHS:-2}
 ld_epochs=${LD_EPOCHS:-4}
 slots=${SLOTS:-4}
-posint RUNS "$runs"
-posint COUNT "$count"
-posint CORES "$cores"
 posint TORCH_EPOCHS "$torch_epochs"
 posint LD_EPOCHS "$ld_epochs"
 posint SLOTS "$slots"

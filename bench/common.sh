@@ -25,6 +25,21 @@ posint() {
 	esac
 }
 
+# corpus_args [RUNS]: what the photo benchmarks share: runs (the
+# argument, default 3), count, seed and corpus (COUNT, SEED, CORPUS: the
+# ImageFolder ensure_corpus makes), ncpu and cores (CORES), each checked.
+corpus_args() {
+	runs=${1:-3}
+	count=${COUNT:-2000}
+	seed=${SEED:-0}
+	corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
+	ncpu=$(nproc)
+	cores=${CORES:-$ncpu}
+	posint RUNS "$runs"
+	posint COUNT "$count"
+	posint CORES "$cores"
+}
+
 # skip WHY...: something the benchmark needs is absent: exit 77.
 skip() {
 	echo "$BENCH: $*; skipped" >&2

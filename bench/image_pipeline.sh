@@ -38,13 +38,12 @@
 # 256-image f32 batch is 154 MB).  Exit status 77: something missing.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-runs=${1:-3}
+usage() {
+	echo "usage: bench/image_pipeline.sh [RUNS]  (environment: BUILD CORPUS" \
+		"COUNT SEED CORES TORCH_EPOCHS LD_EPOCHS SLOTS)" >&2
+	exit 2
+}
 b=${BUILD:-$top/build}
-count=${COUNT:-2000}
-seed=${SEED:-0}
-corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
-ncpu=$(nproc)
-cores=${CORES:-$ncpu}
 torch_epochs=${TORCH_EPOCHS:-2}
 ld_epochs=${LD_EPOCHS:-4}
 slots=${SLOTS:-4}
@@ -53,6 +52,7 @@ spec='decode | rrc 224 | flip 0.5 | normalize imagenet'
 
 BENCH=image_pipeline
 . "$top/bench/common.sh"
+corpus_args "$@"
 # rate LINE: the value of img_per_s=... in LINE.
 rate() {
 	echo "$1" | tr ' ' '\n' |

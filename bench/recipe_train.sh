@@ -50,18 +50,10 @@ usage() {
 BENCH=recipe_train
 . "$top/bench/common.sh"
 [ $# -le 1 ] || usage
-runs=${1:-3}
-count=${COUNT:-2000}
-seed=${SEED:-0}
-corpus=${CORPUS:-/var/tmp/loaderd-corpus-n$count-s$seed}
-ncpu=$(nproc)
-cores=${CORES:-$ncpu}
+corpus_args "$@"
 steps=${STEPS:-150}
 warmup=${WARMUP:-5}
 threads=${THREADS:-2}
-posint RUNS "$runs"
-posint COUNT "$count"
-posint CORES "$cores"
 posint STEPS "$steps"
 posint THREADS "$threads"
 case $warmup in '' | *[!0-9]*) echo "$BENCH: WARMUP=$warmup: 0 or more" >&2; usage ;; esac
