@@ -163,11 +163,32 @@ static void sched_round(const struct word *w, double *v)
 		*v = nearbyint(*v);
 }
 
+/*
+ * A whole number in lo..hi in at most maxlen plain decimal digits
+ * ([p, p + len), maxlen <= 19): what sizes, epochs and counts are
+ * written as.
+ */
+static bool parse_uint(const char *p, size_t len, size_t maxlen, uint32_t lo,
+		       uint32_t hi, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > maxlen)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return false;
+		v = v * 10 + (uint64_t)(p[i] - '0');
+	}
+	if (v < lo || v > hi)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
 /* 1..ISPEC_SIZE_MAX in plain decimal digits (or a schedule's value). */
 static bool parse_size(const struct word *w, uint32_t *out)
 {
-	uint32_t v = 0;
-
 	if (w->src) {
 		double x;
 
@@ -179,17 +200,7 @@ static bool parse_size(const struct word *w, uint32_t *out)
 		*out = (uint32_t)x;
 		return true;
 	}
-	if (w->len == 0 || w->len > 5)
-		return false;
-	for (size_t i = 0; i < w->len; i++) {
-		if (!isdigit((unsigned char)w->p[i]))
-			return false;
-		v = v * 10 + (uint32_t)(w->p[i] - '0');
-	}
-	if (v < 1 || v > ISPEC_SIZE_MAX)
-		return false;
-	*out = v;
-	return true;
+	return parse_uint(w->p, w->len, 5, 1, ISPEC_SIZE_MAX, out);
 }
 
 /*
@@ -618,7 +629,6 @@ static int p_classes(struct pstate *ps, const struct stage *st,
 {
 	struct ispec_batch *b = &ps->sp->batch;
 	bool before = b->on;
-	uint64_t v = 0;
 	int err = one_arg(ps, st, w, n, "one count N (1..1000000)");
 
 	if (err)
@@ -627,17 +637,10 @@ static int p_classes(struct pstate *ps, const struct stage *st,
 		return bad(ps, st->name, &w[1],
 			   "cannot change by epoch: it is the label output's "
 			   "shape");
-	for (size_t i = 0; i < w[1].len && v <= ISPEC_CLASSES_MAX; i++) {
-		if (!isdigit((unsigned char)w[1].p[i])) {
-			v = 0;
-			break;
-		}
-		v = v * 10 + (uint64_t)(w[1].p[i] - '0');
-	}
-	if (v < 1 || v > ISPEC_CLASSES_MAX)
+	if (!parse_uint(w[1].p, w[1].len, 19, 1, ISPEC_CLASSES_MAX,
+			&b->classes))
 		return bad(ps, st->name, &w[1], "is not a count N in 1..%d",
 			   ISPEC_CLASSES_MAX);
-	b->classes = (uint32_t)v;
 	if (!before)
 		return bad(ps, st->name, &w[0],
 			   "needs a batch stage before it (mixup, cutmix or "
@@ -1095,19 +1098,7 @@ static int put_real(char *buf, size_t n, double v);
 /* An epoch of a schedule's key: plain digits, 0..ISPEC_SCHED_EPOCH_MAX. */
 static bool parse_epoch(const char *p, size_t len, uint32_t *out)
 {
-	uint32_t v = 0;
-
-	if (len == 0 || len > 6)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (!isdigit((unsigned char)p[i]))
-			return false;
-		v = v * 10 + (uint32_t)(p[i] - '0');
-	}
-	if (v > ISPEC_SCHED_EPOCH_MAX)
-		return false;
-	*out = v;
-	return true;
+	return parse_uint(p, len, 6, 0, ISPEC_SCHED_EPOCH_MAX, out);
 }
 
 /*

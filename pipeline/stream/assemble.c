@@ -822,7 +822,7 @@ void *assembler_main(void *arg)
 			job.err = fill_bad(s, &job);
 		if (job.err)
 			return finish(s, job.err, job.msg);
-		if (s->mix.on) {
+		if (s->mixing) {
 			apply_mix(s, &b, job.pipe);
 			account(&s->n.decode_ns, &t);
 		}

@@ -395,7 +395,7 @@ static int setup_batch(struct stream *s, struct diag *d)
 				"pipeline: classes %" PRIu32
 				" is below the dataset's %" PRIu32 " classes",
 				sb->classes, nds);
-	s->mix = *sb;
+	s->mixing = true;
 	s->classes = sb->classes ? sb->classes : nds;
 	s->soft = at;
 	s->out[at].soft = true;
@@ -575,7 +575,7 @@ static int setup_workers(struct stream *s)
 	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
 	if (!s->codec || !s->scratch || !s->ws || !s->bad || !s->rep)
 		return -ENOMEM;
-	if (s->mix.on) {
+	if (s->mixing) {
 		s->mixlab = mem_calloc(s->lay.batch_size, sizeof(*s->mixlab));
 		if (!s->mixlab)
 			return -ENOMEM;

@@ -143,11 +143,12 @@ struct stream {
 	uint64_t *rbig_size;
 	struct stream_sink sink;
 	/*
-	 * The batch stages (mix.h), when mix.on: the label output (soft,
-	 * f32 [classes] a sample), and each sample's label of the batch
-	 * being made (batch_size of them), read by its worker.
+	 * The batch stages (mix.h), when mixing (their values are each
+	 * epoch's spec's): the label output (soft, f32 [classes] a sample),
+	 * and each sample's label of the batch being made (batch_size of
+	 * them), read by its worker.
 	 */
-	struct ispec_batch mix;
+	bool mixing;
 	uint32_t classes;
 	uint32_t soft;
 	int64_t *mixlab;

@@ -96,7 +96,7 @@ if grep -q 'io_uring unavailable' "$T/two.sock.log"; then
 	skip_all "io_uring unavailable here ($(grep -o 'io_uring unavailable ([^)]*)' "$T/two.sock.log" | head -1))"
 fi
 
-plan 84
+plan 85
 
 # flat TEXT: the lines of TEXT joined by ';', for patterns over several
 # lines (like() matches one line at a time).
@@ -360,35 +360,49 @@ out=$("$LDCLIENT" --pipeline "$TRAIN" --outputs image,label --batch 4 --stats \
 like "$out" '^stats bad_samples 0 ' "the same images are good under the default limit"
 
 # --- 6. bad specs --------------------------------------------------------
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | flip 2' --outputs image "$T/two.sock" "$D")
-rc=$?
-is "$rc" 3 "a bad spec fails the open (exit 3)"
-like "$out" '^error: open: .*column 25: flip: "2" is not a probability' "naming the column, the stage and the word"
-out=$("$LDCLIENT" --pipeline 'decode | rcc 224' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*column 10: .*"rcc" is not a stage' "an unknown stage, by column and word"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | normalize imagenet | u8' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*column 41: u8: .*cannot hold normalized values' "u8 after normalize, by column"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | hue 0.7' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*column 24: hue: "0.7" is not a hue range in 0..0.5' \
+# refuses SPEC PATTERN DESC: the open of SPEC fails (exit 3) with a
+# message matching PATTERN.
+refuses() {
+	out=$("$LDCLIENT" --pipeline "$1" --outputs image "$T/two.sock" "$D")
+	rc=$?
+	like "$rc $out" "^3 error: open: $2" "$3"
+}
+refuses 'decode | rrc 224 | flip 2' \
+	'.*column 25: flip: "2" is not a probability' \
+	"naming the column, the stage and the word (exit 3)"
+refuses 'decode | rcc 224' \
+	'.*column 10: .*"rcc" is not a stage' \
+	"an unknown stage, by column and word"
+refuses 'decode | rrc 224 | normalize imagenet | u8' \
+	'.*column 41: u8: .*cannot hold normalized values' \
+	"u8 after normalize, by column"
+refuses 'decode | rrc 224 | hue 0.7' \
+	'.*column 24: hue: "0.7" is not a hue range in 0..0.5' \
 	"a colour stage's value out of range, by column, word and range"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | brightnes 0.2' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*"brightnes" is not a stage: did you mean "brightness"\?' \
+refuses 'decode | rrc 224 | brightnes 0.2' \
+	'.*"brightnes" is not a stage: did you mean "brightness"\?' \
 	"a misspelt stage, with the one meant"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | normalize imagenet | erase value x' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*erase: "x" is not 0, three values V0,V1,V2 or random' \
+refuses 'decode | rrc 224 | normalize imagenet | erase value x' \
+	'.*erase: "x" is not 0, three values V0,V1,V2 or random' \
 	"erase's value, refused by word"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | affine shear 95' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*column 33: affine: "95" is not an angle in -89..89' \
+refuses 'decode | rrc 224 | affine shear 95' \
+	'.*column 33: affine: "95" is not an angle in -89..89' \
 	"a geometric stage's value out of range, by column, word and range"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | rotate 9 fill wrap | affine shear 5 fill reflect' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*column 61: affine: "reflect" differs from the fill given at column 34' \
+refuses 'decode | rrc 224 | rotate 9 fill wrap | affine shear 5 fill reflect' \
+	'.*column 61: affine: "reflect" differs from the fill given at column 34' \
 	"two geometric stages with different fills, by both columns"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | randaugment 2 31' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*randaugment: "31" is not a magnitude in 0..30' \
+refuses 'decode | rrc 224 | randaugment 2 31' \
+	'.*randaugment: "31" is not a magnitude in 0..30' \
 	"a policy's magnitude out of its bins"
-out=$("$LDCLIENT" --pipeline 'decode | rrc 224 | trivialaugmnt' --outputs image "$T/two.sock" "$D")
-like "$out" '^error: open: .*"trivialaugmnt" is not a stage: did you mean "trivialaugment"\?' \
+refuses 'decode | rrc 224 | trivialaugmnt' \
+	'.*"trivialaugmnt" is not a stage: did you mean "trivialaugment"\?' \
 	"a misspelt policy, with the one meant"
+refuses 'decode | rrc 224@0..x' \
+	'.*column 14: rrc: "224@0..x" is not a schedule' \
+	"a schedule that does not parse, by column and word"
+refuses 'decode | center 64 | gaussian_blur 3@0..9@10 0.1 2' \
+	'.*"3.6" is not an odd kernel size in 1..31 \(the value of schedule "3@0..9@10" at epoch 1\)' \
+	"a schedule's value out of range at one epoch, naming the schedule and the epoch"
 out=$("$LDCLIENT" --outputs image "$T/two.sock" "$D")
 like "$out" '^error: open: .*output image: a jpeg field needs an image pipeline' "a jpeg output without a spec"
 out=$("$LDCLIENT" --pipeline "$EVAL" --outputs image --batch 16 "$T/two.sock" "$D")

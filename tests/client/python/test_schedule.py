@@ -142,3 +142,5 @@ e = t.raises(loader.Error,
              lambda: run("decode | rrc 160@65..x", epochs=1),
              "a schedule that does not parse is refused",
              "is not a schedule")
+t.eq(len(run(SPEC, epochs=1)), 3,
+     "the daemon serves on after the refused opens (an epoch, 3 batches)")
