@@ -635,6 +635,18 @@ static bool loader_peer_gone(const struct loader *l)
 }
 
 /*
+ * The daemon failed the ring because it is stopping (a service stop or
+ * restart, a package upgrade: producer_notice()), and this stream
+ * reconnects: that is the daemon going away, which the caller rides out
+ * as -EPIPE, not a failure of the stream.
+ */
+static bool loader_daemon_stopping(const struct loader *l, uint32_t state,
+				   int32_t code)
+{
+	return state == RING_FAILED && code == -ESHUTDOWN && l->reconnect_ms;
+}
+
+/*
  * No batch is ready: has the stream ended or failed? The state is read
  * before prod again, so that the batches published before the daemon
  * set RING_END (release) are all seen and delivered first.
@@ -653,6 +665,8 @@ static int loader_check_state(struct loader *l, uint32_t *prod)
 	code = l->hdr->error;
 	memcpy(text, l->hdr->reason, sizeof(text));
 	text[sizeof(text) - 1] = '\0';
+	if (loader_daemon_stopping(l, state, code))
+		return loader_fail(l, -EPIPE, "%s", text);
 	if (state != RING_FAILED)
 		return loader_fail(l, LOADER_EPROTO, "ring: unknown state %u",
 				   state);
@@ -917,11 +931,16 @@ static int loader_reconnect(struct loader *l)
 		if (err != -ECONNREFUSED && err != -ENOENT && err != -EPIPE &&
 		    err != -ECONNRESET && err != -ETIMEDOUT)
 			return err;
-		if ((int64_t)clock_mono_ns() >= deadline)
+		if ((int64_t)clock_mono_ns() >= deadline) {
+			/* The last try's reason, copied: it is rewritten. */
+			char last[sizeof(l->reason)];
+
+			memcpy(last, l->reason, sizeof(last));
 			return loader_fail(
 				l, -EPIPE,
 				"loaderd went away and did not come back within %d ms (%s)",
-				l->reconnect_ms, l->reason);
+				l->reconnect_ms, last);
+		}
 		usleep(100000);
 	}
 }
@@ -1173,7 +1192,7 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 				   -1 :
 				   (int64_t)clock_mono_ns() +
 					   (int64_t)l->timeout_ms * 1000000;
-	uint32_t saved;
+	uint32_t saved, state;
 
 	for (int i = 1;; i++) {
 		saved = __atomic_load_n(&l->hdr->saved, __ATOMIC_ACQUIRE);
@@ -1190,8 +1209,12 @@ static int loader_wait_saved(struct loader *l, uint32_t want)
 		saved = __atomic_load_n(&l->hdr->saved, __ATOMIC_ACQUIRE);
 		if ((int32_t)(saved - want) >= 0)
 			return 0;
-		if (__atomic_load_n(&l->hdr->state, __ATOMIC_ACQUIRE) ==
-		    RING_FAILED)
+		state = __atomic_load_n(&l->hdr->state, __ATOMIC_ACQUIRE);
+		if (loader_daemon_stopping(l, state, l->hdr->error))
+			return loader_fail(
+				l, -EPIPE,
+				"loaderd stopped before it saved the release");
+		if (state == RING_FAILED)
 			return loader_fail(
 				l, LOADER_ESTREAM,
 				"the stream failed before the release was saved");
@@ -1220,6 +1243,19 @@ LOADER_API int loader_release(struct loader *l, const struct loader_batch *b)
 
 	if (!l || !b)
 		return -EINVAL;
+	if (!l->hdr) {
+		/*
+		 * A reconnect failed: the stream is over (loader_next()
+		 * returned why) and has no ring. The batches still held of
+		 * the old one are given back here alone.
+		 */
+		if (!l->old.left || (uint32_t)b->seq != l->old.first)
+			return -EINVAL;
+		l->old.first++;
+		if (!--l->old.left)
+			loader_unmap_old(l);
+		return 0;
+	}
 	if (l->old.left) {
 		/* A batch of the ring before the reconnect: its copy goes. */
 		struct ring_slot os;

@@ -7,6 +7,9 @@ uses equal the C compiler's; errors that carry the daemon's reason.
 
 import errno
 import os
+import re
+import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -218,3 +221,54 @@ with loader.Stream(D, name="py-ride", fresh=True, reconnect_ms=20000,
         prev = labels  # the batch before is still viewed at next()
 t.eq(len(got2), 200, "a stream viewing a batch rides a daemon SIGKILL out")
 t.eq(got2, whole2, "every batch once, in the uninterrupted stream's order")
+
+# The same through a graceful stop (SIGTERM: a service restart, a package
+# upgrade), with the reconnect a named stream has by default: the daemon
+# fails the ring with "loaderd is stopping", which a reconnecting stream
+# rides out as the daemon going away, not as the stream's failure.
+got3 = []
+with loader.Stream(D, name="py-restart", fresh=True, **kw2) as s:
+    held = []
+    for i, b in enumerate(s):
+        held = (held + [np.asarray(b["label"])])[-2:]  # two batches held
+        got3.append((b.epoch, b.index, tuple(np.asarray(b.ids).tolist())))
+        if i == 30:
+            d.kill(signal.SIGTERM)
+            d = fx.Daemon(T, "d", "--threads", "2")
+t.eq(got3, whole2,
+     "a named stream rides a daemon restart (SIGTERM) with its default reconnect, every batch once")
+
+# A daemon that does not come back: the error says so, with the last
+# try's reason, and the batches still held are given back without a ring
+# (closing the stream once segfaulted on the ring that went away). In a
+# child, so that a crash is a failed check rather than the test's end.
+child = r"""
+import sys, signal, numpy as np
+sys.path.insert(0, sys.argv[1])
+import fixture as fx, loader
+dg = fx.Daemon(sys.argv[2], "gone", "--threads", "2")
+s = loader.Stream(sys.argv[3], socket=dg.sock, name="py-gone", fresh=True,
+                  reconnect_ms=600, batch_size=100, epochs=2,
+                  outputs="label")
+held = []
+try:
+    for i, b in enumerate(s):
+        held = (held + [np.asarray(b["label"])])[-2:]
+        if i == 3:
+            dg.kill(signal.SIGTERM)
+except loader.Error as e:
+    print(e)
+del held
+s.close()
+print("closed")
+"""
+r = subprocess.run([sys.executable, "-c", child,
+                    os.path.dirname(os.path.abspath(__file__)), T, D],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                   universal_newlines=True)
+t.ok(r.returncode == 0 and r.stdout.endswith("closed\n"),
+     "a stream whose daemon stays away closes, its held batches given back",
+     r.stdout, "exit %d" % r.returncode)
+t.ok(re.search(r"did not come back within 600 ms \(connect .*gone\.sock: "
+               r"No such file", r.stdout),
+     "the error names the wait and the last try's reason", r.stdout)
