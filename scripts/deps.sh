@@ -29,7 +29,8 @@
 #                            make fuzz builds the fuzz targets with
 #   scripts/deps.sh --deb    the same as with no option plus what the
 #                            Debian packages are built and checked with
-#                            (dpkg-buildpackage -us -uc -b, debian/):
+#                            (dpkg-buildpackage -us -uc -b, debian/, and
+#                            scripts/test-packages.sh): dpkg-dev,
 #                            debhelper, dh-python, python3, lintian
 #
 # Idempotent: with everything present it changes nothing and needs no root.
@@ -49,7 +50,7 @@ bench_pkgs="fio python3-torch python3-torchvision python3-pil python3-numpy libs
 python3-keras-preprocessing python3-scipy
 lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers"
 fuzz_pkgs="clang"
-deb_pkgs="debhelper dh-python python3 lintian"
+deb_pkgs="dpkg-dev debhelper dh-python python3 lintian"
 
 case "${1:-}" in
 --test) pkgs="$pkgs $test_pkgs" ;;
