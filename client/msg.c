@@ -39,6 +39,7 @@ static const char *const msg_names[PROTO_TYPE_END] = {
 	[PROTO_FORGET_OK] = "FORGET_OK",
 	[PROTO_REMOTE] = "REMOTE",
 	[PROTO_POSITIONS] = "POSITIONS",
+	[PROTO_MEMBER] = "MEMBER",
 };
 
 const char *msg_type_name(uint16_t type)

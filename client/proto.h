@@ -37,13 +37,14 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	9 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	10 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
 				FORGET; 6: ragged outputs;
 				7: REMOTE, OPEN_REMOTE;
 				8: POSITIONS, OPEN_POSITIONS;
-				9: OPEN_GO_ON, OPEN_PAD */
+				9: OPEN_GO_ON, OPEN_PAD;
+				10: MEMBER, OPEN_MIXTURE */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -54,6 +55,7 @@
 #define PROTO_STREAM_NAME  64	 /* a named stream's name, NUL included */
 #define PROTO_MAX_BATCH	   65536 /* samples a batch, OPEN's batch_size */
 #define PROTO_MAX_WORLD	   65536 /* ranks, OPEN's world */
+#define PROTO_URL_MAX	   1100	 /* "s3://" bucket "/" prefix, NUL included */
 
 enum proto_type {
 	PROTO_HELLO = 1,
@@ -74,6 +76,7 @@ enum proto_type {
 	PROTO_FORGET_OK = 16,
 	PROTO_REMOTE = 17,    /* the dataset is in an object store */
 	PROTO_POSITIONS = 18, /* where an earlier world's ranks stopped */
+	PROTO_MEMBER = 19,    /* closes one member of a mixture */
 	PROTO_TYPE_END
 };
 
@@ -177,13 +180,56 @@ struct proto_output {
 #define PROTO_OPEN_PAD 256u
 
 /*
+ * The stream is a mixture of several datasets (pipeline/stream/mixture.h),
+ * given by the session's MEMBER messages: each member's FILES (or its
+ * REMOTE) come first, then its MEMBER, which closes them; the next
+ * FILES or REMOTE begin the next member; OPEN follows the last MEMBER.
+ * The OPEN's own TAR, LMDB and REMOTE flags must be 0 (each MEMBER has
+ * its own); its pipeline is the members' unless a MEMBER gives one.
+ */
+#define PROTO_OPEN_MIXTURE 512u
+
+/* Members a mixture may have. */
+#define PROTO_MAX_MEMBERS 32
+
+/* How a member's samples an epoch are set (Mosaic Streaming's terms). */
+enum proto_mix_how {
+	PROTO_MIX_PROPORTION = 0, /* value: its share of the epoch, > 0 */
+	PROTO_MIX_REPEAT = 1,	  /* value: times its samples, > 0 */
+	PROTO_MIX_CHOOSE = 2,	  /* value: samples, a whole number >= 1 */
+};
+
+/*
+ * One member of a mixture (PROTO_OPEN_MIXTURE), after its files. Either
+ * every member gives a proportion or none does. Strings NUL-terminated.
+ */
+struct proto_member {
+	uint32_t index; /* 0, 1, ... in the order they come */
+	uint32_t how;	/* enum proto_mix_how */
+	/* PROTO_OPEN_TAR, PROTO_OPEN_LMDB or PROTO_OPEN_REMOTE: what the
+	 * member's files are, as the OPEN's flags say for one dataset. */
+	uint32_t flags;
+	uint32_t reserved; /* 0 */
+	double value;
+	/*
+	 * Samples an epoch of the whole mixture when members give
+	 * proportions (0: the members' samples together); the same in every
+	 * MEMBER, and 0 without proportions.
+	 */
+	uint64_t epoch_size;
+	/* This member's image pipeline; "": the OPEN's. */
+	char pipeline[PROTO_PIPELINE_MAX];
+	/* Where the client found it (its path or URL), for messages. */
+	char label[PROTO_URL_MAX];
+};
+
+/*
  * A dataset in an S3-API object store, and the client's credentials for
  * it, resolved in the client's process (common/awscfg.h) and sent
  * instead of FILES, before OPEN. Strings are NUL-terminated; the sizes
  * are awscfg.h's. The daemon uses them for this stream's requests only:
  * it never logs or stores them, and wipes them when the OPEN is done.
  */
-#define PROTO_URL_MAX 1100 /* "s3://" bucket "/" prefix, NUL included */
 struct proto_remote {
 	char url[PROTO_URL_MAX];
 	char endpoint[256];
@@ -421,6 +467,7 @@ static inline uint32_t proto_payload_size(uint16_t type)
 	case PROTO_FORGET_OK: return sizeof(struct proto_forget_ok);
 	case PROTO_REMOTE: return sizeof(struct proto_remote);
 	case PROTO_POSITIONS: return sizeof(struct proto_positions);
+	case PROTO_MEMBER: return sizeof(struct proto_member);
 	default: return 0;
 	}
 }

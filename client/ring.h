@@ -46,8 +46,9 @@
 
 #define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
 #define RING_VERSION                                                           \
-	6 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
-	     5: the slot's repeats; 6: the slot's shapes and mix */
+	7 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
+	     5: the slot's repeats; 6: the slot's shapes and mix;
+	     7: a mixture's members */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -118,8 +119,16 @@ struct ring_hdr {
 	uint32_t epochs; /* 0: endless */
 	uint64_t batches_per_epoch;
 	uint32_t start_epoch;
-	uint32_t flags;	     /* RING_NAMED */
+	uint32_t flags;	     /* RING_NAMED, RING_MIXTURE */
 	uint64_t ids_offset; /* u64 global sample index per sample, in a slot */
+	/*
+	 * A mixture (RING_MIXTURE): its members, and where a slot holds one
+	 * u32 per sample, the member it came from (0..nmembers - 1); the
+	 * sample's id is then its index within that member. 0 otherwise.
+	 */
+	uint64_t members_offset;
+	uint32_t nmembers;
+	uint32_t reserved2; /* 0 */
 	struct ring_output out[PROTO_MAX_OUTPUTS];
 	/* Written by the daemon while the stream runs; each on its own line. */
 	_Alignas(64) uint32_t prod; /* batches published */
@@ -138,7 +147,8 @@ struct ring_hdr {
 };
 
 /* ring_hdr.flags */
-#define RING_NAMED 1u
+#define RING_NAMED   1u
+#define RING_MIXTURE 2u
 
 /* The consumer memfd's page: written by the client. */
 struct ring_cons {
