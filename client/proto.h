@@ -398,6 +398,16 @@ struct proto_stream_info_ok {
 	uint64_t client_waits; /* batches the client was waiting for */
 	char dataset[PROTO_INFO_TEXT];	/* the manifest's directory */
 	char pipeline[PROTO_INFO_TEXT]; /* truncated, NUL-terminated */
+	/* A mixture's members, as the client named them; 0 for one dataset. */
+	uint32_t nmembers;
+	uint32_t reserved2;
+	struct proto_member_info {
+		char label[PROTO_INFO_TEXT]; /* truncated, NUL-terminated */
+		uint64_t per_epoch;	     /* samples it gives an epoch */
+		uint64_t samples;	     /* of it delivered */
+		uint64_t bad_samples;
+		uint64_t bytes_read;
+	} member[PROTO_MAX_MEMBERS];
 };
 
 /*

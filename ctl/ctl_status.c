@@ -241,6 +241,23 @@ static void print_status(const struct daemon_reading *r)
 		       st->uid, st->streams);
 }
 
+/* A mixture's members, a line each under its stream's. */
+static void print_members(const struct proto_stream_info_ok *s)
+{
+	for (uint32_t m = 0; m < s->nmembers && m < PROTO_MAX_MEMBERS; m++) {
+		const struct proto_member_info *mi = &s->member[m];
+		char label[4 * sizeof(mi->label)];
+
+		esc_text(label, sizeof(label), mi->label,
+			 strnlen(mi->label, sizeof(mi->label)));
+		printf("      member %" PRIu32 ": %" PRIu64
+		       " samples an epoch, %" PRIu64 " delivered, %" PRIu64
+		       " bad, %.1f MB read: %s\n",
+		       m, mi->per_epoch, mi->samples, mi->bad_samples,
+		       (double)mi->bytes_read / 1e6, label);
+	}
+}
+
 static void print_table(const struct daemon_reading *now,
 			const struct daemon_reading *then)
 {
@@ -267,6 +284,7 @@ static void print_table(const struct daemon_reading *now,
 		       s->ring_used, s->slots, f.samples_s, f.mb_s, f.read_pct,
 		       f.decode_pct, f.slot_pct, f.waited_pct, s->bad_samples,
 		       f.batches ? f.bottleneck : "idle", ds);
+		print_members(s);
 	}
 	if (!now->n)
 		printf("(no streams)\n");
@@ -342,6 +360,29 @@ static json_t *json_reading(const struct daemon_reading *now,
 		json_object_set_new(
 			j, "bottleneck",
 			json_string(f.batches ? f.bottleneck : "idle"));
+		if (s->nmembers) {
+			json_t *ms = json_array();
+
+			for (uint32_t m = 0;
+			     m < s->nmembers && m < PROTO_MAX_MEMBERS; m++) {
+				const struct proto_member_info *mi =
+					&s->member[m];
+
+				json_array_append_new(
+					ms,
+					json_pack("{s:s, s:I, s:I, s:I, s:I}",
+						  "dataset", mi->label,
+						  "per_epoch",
+						  (json_int_t)mi->per_epoch,
+						  "samples",
+						  (json_int_t)mi->samples,
+						  "bad_samples",
+						  (json_int_t)mi->bad_samples,
+						  "bytes_read",
+						  (json_int_t)mi->bytes_read));
+			}
+			json_object_set_new(j, "members", ms);
+		}
 		json_array_append_new(a, j);
 	}
 	json_object_set_new(o, "streams", a);

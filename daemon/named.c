@@ -299,6 +299,58 @@ static int named_from_world(struct named_open *o, struct stream_config *c,
 	return named_go_on(o, c, old->world, end, d);
 }
 
+/* The identity of one dataset's files fds[0..nfds - 1], into *dsid. */
+static int files_id(bool inplace, const int *fds, uint32_t nfds, uint64_t *dsid,
+		    struct diag *d)
+{
+	int err = dataset_id(fds[0], dsid, d);
+
+	if (err)
+		return err;
+	/*
+	 * Tars read in place have no manifest: file 0 is their names, and
+	 * their sizes stand for the record counts a manifest would give.
+	 */
+	for (uint32_t i = 1; inplace && i < nfds; i++) {
+		struct stat st;
+
+		if (fstat(fds[i], &st))
+			return diag_set(d, -errno, "tar %" PRIu32 ": %s", i - 1,
+					strerror(errno));
+		*dsid = XXH3_64bits_withSeed(&st.st_size, sizeof(st.st_size),
+					     *dsid);
+	}
+	return 0;
+}
+
+/*
+ * The identity of what c streams: its dataset's files, or a mixture's
+ * members' in order with how many samples each gives an epoch, so that
+ * a saved mixture resumes only as the same mixture.
+ */
+static int named_dataset_id(const struct stream_config *c, const int *fds,
+			    uint32_t nfds, uint64_t *dsid, struct diag *d)
+{
+	if (!c->nmembers)
+		return files_id(c->tar || c->lmdb, fds, nfds, dsid, d);
+	*dsid = XXH3_64bits_withSeed(&c->epoch_size, sizeof(c->epoch_size),
+				     c->nmembers);
+	for (uint32_t m = 0; m < c->nmembers; m++) {
+		const struct stream_member *mb = &c->members[m];
+		uint64_t id, how = mb->how;
+		int err = files_id(mb->tar || mb->lmdb, mb->fds, mb->nfds, &id,
+				   d);
+
+		if (err)
+			return diag_wrap(d, err, "member %" PRIu32, m);
+		*dsid = XXH3_64bits_withSeed(&id, sizeof(id), *dsid);
+		*dsid = XXH3_64bits_withSeed(&how, sizeof(how), *dsid);
+		*dsid = XXH3_64bits_withSeed(&mb->value, sizeof(mb->value),
+					     *dsid);
+	}
+	return 0;
+}
+
 static int named_resume(struct named_open *o, struct stream_config *c,
 			const struct state_pos *pos, uint64_t dsid,
 			uint64_t oid, uint32_t world, uint32_t end,
@@ -325,22 +377,9 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->rank = c->rank;
 	n->world = world;
-	err = dataset_id(fds[0], &dsid, d);
+	err = named_dataset_id(c, fds, nfds, &dsid, d);
 	if (err)
 		return err;
-	/*
-	 * Tars read in place have no manifest: file 0 is their names, and
-	 * their sizes stand for the record counts a manifest would give.
-	 */
-	for (uint32_t i = 1; (c->tar || c->lmdb) && i < nfds; i++) {
-		struct stat st;
-
-		if (fstat(fds[i], &st))
-			return diag_set(d, -errno, "tar %" PRIu32 ": %s", i - 1,
-					strerror(errno));
-		dsid = XXH3_64bits_withSeed(&st.st_size, sizeof(st.st_size),
-					    dsid);
-	}
 	oid = opts_id(c);
 	/* The last epoch, counted from 0 (the request counts from its start). */
 	end = c->epochs ? c->start_epoch + c->epochs : 0;

@@ -68,6 +68,7 @@ struct producer {
 	uint64_t slot_size;
 	uint32_t slots, noutputs;
 	uint64_t ids_offset;
+	uint64_t members_offset; /* a mixture's; 0 otherwise */
 	uint64_t offsets[STREAM_MAX_OUTPUTS];
 	uint64_t index[STREAM_MAX_OUTPUTS]; /* ragged outputs' offsets */
 	uint32_t ndim[STREAM_MAX_OUTPUTS];  /* of each output's samples */
@@ -129,12 +130,19 @@ static int make_memfd(const char *name, size_t size, unsigned seals, void **map,
  * ragged one's offsets (index) come before its values.
  */
 static uint64_t lay_out_slot(const struct stream_layout *lay, uint64_t *ids,
-			     uint64_t *offsets, uint64_t *index)
+			     uint64_t *members, uint64_t *offsets,
+			     uint64_t *index)
 {
 	uint64_t pos = align_up(sizeof(struct ring_slot), RING_ALIGN);
 
 	*ids = pos;
 	pos = align_up(pos + (uint64_t)lay->batch_size * 8, RING_ALIGN);
+	/* A mixture's: each sample's member, after the ids. */
+	*members = 0;
+	if (lay->nmembers) {
+		*members = pos;
+		pos = align_up(pos + (uint64_t)lay->batch_size * 4, RING_ALIGN);
+	}
 	for (uint32_t i = 0; i < lay->noutputs; i++) {
 		const struct stream_tensor *t = &lay->out[i];
 
@@ -174,6 +182,11 @@ static void write_header(struct producer *pr, const struct producer_params *p,
 	h->batches_per_epoch = lay->batches_per_epoch;
 	h->ids_offset = ids;
 	h->flags = p->named ? RING_NAMED : 0;
+	if (lay->nmembers) {
+		h->flags |= RING_MIXTURE;
+		h->members_offset = pr->members_offset;
+		h->nmembers = lay->nmembers;
+	}
 	for (uint32_t i = 0; i < lay->noutputs; i++) {
 		const struct stream_tensor *t = &lay->out[i];
 		struct ring_output *ro = &h->out[i];
@@ -256,6 +269,9 @@ static int sink_acquire(void *ctx, struct stream_batch *b)
 	}
 	slot = slot_at(pr, pr->prod);
 	b->ids = (uint64_t *)(slot + pr->ids_offset);
+	b->members = pr->members_offset ?
+			     (uint32_t *)(void *)(slot + pr->members_offset) :
+			     NULL;
 	for (uint32_t i = 0; i < pr->noutputs; i++) {
 		b->out[i] = slot + pr->offsets[i];
 		b->off[i] = pr->index[i] ?
@@ -336,7 +352,8 @@ int producer_new(struct producer **out, const struct producer_params *p,
 	pr->ring_fd = pr->cons_fd = -1;
 	pr->sink = (struct stream_sink){ &producer_ops, pr };
 	snprintf(pr->label, sizeof(pr->label), "%s", p->label ? p->label : "");
-	pr->slot_size = lay_out_slot(p->lay, &ids, offsets, pr->index);
+	pr->slot_size = lay_out_slot(p->lay, &ids, &pr->members_offset, offsets,
+				     pr->index);
 	/*
 	 * No slot count asked for: PRODUCER_DEFAULT_SLOTS, or fewer (down
 	 * to 2) when large batches (images) would not fit the limit so.

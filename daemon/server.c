@@ -111,6 +111,9 @@ struct session {
 	/* A dataset in an object store and the client's credentials. */
 	struct proto_remote *remote;
 	struct openreq_given given; /* POSITIONS so far */
+	/* A mixture's members closed so far (MEMBER), with their files. */
+	struct mix_member *mix;
+	uint32_t nmix;
 	struct stream *stream;
 	struct producer *prod; /* the ring stream fills */
 	struct charge charge;  /* what stream holds */
@@ -127,6 +130,17 @@ struct session {
 	struct session *next, **pprev;
 };
 
+/*
+ * One member of a mixture as its MEMBER closed it: its files, or its
+ * REMOTE (credentials: wiped when freed), and the message.
+ */
+struct mix_member {
+	int *files;
+	uint32_t nfiles;
+	struct proto_remote *remote;
+	struct proto_member m;
+};
+
 /* An OPEN on the thread pool. */
 struct open_job {
 	uv_work_t req;
@@ -136,6 +150,9 @@ struct open_job {
 	uint32_t nfds;
 	/* Or the session's REMOTE, taken: staged by open_work(). */
 	struct proto_remote *remote;
+	/* Or a mixture's members, taken (their files, or REMOTEs). */
+	struct mix_member *mix;
+	uint32_t nmix;
 	uint32_t remote_files; /* descriptors the stage gave the stream */
 	bool cancel;	       /* set when the session ends: the stage stops */
 	/*
@@ -319,6 +336,29 @@ static void remote_free(struct proto_remote *r)
 	free(r);
 }
 
+/* Members' files closed, their credentials wiped, and the array freed. */
+static void mix_free(struct mix_member *mx, uint32_t n)
+{
+	for (uint32_t i = 0; mx && i < n; i++) {
+		for (uint32_t k = 0; k < mx[i].nfiles; k++)
+			close(mx[i].files[k]);
+		free(mx[i].files);
+		remote_free(mx[i].remote);
+	}
+	free(mx);
+}
+
+/* The first of j's object-store datasets' URL: its own, or a member's. */
+static const char *job_url(const struct open_job *j)
+{
+	if (j->remote)
+		return j->remote->url;
+	for (uint32_t i = 0; i < j->nmix; i++)
+		if (j->mix[i].remote)
+			return j->mix[i].remote->url;
+	return NULL;
+}
+
 static uint64_t rss_bytes(void)
 {
 	unsigned long pages = 0, rss = 0;
@@ -479,7 +519,7 @@ static void stage_expire(struct server *srv, struct open_job *j)
 	j->err = diag_set(
 		&j->d, -ETIMEDOUT,
 		"%s: not staged within %g s (s3-stage-timeout): no turn came to stage it: %s",
-		j->remote->url, stage_secs(j), held);
+		job_url(j), stage_secs(j), held);
 	open_done(&j->req, 0);
 }
 
@@ -555,7 +595,7 @@ static void on_stage_timer(uv_timer_t *t)
  */
 static int open_submit(struct server *srv, struct open_job *j)
 {
-	if (!j->remote)
+	if (!job_url(j))
 		return uv_queue_work(srv->loop, &j->req, open_work, open_done);
 	j->queued = true;
 	j->next_stage = NULL;
@@ -917,6 +957,9 @@ static void session_end(struct session *ss, const char *why)
 	close_files(ss);
 	remote_free(ss->remote);
 	ss->remote = NULL;
+	mix_free(ss->mix, ss->nmix);
+	ss->mix = NULL;
+	ss->nmix = 0;
 	openreq_given_clear(&ss->given);
 	*ss->pprev = ss->next;
 	if (ss->next)
@@ -1078,6 +1121,85 @@ static void on_remote(struct session *ss, const struct proto_hdr *h,
 }
 
 /*
+ * A mixture's member: the files (or the REMOTE) received since the last
+ * MEMBER are its own. Its values (how many samples it gives) are
+ * checked where the mixture is made (mixture.h), and their errors go
+ * back with the OPEN.
+ */
+static void on_member(struct session *ss, const struct proto_hdr *h,
+		      const struct proto_member *m)
+{
+	uint32_t kind = m->flags &
+			(PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE);
+	char why[PROTO_REASON_MAX] = "";
+	int code = LOADER_EPROTO;
+	struct mix_member *mx;
+
+	if (!ss->hello || ss->stream || ss->opening)
+		snprintf(why, sizeof(why), "MEMBER %s",
+			 !ss->hello ? "before HELLO" : "after OPEN");
+	else if (m->index != ss->nmix || ss->nmix >= PROTO_MAX_MEMBERS)
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32 " where member %" PRIu32
+			 " was due (at most %d)",
+			 m->index, ss->nmix, PROTO_MAX_MEMBERS);
+	else if (m->reserved || m->flags != kind || (kind & (kind - 1)) != 0 ||
+		 m->how > PROTO_MIX_CHOOSE)
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32
+			 ": unknown or conflicting flags, or an unknown kind",
+			 m->index);
+	else if (!memchr(m->pipeline, '\0', sizeof(m->pipeline)) ||
+		 !memchr(m->label, '\0', sizeof(m->label)))
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32 " with a string not terminated",
+			 m->index);
+	else if (!(kind & PROTO_OPEN_REMOTE) != !ss->remote)
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32
+			 ": its flags and what came before it (%s) disagree",
+			 m->index, ss->remote ? "a REMOTE" : "files");
+	else if (!ss->remote &&
+		 (!ss->files_total || ss->files_got != ss->files_total))
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32 " before all its files were sent",
+			 m->index);
+	if (!why[0] && ss->remote) {
+		char hp[300];
+
+		/* Checked before anything connects, and refused for good. */
+		if (!endpoint_allowed(ss->srv, ss->remote->endpoint, hp,
+				      sizeof(hp))) {
+			snprintf(
+				why, sizeof(why),
+				"member %" PRIu32
+				": %.160s: endpoint %s is not one loaderd may connect to (s3-endpoints in its loaderd.conf)",
+				m->index, ss->remote->url, hp);
+			code = -EACCES;
+		}
+	}
+	if (!why[0] && !ss->mix) {
+		ss->mix = mem_calloc(PROTO_MAX_MEMBERS, sizeof(*ss->mix));
+		if (!ss->mix) {
+			snprintf(why, sizeof(why), "out of memory");
+			code = -ENOMEM;
+		}
+	}
+	if (why[0]) {
+		reply_error(ss, h->seq, code, why);
+		return;
+	}
+	mx = &ss->mix[ss->nmix++];
+	mx->files = ss->files;
+	mx->nfiles = ss->files_got;
+	mx->remote = ss->remote;
+	mx->m = *m;
+	ss->files = NULL;
+	ss->files_got = ss->files_total = 0;
+	ss->remote = NULL;
+}
+
+/*
  * Where an earlier world's ranks stopped, as the trainer's checkpoint
  * kept them: gathered in rank order until the OPEN takes them. Their
  * values are the client's to choose (they only say which of its own
@@ -1139,23 +1261,139 @@ static void tar_index_put(void *ctx, const char *id, const void *val,
  * On the thread pool: check the request, open and check the dataset,
  * make the ring, start. The stream takes the files, whatever happens.
  */
+static void open_stream(struct open_job *j, struct stream_config *cp);
+static void open_mixture(struct open_job *j, struct stream_config *c);
+
+/*
+ * Stage the object-store dataset of r into the shard cache with its
+ * credentials (wiped here): *out as stream_new() takes a dataset's
+ * files. Returns 0 or j's error, described in j->d.
+ */
+static int stage_remote(struct open_job *j, const struct proto_remote *r,
+			struct s3cache_staged *out)
+{
+	struct server *srv = j->ss->srv;
+	struct aws_cfg cfg;
+	int err;
+
+	openreq_remote_cfg(r, &cfg);
+	memset(out, 0, sizeof(*out));
+	err = s3cache_stage(srv->s3cache, &cfg, r->url, j->ss->label,
+			    &j->cancel, j->deadline_ms, out, &j->staged, &j->d);
+	if (err == -ETIMEDOUT) {
+		char last[DIAG_MAX];
+
+		snprintf(last, sizeof(last), "%s", j->d.msg);
+		diag_set(
+			&j->d, -ETIMEDOUT,
+			"%.120s: not staged within %g s (s3-stage-timeout): endpoint %.100s did not answer in time: %s",
+			r->url, stage_secs(j), cfg.endpoint, last);
+	}
+	if (err == -ECANCELED)
+		plog(PLOG_INFO, "%s: %s: staging stopped, the client gone",
+		     j->ss->label, r->url);
+	aws_cfg_wipe(&cfg);
+	return err;
+}
+
+/* A member that will not be opened: its files closed, its stores dropped. */
+static void member_drop(const struct stream_member *mb)
+{
+	for (uint32_t i = 0; i < mb->nfds; i++)
+		close(mb->fds[i]);
+	s3read_free(mb->s3read);
+	s3fill_cancel(mb->s3fill);
+	s3fill_put(mb->s3fill);
+	shardid_free(mb->shard_ids);
+}
+
+/*
+ * A mixture's OPEN: each member's files (its object-store dataset staged
+ * first), then the stream of them all (open_stream()).
+ */
+static void open_mixture(struct open_job *j, struct stream_config *c)
+{
+	struct stream_member sm[PROTO_MAX_MEMBERS] = { { 0 } };
+	char **labels[PROTO_MAX_MEMBERS] = { 0 };
+	int *staged[PROTO_MAX_MEMBERS] = { 0 };
+	uint32_t n = j->nmix, got = 0;
+	size_t at = 0;
+
+	at = (size_t)snprintf(j->dataset, sizeof(j->dataset),
+			      "mixture of %" PRIu32 ":", n);
+	for (; got < n; got++) {
+		struct mix_member *mx = &j->mix[got];
+		const struct proto_member *pm = &mx->m;
+		struct stream_member *mb = &sm[got];
+
+		if (pm->epoch_size != j->mix[0].m.epoch_size) {
+			j->err = diag_set(
+				&j->d, LOADER_EPROTO,
+				"MEMBER %" PRIu32 ": epoch size %" PRIu64
+				", member 0's %" PRIu64,
+				got, pm->epoch_size, j->mix[0].m.epoch_size);
+			break;
+		}
+		if (mx->remote) {
+			struct s3cache_staged out;
+
+			j->err = stage_remote(j, mx->remote, &out);
+			remote_free(mx->remote);
+			mx->remote = NULL;
+			mb->fds = out.fds;
+			mb->nfds = out.nfds;
+			mb->s3read = out.rr;
+			mb->s3fill = out.fill;
+			mb->shard_ids = out.ids;
+			staged[got] = out.fds;
+			if (j->err) {
+				/* A stage that failed holds nothing. */
+				memset(mb, 0, sizeof(*mb));
+				diag_wrap(&j->d, j->err, "member %" PRIu32,
+					  got);
+				break;
+			}
+			j->remote_files += out.nfds;
+			mb->origin = pm->label; /* its URL */
+		} else {
+			mb->fds = mx->files;
+			mb->nfds = mx->nfiles;
+			mx->nfiles = 0; /* the stream's now */
+		}
+		mb->tar = pm->flags & PROTO_OPEN_TAR;
+		mb->lmdb = pm->flags & PROTO_OPEN_LMDB;
+		if ((mb->tar || mb->lmdb) && mb->nfds > 1)
+			labels[got] =
+				openreq_tar_labels(mb->fds[0], mb->nfds - 1);
+		mb->tar_labels = labels[got];
+		mb->pipeline = pm->pipeline[0] ? pm->pipeline : NULL;
+		mb->label = pm->label;
+		mb->how = (enum mixture_how)pm->how;
+		mb->value = pm->value;
+		if (at < sizeof(j->dataset))
+			at += (size_t)snprintf(j->dataset + at,
+					       sizeof(j->dataset) - at, " %s",
+					       pm->label);
+	}
+	if (got < n) {
+		for (uint32_t m = 0; m < got; m++)
+			member_drop(&sm[m]);
+	} else {
+		c->nmembers = n;
+		c->members = sm;
+		c->epoch_size = j->mix[0].m.epoch_size;
+		open_stream(j, c);
+	}
+	for (uint32_t m = 0; m < n; m++) {
+		openreq_labels_free(labels[m], sm[m].nfds ? sm[m].nfds - 1 : 0);
+		free(staged[m]);
+	}
+}
+
 static void open_work(uv_work_t *req)
 {
-	struct recindex_store tar_index = { tar_index_get, tar_index_put,
-					    NULL };
-	struct tar_index_ctx tix;
-	char **labels = NULL;
 	struct open_job *j = req->data;
-	struct server *srv = j->ss->srv;
 	struct stream_config c;
-	char why[256];
-	struct producer_params pp = {
-		.slots = j->open.ring_slots,
-		.epochs = j->open.epochs,
-		.start_epoch = j->open.start_epoch,
-		.max_bytes = j->budget,
-		.label = j->ss->label, /* the session outlives the job */
-	};
 
 	/* The OPEN's own fields first: a bad one costs no fetch. */
 	j->err = openreq_config(&j->open, &c, &j->d);
@@ -1171,37 +1409,21 @@ static void open_work(uv_work_t *req)
 	 * done (the fetch of the shards still arriving keeps its own copy
 	 * until they have, s3fill.h).
 	 */
+	if (j->nmix) {
+		open_mixture(j, &c);
+		goto out;
+	}
 	if (j->remote) {
-		struct aws_cfg cfg;
-
-		openreq_remote_cfg(j->remote, &cfg);
-		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
 		struct s3cache_staged out;
 
-		j->err = s3cache_stage(srv->s3cache, &cfg, j->remote->url,
-				       j->ss->label, &j->cancel, j->deadline_ms,
-				       &out, &j->staged, &j->d);
-		if (j->err == -ETIMEDOUT) {
-			char last[DIAG_MAX];
-
-			snprintf(last, sizeof(last), "%s", j->d.msg);
-			diag_set(
-				&j->d, -ETIMEDOUT,
-				"%.120s: not staged within %g s (s3-stage-timeout): endpoint %.100s did not answer in time: %s",
-				j->remote->url, stage_secs(j), cfg.endpoint,
-				last);
-		}
+		snprintf(j->dataset, sizeof(j->dataset), "%s", j->remote->url);
+		j->err = stage_remote(j, j->remote, &out);
 		j->fds = out.fds;
 		j->nfds = out.nfds;
 		c.s3read = out.rr;
 		c.s3fill = out.fill;
 		c.shard_ids = out.ids;
 		c.origin = j->dataset; /* its URL: errors name the object */
-		if (j->err == -ECANCELED)
-			plog(PLOG_INFO,
-			     "%s: %s: staging stopped, the client gone",
-			     j->ss->label, j->remote->url);
-		aws_cfg_wipe(&cfg);
 		remote_free(j->remote);
 		j->remote = NULL;
 		if (j->err)
@@ -1228,6 +1450,37 @@ static void open_work(uv_work_t *req)
 		if (slash && slash != j->dataset)
 			*slash = '\0';
 	}
+	open_stream(j, &c);
+out:
+	/* The stream has its own copy of the descriptors (or closed them). */
+	free(j->fds);
+	j->fds = NULL;
+	j->nfds = 0;
+	named_open_clear(&j->nm);
+}
+
+/*
+ * The stream of c (its dataset's files in j->fds, or its members'), and
+ * its ring: named, made, started. The stream takes the files whatever
+ * happens; the result, or j->err and j->d, in j.
+ */
+static void open_stream(struct open_job *j, struct stream_config *cp)
+{
+	struct recindex_store tar_index = { tar_index_get, tar_index_put,
+					    NULL };
+	struct server *srv = j->ss->srv;
+	struct stream_config c = *cp;
+	struct tar_index_ctx tix;
+	char **labels = NULL;
+	char why[256];
+	struct producer_params pp = {
+		.slots = j->open.ring_slots,
+		.epochs = j->open.epochs,
+		.start_epoch = j->open.start_epoch,
+		.max_bytes = j->budget,
+		.label = j->ss->label, /* the session outlives the job */
+	};
+
 	c.label = j->ss->label;
 	c.max_pixels = j->max_pixels;
 	c.max_mem = j->mem_left; /* not 0: on_open() refused that */
@@ -1250,7 +1503,9 @@ static void open_work(uv_work_t *req)
 			s3fill_cancel(c.s3fill);
 			s3fill_put(c.s3fill);
 			shardid_free(c.shard_ids);
-			goto out;
+			for (uint32_t m = 0; m < c.nmembers; m++)
+				member_drop(&c.members[m]);
+			return;
 		}
 	}
 	if ((c.tar || c.lmdb) && j->nfds > 1)
@@ -1259,7 +1514,7 @@ static void open_work(uv_work_t *req)
 	j->err = stream_new(&j->stream, &c, j->fds, j->nfds, srv->pool, &j->d);
 	openreq_labels_free(labels, j->nfds - 1);
 	if (j->err)
-		goto out;
+		return;
 	/* A plan may move the start on (stream_begins()). */
 	stream_begins(j->stream, &j->start_epoch, &j->start_batch, &pp.epochs);
 	{
@@ -1309,12 +1564,6 @@ static void open_work(uv_work_t *req)
 		j->prod = NULL;
 		j->nm.named.name[0] = '\0';
 	}
-out:
-	/* The stream has its own copy of the descriptors (or closed them). */
-	free(j->fds);
-	j->fds = NULL;
-	j->nfds = 0;
-	named_open_clear(&j->nm);
 }
 
 /*
@@ -1393,6 +1642,9 @@ static void open_done(uv_work_t *req, int status)
 	}
 	remote_free(j->remote); /* still here if it never ran */
 	j->remote = NULL;
+	mix_free(j->mix, j->nmix); /* the members open_work() did not take */
+	j->mix = NULL;
+	j->nmix = 0;
 	openreq_given_clear(&j->nm.given);
 	if (status == UV_ECANCELED) {
 		/* Cancelled before it ran: the descriptors are still ours. */
@@ -1646,6 +1898,25 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 					  "a session holds one stream");
 		return;
 	}
+	if ((m->flags & PROTO_OPEN_MIXTURE) &&
+	    (!ss->nmix || ss->files_total || ss->remote ||
+	     (m->flags &
+	      (PROTO_OPEN_TAR | PROTO_OPEN_LMDB | PROTO_OPEN_REMOTE)))) {
+		reply_error(
+			ss, h->seq, LOADER_EPROTO,
+			!ss->nmix ?
+				"an OPEN of a mixture before its MEMBERs" :
+			ss->files_total || ss->remote ?
+				"files or a REMOTE after a mixture's last MEMBER" :
+				"a mixture's OPEN with TAR, LMDB or REMOTE: those are its MEMBERs'");
+		return;
+	}
+	if (!(m->flags & PROTO_OPEN_MIXTURE) && ss->nmix) {
+		reply_error(
+			ss, h->seq, LOADER_EPROTO,
+			"MEMBERs were sent, and the OPEN is not of a mixture");
+		return;
+	}
 	if ((m->flags & PROTO_OPEN_REMOTE) && !ss->remote) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    "an OPEN of a remote dataset before its REMOTE");
@@ -1677,7 +1948,7 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 		reply_error(ss, h->seq, LOADER_EPROTO, d.msg);
 		return;
 	}
-	if (!ss->remote &&
+	if (!ss->remote && !ss->nmix &&
 	    (!ss->files_total || ss->files_got != ss->files_total)) {
 		reply_error(ss, h->seq, LOADER_EPROTO,
 			    "OPEN before all the dataset's files were sent");
@@ -1747,6 +2018,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	j->fds = ss->files;
 	j->nfds = ss->files_got;
 	j->remote = ss->remote;
+	j->mix = ss->mix;
+	j->nmix = ss->nmix;
 	j->nm.given = ss->given;
 	j->mem_left = mem_left;
 	memcpy(j->mem_why, mem_why, sizeof(j->mem_why));
@@ -1788,6 +2061,8 @@ static void on_open(struct session *ss, const struct proto_hdr *h,
 	u->streams++;
 	ss->files_charged = 0;
 	ss->remote = NULL;
+	ss->mix = NULL;
+	ss->nmix = 0;
 	ss->given = (struct openreq_given){ 0 };
 	ss->files = NULL;
 	ss->files_got = ss->files_total = 0;
@@ -1883,6 +2158,17 @@ static void on_stream_info(struct session *ss, const struct proto_hdr *h,
 	r.client_waits = producer_client_waits(o->prod);
 	memcpy(r.dataset, o->dataset, sizeof(r.dataset));
 	memcpy(r.pipeline, o->pipeline, sizeof(r.pipeline));
+	r.nmembers = stream_members(o->stream);
+	for (uint32_t i = 0; i < r.nmembers && i < PROTO_MAX_MEMBERS; i++) {
+		struct proto_member_info *mi = &r.member[i];
+		const char *label;
+
+		stream_member_stats(o->stream, i, &n, &label, &mi->per_epoch);
+		snprintf(mi->label, sizeof(mi->label), "%s", label);
+		mi->samples = n.samples;
+		mi->bad_samples = n.bad_samples;
+		mi->bytes_read = n.bytes_read;
+	}
 	(void)msg_send(ss->fd, PROTO_STREAM_INFO_OK, h->seq, &r, sizeof(r),
 		       NULL, 0);
 }
@@ -1995,6 +2281,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 		struct proto_forget forget;
 		struct proto_remote remote;
 		struct proto_positions positions;
+		struct proto_member member;
 		char raw[PROTO_MAX_MSG];
 	} m;
 	struct proto_hdr h;
@@ -2034,6 +2321,7 @@ static void on_session(uv_poll_t *poll, int status, int events)
 	case PROTO_FILES: on_files(ss, &h, &m.files, fds, nfds); break;
 	case PROTO_OPEN: on_open(ss, &h, &m.open); break;
 	case PROTO_POSITIONS: on_positions(ss, &h, &m.positions); break;
+	case PROTO_MEMBER: on_member(ss, &h, &m.member); break;
 	case PROTO_REMOTE:
 		on_remote(ss, &h, &m.remote);
 		/* The secret is not left on the stack. */

@@ -32,8 +32,13 @@ struct decode_job {
 	struct stream_pb *pb;
 	struct stream_batch *b;	    /* where the batch goes */
 	const struct imgpipe *pipe; /* for the batch's epoch */
-	uint32_t nbad;		    /* samples marked in s->bad (skip policy) */
-	int err;		    /* first error; set once */
+	/*
+	 * Where bad samples are marked (skip policy): s->bad, or for a
+	 * mixture's member its mixture's, by place in the batch.
+	 */
+	uint8_t *bad;
+	uint32_t nbad; /* samples marked in bad */
+	int err;       /* first error; set once */
 	char msg[DIAG_MAX];
 };
 
@@ -342,9 +347,11 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	const char *key = NULL;
 	char keybuf[160];
 	struct diag d;
+	/* Its place in the batch: a mixture's member's samples are spread. */
+	uint32_t at = pb->pos ? pb->pos[i] : i;
 	int err;
 
-	j->b->ids[i] = pb->gidx[i];
+	j->b->ids[at] = pb->gidx[i];
 	if (pb->rerr[i]) {
 		struct shard_rec r;
 
@@ -367,7 +374,7 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 	for (uint32_t k = 0; k < s->lay.noutputs; k++) {
 		const struct stream_out *o = &s->out[k];
 		uint64_t bytes = j->b->sample_bytes[k];
-		unsigned char *dst = j->b->out[k] + i * bytes;
+		unsigned char *dst = j->b->out[k] + at * bytes;
 		const unsigned char *src = f[o->field].data;
 		size_t len;
 
@@ -391,7 +398,9 @@ static void decode_one(void *arg, uint32_t i, uint32_t worker)
 		if (o->image) {
 			err = imgpipe_run(
 				j->pipe, s->ws[worker], src, f[o->field].len,
-				order_seed_at(s->order, pb->epoch, pb->gidx[i]),
+				pb->sseed ? pb->sseed[i] :
+					    order_seed_at(s->order, pb->epoch,
+							  pb->gidx[i]),
 				dst, &d);
 			if (wt)
 				t = clock_mono_ns();
@@ -439,7 +448,7 @@ fail:
 		decode_fail(j, err, d.msg);
 		return;
 	}
-	s->bad[i] = 1;
+	j->bad[at] = 1;
 	__atomic_fetch_add(&j->nbad, 1, __ATOMIC_RELAXED);
 	log_bad(s, pb->gidx[i], d.msg);
 }
@@ -526,6 +535,8 @@ static int fill_bad(struct stream *s, struct decode_job *j)
 		if (g == i)
 			continue;
 		ids[i] = ids[g];
+		if (j->b->members)
+			j->b->members[i] = j->b->members[g];
 		if (s->mixlab)
 			s->mixlab[i] = s->mixlab[g];
 		for (uint32_t k = 0; k < s->lay.noutputs; k++) {
@@ -807,7 +818,9 @@ void *assembler_main(void *arg)
 		b.epoch = pb->epoch;
 		b.count = pb->count;
 		b.repeats = pb->repeats;
-		job = (struct decode_job){ .s = s, .pb = pb, .b = &b };
+		job = (struct decode_job){
+			.s = s, .pb = pb, .b = &b, .bad = s->bad
+		};
 		err = batch_shapes(s, &b, &job.pipe, &d);
 		if (err)
 			return finish(s, err, d.msg);
@@ -843,5 +856,187 @@ void *assembler_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (wake)
 			pthread_cond_broadcast(&s->cond);
+	}
+}
+
+/* ------------------------------------------------------------ mixtures */
+
+/*
+ * A member's next read batch (its reader's, in the mixture's batch
+ * order), or NULL once the mixture stops (stream_free() stops its
+ * members too).
+ */
+static struct stream_pb *member_take(struct stream *m)
+{
+	struct stream_pb *pb = NULL;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->stop && m->pb_cons == m->pb_prod) {
+		m->assembler_waits = true;
+		pthread_cond_wait(&m->cond, &m->lock);
+	}
+	if (!m->stop)
+		pb = &m->pb[m->pb_cons % m->npb];
+	pthread_mutex_unlock(&m->lock);
+	return pb;
+}
+
+/* Give the member's batch pb (taken last) back to its reader. */
+static void member_give(struct stream *m, const struct stream_pb *pb)
+{
+	bool wake;
+
+	pthread_mutex_lock(&m->lock);
+	m->arena_tail = pb->arena_end;
+	m->pb_cons++;
+	wake = m->reader_waits;
+	m->reader_waits = false;
+	pthread_mutex_unlock(&m->lock);
+	if (wake)
+		pthread_cond_broadcast(&m->cond);
+}
+
+/*
+ * Batch b's shapes and each member's pipeline for it (batch_shapes() of
+ * each): the same shapes for every member, or the stream fails naming
+ * the two that differ (a schedule may move one member's images and not
+ * another's).
+ */
+static int mixture_shapes(struct stream *s, struct stream_batch *b,
+			  const struct imgpipe **pipe, struct diag *d)
+{
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		struct stream_batch mb = *b;
+		int err = batch_shapes(s->member[m], &mb, &pipe[m], d);
+
+		if (err)
+			return diag_wrap(d, err, "member %" PRIu32 " (%s)", m,
+					 s->member_label[m]);
+		if (!m) {
+			memcpy(b->shape, mb.shape, sizeof(b->shape));
+			memcpy(b->sample_bytes, mb.sample_bytes,
+			       sizeof(b->sample_bytes));
+			continue;
+		}
+		for (uint32_t k = 0; k < s->lay.noutputs; k++)
+			if (memcmp(mb.shape[k], b->shape[k],
+				   sizeof(b->shape[k])))
+				return diag_set(
+					d, LOADER_EUSAGE,
+					"epoch %" PRIu32
+					": output %s of member %" PRIu32
+					" (%s) is %" PRIu64 " x %" PRIu64
+					" a sample, of member 0 (%s) %" PRIu64
+					" x %" PRIu64
+					": a schedule must move the members alike",
+					b->epoch, s->lay.out[k].name, m,
+					s->member_label[m], mb.shape[k][0],
+					mb.shape[k][1], s->member_label[0],
+					b->shape[k][0], b->shape[k][1]);
+	}
+	return 0;
+}
+
+/*
+ * A mixture's assembler: each batch's samples come from its members'
+ * read batches of the same number (their readers walk the mixture's
+ * order, each keeping its own samples), decoded by each member's codecs
+ * and pipeline straight into their places in the one slot; then the
+ * bad-sample policy over the whole batch, and publish.
+ */
+void *mixture_main(void *arg)
+{
+	struct stream *s = arg;
+	uint32_t threads = s->c.threads;
+	uint64_t t = clock_mono_ns();
+
+	pthread_setname_np(pthread_self(), "ld-mixture");
+	for (;;) {
+		struct stream_pb *mp[MIXTURE_MAX_MEMBERS] = { 0 };
+		const struct imgpipe *pipe[MIXTURE_MAX_MEMBERS];
+		struct stream_batch b = { 0 };
+		struct stream_pb whole = { 0 };
+		struct decode_job job;
+		uint32_t count = 0, nbad = 0;
+		struct diag d;
+		int err;
+
+		for (uint32_t m = 0; m < s->nmembers; m++) {
+			mp[m] = member_take(s->member[m]);
+			if (!mp[m])
+				return NULL;
+			if (mp[m]->err) {
+				snprintf(d.msg, sizeof(d.msg),
+					 "member %" PRIu32 " (%s): %s", m,
+					 s->member_label[m], mp[m]->msg);
+				return finish(s, mp[m]->err, d.msg);
+			}
+			if (mp[m]->last != mp[0]->last ||
+			    (!mp[m]->last && (mp[m]->epoch != mp[0]->epoch ||
+					      mp[m]->batch != mp[0]->batch))) {
+				snprintf(d.msg, sizeof(d.msg),
+					 "member %" PRIu32
+					 " read another batch than member 0",
+					 m);
+				return finish(s, LOADER_ERANGE, d.msg);
+			}
+			count += mp[m]->count;
+		}
+		account(&s->n.read_wait_ns, &t);
+		if (mp[0]->last)
+			return finish(s, 0, NULL);
+		if (s->sink.ops->acquire(s->sink.ctx, &b))
+			return NULL;
+		account(&s->n.slot_wait_ns, &t);
+		b.batch = mp[0]->batch;
+		b.epoch = mp[0]->epoch;
+		b.count = count;
+		b.repeats = mp[0]->repeats;
+		err = mixture_shapes(s, &b, pipe, &d);
+		if (err)
+			return finish(s, err, d.msg);
+		for (uint32_t m = 0; m < s->nmembers; m++) {
+			struct stream_pb *pb = mp[m];
+
+			if (!pb->count)
+				continue;
+			for (uint32_t i = 0; i < pb->count; i++)
+				b.members[pb->pos[i]] = m;
+			job = (struct decode_job){ .s = s->member[m],
+						   .pb = pb,
+						   .b = &b,
+						   .pipe = pipe[m],
+						   .bad = s->bad };
+			pool_run(s->pool, decode_one, &job, pb->count, threads);
+			if (job.err) {
+				snprintf(d.msg, sizeof(d.msg),
+					 "member %" PRIu32 " (%s): %s", m,
+					 s->member_label[m], job.msg);
+				return finish(s, job.err, d.msg);
+			}
+			nbad += job.nbad;
+			__atomic_fetch_add(&s->delivered[m], pb->count,
+					   __ATOMIC_RELAXED);
+		}
+		account(&s->n.decode_ns, &t);
+		if (nbad) {
+			whole.count = count;
+			whole.batch = b.batch;
+			whole.epoch = b.epoch;
+			job = (struct decode_job){
+				.s = s, .pb = &whole, .b = &b, .nbad = nbad
+			};
+			err = fill_bad(s, &job);
+			if (err)
+				return finish(s, err, job.msg);
+		}
+		s->sink.ops->publish(s->sink.ctx, &b);
+		if (s->c.timing)
+			stream_note_cpu(&s->assembler_cpu_ns);
+		__atomic_fetch_add(&s->n.batches, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->n.samples, count, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->n.epoch, b.epoch, __ATOMIC_RELAXED);
+		for (uint32_t m = 0; m < s->nmembers; m++)
+			member_give(s->member[m], mp[m]);
 	}
 }

@@ -518,6 +518,53 @@ static int window_batch(struct stream *s, struct reader_io *io,
 	return 0;
 }
 
+/* The order whose batches the reader walks: a mixture's, for a member. */
+static struct order *walk_order(const struct stream *s)
+{
+	return s->seq ? s->seq : s->order;
+}
+
+/* Select epoch e of the orders the reader walks. */
+static void select_epoch(struct stream *s, uint32_t e)
+{
+	order_set_epoch(walk_order(s), e);
+	if (s->vmix)
+		mixture_set_epoch(s->vmix, e);
+}
+
+/*
+ * Batch b of the selected epoch into pb: its count and repeats. A
+ * mixture's member takes its own of the mixture's batch: their indexes
+ * in the member (gidx), their places in the batch and their seeds, which
+ * come from their places in the mixture's epoch (stream_priv.h).
+ */
+static void batch_samples(struct stream *s, struct stream_pb *pb, uint64_t b)
+{
+	uint32_t n, got = 0;
+
+	if (!s->seq) {
+		pb->count = order_batch_count(s->order, b);
+		pb->repeats = order_repeats(s->order, b);
+		return;
+	}
+	n = order_batch_count(s->seq, b);
+	pb->repeats = order_repeats(s->seq, b);
+	order_batch(s->seq, b, n, s->vbuf);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t m;
+		uint64_t idx;
+
+		mixture_map(s->vmix, s->vbuf[k], &m, &idx);
+		if (m != s->member_no)
+			continue;
+		pb->gidx[got] = idx;
+		pb->pos[got] = k;
+		pb->sseed[got] = order_seed_at(s->seq, pb->epoch, s->vbuf[k]);
+		got++;
+	}
+	pb->count = got;
+}
+
 /*
  * Locate batch b's pb->count records, and take those the node cache holds
  * where they lie; the others are listed in s->refs, to be read. Returns
@@ -532,7 +579,8 @@ static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
 	 * so that the misses of a random batch overlap instead of coming one
 	 * after another.
 	 */
-	order_batch(s->order, b, n, pb->gidx);
+	if (!s->seq) /* a member's are in pb already (batch_samples()) */
+		order_batch(s->order, b, n, pb->gidx);
 	for (uint32_t k = 0; k < n; k++) {
 		order_locate(s->order, pb->gidx[k], &pb->shard[k],
 			     &pb->ridx[k]);
@@ -571,7 +619,7 @@ static uint32_t lookup_batch(struct stream *s, struct stream_pb *pb, uint64_t b)
 static int read_batch(struct stream *s, struct reader_io *io,
 		      struct stream_pb *pb, uint64_t b, struct diag *d)
 {
-	uint32_t n = order_batch_count(s->order, b), next = 0, nr = 0;
+	uint32_t n, next = 0, nr = 0;
 	uint64_t gap = io->depth == 1 && s->c.order == ORDER_QUASI ?
 			       STREAM_SEEK_GAP :
 			       STREAM_MERGE_GAP;
@@ -579,15 +627,14 @@ static int read_batch(struct stream *s, struct reader_io *io,
 	int err = 0;
 
 	pb->batch = b;
-	pb->epoch = order_epoch(s->order);
-	pb->count = n;
-	pb->repeats = order_repeats(s->order, b);
+	pb->epoch = order_epoch(walk_order(s));
+	batch_samples(s, pb, b);
 	/*
 	 * The quasi order, outside the node cache's way: whole windows. A
 	 * rank of several uses 1/world of its window's records: reading all
 	 * of it pays only on a device that seeks (io_depth 1).
 	 */
-	if (s->c.order == ORDER_QUASI && !s->cset && !s->c.lmdb &&
+	if (s->c.order == ORDER_QUASI && !s->cset && !s->c.lmdb && !s->seq &&
 	    (s->c.world <= 1 || io->depth == 1)) {
 		err = window_batch(s, io, pb, b, d);
 		if (err != 1)
@@ -738,8 +785,8 @@ static bool next_batch(struct stream *s, uint32_t *e, uint64_t *b)
 		++*e;
 		if (s->c.epochs && *e >= s->c.start_epoch + s->c.epochs)
 			return false;
-		*b = order_first_batch(s->order, *e);
-		order_set_epoch(s->order, *e);
+		*b = order_first_batch(walk_order(s), *e);
+		select_epoch(s, *e);
 	}
 	return true;
 }
@@ -786,8 +833,7 @@ void reader_serve(struct stream *s, struct stream_pb *pb)
 	pb->err = 0;
 	pb->batch = b;
 	pb->epoch = e;
-	pb->count = order_batch_count(s->order, b);
-	pb->repeats = order_repeats(s->order, b);
+	batch_samples(s, pb, b);
 	if (lookup_batch(s, pb, b)) {
 		const struct stream_ref *r = &s->refs[0];
 
@@ -837,7 +883,7 @@ void *reader_main(void *arg)
 		plog(PLOG_WARN,
 		     "%s: io_uring unavailable (%s): reading with pread",
 		     s->label, strerror(-r));
-	order_set_epoch(s->order, e);
+	select_epoch(s, e);
 	for (uint64_t b = s->c.start_batch; next_batch(s, &e, &b); b++) {
 		struct diag d = { { 0 } };
 

@@ -76,6 +76,20 @@ int stream_config_check(const struct stream_config *c, struct diag *d)
 		if (!memchr(c->out[i].field, '\0', STREAM_NAME_MAX))
 			return diag_set(d, LOADER_EUSAGE,
 					"output %" PRIu32 ": name too long", i);
+	if (c->nmembers > MIXTURE_MAX_MEMBERS || (c->nmembers && !c->members))
+		return diag_set(d, LOADER_EUSAGE,
+				"a mixture of %" PRIu32
+				" members: 1 to %d, each given",
+				c->nmembers, MIXTURE_MAX_MEMBERS);
+	if (c->nmembers && (c->tar || c->lmdb || c->s3read || c->s3fill ||
+			    c->shard_ids || c->tar_labels))
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"a mixture's files are its members': the stream has none of its own");
+	if (!c->nmembers && c->epoch_size)
+		return diag_set(d, LOADER_EUSAGE,
+				"epoch size %" PRIu64 " without a mixture",
+				c->epoch_size);
 	return 0;
 }
 
@@ -843,6 +857,15 @@ static int plan_start(struct stream *s, struct diag *d)
 	return 0;
 }
 
+/* Stop s's threads' waits: theirs, and a mixture's assembler's on s. */
+static void stream_halt(struct stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
 void stream_free(struct stream *s)
 {
 	if (!s)
@@ -852,11 +875,26 @@ void stream_free(struct stream *s)
 		__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
+		/* A mixture's assembler may be waiting for a member's batch. */
+		for (uint32_t m = 0; m < s->nmembers; m++)
+			stream_halt(s->member[m]);
 		/* The assembler may be waiting in the sink for a free place. */
-		s->sink.ops->cancel(s->sink.ctx);
-		pthread_join(s->reader, NULL);
-		pthread_join(s->assembler, NULL);
+		if (s->run_assembler)
+			s->sink.ops->cancel(s->sink.ctx);
+		if (s->run_reader)
+			pthread_join(s->reader, NULL);
+		if (s->run_assembler)
+			pthread_join(s->assembler, NULL);
 	}
+	for (uint32_t m = 0; s->member && m < s->nmembers; m++)
+		stream_free(s->member[m]);
+	free(s->member);
+	free(s->delivered);
+	free(s->member_label);
+	mixture_free(s->mix);
+	mixture_free(s->vmix);
+	order_free(s->seq);
+	free(s->vbuf);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->bad_lock);
@@ -887,6 +925,8 @@ void stream_free(struct stream *s)
 		free(s->pb[i].ridx);
 		free(s->pb[i].rerr);
 		free(s->pb[i].cached);
+		free(s->pb[i].pos);
+		free(s->pb[i].sseed);
 	}
 	free(s->pb);
 	free(s->refs);
@@ -914,6 +954,298 @@ void stream_free(struct stream *s)
 	free(s);
 }
 
+/* ------------------------------------------------------------ mixtures */
+
+/* "u8 [3, 224, 224]": a sample of output t, for messages. */
+static void tensor_text(const struct stream_tensor *t, char *buf, size_t n)
+{
+	int at = snprintf(buf, n, "%s [", dtype_name(t->dtype));
+
+	for (uint32_t i = 0; i < t->ndim && at > 0 && (size_t)at < n; i++)
+		at += t->ragged && !i ?
+			      snprintf(buf + at, n - at, "%s*", i ? ", " : "") :
+			      snprintf(buf + at, n - at, "%s%" PRIu64,
+				       i ? ", " : "", t->shape[i]);
+	if (at > 0 && (size_t)at < n)
+		snprintf(buf + at, n - at, "]");
+}
+
+/* Close member m's files and drop its stores: it will not be opened. */
+static void member_drop(const struct stream_member *mb)
+{
+	for (uint32_t i = 0; i < mb->nfds; i++)
+		close(mb->fds[i]);
+	s3read_free(mb->s3read);
+	s3fill_cancel(mb->s3fill);
+	s3fill_put(mb->s3fill);
+	shardid_free(mb->shard_ids);
+}
+
+/*
+ * Member m of mixture c, as a stream of its own dataset that will only
+ * read (its reader thread) and decode (on the mixture's assembler): its
+ * own order, sequential for world 1, serves to locate its samples.
+ */
+static int member_new(struct stream **out, const struct stream_config *c,
+		      uint32_t m, struct pool *pool, uint64_t prefetch,
+		      const char *label, struct diag *d)
+{
+	const struct stream_member *mb = &c->members[m];
+	struct stream_config mc = *c;
+
+	mc.nmembers = 0;
+	mc.members = NULL;
+	mc.epoch_size = 0;
+	mc.tar = mb->tar;
+	mc.lmdb = mb->lmdb;
+	mc.tar_labels = mb->tar_labels;
+	mc.s3read = mb->s3read;
+	mc.s3fill = mb->s3fill;
+	mc.shard_ids = mb->shard_ids;
+	mc.origin = mb->origin;
+	mc.pipeline = mb->pipeline ? mb->pipeline : c->pipeline;
+	mc.order = ORDER_SEQUENTIAL;
+	mc.rank = 0;
+	mc.world = 1;
+	mc.plan = NULL;
+	mc.plan_words = 0;
+	mc.from_world = 0;
+	mc.from_epoch = NULL;
+	mc.from_batch = NULL;
+	mc.start_epoch = 0;
+	mc.start_batch = 0;
+	mc.epochs = 0;
+	mc.prefetch_bytes = prefetch;
+	mc.max_mem = 0; /* the mixture counts its members' memory */
+	mc.label = label;
+	return stream_new(out, &mc, mb->fds, mb->nfds, pool, d);
+}
+
+/*
+ * Member m's outputs must be member 0's: names, dtypes and shapes. The
+ * refusal names the member, the output and both shapes.
+ */
+static int member_agrees(const struct stream *s, uint32_t m, struct diag *d)
+{
+	const struct stream_layout *a = &s->member[0]->lay;
+	const struct stream_layout *b = &s->member[m]->lay;
+
+	if (a->noutputs != b->noutputs)
+		return diag_set(d, LOADER_EUSAGE,
+				"member %" PRIu32 " (%s) has %" PRIu32
+				" outputs, member 0 (%s) %" PRIu32,
+				m, s->member_label[m], b->noutputs,
+				s->member_label[0], a->noutputs);
+	for (uint32_t k = 0; k < a->noutputs; k++) {
+		const struct stream_tensor *x = &a->out[k], *y = &b->out[k];
+		char xs[96], ys[96];
+
+		if (!strcmp(x->name, y->name) && x->dtype == y->dtype &&
+		    x->ndim == y->ndim &&
+		    !memcmp(x->shape, y->shape, sizeof(x->shape)) &&
+		    x->ragged == y->ragged)
+			continue;
+		tensor_text(x, xs, sizeof(xs));
+		tensor_text(y, ys, sizeof(ys));
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"member %" PRIu32 " (%s): output %" PRIu32
+			" is %s %s, but member 0 (%s) gives %s %s: the members of a mixture must give the same outputs",
+			m, s->member_label[m], k, y->name, ys,
+			s->member_label[0], x->name, xs);
+	}
+	return 0;
+}
+
+/* Its members' layouts, then the mixture's order over their epochs. */
+static int mixture_open(struct stream *s, const struct stream_config *c,
+			struct diag *d)
+{
+	struct mixture_member mm[MIXTURE_MAX_MEMBERS] = { { 0 } };
+	uint64_t *counts[MIXTURE_MAX_MEMBERS] = { 0 };
+	struct mixture_params mp;
+	struct order_params op;
+	const uint64_t *blocks;
+	uint32_t n = c->nmembers;
+	int err = 0;
+
+	for (uint32_t m = 0; m < n && !err; m++) {
+		struct stream *ms = s->member[m];
+
+		counts[m] = mem_calloc(ms->ds->nshards ? ms->ds->nshards : 1,
+				       sizeof(uint64_t));
+		if (!counts[m]) {
+			err = -ENOMEM;
+			break;
+		}
+		for (uint32_t i = 0; i < ms->ds->nshards; i++)
+			counts[m][i] = shard_count(ms->sh[i]);
+		mm[m] = (struct mixture_member){
+			.nshards = ms->ds->nshards,
+			.shard_records = counts[m],
+			.how = c->members[m].how,
+			.value = c->members[m].value,
+		};
+	}
+	mp = (struct mixture_params){ .nmembers = n,
+				      .m = mm,
+				      .epoch_size = c->epoch_size,
+				      .seed = c->seed,
+				      .quasi = c->order == ORDER_QUASI };
+	if (!err)
+		err = mixture_new(&s->mix, &mp, d);
+	for (uint32_t m = 0; !err && m < n; m++)
+		err = mixture_new(&s->member[m]->vmix, &mp, d);
+	for (uint32_t m = 0; m < n; m++)
+		free(counts[m]);
+	if (err)
+		return err;
+	op = (struct order_params){
+		.kind = c->order,
+		.seed = c->seed,
+		.rank = c->rank,
+		.world = c->world ? c->world : 1,
+		.batch_size = s->lay.batch_size,
+		.drop_last = c->drop_last,
+		.pad = c->pad,
+		.plan = s->plan,
+		.plan_words = s->plan_words,
+	};
+	op.nshards = mixture_blocks(s->mix, &blocks);
+	op.shard_records = blocks;
+	if (c->from_world)
+		err = replan(s, &op, d);
+	if (!err)
+		err = order_new(&s->order, &op, d);
+	if (err)
+		return err;
+	s->lay.batches_per_epoch = order_batches(s->order);
+	s->lay.samples = order_size(s->order);
+	order_schedule(s->order, &s->lay.sched);
+	if (s->c.from_world)
+		s->c.start_batch = 0;
+	if (s->c.start_batch && s->c.start_batch >= s->lay.batches_per_epoch)
+		return diag_set(d, LOADER_EUSAGE,
+				"start batch %" PRIu64
+				" of an epoch of %" PRIu64 " batches",
+				s->c.start_batch, s->lay.batches_per_epoch);
+	err = plan_start(s, d);
+	/* Each member's reader walks the mixture's batches as s does. */
+	for (uint32_t m = 0; !err && m < n; m++) {
+		struct stream *ms = s->member[m];
+
+		err = order_new(&ms->seq, &op, d);
+		if (err)
+			break;
+		ms->member_no = m;
+		ms->vbuf = mem_calloc(s->lay.batch_size, sizeof(uint64_t));
+		if (!ms->vbuf)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < ms->npb; i++) {
+			ms->pb[i].pos =
+				mem_calloc(s->lay.batch_size, sizeof(uint32_t));
+			ms->pb[i].sseed =
+				mem_calloc(s->lay.batch_size, sizeof(uint64_t));
+			if (!ms->pb[i].pos || !ms->pb[i].sseed)
+				return -ENOMEM;
+		}
+		ms->lay.batches_per_epoch = s->lay.batches_per_epoch;
+		ms->lay.samples = s->lay.samples;
+		ms->lay.sched = s->lay.sched;
+		ms->c.start_epoch = s->c.start_epoch;
+		ms->c.start_batch = s->c.start_batch;
+		ms->c.epochs = s->c.epochs;
+	}
+	return err;
+}
+
+/*
+ * A mixture (stream_config.members): a stream per member, each with its
+ * dataset, pipeline, reader and prefetch (the budget shared in equal
+ * parts), and this one, which owns the mixture's order and assembles
+ * every batch from them (mixture_main()).
+ */
+static int stream_new_mixture(struct stream *s, const struct stream_config *c,
+			      struct diag *d)
+{
+	uint32_t n = c->nmembers;
+	uint64_t prefetch = (c->prefetch_bytes ? c->prefetch_bytes :
+						 STREAM_DEFAULT_PREFETCH) /
+			    n;
+	int err = 0;
+
+	if (prefetch < (1u << 20))
+		prefetch = 1u << 20;
+	s->member = mem_calloc(n, sizeof(*s->member));
+	s->delivered = mem_calloc(n, sizeof(*s->delivered));
+	s->member_label = mem_calloc(n, sizeof(*s->member_label));
+	if (!s->member || !s->delivered || !s->member_label) {
+		for (uint32_t m = 0; m < n; m++)
+			member_drop(&c->members[m]);
+		return diag_set(d, -ENOMEM, "out of memory");
+	}
+	for (uint32_t m = 0; m < n; m++) {
+		char label[160];
+
+		snprintf(s->member_label[m], sizeof(s->member_label[m]), "%s",
+			 c->members[m].label && c->members[m].label[0] ?
+				 c->members[m].label :
+				 "(unnamed)");
+		if (err) {
+			member_drop(&c->members[m]);
+			continue;
+		}
+		snprintf(label, sizeof(label), "%s: member %" PRIu32, s->label,
+			 m);
+		err = member_new(&s->member[m], c, m, s->pool, prefetch, label,
+				 d);
+		if (err) {
+			diag_wrap(d, err, "member %" PRIu32 " (%s)", m,
+				  s->member_label[m]);
+			continue;
+		}
+		s->nmembers = m + 1;
+		if (s->member[m]->mixing || s->member[m]->nragged)
+			err = diag_set(
+				d, LOADER_EUSAGE,
+				"member %" PRIu32
+				" (%s): %s are not mixed yet: a mixture's batches have neither",
+				m, s->member_label[m],
+				s->member[m]->mixing ?
+					"the batch stages (mixup, cutmix, label_smoothing)" :
+					"ragged outputs");
+		/* Its reader never hands the batches over (reader.c). */
+		s->member[m]->light = false;
+		if (!err && m)
+			err = member_agrees(s, m, d);
+	}
+	if (err)
+		return err;
+	s->lay.noutputs = s->member[0]->lay.noutputs;
+	memcpy(s->lay.out, s->member[0]->lay.out, sizeof(s->lay.out));
+	s->lay.nmembers = n;
+	err = mixture_open(s, c, d);
+	if (err)
+		return err;
+	for (uint32_t m = 0; m < n; m++) {
+		s->lay.mem_bytes += s->member[m]->lay.mem_bytes;
+		s->lay.index_bytes += s->member[m]->lay.index_bytes;
+	}
+	if (c->max_mem && s->lay.mem_bytes > c->max_mem)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"the mixture's %" PRIu32 " members would hold %" PRIu64
+			" bytes beside its ring (prefetch, decode scratch and shard indexes), more than the %" PRIu64
+			" %s",
+			n, s->lay.mem_bytes, c->max_mem,
+			c->max_mem_why ? c->max_mem_why : "allowed");
+	s->bad = mem_calloc(s->lay.batch_size, 1);
+	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
+	if (!s->bad || !s->rep)
+		return diag_set(d, -ENOMEM, "out of memory");
+	return 0;
+}
+
 int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	       uint32_t nfds, struct pool *pool, struct diag *d)
 {
@@ -923,6 +1255,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!s) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
+		for (uint32_t m = 0; m < c->nmembers; m++)
+			member_drop(&c->members[m]);
 		s3read_free(c->s3read);
 		s3fill_cancel(c->s3fill);
 		s3fill_put(c->s3fill);
@@ -967,6 +1301,19 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	s->lay.batch_size =
 		c->batch_size ? c->batch_size : STREAM_DEFAULT_BATCH;
 	err = stream_config_check(c, d);
+	if (c->nmembers) {
+		/* The members' stores are theirs: nothing here to free. */
+		s->c.s3read = NULL;
+		s->c.s3fill = NULL;
+		s->c.shard_ids = NULL;
+		s->c.members = NULL;
+		if (err)
+			for (uint32_t m = 0; m < c->nmembers; m++)
+				member_drop(&c->members[m]);
+		else
+			err = stream_new_mixture(s, c, d);
+		goto done;
+	}
 	if (!err)
 		err = setup_pipeline(s, c->pipeline, c->max_pixels, d);
 	if (!err)
@@ -985,6 +1332,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		err = setup_prefetch(s, d);
 	if (!err)
 		err = setup_workers(s);
+done:
 	s->c.from_epoch = NULL;
 	s->c.from_batch = NULL;
 	s->c.max_mem_why = NULL;
@@ -1034,6 +1382,32 @@ void stream_stats(const struct stream *s, struct stream_stats *st)
 	st->slot_wait_ns =
 		__atomic_load_n(&s->n.slot_wait_ns, __ATOMIC_RELAXED);
 	st->epoch = __atomic_load_n(&s->n.epoch, __ATOMIC_RELAXED);
+	/* A mixture's members read, and count their bad samples. */
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		struct stream_stats ms;
+
+		stream_stats(s->member[m], &ms);
+		st->bytes_read += ms.bytes_read;
+		st->reads += ms.reads;
+		st->cache_hits += ms.cache_hits;
+		st->cache_misses += ms.cache_misses;
+		st->bad_samples += ms.bad_samples;
+	}
+}
+
+uint32_t stream_members(const struct stream *s)
+{
+	return s->nmembers;
+}
+
+void stream_member_stats(const struct stream *s, uint32_t m,
+			 struct stream_stats *st, const char **label,
+			 uint64_t *per_epoch)
+{
+	stream_stats(s->member[m], st);
+	st->samples = __atomic_load_n(&s->delivered[m], __ATOMIC_RELAXED);
+	*label = s->member_label[m];
+	*per_epoch = mixture_count(s->mix, m);
 }
 
 void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,
@@ -1065,12 +1439,47 @@ void stream_stages(const struct stream *s, struct stream_stages *t)
 	}
 }
 
+/*
+ * A mixture's threads: each member's reader, then its assembler. Once
+ * any has started, s is started: stream_free() stops and joins those
+ * that run.
+ */
+static int mixture_start(struct stream *s, struct diag *d)
+{
+	int err;
+
+	s->started = true;
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		struct stream *ms = s->member[m];
+
+		err = fault_alloc() ? -EAGAIN :
+				      -pthread_create(&ms->reader, NULL,
+						      reader_main, ms);
+		if (err)
+			return diag_set(d, err,
+					"reader thread of member %" PRIu32
+					": %s",
+					m, strerror(-err));
+		ms->run_reader = true;
+		ms->started = true;
+	}
+	err = fault_alloc() ?
+		      -EAGAIN :
+		      -pthread_create(&s->assembler, NULL, mixture_main, s);
+	if (err)
+		return diag_set(d, err, "assembler thread: %s", strerror(-err));
+	s->run_assembler = true;
+	return 0;
+}
+
 int stream_start(struct stream *s, const struct stream_sink *sink,
 		 struct diag *d)
 {
 	int err;
 
 	s->sink = *sink;
+	if (s->nmembers)
+		return mixture_start(s, d);
 	err = fault_alloc() ? -EAGAIN :
 			      -pthread_create(&s->reader, NULL, reader_main, s);
 	if (err)
@@ -1086,6 +1495,7 @@ int stream_start(struct stream *s, const struct stream_sink *sink,
 		pthread_join(s->reader, NULL);
 		return diag_set(d, err, "assembler thread: %s", strerror(-err));
 	}
+	s->run_reader = s->run_assembler = true;
 	s->started = true;
 	return 0;
 }

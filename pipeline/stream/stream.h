@@ -23,6 +23,7 @@
 #include "diag.h"
 #include "dsopen.h"
 #include "mix.h"
+#include "mixture.h"
 #include "order.h"
 
 struct nodecache;
@@ -58,6 +59,28 @@ struct stream_output {
 /* The prefetch budget of a stream that names none. */
 #define STREAM_DEFAULT_PREFETCH (64ull << 20)
 #define STREAM_DEFAULT_BATCH	256 /* samples, when batch_size is 0 */
+
+/*
+ * One dataset of a mixture (stream_config.members): its files and where
+ * they come from, as stream_config says them for a stream of one
+ * dataset, and how many samples it gives an epoch (mixture.h).
+ */
+struct stream_member {
+	int *fds; /* taken by stream_new(), as its fds are */
+	uint32_t nfds;
+	bool tar, lmdb;
+	char *const *tar_labels;
+	struct s3read *s3read;	   /* taken, as stream_config's */
+	struct s3fill *s3fill;	   /* taken */
+	struct shardid *shard_ids; /* taken */
+	const char *origin;
+	/* The member's image pipeline; NULL: the stream's. */
+	const char *pipeline;
+	/* Where the client found it (its path or URL), for messages. */
+	const char *label;
+	enum mixture_how how;
+	double value;
+};
 
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {
@@ -178,6 +201,18 @@ struct stream_config {
 	 */
 	bool timing;
 	const char *label; /* for logs, e.g. "session 3 (pid 42 ...)" */
+	/*
+	 * A mixture (mixture.h): nmembers datasets, 1..MIXTURE_MAX_MEMBERS,
+	 * whose samples share one order; stream_new() then takes no fds of
+	 * its own, and tar, lmdb, tar_labels, s3read, s3fill, shard_ids and
+	 * origin are the members'. Each member's outputs must have the same
+	 * dtypes and shapes (its own pipeline may differ); ragged outputs
+	 * and the batch stages are not (yet) mixed. epoch_size: with
+	 * proportions, samples an epoch (0: the members' together).
+	 */
+	uint32_t nmembers;
+	const struct stream_member *members;
+	uint64_t epoch_size;
 };
 
 /*
@@ -215,6 +250,8 @@ struct stream_layout {
 	uint64_t index_bytes;
 	uint32_t noutputs;
 	struct stream_tensor out[STREAM_MAX_OUTPUTS];
+	/* A mixture's members (stream_batch.members); 0 for one dataset. */
+	uint32_t nmembers;
 };
 
 /*
@@ -228,6 +265,9 @@ struct stream_layout {
  */
 struct stream_batch {
 	uint64_t *ids;
+	/* A mixture's: each sample's member (its id is then its index
+	 * within that member). NULL for one dataset. */
+	uint32_t *members;
 	unsigned char *out[STREAM_MAX_OUTPUTS];
 	uint64_t *off[STREAM_MAX_OUTPUTS];
 	/*
@@ -359,7 +399,20 @@ int stream_start(struct stream *s, const struct stream_sink *sink,
  */
 void stream_free(struct stream *s);
 
+/* A mixture's: summed over its members. */
 void stream_stats(const struct stream *s, struct stream_stats *st);
+
+/* Members of a mixture; 0 for a stream of one dataset. */
+uint32_t stream_members(const struct stream *s);
+
+/*
+ * Member m of a mixture: what it read and its bad samples (st's
+ * bytes_read, reads, cache_hits, cache_misses, bad_samples), the samples
+ * of it delivered (st->samples), and its label and per-epoch count.
+ */
+void stream_member_stats(const struct stream *s, uint32_t m,
+			 struct stream_stats *st, const char **label,
+			 uint64_t *per_epoch);
 
 /*
  * Where the decoding threads' time went, summed over threads, with

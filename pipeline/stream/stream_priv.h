@@ -91,7 +91,15 @@ struct stream_pb {
 	uint64_t *ridx;
 	int *rerr;    /* 0, or why the record could not be read */
 	bool *cached; /* checked against its checksum already (node cache) */
-	bool last;    /* no batch follows */
+	/*
+	 * A mixture's member (stream_priv.h, seq): each sample's place in
+	 * the mixture's batch and the seed of its random numbers (from its
+	 * place in the epoch, so that a sample repeated in an epoch is
+	 * augmented afresh each time). NULL otherwise.
+	 */
+	uint32_t *pos;
+	uint64_t *sseed;
+	bool last; /* no batch follows */
 	int err;
 	char msg[DIAG_MAX];
 };
@@ -206,6 +214,9 @@ struct stream {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, started;
+	/* Its threads: both; a mixture's member has only a reader, a
+	 * mixture only its assembler (mixture_main()). */
+	bool run_reader, run_assembler;
 	bool reader_waits, assembler_waits;
 	/*
 	 * Set by the reader as it ends, when every record is in the node
@@ -217,6 +228,29 @@ struct stream {
 	uint32_t serve_epoch;
 	uint64_t serve_batch;
 	pthread_t reader, assembler;
+
+	/*
+	 * A mixture (stream_config.members): its member streams, which read
+	 * (their reader threads) and decode (on this stream's assembler, a
+	 * mixture's only one: mixture_main()); the epochs' plan, for the
+	 * assembler; each member's samples delivered, and its label.
+	 */
+	uint32_t nmembers;
+	struct stream **member;
+	struct mixture *mix;
+	uint64_t *delivered;
+	char (*member_label)[128];
+	/*
+	 * A member of a mixture: the mixture's order and plan (its own
+	 * copies: the reader selects their epochs), which say the batches
+	 * and which of their samples are this member's (member_no); its
+	 * own order (order) only locates them. vbuf: the reader's, a
+	 * batch's places.
+	 */
+	struct order *seq;
+	struct mixture *vmix;
+	uint32_t member_no;
+	uint64_t *vbuf;
 
 	/* counters, updated with atomics */
 	struct stream_stats n;
@@ -254,5 +288,8 @@ void reader_serve(struct stream *s, struct stream_pb *pb);
 
 /* assemble.c: the assembler thread's body; arg is the stream. */
 void *assembler_main(void *arg);
+
+/* assemble.c: a mixture's assembler (stream_priv.h, member). */
+void *mixture_main(void *arg);
 
 #endif /* LD_STREAM_PRIV_H */

@@ -173,6 +173,7 @@ struct rec {
 	uint64_t batch;
 	uint32_t count;
 	uint64_t ids[8];
+	uint32_t members[8]; /* a mixture's */
 };
 
 /*
@@ -184,6 +185,7 @@ struct tsink {
 	struct stream_sink sink;
 	const struct stream_layout *lay;
 	uint64_t *ids;
+	uint32_t *members; /* a mixture's, or NULL */
 	unsigned char *out[2];
 	uint32_t block_after; /* acquire waits for cancel after this many */
 
@@ -240,6 +242,10 @@ static int tsink_acquire(void *ctx, struct stream_batch *b)
 		b->out[k] = t->out[k];
 	}
 	b->ids = t->ids;
+	b->members = t->members;
+	if (t->members)
+		memset(t->members, 0xff,
+		       t->lay->batch_size * sizeof(*t->members));
 	return 0;
 }
 
@@ -267,6 +273,11 @@ static void tsink_publish(void *ctx, const struct stream_batch *b)
 		const unsigned char *x8 = b->out[1] + k * X_BYTES;
 
 		r->ids[k] = id;
+		if (t->members) {
+			r->members[k] = b->members[k];
+			if (b->members[k] >= t->lay->nmembers)
+				tsink_note_bad(t, "member out of range", k, id);
+		}
 		if (id >= NSAMPLES) {
 			tsink_note_bad(t, "id out of range", k, id);
 			continue;
@@ -326,6 +337,10 @@ static void tsink_init(struct tsink *t, const struct stream_layout *lay)
 	t->block_after = UINT32_MAX;
 	t->ids = malloc(lay->batch_size * sizeof(*t->ids));
 	cr_assert_not_null(t->ids);
+	if (lay->nmembers) {
+		t->members = malloc(lay->batch_size * sizeof(*t->members));
+		cr_assert_not_null(t->members);
+	}
 	for (unsigned k = 0; k < 2; k++) {
 		t->out[k] = malloc(lay->batch_size * lay->out[k].sample_bytes);
 		cr_assert_not_null(t->out[k]);
@@ -339,6 +354,7 @@ static void tsink_fini(struct tsink *t)
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->lock);
 	free(t->ids);
+	free(t->members);
 	free(t->out[0]);
 	free(t->out[1]);
 }
@@ -899,5 +915,141 @@ Test(stream, new_refuses)
 			if (k >= nfds)
 				close(fds[k]);
 		}
+	}
+}
+
+/* ------------------------------------------------------------ mixtures */
+
+/*
+ * A mixture of the dataset with itself: member 0 whole (repeat 1),
+ * member 1 five samples an epoch (choose 5). Each rank's batches hold
+ * the epoch's 18 places once: member 0's 13 samples each once, member
+ * 1's five distinct, every sample's bytes its own (the sink checks).
+ */
+static struct stream *open_mixture(struct stream_config *c,
+				   struct stream_member *m,
+				   int fds[2][1 + NSHARDS])
+{
+	struct stream *s = NULL;
+	struct diag d = { "" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		dup_fds(fds[i]);
+		m[i] = (struct stream_member){ .fds = fds[i],
+					       .nfds = 1 + NSHARDS,
+					       .label = i ? "b" : "a" };
+	}
+	m[0].how = MIXTURE_REPEAT;
+	m[0].value = 1;
+	m[1].how = MIXTURE_CHOOSE;
+	m[1].value = 5;
+	c->nmembers = 2;
+	c->members = m;
+	cr_assert_eq(stream_new(&s, c, NULL, 0, pool, &d), 0, "%s", d.msg);
+	return s;
+}
+
+/* Count epoch e's samples in t into seen[member * NSAMPLES + index]. */
+static void expect_mixture_epoch(const struct tsink *t, uint32_t e,
+				 unsigned *seen)
+{
+	for (uint32_t i = 0; i < t->nrec; i++) {
+		const struct rec *r = &t->recs[i];
+
+		if (r->epoch != e)
+			continue;
+		for (uint32_t k = 0; k < r->count; k++) {
+			cr_assert_lt(r->members[k], 2);
+			seen[r->members[k] * NSAMPLES + r->ids[k]]++;
+		}
+	}
+}
+
+Test(stream, mixture_counts)
+{
+	int fds[2][1 + NSHARDS];
+	struct stream_member m[2];
+	struct stream_config c;
+	struct diag d = { "" };
+	struct tsink t;
+	struct stream *s;
+
+	base_config(&c);
+	s = open_mixture(&c, m, fds);
+	cr_assert_eq(stream_layout(s)->nmembers, 2);
+	cr_assert_eq(stream_layout(s)->samples, 18);
+	cr_assert_eq(stream_layout(s)->batches_per_epoch, 6);
+	tsink_init(&t, stream_layout(s));
+	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+	tsink_wait(&t, &t.finished);
+	cr_assert_eq(t.err, 0, "%s", t.reason);
+	cr_assert_str_empty(t.bad, "%s", t.bad);
+	cr_assert_eq(t.nrec, 12);
+	for (uint32_t e = 0; e < 2; e++) {
+		unsigned seen[2 * NSAMPLES] = { 0 }, chosen = 0;
+
+		expect_mixture_epoch(&t, e, seen);
+		for (unsigned g = 0; g < NSAMPLES; g++) {
+			cr_assert_eq(seen[g], 1,
+				     "epoch %u: member 0 sample %u %u times", e,
+				     g, seen[g]);
+			cr_assert_leq(seen[NSAMPLES + g], 1,
+				      "epoch %u: member 1 sample %u %u times",
+				      e, g, seen[NSAMPLES + g]);
+			chosen += seen[NSAMPLES + g];
+		}
+		cr_assert_eq(chosen, 5, "epoch %u: member 1 gave %u", e,
+			     chosen);
+	}
+	{
+		struct stream_stats st;
+		const char *label;
+		uint64_t per;
+
+		stream_member_stats(s, 1, &st, &label, &per);
+		cr_assert_str_eq(label, "b");
+		cr_assert_eq(per, 5);
+		cr_assert_eq(st.samples, 10);
+	}
+	stream_free(s);
+	tsink_fini(&t);
+}
+
+/* Three ranks together deal each epoch's places once. */
+Test(stream, mixture_ranks)
+{
+	unsigned seen[2][2 * NSAMPLES] = { { 0 } };
+
+	for (uint32_t r = 0; r < 3; r++) {
+		int fds[2][1 + NSHARDS];
+		struct stream_member m[2];
+		struct stream_config c;
+		struct diag d = { "" };
+		struct tsink t;
+		struct stream *s;
+
+		base_config(&c);
+		c.rank = r;
+		c.world = 3;
+		s = open_mixture(&c, m, fds);
+		tsink_init(&t, stream_layout(s));
+		cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+		tsink_wait(&t, &t.finished);
+		cr_assert_eq(t.err, 0, "%s", t.reason);
+		cr_assert_str_empty(t.bad, "%s", t.bad);
+		for (uint32_t e = 0; e < 2; e++)
+			expect_mixture_epoch(&t, e, seen[e]);
+		stream_free(s);
+		tsink_fini(&t);
+	}
+	for (uint32_t e = 0; e < 2; e++) {
+		unsigned chosen = 0;
+
+		for (unsigned g = 0; g < NSAMPLES; g++) {
+			cr_assert_eq(seen[e][g], 1);
+			cr_assert_leq(seen[e][NSAMPLES + g], 1);
+			chosen += seen[e][NSAMPLES + g];
+		}
+		cr_assert_eq(chosen, 5);
 	}
 }
