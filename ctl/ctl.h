@@ -28,6 +28,8 @@ int ctl_status(int argc, char **argv);
 int ctl_streams(int argc, char **argv);
 int ctl_stats(int argc, char **argv);
 int ctl_forget(int argc, char **argv);
+/* mix dispatches to create and inspect (ctl_mix.c). */
+int ctl_mix(int argc, char **argv);
 /* bench dispatches to its own subcommands (ctl_bench.c's table). */
 int ctl_bench(int argc, char **argv);
 int ctl_bench_storage(int argc, char **argv);

@@ -22,6 +22,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	{ "stats", ctl_stats,
 	  "a running loaderd's streams over time: rates, bottleneck; JSON, Prometheus" },
 	{ "forget", ctl_forget, "drop a saved named stream's position" },
+	{ "mix", ctl_mix,
+	  "write and inspect a mixture file: datasets streamed as one, by weight" },
 	{ "bench", ctl_bench,
 	  "measure storage and the pipeline; size a fleet of accelerators" },
 	{ NULL, NULL, NULL },

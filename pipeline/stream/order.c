@@ -18,6 +18,9 @@
  * and permutes positions only within aligned windows of W of that
  * sequence, each window with its own key. Reads then stay inside about
  * W consecutive records of at most a few shards at a time.
+ *
+ * order.h exposes the primitive (order_perm_*) for the mixture's
+ * subsamples, which must be drawn as uniformly and as reproducibly.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,12 +33,13 @@
 #include "rng.h"
 
 /*
- * Eight rounds. Luby and Rackoff's bounds (three or four rounds for a
- * pseudo-random permutation) assume wide halves; the halves here can be
- * a bit or two wide (small n, small windows), where few rounds leave
- * visible structure. A pass costs about 40 ns on our machines.
+ * Eight rounds (ORDER_PERM_ROUNDS, order.h). Luby and Rackoff's bounds
+ * (three or four rounds for a pseudo-random permutation) assume wide
+ * halves; the halves here can be a bit or two wide (small n, small
+ * windows), where few rounds leave visible structure. A pass costs about
+ * 40 ns on our machines.
  */
-#define FEISTEL_ROUNDS 8
+#define FEISTEL_ROUNDS ORDER_PERM_ROUNDS
 
 /*
  * Salts keep the permutations of one (seed, epoch) independent of each
@@ -46,13 +50,6 @@
 #define SALT_DATA   0xf1e7a5d0c3b29687ull
 #define SALT_SHARD  0xe3c4b5a697887960ull
 #define SALT_WINDOW 0xd5a4c3b2e1f00f1eull
-
-struct feistel {
-	uint64_t n;    /* permutes [0, n) */
-	unsigned half; /* bits per half, >= 1 */
-	uint64_t mask; /* (1 << half) - 1 */
-	uint64_t key[FEISTEL_ROUNDS];
-};
 
 /*
  * One stage of a planned epoch: world w was dealt a list of len_in
@@ -95,7 +92,7 @@ struct order {
 
 	/* The selected epoch's state. */
 	const struct plan_epoch *cur; /* its plan, or NULL */
-	struct feistel data_perm;     /* ORDER_RANDOM */
+	struct order_perm data_perm;  /* ORDER_RANDOM */
 	uint32_t *block_shard;	      /* ORDER_QUASI: shard at block j */
 	uint64_t *block_start;	      /* ORDER_QUASI: nshards + 1 prefix sums */
 };
@@ -110,7 +107,7 @@ static inline uint64_t splitmix_next(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-static void feistel_init(struct feistel *f, uint64_t n, uint64_t key)
+static void feistel_init(struct order_perm *f, uint64_t n, uint64_t key)
 {
 	/*
 	 * Bits for the values 0..n-1, rounded up to even, and at least 2:
@@ -143,7 +140,7 @@ static inline uint64_t feistel_round(uint64_t r, uint64_t k, unsigned half)
 	return z >> (64 - half);
 }
 
-static inline uint64_t feistel_pass(const struct feistel *f, uint64_t x)
+static inline uint64_t feistel_pass(const struct order_perm *f, uint64_t x)
 {
 	uint64_t l = x >> f->half, r = x & f->mask;
 
@@ -157,7 +154,7 @@ static inline uint64_t feistel_pass(const struct feistel *f, uint64_t x)
 }
 
 /* The image of x < f->n under the permutation of [0, f->n). */
-static inline uint64_t feistel_apply(const struct feistel *f, uint64_t x)
+static inline uint64_t feistel_apply(const struct order_perm *f, uint64_t x)
 {
 	if (f->n <= 1)
 		return 0;
@@ -165,6 +162,21 @@ static inline uint64_t feistel_apply(const struct feistel *f, uint64_t x)
 		x = feistel_pass(f, x);
 	while (x >= f->n);
 	return x;
+}
+
+/*
+ * The permutation for other modules (mixture.c): the same functions, so
+ * that there is one Feistel network in the tree; the order's own hot
+ * paths keep calling the inline ones.
+ */
+void order_perm_init(struct order_perm *p, uint64_t n, uint64_t key)
+{
+	feistel_init(p, n, key);
+}
+
+uint64_t order_perm_apply(const struct order_perm *p, uint64_t x)
+{
+	return feistel_apply(p, x);
 }
 
 /*
@@ -560,7 +572,7 @@ uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
 
 void order_set_epoch(struct order *o, uint32_t epoch)
 {
-	struct feistel sp;
+	struct order_perm sp;
 
 	o->epoch = epoch;
 	o->cur = plan_find(o, epoch);
@@ -591,7 +603,7 @@ static uint64_t quasi_sample(const struct order *o, uint64_t p)
 {
 	uint64_t w = p / o->window, base = w * o->window;
 	uint64_t len = o->n - base < o->window ? o->n - base : o->window;
-	struct feistel f;
+	struct order_perm f;
 	uint64_t q;
 	uint32_t j;
 
@@ -656,7 +668,7 @@ uint64_t order_sample(const struct order *o, uint64_t b, uint32_t k)
 typedef uint64_t order_u64x8 __attribute__((vector_size(64)));
 
 __attribute__((target("avx512f,avx512dq"))) static void
-feistel_pass8(const struct feistel *f, uint64_t *x)
+feistel_pass8(const struct order_perm *f, uint64_t *x)
 {
 	order_u64x8 v, l, r;
 	unsigned half = f->half;
@@ -685,7 +697,7 @@ static bool have_lanes(void)
 }
 #else
 #define ORDER_LANES 1
-static void feistel_pass8(const struct feistel *f, uint64_t *x)
+static void feistel_pass8(const struct order_perm *f, uint64_t *x)
 {
 	(void)f;
 	(void)x;
@@ -699,7 +711,7 @@ static bool have_lanes(void)
 
 void order_batch(const struct order *o, uint64_t b, uint32_t n, uint64_t *out)
 {
-	const struct feistel *f = &o->data_perm;
+	const struct order_perm *f = &o->data_perm;
 	uint64_t p = (b * o->batch_size) * o->world + o->rank;
 	uint32_t k = 0;
 

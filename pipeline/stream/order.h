@@ -119,6 +119,39 @@ struct order_sched {
 	uint64_t first[ORDER_PLAN_EPOCHS]; /* its first batch */
 };
 
+/*
+ * The keyed pseudo-random permutation of [0, n) that every random order
+ * here is built from, for other modules that must draw as the order
+ * draws (a mixture's subsamples, mixture.h): a balanced Feistel network
+ * of ORDER_PERM_ROUNDS rounds over the smallest domain of 4^h values
+ * that holds n, kept inside [0, n) by cycle walking. Evaluated one value
+ * at a time; nothing grows with n. A plain value: copy it freely, there
+ * is nothing to free. The same (n, key) gives the same permutation on
+ * every machine and in every release that keeps this header's rounds.
+ */
+#define ORDER_PERM_ROUNDS 8
+
+struct order_perm {
+	uint64_t n;    /* permutes [0, n) */
+	unsigned half; /* bits per half, >= 1 */
+	uint64_t mask; /* (1 << half) - 1 */
+	uint64_t key[ORDER_PERM_ROUNDS];
+};
+
+/*
+ * Set *p to the permutation of [0, n) keyed by key (any 64-bit value;
+ * derive it with rng_mix() and a salt of your own, so that it is not
+ * another permutation's or a sample's seed). n may be 0 or 1.
+ */
+void order_perm_init(struct order_perm *p, uint64_t n, uint64_t key);
+
+/*
+ * The image of x under *p, for x < p->n (0 when p->n <= 1; x >= p->n is
+ * a caller's error, and may not return). Thread-safe; allocates
+ * nothing. Fewer than 4 passes of the network on average.
+ */
+uint64_t order_perm_apply(const struct order_perm *p, uint64_t x);
+
 struct order;
 
 /*

@@ -3,16 +3,19 @@
 # that the man page documents every option the code accepts.
 . "$top_srcdir/tests/integration/tap.sh"
 tmpdir
-plan 28
+plan 30
 
 out=$("$LOADERCTL" --help)
 is "$?" 0 "--help exits 0"
-for c in pack inspect verify pipeline status streams stats forget bench; do
+for c in pack inspect verify pipeline status streams stats forget mix bench; do
 	like "$out" "^  $c " "--help lists $c"
 done
 # bench's subcommands, as its --help lists them: each has its own options.
 benchcmds=$("$LOADERCTL" bench --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p')
 like "$benchcmds" '^storage$' "bench --help lists storage"
+# mix's subcommands likewise.
+mixcmds=$("$LOADERCTL" mix --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p')
+is "$(echo $mixcmds)" "create inspect" "mix --help lists create and inspect"
 out=$("$LOADERCTL" frobnicate 2>&1)
 is "$?" 2 "an unknown command exits 2"
 like "$out" 'unknown command "frobnicate"' "and names it"
@@ -41,7 +44,8 @@ is "$?" 2 "inspect of a non-shard exits 2"
 manopts=$(sed 's/\\-/-/g' "$top_srcdir/man/loaderctl.1" |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 helpopts=$({ for c in pack inspect verify pipeline status streams stats forget; do "$LOADERCTL" $c --help; done
-	for c in $benchcmds; do "$LOADERCTL" bench $c --help; done; } |
+	for c in $benchcmds; do "$LOADERCTL" bench $c --help; done
+	for c in $mixcmds; do "$LOADERCTL" mix $c --help; done; } |
 	grep -Eo -- '--[a-z][a-z-]*[a-z]' | sort -u)
 missing=$(printf '%s\n' "$helpopts" | while read -r o; do
 	printf '%s\n' "$manopts" | grep -qx -- "$o" || printf ' %s' "$o"; done)
