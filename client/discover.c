@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "discover.h"
 #include "dsfiles.h"
 #include "libloader_priv.h"
+#include "mixfile.h"
 #include "msg.h"
 #include "proto.h"
 
@@ -491,4 +493,46 @@ out_names:
 	free(names);
 	free(copy);
 	return err;
+}
+
+/*
+ * Each member's files, closed by its MEMBER: what the daemon takes for
+ * one dataset, once per member (proto.h, PROTO_OPEN_MIXTURE).
+ */
+int loader_send_members(struct loader *l, uint32_t *first_seq, bool *remote)
+{
+	*remote = false;
+	for (uint32_t i = 0; i < l->nmembers; i++) {
+		struct proto_member *pm = &l->pm[i];
+		uint32_t seq = 0, flags = 0;
+		int err;
+
+		if (loader_is_mixfile(l->mpath[i]))
+			return loader_fail(
+				l, LOADER_EUSAGE,
+				"%s%smember %" PRIu32
+				": %s is a mixture file: mixtures do not nest (list its members instead)",
+				l->dataset ? l->dataset : "",
+				l->dataset ? ": " : "", i, l->mpath[i]);
+		err = loader_send_files(l, l->mpath[i], &seq, &flags);
+		if (err) {
+			/* The reason is rewritten: keep a copy to quote. */
+			char why[sizeof(l->reason)];
+
+			memcpy(why, l->reason, sizeof(why));
+			return loader_fail(l, err, "%s%smember %" PRIu32 ": %s",
+					   l->dataset ? l->dataset : "",
+					   l->dataset ? ": " : "", i, why);
+		}
+		if (i == 0)
+			*first_seq = seq;
+		if (flags & PROTO_OPEN_REMOTE)
+			*remote = true;
+		pm->flags = flags;
+		err = msg_send(l->sock, PROTO_MEMBER, ++l->seq, pm, sizeof(*pm),
+			       NULL, 0);
+		if (err)
+			return loader_send_failed(l, err, PROTO_MEMBER);
+	}
+	return 0;
 }

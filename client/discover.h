@@ -9,6 +9,7 @@
 #ifndef LOADER_DISCOVER_H
 #define LOADER_DISCOVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "loader.h"
@@ -27,6 +28,18 @@
  */
 int loader_send_files(struct loader *l, const char *dataset,
 		      uint32_t *first_seq, uint32_t *flags);
+
+/*
+ * Send a mixture's members (libloader_priv.h: l->nmembers, l->pm,
+ * l->mpath), each as loader_send_files() sends a dataset, then its
+ * MEMBER (l->pm[i], whose flags it sets from what the files are). A
+ * member that is itself a mixture file is refused (LOADER_EUSAGE):
+ * mixtures do not nest. A failure's reason begins with the mixture's
+ * name (l->dataset, if any) and "member I: ".
+ * *first_seq and *remote (some member is an s3:// dataset) as
+ * loader_send_files()'s.
+ */
+int loader_send_members(struct loader *l, uint32_t *first_seq, bool *remote);
 
 /*
  * Send where the ranks of o's earlier world stopped (o->from_world,

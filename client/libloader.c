@@ -36,6 +36,7 @@
 #include "futex.h"
 #include "libloader_priv.h"
 #include "loader.h"
+#include "mixfile.h"
 #include "msg.h"
 #include "openmsg.h"
 #include "proto.h"
@@ -405,11 +406,12 @@ static int loader_check_ring(struct loader *l, const struct proto_open *po)
 	int err;
 
 	memcpy(&h, l->hdr, offsetof(struct ring_hdr, prod));
-	err = loader_check_hdr(&h, l->ring_bytes, po, l->out, l->reason,
-			       sizeof(l->reason));
+	err = loader_check_hdr(&h, l->ring_bytes, po, l->nmembers, l->out,
+			       l->reason, sizeof(l->reason));
 	if (err)
 		return err;
 	l->named = h.flags & RING_NAMED;
+	l->members_offset = h.members_offset;
 	l->slots = (const unsigned char *)l->hdr + RING_PAGE;
 	l->slot_size = h.slot_size;
 	l->slot_count = h.slot_count;
@@ -500,9 +502,33 @@ out:
 	return err;
 }
 
-/* OPEN, map the ring; the OPEN_OK goes to *ok unless it is NULL. */
+/*
+ * The dataset's files, or a mixture's members each closed by its MEMBER,
+ * before the OPEN: *flags gets the OPEN's flags of the dataset's kind (0
+ * for a mixture, whose members carry their own), *remote whether the
+ * daemon stages any of it from an object store.
+ */
+static int loader_send_dataset(struct loader *l, const char *dataset,
+			       uint32_t *first_seq, uint32_t *flags,
+			       bool *remote)
+{
+	int err;
+
+	*flags = 0;
+	if (l->nmembers)
+		return loader_send_members(l, first_seq, remote);
+	err = loader_send_files(l, dataset, first_seq, flags);
+	*remote = *flags & PROTO_OPEN_REMOTE;
+	return err;
+}
+
+/*
+ * OPEN, map the ring; the OPEN_OK goes to *ok unless it is NULL. remote:
+ * the daemon stages data from an object store before it answers.
+ */
 static int loader_stream(struct loader *l, const struct proto_open *po,
-			 uint32_t first_seq, struct proto_open_ok *ok)
+			 uint32_t first_seq, bool remote,
+			 struct proto_open_ok *ok)
 {
 	union loader_reply r;
 	unsigned nfds = 0;
@@ -512,7 +538,7 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 	if (err)
 		return loader_send_failed(l, err, PROTO_OPEN);
 	/* Staging an s3:// dataset may take longer than a reply should. */
-	if ((po->flags & PROTO_OPEN_REMOTE) && l->timeout_ms >= 0 &&
+	if (remote && l->timeout_ms >= 0 &&
 	    l->timeout_ms < LOADER_STAGE_TIMEOUT)
 		l->timeout_ms = LOADER_STAGE_TIMEOUT;
 	err = loader_reply(l, first_seq, PROTO_OPEN_OK, &r, fds, 2, &nfds);
@@ -547,23 +573,62 @@ static int loader_stream(struct loader *l, const struct proto_open *po,
 	return 0;
 }
 
+/*
+ * A mixture's members from opt (its own, or a mixture file's): their
+ * MEMBER messages and paths into the handle, and its name (the file, or
+ * loader_open()'s dataset; may be NULL) in l->dataset, which begins the
+ * reasons of failures about members.
+ */
+static int loader_keep_members(struct loader *l, const struct loader_opts *opt,
+			       const char *name)
+{
+	struct loader_member m;
+	int err;
+
+	if (!opt->members && !opt->nmembers)
+		return loader_make_members(opt, NULL, l->reason,
+					   sizeof(l->reason));
+	l->pm = calloc(PROTO_MAX_MEMBERS, sizeof(*l->pm));
+	if (!l->pm || (name && !(l->dataset = strdup(name))))
+		return loader_fail(l, -ENOMEM, "out of memory");
+	err = loader_make_members(opt, l->pm, l->reason, sizeof(l->reason));
+	if (err && name) {
+		char why[sizeof(l->reason)];
+
+		memcpy(why, l->reason, sizeof(why));
+		return loader_fail(l, err, "%s: %s", name, why);
+	}
+	if (err)
+		return err;
+	for (uint32_t i = 0; i < opt->nmembers; i++) {
+		/* Checked by loader_make_members(): no failure here. */
+		loader_copy_member(opt, i, &m, NULL, 0);
+		l->mpath[i] = strdup(m.dataset);
+		if (!l->mpath[i])
+			return loader_fail(l, -ENOMEM, "out of memory");
+		l->nmembers = i + 1;
+	}
+	return 0;
+}
+
 LOADER_API int loader_open(struct loader **out, const char *dataset,
 			   const struct loader_opts *opts, char *errbuf,
 			   size_t errlen)
 {
+	struct loader_mixfile *mf = NULL;
 	struct loader_opts opt;
 	struct proto_open po;
 	struct proto_open_ok ok;
 	struct loader *l;
 	uint32_t first_seq = 0, tflags = 0;
+	bool remote = false;
 	int err;
 
 	if (errlen)
 		errbuf[0] = '\0';
-	if (!out || !dataset) {
+	if (!out) {
 		if (errlen)
-			snprintf(errbuf, errlen, "loader_open: %s is NULL",
-				 out ? "dataset" : "out");
+			snprintf(errbuf, errlen, "loader_open: out is NULL");
 		return -EINVAL;
 	}
 	*out = NULL;
@@ -576,8 +641,49 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 		goto fail;
 	l->timeout_ms =
 		opt.timeout_ms ? opt.timeout_ms : LOADER_TIMEOUT_DEFAULT;
+	/* Members name the datasets: dataset is then a name, if anything. */
+	if (!opt.members && !opt.nmembers && !dataset) {
+		err = loader_fail(
+			l, -EINVAL,
+			"loader_open: dataset is NULL, and opts has no members");
+		goto fail;
+	}
+	if (!opt.members && !opt.nmembers && loader_is_mixfile(dataset)) {
+		if (opt.epoch_size) {
+			err = loader_fail(
+				l, LOADER_EUSAGE,
+				"epoch_size %" PRIu64
+				" with the mixture file %s: the file says it (\"epoch_size\")",
+				opt.epoch_size, dataset);
+			goto fail;
+		}
+		mf = malloc(sizeof(*mf));
+		if (!mf) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		err = loader_mixfile_load(mf, dataset, l->reason,
+					  sizeof(l->reason));
+		if (err) {
+			free(mf);
+			mf = NULL;
+			goto fail;
+		}
+		opt.members = mf->m;
+		opt.nmembers = mf->nmembers;
+		opt.member_size = sizeof(mf->m[0]);
+		opt.epoch_size = mf->epoch_size;
+	}
 
 	err = loader_make_open(&opt, &po, l->reason, sizeof(l->reason));
+	if (!err)
+		err = loader_keep_members(l, &opt, dataset);
+	if (mf) {
+		/* Kept as MEMBER messages and paths: the strings may go. */
+		loader_mixfile_free(mf);
+		free(mf);
+		opt.members = NULL;
+	}
 	if (err)
 		goto fail;
 	err = loader_connect(l, &opt);
@@ -586,13 +692,13 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	err = loader_hello(l);
 	if (err)
 		goto fail;
-	err = loader_send_files(l, dataset, &first_seq, &tflags);
+	err = loader_send_dataset(l, dataset, &first_seq, &tflags, &remote);
 	if (!err && opt.from_world)
 		err = loader_send_positions(l, &opt);
 	if (err)
 		goto fail;
 	po.flags |= tflags;
-	err = loader_stream(l, &po, first_seq, &ok);
+	err = loader_stream(l, &po, first_seq, remote, &ok);
 	if (err)
 		goto fail;
 	/* A named stream rides a daemon restart by default (loader.h). */
@@ -601,8 +707,9 @@ LOADER_API int loader_open(struct loader **out, const char *dataset,
 	if (opt.reconnect_ms > 0) {
 		l->reconnect_ms = opt.reconnect_ms;
 		l->po = po;
-		l->dataset = strdup(dataset);
-		if (!l->dataset) {
+		/* A mixture's members are kept already (l->pm, l->mpath). */
+		if (!l->nmembers && !l->dataset &&
+		    !(l->dataset = strdup(dataset))) {
 			err = -ENOMEM;
 			goto fail;
 		}
@@ -913,6 +1020,7 @@ static int loader_reconnect(struct loader *l)
 	l->cons = NULL;
 	for (;;) {
 		uint32_t first_seq = 0, tflags = 0;
+		bool remote = false;
 
 		if (l->sock >= 0)
 			close(l->sock);
@@ -920,11 +1028,12 @@ static int loader_reconnect(struct loader *l)
 		err = loader_dial(l);
 		if (!err)
 			err = loader_hello(l);
+		/* Every member again, each with its MEMBER, for a mixture. */
 		if (!err)
-			err = loader_send_files(l, l->dataset, &first_seq,
-						&tflags);
+			err = loader_send_dataset(l, l->dataset, &first_seq,
+						  &tflags, &remote);
 		if (!err)
-			err = loader_stream(l, &po, first_seq, NULL);
+			err = loader_stream(l, &po, first_seq, remote, NULL);
 		if (!err)
 			return loader_skip_copies(l, saved, released);
 		/* A refusal with a reason (not a daemon still away) is final. */
@@ -979,6 +1088,32 @@ static int loader_check_offsets(struct loader *l, const unsigned char *slot,
 	return 0;
 }
 
+/*
+ * A mixture's slot just published: each sample's member is one of the
+ * stream's. Read once each, from memory the caller could write, as
+ * ragged offsets are.
+ */
+static int loader_check_members(struct loader *l, const unsigned char *slot,
+				const struct ring_slot *rs)
+{
+	const uint32_t *m =
+		(const uint32_t *)(const void *)(slot + l->members_offset);
+
+	for (uint32_t i = 0; i < rs->count; i++) {
+		uint32_t v = __atomic_load_n(&m[i], __ATOMIC_RELAXED);
+
+		if (v >= l->nmembers)
+			return loader_fail(
+				l, LOADER_EPROTO,
+				"ring: batch %" PRIu64 " (epoch %" PRIu32
+				", index %" PRIu64 "): sample %" PRIu32
+				" is of member %" PRIu32 ", of %" PRIu32,
+				rs->seq, rs->epoch, rs->batch, i, v,
+				l->nmembers);
+	}
+	return 0;
+}
+
 /* Is p the start of one of slots' count slots of size bytes? */
 static bool loader_is_slot(const unsigned char *p, const unsigned char *slots,
 			   uint64_t size, uint32_t count)
@@ -1028,6 +1163,24 @@ static int loader_held_slot(const struct loader *l,
 		return -EINVAL;
 	memcpy(rs, slot, sizeof(*rs));
 	return rs->seq == b->seq ? 0 : -EINVAL;
+}
+
+LOADER_API const uint32_t *loader_members(const struct loader *l,
+					  const struct loader_batch *b)
+{
+	struct ring_slot rs;
+
+	if (!l || !l->nmembers || loader_held_slot(l, b, &rs))
+		return NULL;
+	/* Every ring of the stream has the same layout (the same OPEN). */
+	return (const uint32_t *)(const void *)((const unsigned char *)b->ids -
+						l->ids_offset +
+						l->members_offset);
+}
+
+LOADER_API uint32_t loader_nmembers(const struct loader *l)
+{
+	return l ? l->nmembers : 0;
 }
 
 LOADER_API int loader_repeats(const struct loader *l,
@@ -1134,6 +1287,11 @@ LOADER_API int loader_next(struct loader *l, struct loader_batch *b,
 			(unsigned long long)rs.seq, rs.count, rs.repeats,
 			l->batch_size);
 		return l->final;
+	}
+	if (l->nmembers) {
+		err = loader_check_members(l, slot, &rs);
+		if (err)
+			return l->final = err;
 	}
 	b->seq = rs.seq;
 	b->index = rs.batch;
@@ -1408,5 +1566,8 @@ LOADER_API void loader_close(struct loader *l)
 	if (l->sock >= 0)
 		close(l->sock);
 	free(l->dataset);
+	for (uint32_t i = 0; i < l->nmembers; i++)
+		free(l->mpath[i]);
+	free(l->pm);
 	free(l);
 }

@@ -47,6 +47,7 @@ struct loader {
 	uint32_t slot_count;
 	uint32_t batch_size;
 	uint64_t ids_offset;
+	uint64_t members_offset; /* a mixture's (RING_MIXTURE), else 0 */
 	uint32_t noutputs;
 	struct loader_output out[PROTO_MAX_OUTPUTS];
 
@@ -66,6 +67,14 @@ struct loader {
 	char skipped[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int reconnect_ms;
 	char *dataset;
+	/*
+	 * A mixture: its members' MEMBER messages (each one's flags set as
+	 * its files go) and the paths their files are opened from, sent
+	 * again by a reconnect. The ring has as many (loader_check_hdr()).
+	 */
+	uint32_t nmembers;
+	struct proto_member *pm;
+	char *mpath[PROTO_MAX_MEMBERS];
 	struct proto_open po;
 	uint64_t base;
 	uint32_t start_epoch; /* where loader_open() started (OPEN_OK) */

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 5
+#define LOADER_VERSION_MINOR 6
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (doc/design.md, "Sample order"). */
@@ -80,6 +80,43 @@ enum loader_bad {
 
 #define LOADER_MAX_OUTPUTS 8
 #define LOADER_MAX_DIMS	   5
+#define LOADER_MAX_MEMBERS 32 /* of a mixture */
+
+/*
+ * How a mixture's member says how many samples it gives each epoch, in
+ * Mosaic Streaming's terms (libloader(3), Mixtures). Either every member
+ * of a mixture gives a proportion or none does.
+ */
+enum loader_mix_how {
+	/* value > 0: its share of the epoch; the shares need not add up
+	 * to 1 (each is taken over their sum). */
+	LOADER_MIX_PROPORTION = 0,
+	/* value > 0: times its own samples, round(value * size): 0.5 is a
+	 * half of it drawn afresh each epoch, 3 is three copies. */
+	LOADER_MIX_REPEAT = 1,
+	/* value: that many samples, a whole number >= 1. */
+	LOADER_MIX_CHOOSE = 2,
+};
+
+/*
+ * One member of a mixture (loader_opts.members, since 1.6): a dataset as
+ * loader_open() takes one, and how many samples it gives an epoch. The
+ * strings are the caller's, read during loader_open() only.
+ *
+ * The struct may grow at its end in a later minor release: the caller
+ * says which layout it knows in loader_opts.member_size (which
+ * LOADER_OPTS_INIT sets), as loader_opts.size does for loader_opts.
+ */
+struct loader_member {
+	/* A dataset directory, .tar or LMDB file, or s3:// URL (not a
+	 * mixture file: mixtures do not nest). */
+	const char *dataset;
+	uint32_t how;	   /* enum loader_mix_how */
+	uint32_t reserved; /* 0 */
+	double value;
+	/* This member's image pipeline; NULL or "": loader_opts.pipeline. */
+	const char *pipeline;
+};
 
 /*
  * Stream options. Initialise with LOADER_OPTS_INIT (or zero and set
@@ -216,6 +253,28 @@ struct loader_opts {
 	 * drop_last, or when world divides N. 0: no padding (the default).
 	 */
 	uint32_t pad;
+	/* ---- 1.6 ---- */
+	/*
+	 * A mixture: one stream drawn from nmembers datasets (1 to
+	 * LOADER_MAX_MEMBERS) at set proportions (libloader(3), Mixtures).
+	 * loader_open()'s dataset is then only the mixture's name in
+	 * messages, and may be NULL. A batch's ids are then each sample's
+	 * index within its member, and loader_members() says which member.
+	 * NULL and 0: one dataset (the default).
+	 */
+	const struct loader_member *members;
+	uint32_t nmembers;
+	/*
+	 * sizeof(struct loader_member) as the caller was compiled, the
+	 * stride of members[]: LOADER_OPTS_INIT sets it. Only read with
+	 * members; the rules of size above apply to each member.
+	 */
+	uint32_t member_size;
+	/*
+	 * With proportions: the samples of an epoch of the mixture, all
+	 * ranks; 0: the members' samples added up. Must be 0 without.
+	 */
+	uint64_t epoch_size;
 };
 
 /* loader_opts.reconnect_ms: a named stream's default, and never. */
@@ -223,7 +282,8 @@ struct loader_opts {
 #define LOADER_RECONNECT_NEVER	    (-1)
 
 /* clang-format off */
-#define LOADER_OPTS_INIT  { .size = sizeof(struct loader_opts) }
+#define LOADER_OPTS_INIT  { .size = sizeof(struct loader_opts), \
+			    .member_size = sizeof(struct loader_member) }
 #define LOADER_STATS_INIT { .size = sizeof(struct loader_stats) }
 /* clang-format on */
 
@@ -291,8 +351,17 @@ struct loader;
 
 /*
  * Open a stream on the dataset directory `dataset` (made by loaderctl
- * pack). Returns 0 and *out, or a negative code; the daemon's reason for
- * a refusal is copied to errbuf (errlen bytes, may be 0).
+ * pack; or a .tar or LMDB file or directory, an s3:// URL). Returns 0
+ * and *out, or a negative code; the daemon's reason for a refusal is
+ * copied to errbuf (errlen bytes, may be 0).
+ *
+ * A mixture (since 1.6) is opened either from opts->members (dataset is
+ * then only its name in messages, and may be NULL) or from a mixture
+ * file: a JSON file {"format": "loaderd-mixture", "version": 1, ...}
+ * named by dataset, whose members' relative paths are taken from the
+ * file's directory (libloader(3), Mixtures). A member refused here
+ * returns LOADER_EUSAGE, a malformed file LOADER_EFORMAT, with a reason
+ * naming the file, the member's number and the field.
  */
 LOADER_API int loader_open(struct loader **out, const char *dataset,
 			   const struct loader_opts *opts, char *errbuf,
@@ -401,6 +470,20 @@ struct loader_mix {
  */
 LOADER_API int loader_mix(const struct loader *l, const struct loader_batch *b,
 			  struct loader_mix *m);
+
+/*
+ * A mixture's batch b (held): the member each of its count samples came
+ * from, 0..loader_nmembers() - 1 (in the order of loader_opts.members or
+ * of the file); b->ids are then each sample's index within its member.
+ * NULL for a stream of one dataset, or if b is not a batch held. They lie
+ * in the ring, beside the ids, and were checked by loader_next(); like
+ * the ids they are the caller's to spoil. Since 1.6.
+ */
+LOADER_API const uint32_t *loader_members(const struct loader *l,
+					  const struct loader_batch *b);
+
+/* The members of the stream's mixture; 0 for one dataset. Since 1.6. */
+LOADER_API uint32_t loader_nmembers(const struct loader *l);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

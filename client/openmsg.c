@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,12 @@
 #include "openmsg.h"
 #include "outputs.h"
 #include "proto.h"
+#include "tie.h"
+
+TIE(LOADER_MAX_MEMBERS, PROTO_MAX_MEMBERS);
+TIE(LOADER_MIX_PROPORTION, PROTO_MIX_PROPORTION);
+TIE(LOADER_MIX_REPEAT, PROTO_MIX_REPEAT);
+TIE(LOADER_MIX_CHOOSE, PROTO_MIX_CHOOSE);
 
 #define LOADER_BATCH_DEFAULT	256
 #define LOADER_PREFETCH_DEFAULT (64ull << 20)
@@ -83,6 +90,8 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 		o->prefetch_bytes ? o->prefetch_bytes : LOADER_PREFETCH_DEFAULT;
 	po->threads = o->threads;
 	po->flags = o->direct ? PROTO_OPEN_DIRECT : 0;
+	if (o->members || o->nmembers)
+		po->flags |= PROTO_OPEN_MIXTURE;
 	/*
 	 * A caller that knows 1.2's options knows ragged outputs (its
 	 * loader_opts reaches ragged_bytes; loader_opts_in() kept the size).
@@ -197,5 +206,175 @@ int loader_make_open(const struct loader_opts *o, struct proto_open *po,
 				   sizeof(bad));
 	if (err)
 		return msg_why(why, whylen, err, "%s", bad);
+	return 0;
+}
+
+/*
+ * A member_size past this is no struct loader_member's but a field left
+ * unset: reading that far past each member would leave the caller's
+ * array.
+ */
+#define LOADER_MEMBER_SIZE_MAX 1024
+
+int loader_copy_member(const struct loader_opts *o, uint32_t i,
+		       struct loader_member *m, char *why, size_t whylen)
+{
+	const unsigned char *p;
+
+	memset(m, 0, sizeof(*m));
+	if (o->member_size < LOADER_MEMBER_SIZE_1 ||
+	    o->member_size > LOADER_MEMBER_SIZE_MAX ||
+	    o->member_size % _Alignof(struct loader_member))
+		return msg_why(
+			why, whylen, LOADER_EUSAGE,
+			"member_size %u: not a struct loader_member's size (set it to sizeof(struct loader_member), as LOADER_OPTS_INIT does)",
+			o->member_size);
+	p = (const unsigned char *)o->members + (size_t)i * o->member_size;
+	for (size_t k = sizeof(*m); k < o->member_size; k++)
+		if (p[k])
+			return msg_why(
+				why, whylen, LOADER_EUSAGE,
+				"member %" PRIu32
+				": byte %zu is set, past the %zu bytes of struct loader_member this library (version %d.%d) knows",
+				i, k, sizeof(*m), LOADER_VERSION_MAJOR,
+				LOADER_VERSION_MINOR);
+	memcpy(m, p, o->member_size < sizeof(*m) ? o->member_size : sizeof(*m));
+	return 0;
+}
+
+/*
+ * The label is for messages only: a path too long for it keeps its end,
+ * which names the dataset best.
+ */
+static void loader_label(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n < cap) {
+		memcpy(dst, src, n + 1);
+		return;
+	}
+	memcpy(dst, "...", 3);
+	memcpy(dst + 3, src + n - (cap - 4), cap - 4);
+	dst[cap - 1] = '\0';
+}
+
+/* One member's value, as its how wants it. */
+static int loader_check_value(uint32_t i, const struct loader_member *m,
+			      char *why, size_t whylen)
+{
+	static const char *const name[] = {
+		[LOADER_MIX_PROPORTION] = "proportion",
+		[LOADER_MIX_REPEAT] = "repeat",
+		[LOADER_MIX_CHOOSE] = "choose",
+	};
+	double v = m->value;
+
+	/* Written so that a NaN fails too. */
+	if (!(v > 0 && v <= (double)LOADER_MIX_MAX))
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "member %" PRIu32 ": %s %g: %s", i, name[m->how],
+			       v,
+			       m->how == LOADER_MIX_CHOOSE ?
+				       "a whole number of samples, 1 to 2^48" :
+				       "a finite number above 0, at most 2^48");
+	if (m->how == LOADER_MIX_CHOOSE && v != (double)(uint64_t)v)
+		return msg_why(
+			why, whylen, LOADER_EUSAGE,
+			"member %" PRIu32
+			": choose %g: a whole number of samples, 1 to 2^48",
+			i, v);
+	return 0;
+}
+
+int loader_make_members(const struct loader_opts *o, struct proto_member *pm,
+			char *why, size_t whylen)
+{
+	struct loader_member m;
+	bool prop = false;
+	int err;
+
+	if (!o->members && !o->nmembers) {
+		if (o->epoch_size)
+			return msg_why(
+				why, whylen, LOADER_EUSAGE,
+				"epoch_size %" PRIu64
+				" without members: it sets a mixture's epoch",
+				o->epoch_size);
+		return 0;
+	}
+	if (!o->members)
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "nmembers %" PRIu32 " without members (NULL)",
+			       o->nmembers);
+	if (!o->nmembers || o->nmembers > PROTO_MAX_MEMBERS)
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "nmembers %" PRIu32
+			       ": a mixture has 1 to %d members",
+			       o->nmembers, PROTO_MAX_MEMBERS);
+	if (o->epoch_size > LOADER_MIX_MAX)
+		return msg_why(why, whylen, LOADER_EUSAGE,
+			       "epoch_size %" PRIu64 ": at most 2^48 (%llu)",
+			       o->epoch_size, LOADER_MIX_MAX);
+	for (uint32_t i = 0; i < o->nmembers; i++) {
+		size_t n;
+
+		err = loader_copy_member(o, i, &m, why, whylen);
+		if (err)
+			return err;
+		if (!m.dataset || !m.dataset[0])
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "member %" PRIu32 ": no dataset", i);
+		if (m.reserved)
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "member %" PRIu32
+				       ": reserved is %" PRIu32 ", not 0",
+				       i, m.reserved);
+		if (m.how > LOADER_MIX_CHOOSE)
+			return msg_why(
+				why, whylen, LOADER_EUSAGE,
+				"member %" PRIu32 ": how %" PRIu32
+				": LOADER_MIX_PROPORTION, LOADER_MIX_REPEAT or LOADER_MIX_CHOOSE",
+				i, m.how);
+		err = loader_check_value(i, &m, why, whylen);
+		if (err)
+			return err;
+		/*
+		 * Proportions share out an epoch; repeat and choose count
+		 * samples: the two do not mix (Mosaic Streaming's rule).
+		 */
+		if (i == 0)
+			prop = m.how == LOADER_MIX_PROPORTION;
+		else if ((m.how == LOADER_MIX_PROPORTION) != prop)
+			return msg_why(
+				why, whylen, LOADER_EUSAGE,
+				"member %" PRIu32
+				": %s beside member 0's %s: either every member gives a proportion or none does",
+				i,
+				m.how == LOADER_MIX_PROPORTION ? "proportion" :
+				m.how == LOADER_MIX_REPEAT     ? "repeat" :
+								 "choose",
+				prop ? "proportion" : "repeat or choose");
+		n = m.pipeline ? strlen(m.pipeline) : 0;
+		if (n >= sizeof(pm[i].pipeline))
+			return msg_why(why, whylen, LOADER_EUSAGE,
+				       "member %" PRIu32
+				       ": pipeline of %zu bytes: at most %zu",
+				       i, n, sizeof(pm[i].pipeline) - 1);
+		memset(&pm[i], 0, sizeof(pm[i]));
+		pm[i].index = i;
+		pm[i].how = m.how;
+		pm[i].value = m.value;
+		pm[i].epoch_size = o->epoch_size;
+		if (n)
+			memcpy(pm[i].pipeline, m.pipeline, n + 1);
+		loader_label(pm[i].label, sizeof(pm[i].label), m.dataset);
+	}
+	if (o->epoch_size && !prop)
+		return msg_why(
+			why, whylen, LOADER_EUSAGE,
+			"epoch_size %" PRIu64
+			" without proportions: members that repeat or choose give their own counts",
+			o->epoch_size);
 	return 0;
 }

@@ -169,13 +169,70 @@ static int loader_check_output(unsigned i, const struct ring_output *ro,
 	return 0;
 }
 
+/* Do [a, a + an) and [b, b + bn) meet? Both inside a slot: no overflow. */
+static bool loader_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+/*
+ * A mixture's members (RING_MIXTURE): as many as asked for, and each
+ * sample's u32 inside a slot, aligned, and clear of the ids and of every
+ * output (checked already, so inside the slot too): unlike an output
+ * over another, a member number over a value would make libloader fail
+ * good batches or pass bad ones.
+ */
+static int loader_check_members(const struct ring_hdr *h, uint32_t nmembers,
+				const struct loader_output *out, char *why,
+				size_t whylen)
+{
+	uint64_t mb = (uint64_t)h->batch_size * sizeof(uint32_t);
+	uint64_t ib = (uint64_t)h->batch_size * sizeof(uint64_t);
+	uint64_t at = h->members_offset;
+	bool clear;
+
+	if (!(h->flags & RING_MIXTURE)) {
+		if (h->nmembers || h->members_offset || nmembers)
+			return msg_why(
+				why, whylen, LOADER_EPROTO,
+				"ring: not a mixture, but %u members at %llu (asked for %u)",
+				h->nmembers, (unsigned long long)at, nmembers);
+		return 0;
+	}
+	if (h->nmembers < 1 || h->nmembers > PROTO_MAX_MEMBERS ||
+	    h->nmembers != nmembers)
+		return msg_why(why, whylen, LOADER_EPROTO,
+			       "ring: a mixture of %u members, asked for %u",
+			       h->nmembers, nmembers);
+	clear = at % sizeof(uint32_t) == 0 && at >= sizeof(struct ring_slot) &&
+		loader_inside(at, mb, h->slot_size) &&
+		!loader_overlap(at, mb, h->ids_offset, ib);
+	for (uint32_t i = 0; clear && i < h->noutputs; i++) {
+		const struct loader_output *o = &out[i];
+		uint64_t n =
+			o->ragged ? o->room : o->sample_bytes * h->batch_size;
+
+		/* A ragged output's offsets: count + 1 of them. */
+		clear = !loader_overlap(at, mb, o->offset, n) &&
+			!(o->ragged && loader_overlap(at, mb, o->index,
+						      ib + sizeof(uint64_t)));
+	}
+	if (!clear)
+		return msg_why(
+			why, whylen, LOADER_EPROTO,
+			"ring: sample members at %llu (%llu bytes) outside a %llu-byte slot, misaligned or overlapping",
+			(unsigned long long)at, (unsigned long long)mb,
+			(unsigned long long)h->slot_size);
+	return 0;
+}
+
 /*
  * h is the caller's private copy: the daemon could change the shared
  * header between a check and a use.
  */
 int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
-		     const struct proto_open *po, struct loader_output *out,
-		     char *why, size_t whylen)
+		     const struct proto_open *po, uint32_t nmembers,
+		     struct loader_output *out, char *why, size_t whylen)
 {
 	int err;
 
@@ -231,7 +288,7 @@ int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
 		if (err)
 			return err;
 	}
-	return 0;
+	return loader_check_members(h, nmembers, out, why, whylen);
 }
 
 int loader_check_shape(const struct loader_output *o,

@@ -34,13 +34,17 @@ struct loader_output {
 
 /*
  * Check ring header *h, for a ring of ring_bytes bytes (the mapping's
- * size, at least RING_PAGE) opened with request *po: its magic and
- * version; its size and the slots' place; slot_count a power of two and
- * slot_size a multiple of RING_ALIGN, the slots within ring_bytes; the
- * batch size and outputs asked for; the sample ids and every output
- * (dtype, shape, bytes, offsets; a ragged output's row, offsets and
- * room apart) aligned and inside a slot. Only the fields before `prod`
- * are read: the caller copies those from the shared header first.
+ * size, at least RING_PAGE) opened with request *po and nmembers members
+ * (0: one dataset): its magic and version; its size and the slots'
+ * place; slot_count a power of two and slot_size a multiple of
+ * RING_ALIGN, the slots within ring_bytes; the batch size and outputs
+ * asked for; the sample ids and every output (dtype, shape, bytes,
+ * offsets; a ragged output's row, offsets and room apart) aligned and
+ * inside a slot; and for a mixture (RING_MIXTURE, and only then) the
+ * members asked for, each sample's member (a u32) aligned, inside a
+ * slot and clear of the ids and every output. Only the fields before
+ * `prod` are read: the caller copies those from the shared header
+ * first.
  *
  * Returns 0 with out[0..h->noutputs - 1] (out has room for
  * PROTO_MAX_OUTPUTS) filled in; or LOADER_EVERSION (another ring
@@ -48,8 +52,8 @@ struct loader_output {
  * be 0) and out partly written.
  */
 int loader_check_hdr(const struct ring_hdr *h, size_t ring_bytes,
-		     const struct proto_open *po, struct loader_output *out,
-		     char *why, size_t whylen);
+		     const struct proto_open *po, uint32_t nmembers,
+		     struct loader_output *out, char *why, size_t whylen);
 
 /*
  * Check the shape a slot gives output o for a batch of count samples

@@ -2,11 +2,13 @@
  * test_openmsg.c - struct loader_opts to the OPEN message, with no
  * daemon and no handle (client/openmsg.h): the struct's size handling,
  * the defaults, the flags each option sets, the length limits of the
- * name and the pipeline, and every refusal with its exact message.
+ * name and the pipeline, and every refusal with its exact message; and
+ * a mixture's members to its MEMBER messages, likewise.
  * test_open_opts.c checks some of the same refusals through
  * loader_open(); this one calls the builder directly.
  */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +26,17 @@
 /* The end of the 1.0 struct, and of the field that 1.2 appended. */
 #define SIZE_1_0 (offsetof(struct loader_opts, start_batch) + 8)
 #define SIZE_1_2 (offsetof(struct loader_opts, ragged_bytes) + 8)
+/* The 1.5 struct, its tail padding included: where 1.6 appended. */
+#define SIZE_1_5 (offsetof(struct loader_opts, pad) + 8)
+
+/* Two members: a local dataset and one in a store, by proportion. */
+static const struct loader_member two[2] = {
+	{ .dataset = "fm-a/test", .how = LOADER_MIX_PROPORTION, .value = 0.7 },
+	{ .dataset = "s3://bucket/prefix",
+	  .how = LOADER_MIX_PROPORTION,
+	  .value = 0.3,
+	  .pipeline = "decode | center 224 | f32" },
+};
 
 static const uint32_t from_epoch[2] = { 3, 3 };
 static const uint64_t from_batch[2] = { 7, 8 };
@@ -172,6 +185,12 @@ static void size_1_0(struct loader_opts *o)
 	o->size = SIZE_1_0;
 }
 
+static void mixed(struct loader_opts *o)
+{
+	o->members = two;
+	o->nmembers = 2;
+}
+
 static void all_flags(struct loader_opts *o)
 {
 	positions(o);
@@ -194,6 +213,7 @@ Test(openmsg, flags)
 		{ positions, PROTO_OPEN_POSITIONS | PROTO_OPEN_RAGGED,
 		  "from_world" },
 		{ pad, PROTO_OPEN_PAD | PROTO_OPEN_RAGGED, "pad" },
+		{ mixed, PROTO_OPEN_MIXTURE | PROTO_OPEN_RAGGED, "members" },
 		{ size_1_2, PROTO_OPEN_RAGGED, "a 1.2 struct" },
 		{ size_1_1, 0, "a struct that ends before ragged_bytes" },
 		{ size_1_0, 0, "a 1.0 struct" },
@@ -556,6 +576,30 @@ Test(openmsg, copy_reads_only_size_bytes)
 	cr_expect_eq(o.ragged_bytes, 0);
 	cr_expect_eq(o.from_world, 0);
 	cr_expect_eq(o.pad, 0);
+	cr_expect_null(o.members);
+	cr_expect_eq(o.nmembers, 0);
+	cr_expect_eq(o.member_size, 0);
+	cr_expect_eq(o.epoch_size, 0);
+}
+
+/*
+ * 1.6 appended past the 1.5 struct's tail padding, which a 1.5 caller
+ * copies too: whatever those 4 bytes hold, no 1.6 field reads them.
+ */
+Test(openmsg, copy_of_1_5_leaves_the_mixture_out)
+{
+	struct loader_opts in, o;
+	char why[256];
+
+	cr_assert_eq(SIZE_1_5, offsetof(struct loader_opts, members));
+	memset(&in, 0xa5, sizeof(in));
+	in.size = SIZE_1_5;
+	in.pad = 1;
+	cr_assert_eq(loader_copy_opts(&in, &o, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(o.pad, 1);
+	cr_expect_null(o.members);
+	cr_expect_eq(o.nmembers, 0);
+	cr_expect_eq(o.epoch_size, 0);
 }
 
 /* A newer caller's struct: taken while its unknown tail is zero. */
@@ -586,5 +630,455 @@ Test(openmsg, copy_takes_a_larger_zero_tail)
 		LOADER_VERSION_MAJOR, LOADER_VERSION_MINOR);
 	cr_expect_eq(loader_copy_opts(&in.o, &o, why, sizeof(why)),
 		     LOADER_EUSAGE);
+	cr_expect_str_eq(why, want);
+}
+
+/* ---- loader_make_members --------------------------------------------------- */
+
+static struct proto_member pm[PROTO_MAX_MEMBERS];
+
+static int members(const struct loader_opts *o, char *why, size_t len)
+{
+	memset(why, 0, len);
+	memset(pm, 0xa5, sizeof(pm));
+	return loader_make_members(o, pm, why, len);
+}
+
+Test(openmsg, members_none)
+{
+	struct loader_opts o = LOADER_OPTS_INIT;
+	char why[256];
+
+	cr_expect_eq(members(&o, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(pm[0].index, 0xa5a5a5a5u, "no member written");
+}
+
+Test(openmsg, members_built)
+{
+	struct loader_opts o = LOADER_OPTS_INIT;
+	struct proto_member want[2];
+	char why[256];
+
+	o.members = two;
+	o.nmembers = 2;
+	o.epoch_size = 1000;
+	o.pipeline = "decode | f32"; /* the OPEN's: not copied to members */
+	cr_assert_eq(members(&o, why, sizeof(why)), 0, "%s", why);
+	memset(want, 0, sizeof(want));
+	want[0].index = 0;
+	want[0].how = PROTO_MIX_PROPORTION;
+	want[0].value = 0.7;
+	want[0].epoch_size = 1000;
+	strcpy(want[0].label, "fm-a/test");
+	want[1].index = 1;
+	want[1].how = PROTO_MIX_PROPORTION;
+	want[1].value = 0.3;
+	want[1].epoch_size = 1000;
+	strcpy(want[1].pipeline, "decode | center 224 | f32");
+	strcpy(want[1].label, "s3://bucket/prefix");
+	for (int i = 0; i < 2; i++) {
+		cr_expect_eq(pm[i].index, want[i].index);
+		cr_expect_eq(pm[i].how, want[i].how);
+		cr_expect_eq(pm[i].flags, 0, "what the files are: set later");
+		cr_expect_eq(pm[i].value, want[i].value);
+		cr_expect_eq(pm[i].epoch_size, 1000);
+		cr_expect_str_eq(pm[i].pipeline, want[i].pipeline);
+		cr_expect_str_eq(pm[i].label, want[i].label);
+		/* Every other byte zero: reserved and padding included. */
+		cr_expect_eq(memcmp(&pm[i], &want[i], sizeof(pm[i])), 0,
+			     "member %d", i);
+	}
+	cr_expect_eq(pm[2].index, 0xa5a5a5a5u, "only nmembers written");
+}
+
+Test(openmsg, members_repeat_and_choose)
+{
+	static const struct loader_member m[3] = {
+		{ .dataset = "a", .how = LOADER_MIX_REPEAT, .value = 0.5 },
+		{ .dataset = "b", .how = LOADER_MIX_CHOOSE, .value = 1000 },
+		{ .dataset = "c", .how = LOADER_MIX_REPEAT, .value = 3 },
+	};
+	struct loader_opts o = LOADER_OPTS_INIT;
+	char why[256];
+
+	o.members = m;
+	o.nmembers = 3;
+	cr_assert_eq(members(&o, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(pm[0].how, PROTO_MIX_REPEAT);
+	cr_expect_eq(pm[0].value, 0.5);
+	cr_expect_eq(pm[1].how, PROTO_MIX_CHOOSE);
+	cr_expect_eq(pm[1].value, 1000);
+	cr_expect_eq(pm[2].index, 2);
+	for (int i = 0; i < 3; i++)
+		cr_expect_eq(pm[i].epoch_size, 0);
+}
+
+/* A path longer than the label's room keeps its end. */
+Test(openmsg, members_long_label)
+{
+	static char path[2001];
+	struct loader_member m = { .dataset = path, .value = 1 };
+	struct loader_opts o = LOADER_OPTS_INIT;
+	size_t cap = sizeof(pm[0].label);
+	char why[256];
+
+	memset(path, 'a', sizeof(path) - 1);
+	memcpy(path + sizeof(path) - 6, "/last", 5);
+	o.members = &m;
+	o.nmembers = 1;
+	cr_assert_eq(members(&o, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(strlen(pm[0].label), cap - 1);
+	cr_expect_eq(strncmp(pm[0].label, "...aaa", 6), 0, "%.10s",
+		     pm[0].label);
+	cr_expect_str_eq(pm[0].label + cap - 6, "/last");
+}
+
+/* Member 1 of a pair (member 0 a valid proportion), set by each test. */
+static struct loader_member pair[2];
+static struct loader_opts mo;
+
+static void pair_of(double v0, uint32_t how1, double v1)
+{
+	memset(pair, 0, sizeof(pair));
+	pair[0] = (struct loader_member){ .dataset = "a", .value = v0 };
+	pair[1] = (struct loader_member){ .dataset = "b",
+					  .how = how1,
+					  .value = v1 };
+	mo = (struct loader_opts)LOADER_OPTS_INIT;
+	mo.members = pair;
+	mo.nmembers = 2;
+}
+
+static void no_count(void)
+{
+	pair_of(1, 0, 1);
+	mo.nmembers = 0;
+}
+
+static void no_members(void)
+{
+	pair_of(1, 0, 1);
+	mo.members = NULL;
+}
+
+static void too_many(void)
+{
+	pair_of(1, 0, 1);
+	mo.nmembers = 33;
+}
+
+static void size_zero(void)
+{
+	pair_of(1, 0, 1);
+	mo.member_size = 0;
+}
+
+static void size_short(void)
+{
+	pair_of(1, 0, 1);
+	mo.member_size = sizeof(struct loader_member) - 8;
+}
+
+static void size_odd(void)
+{
+	pair_of(1, 0, 1);
+	mo.member_size = sizeof(struct loader_member) + 4;
+}
+
+static void size_huge(void)
+{
+	pair_of(1, 0, 1);
+	mo.member_size = 4096;
+}
+
+static void null_dataset(void)
+{
+	pair_of(1, 0, 1);
+	pair[1].dataset = NULL;
+}
+
+static void empty_dataset(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].dataset = "";
+}
+
+static void reserved_set(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].reserved = 7;
+}
+
+static void unknown_how(void)
+{
+	pair_of(1, 3, 1);
+}
+
+static void zero_proportion(void)
+{
+	pair_of(0, 0, 1);
+}
+
+static void negative_proportion(void)
+{
+	pair_of(1, 0, -0.5);
+}
+
+static void nan_proportion(void)
+{
+	pair_of(1, 0, NAN);
+}
+
+static void infinite_proportion(void)
+{
+	pair_of(1, 0, INFINITY);
+}
+
+static void huge_proportion(void)
+{
+	pair_of(1, 0, 0x1p49);
+}
+
+static void zero_repeat(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].how = LOADER_MIX_REPEAT;
+	pair[0].value = 0;
+}
+
+static void nan_repeat(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].how = LOADER_MIX_REPEAT;
+	pair[0].value = NAN;
+}
+
+static void fraction_choose(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].how = LOADER_MIX_CHOOSE;
+	pair[0].value = 0.5;
+}
+
+static void zero_choose(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].how = LOADER_MIX_CHOOSE;
+	pair[0].value = 0;
+}
+
+static void big_choose(void)
+{
+	pair_of(1, 0, 1);
+	pair[0].how = LOADER_MIX_CHOOSE;
+	pair[0].value = 0x1p48 + 1;
+}
+
+static void proportion_and_repeat(void)
+{
+	pair_of(1, LOADER_MIX_REPEAT, 2);
+}
+
+static void choose_and_proportion(void)
+{
+	pair_of(1, LOADER_MIX_PROPORTION, 2);
+	pair[0].how = LOADER_MIX_CHOOSE;
+}
+
+static void epoch_without_proportions(void)
+{
+	pair_of(1, LOADER_MIX_REPEAT, 2);
+	pair[0].how = LOADER_MIX_REPEAT;
+	mo.epoch_size = 100;
+}
+
+static void epoch_without_members(void)
+{
+	mo = (struct loader_opts)LOADER_OPTS_INIT;
+	mo.epoch_size = 100;
+}
+
+static void huge_epoch(void)
+{
+	pair_of(1, 0, 1);
+	mo.epoch_size = (1ull << 48) + 1;
+}
+
+static void long_pipeline(void)
+{
+	static char p[513];
+
+	pair_of(1, 0, 1);
+	memset(p, 'x', 512);
+	pair[1].pipeline = p;
+}
+
+Test(openmsg, members_refused)
+{
+	static const struct {
+		void (*set)(void);
+		const char *why;
+	} t[] = {
+		{ no_count, "nmembers 0: a mixture has 1 to 32 members" },
+		{ no_members, "nmembers 2 without members (NULL)" },
+		{ too_many, "nmembers 33: a mixture has 1 to 32 members" },
+		{ size_zero,
+		  "member_size 0: not a struct loader_member's size (set it to sizeof(struct loader_member), as LOADER_OPTS_INIT does)" },
+		{ size_short,
+		  "member_size 24: not a struct loader_member's size (set it to sizeof(struct loader_member), as LOADER_OPTS_INIT does)" },
+		{ size_odd,
+		  "member_size 36: not a struct loader_member's size (set it to sizeof(struct loader_member), as LOADER_OPTS_INIT does)" },
+		{ size_huge,
+		  "member_size 4096: not a struct loader_member's size (set it to sizeof(struct loader_member), as LOADER_OPTS_INIT does)" },
+		{ null_dataset, "member 1: no dataset" },
+		{ empty_dataset, "member 0: no dataset" },
+		{ reserved_set, "member 0: reserved is 7, not 0" },
+		{ unknown_how,
+		  "member 1: how 3: LOADER_MIX_PROPORTION, LOADER_MIX_REPEAT or LOADER_MIX_CHOOSE" },
+		{ zero_proportion,
+		  "member 0: proportion 0: a finite number above 0, at most 2^48" },
+		{ negative_proportion,
+		  "member 1: proportion -0.5: a finite number above 0, at most 2^48" },
+		{ nan_proportion,
+		  "member 1: proportion nan: a finite number above 0, at most 2^48" },
+		{ infinite_proportion,
+		  "member 1: proportion inf: a finite number above 0, at most 2^48" },
+		{ huge_proportion,
+		  "member 1: proportion 5.6295e+14: a finite number above 0, at most 2^48" },
+		{ zero_repeat,
+		  "member 0: repeat 0: a finite number above 0, at most 2^48" },
+		{ nan_repeat,
+		  "member 0: repeat nan: a finite number above 0, at most 2^48" },
+		{ fraction_choose,
+		  "member 0: choose 0.5: a whole number of samples, 1 to 2^48" },
+		{ zero_choose,
+		  "member 0: choose 0: a whole number of samples, 1 to 2^48" },
+		{ big_choose,
+		  "member 0: choose 2.81475e+14: a whole number of samples, 1 to 2^48" },
+		{ proportion_and_repeat,
+		  "member 1: repeat beside member 0's proportion: either every member gives a proportion or none does" },
+		{ choose_and_proportion,
+		  "member 1: proportion beside member 0's repeat or choose: either every member gives a proportion or none does" },
+		{ epoch_without_proportions,
+		  "epoch_size 100 without proportions: members that repeat or choose give their own counts" },
+		{ epoch_without_members,
+		  "epoch_size 100 without members: it sets a mixture's epoch" },
+		{ huge_epoch,
+		  "epoch_size 281474976710657: at most 2^48 (281474976710656)" },
+		{ long_pipeline,
+		  "member 1: pipeline of 512 bytes: at most 511" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		char why[256];
+		int err;
+
+		t[i].set();
+		err = members(&mo, why, sizeof(why));
+		cr_expect_eq(err, LOADER_EUSAGE, "%s: %d (%s)", t[i].why, err,
+			     why);
+		cr_expect_str_eq(why, t[i].why);
+		/* No room for the reason: the same answer, nothing written. */
+		cr_expect_eq(loader_make_members(&mo, pm, NULL, 0),
+			     LOADER_EUSAGE, "%s, without a buffer", t[i].why);
+	}
+}
+
+static void tiny_proportion(void)
+{
+	pair_of(1e-300, 0, 1);
+}
+
+static void largest_values(void)
+{
+	pair_of(0x1p48, 0, 0x1p48);
+	mo.epoch_size = 1ull << 48;
+}
+
+static void largest_choose(void)
+{
+	pair_of(1, LOADER_MIX_CHOOSE, 0x1p48);
+	pair[0].how = LOADER_MIX_REPEAT;
+	pair[0].value = 0x1p48;
+}
+
+static void every_member(void)
+{
+	static struct loader_member m[LOADER_MAX_MEMBERS];
+
+	for (int i = 0; i < LOADER_MAX_MEMBERS; i++)
+		m[i] = (struct loader_member){ .dataset = "d",
+					       .how = LOADER_MIX_CHOOSE,
+					       .value = 1 };
+	mo = (struct loader_opts)LOADER_OPTS_INIT;
+	mo.members = m;
+	mo.nmembers = LOADER_MAX_MEMBERS;
+}
+
+static void longest_pipeline(void)
+{
+	static char p[512];
+
+	pair_of(1, 0, 1);
+	memset(p, 'x', 511);
+	pair[1].pipeline = p;
+}
+
+static void empty_pipeline(void)
+{
+	pair_of(1, 0, 1);
+	pair[1].pipeline = "";
+}
+
+Test(openmsg, members_take_the_limits)
+{
+	static const struct {
+		void (*set)(void);
+		const char *what;
+	} t[] = {
+		{ tiny_proportion, "a proportion of 1e-300" },
+		{ largest_values, "proportions and epoch_size of 2^48" },
+		{ largest_choose, "choose and repeat 2^48" },
+		{ every_member, "32 members" },
+		{ longest_pipeline, "a pipeline of 511 bytes" },
+		{ empty_pipeline, "an empty pipeline (the OPEN's)" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		char why[256];
+
+		t[i].set();
+		cr_expect_eq(members(&mo, why, sizeof(why)), 0, "%s: %s",
+			     t[i].what, why);
+	}
+}
+
+/* A newer caller's member: taken while its unknown tail is zero. */
+Test(openmsg, members_of_a_larger_struct)
+{
+	struct {
+		struct loader_member m;
+		uint64_t more;
+	} in[2];
+	struct loader_opts o = LOADER_OPTS_INIT;
+	char why[256], want[256];
+
+	memset(in, 0, sizeof(in));
+	in[0].m = two[0];
+	in[1].m = two[1];
+	o.members = &in[0].m;
+	o.nmembers = 2;
+	o.member_size = sizeof(in[0]);
+	cr_assert_eq(members(&o, why, sizeof(why)), 0, "%s", why);
+	cr_expect_str_eq(pm[1].label, "s3://bucket/prefix");
+	cr_expect_str_eq(pm[1].pipeline, "decode | center 224 | f32");
+
+	in[1].more = 1;
+	snprintf(
+		want, sizeof(want),
+		"member 1: byte %zu is set, past the %zu bytes of struct loader_member this library (version %d.%d) knows",
+		sizeof(struct loader_member), sizeof(struct loader_member),
+		LOADER_VERSION_MAJOR, LOADER_VERSION_MINOR);
+	cr_expect_eq(members(&o, why, sizeof(why)), LOADER_EUSAGE);
 	cr_expect_str_eq(why, want);
 }

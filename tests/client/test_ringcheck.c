@@ -7,7 +7,9 @@
  * Only what a broken header could make libloader read outside a slot or
  * misread is checked: outputs that overlap one another or the sample
  * ids are not refused (the slot is the consumer's own memory; such a
- * batch is wrong, not unsafe), and nor is that here.
+ * batch is wrong, not unsafe), and nor is that here. A mixture's
+ * members are refused over the ids or an output: libloader checks each
+ * sample's member before it hands a batch out, and would misread them.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +81,7 @@ static int check(const struct ring_hdr *h, const struct proto_open *po,
 		 struct loader_output *out, char *why, size_t len)
 {
 	memset(why, 0, len);
-	return loader_check_hdr(h, RING_BYTES, po, out, why, len);
+	return loader_check_hdr(h, RING_BYTES, po, 0, out, why, len);
 }
 
 Test(ringcheck, valid_header)
@@ -400,7 +402,7 @@ Test(ringcheck, refuses)
 		cr_expect_str_eq(why, t[i].why);
 		/* No room for the reason: the same answer, nothing written. */
 		cr_expect_eq(
-			loader_check_hdr(&h, RING_BYTES, &po, out, NULL, 0),
+			loader_check_hdr(&h, RING_BYTES, &po, 0, out, NULL, 0),
 			t[i].err, "%s, without a buffer", t[i].why);
 	}
 }
@@ -505,4 +507,159 @@ Test(ringcheck, batch_shapes)
 		     LOADER_EPROTO);
 	cr_expect_str_eq(why,
 			 "ring output x: a batch of 3 samples, shaped for 4");
+}
+
+/* ---- a mixture's members ------------------------------------------------ */
+
+/*
+ * The valid ring as a mixture of 3 members: each sample's member (a u32,
+ * 16 bytes a batch) at 416, between the ids (384..416) and "x"
+ * (448..544). *asked: the members the client asked for.
+ */
+static void mixture(struct ring_hdr *h, struct proto_open *po, uint32_t *asked)
+{
+	valid(h, po);
+	h->flags |= RING_MIXTURE;
+	h->nmembers = 3;
+	h->members_offset = 416;
+	*asked = 3;
+}
+
+#define MIX(fn, stmt)                                                          \
+	static void fn(struct ring_hdr *h, struct proto_open *po,              \
+		       uint32_t *asked)                                        \
+	{                                                                      \
+		mixture(h, po, asked);                                         \
+		stmt;                                                          \
+	}
+
+MIX(as_is, (void)0)
+MIX(members_after_x, h->members_offset = 544)
+MIX(members_at_the_end, h->members_offset = SLOT - BATCH * 4)
+MIX(one_member, {
+	h->nmembers = 1;
+	*asked = 1;
+})
+MIX(every_member, {
+	h->nmembers = PROTO_MAX_MEMBERS;
+	*asked = PROTO_MAX_MEMBERS;
+})
+MIX(named_mixture, h->flags |= RING_NAMED)
+
+Test(ringcheck, takes_mixtures)
+{
+	static const struct {
+		void (*set)(struct ring_hdr *h, struct proto_open *po,
+			    uint32_t *asked);
+		const char *what;
+	} t[] = {
+		{ as_is, "3 members between the ids and an output" },
+		{ members_after_x, "members between two outputs" },
+		{ members_at_the_end, "members that end with the slot" },
+		{ one_member, "a mixture of one" },
+		{ every_member, "PROTO_MAX_MEMBERS members" },
+		{ named_mixture, "a named mixture" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct loader_output out[PROTO_MAX_OUTPUTS];
+		struct proto_open po;
+		struct ring_hdr h;
+		uint32_t asked;
+		char why[512] = "";
+
+		t[i].set(&h, &po, &asked);
+		cr_expect_eq(loader_check_hdr(&h, RING_BYTES, &po, asked, out,
+					      why, sizeof(why)),
+			     0, "%s: %s", t[i].what, why);
+	}
+}
+
+/* One dataset: no flag, no members, asked for none. */
+MIX(single_with_members, {
+	h->flags = 0;
+	h->members_offset = 0;
+	*asked = 0;
+})
+MIX(single_with_offset, {
+	h->flags = 0;
+	h->nmembers = 0;
+	*asked = 0;
+})
+MIX(single_asked_members, {
+	h->flags = 0;
+	h->nmembers = 0;
+	h->members_offset = 0;
+})
+MIX(no_members, h->nmembers = 0)
+MIX(too_many_members, {
+	h->nmembers = PROTO_MAX_MEMBERS + 1;
+	*asked = PROTO_MAX_MEMBERS + 1;
+})
+MIX(fewer_members, h->nmembers = 2)
+MIX(unasked_mixture, *asked = 0)
+MIX(members_unaligned, h->members_offset = 418)
+MIX(members_in_the_slot_head, h->members_offset = 24)
+MIX(members_past_the_slot, h->members_offset = SLOT - 12)
+MIX(members_wrapping, h->members_offset = UINT64_MAX - 3)
+MIX(members_over_ids, h->members_offset = 400)
+MIX(members_over_x, h->members_offset = 440)
+MIX(members_over_x_tail, h->members_offset = 540)
+MIX(members_over_ragged_values, h->members_offset = 624)
+MIX(members_over_ragged_offsets, h->members_offset = 664)
+
+Test(ringcheck, refuses_mixtures)
+{
+	static const struct {
+		void (*set)(struct ring_hdr *h, struct proto_open *po,
+			    uint32_t *asked);
+		const char *why;
+	} t[] = {
+		{ single_with_members,
+		  "ring: not a mixture, but 3 members at 0 (asked for 0)" },
+		{ single_with_offset,
+		  "ring: not a mixture, but 0 members at 416 (asked for 0)" },
+		{ single_asked_members,
+		  "ring: not a mixture, but 0 members at 0 (asked for 3)" },
+		{ no_members, "ring: a mixture of 0 members, asked for 3" },
+		{ too_many_members,
+		  "ring: a mixture of 33 members, asked for 33" },
+		{ fewer_members, "ring: a mixture of 2 members, asked for 3" },
+		{ unasked_mixture,
+		  "ring: a mixture of 3 members, asked for 0" },
+		{ members_unaligned,
+		  "ring: sample members at 418 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_in_the_slot_head,
+		  "ring: sample members at 24 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_past_the_slot,
+		  "ring: sample members at 692 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_wrapping,
+		  "ring: sample members at 18446744073709551612 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_over_ids,
+		  "ring: sample members at 400 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_over_x,
+		  "ring: sample members at 440 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_over_x_tail,
+		  "ring: sample members at 540 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_over_ragged_values,
+		  "ring: sample members at 624 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+		{ members_over_ragged_offsets,
+		  "ring: sample members at 664 (16 bytes) outside a 704-byte slot, misaligned or overlapping" },
+	};
+
+	for (size_t i = 0; i < NELEM(t); i++) {
+		struct loader_output out[PROTO_MAX_OUTPUTS];
+		struct proto_open po;
+		struct ring_hdr h;
+		uint32_t asked;
+		char why[512] = "";
+		int err;
+
+		t[i].set(&h, &po, &asked);
+		err = loader_check_hdr(&h, RING_BYTES, &po, asked, out, why,
+				       sizeof(why));
+		cr_expect_eq(err, LOADER_EPROTO, "%s: %d (%s)", t[i].why, err,
+			     why);
+		cr_expect_str_eq(why, t[i].why);
+	}
 }

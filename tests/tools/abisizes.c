@@ -46,6 +46,16 @@ int main(void)
 	FIELD(loader_opts, from_batch);
 	FIELD(loader_opts, from_plan);
 	FIELD(loader_opts, pad);
+	FIELD(loader_opts, members);
+	FIELD(loader_opts, nmembers);
+	FIELD(loader_opts, member_size);
+	FIELD(loader_opts, epoch_size);
+	SIZE(loader_member);
+	FIELD(loader_member, dataset);
+	FIELD(loader_member, how);
+	FIELD(loader_member, reserved);
+	FIELD(loader_member, value);
+	FIELD(loader_member, pipeline);
 	SIZE(loader_tensor);
 	FIELD(loader_tensor, name);
 	FIELD(loader_tensor, data);

@@ -28,7 +28,12 @@
  * E:B,E:B,... gives a named stream the positions where the ranks of its
  * earlier world stopped (loader_opts.from_world; rank r's is the r-th),
  * as a trainer's checkpoint would, and --from-plan ID:END the plan
- * they ran under (a named stream prints its own: "plan ID END"). Exit
+ * they ran under (a named stream prints its own: "plan ID END").
+ * --member HOW:VALUE:PATH (repeated; HOW proportion, repeat or choose)
+ * opens a mixture of those datasets (loader_opts.members; DATASET is
+ * then only its name), --epoch-size N sets its epoch; a mixture, of
+ * members or of a mixture file named as DATASET, prints "members N"
+ * and its --ids lines end with each sample's member. Exit
  * status: 0 at the end of the stream,
  * 3 on a stream error (printed as "error: ...").
  */
@@ -74,7 +79,7 @@ static void usage(void)
 		"  [--keep K] [--batch-hash] [--start-batch N]\n"
 		"  [--name NAME] [--fresh] [--kill-after N [--kill-held]] [--after-release]\n"
 		"  [--reconnect-ms T] [--times] [--open-time] [--from E:B,...]\n"
-		"  [--from-plan ID:END]\n"
+		"  [--from-plan ID:END] [--member HOW:VALUE:PATH ...] [--epoch-size N]\n"
 		"  SOCKET DATASET\n");
 	exit(2);
 }
@@ -128,10 +133,14 @@ int main(int argc, char **argv)
 		{ "kill-held", 0, 0, 'j' },    { "after-release", 0, 0, 'a' },
 		{ "reconnect-ms", 1, 0, 'c' }, { "times", 0, 0, 'y' },
 		{ "open-time", 0, 0, 'U' },    { "from", 1, 0, 'f' },
-		{ "from-plan", 1, 0, 'g' },
-		{ 0, 0, 0, 0 }
+		{ "from-plan", 1, 0, 'g' },    { "member", 1, 0, 'M' },
+		{ "epoch-size", 1, 0, 'Z' },   { 0, 0, 0, 0 }
 	};
-	struct loader_opts o = { .size = sizeof(o), .epochs = 1 };
+	struct loader_opts o = { .size = sizeof(o),
+				 .epochs = 1,
+				 .member_size = sizeof(struct loader_member) };
+	static struct loader_member members[LOADER_MAX_MEMBERS];
+	uint32_t nmembers = 0;
 	int hash = 0, ids = 0, shapes = 0, stats = 0, timeout = 10000, c, r, rc;
 	long hold = -1, sleep_ms = 0, handoff = 0, do_memcpy = 0, ref = 0;
 	uint64_t batch_bytes = 0;
@@ -223,6 +232,28 @@ int main(int argc, char **argv)
 			o.from_epoch = from_epoch;
 			o.from_batch = from_batch;
 			break;
+		case 'M': {
+			static const char *const how[] = { "proportion",
+							   "repeat", "choose" };
+			char *end, *colon = strchr(optarg, ':');
+			struct loader_member *m = &members[nmembers];
+
+			if (!colon || nmembers == LOADER_MAX_MEMBERS)
+				usage();
+			*colon = '\0';
+			m->how = UINT32_MAX;
+			for (uint32_t h = 0; h < 3; h++)
+				if (!strcmp(optarg, how[h]))
+					m->how = h;
+			m->value = strtod(colon + 1, &end);
+			if (m->how == UINT32_MAX || *end != ':')
+				usage();
+			m->dataset = end + 1;
+			o.members = members;
+			o.nmembers = ++nmembers;
+			break;
+		}
+		case 'Z': o.epoch_size = strtoull(optarg, NULL, 10); break;
 		case 'N': o.start_batch = strtoull(optarg, NULL, 10); break;
 		case 'n': o.name = optarg; break;
 		case 'F': o.fresh = 1; break;
@@ -266,6 +297,8 @@ int main(int argc, char **argv)
 		       resumed);
 		printf("plan %016" PRIx64 " %" PRIu32 "\n", plan, pend);
 	}
+	if (loader_nmembers(l))
+		printf("members %" PRIu32 "\n", loader_nmembers(l));
 	if (kill_after == 0)
 		kill_now(l, kill_held, timeout);
 	if (handoff)
@@ -316,12 +349,18 @@ int main(int argc, char **argv)
 				"time %" PRIu32 " %" PRIu64 " %" PRIu32
 				" %" PRIu64 "\n",
 				b.epoch, b.index, b.count, at);
-		if (ids)
-			for (uint32_t i = 0; i < b.count; i++)
+		if (ids) {
+			const uint32_t *mem = loader_members(l, &b);
+
+			for (uint32_t i = 0; i < b.count; i++) {
 				fprintf(out,
-					"id %" PRIu32 " %" PRIu64 " %" PRIu64
-					"\n",
+					"id %" PRIu32 " %" PRIu64 " %" PRIu64,
 					b.epoch, b.index, b.ids[i]);
+				if (mem)
+					fprintf(out, " %" PRIu32, mem[i]);
+				fputc('\n', out);
+			}
+		}
 		if (bhash) {
 			XXH3_64bits_reset(bx);
 			XXH3_64bits_update(bx, b.ids, b.count * sizeof(*b.ids));

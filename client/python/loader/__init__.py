@@ -144,6 +144,9 @@ _INTS = {
     "ragged_bytes": (1, 1 << 30, "a positive integer (leave it out or "
                      "pass None for the daemon's default)",
                      "at most 1 GiB (1073741824)"),
+    # A mixture's epoch (libloader's bound on it, as on its counts).
+    "epoch_size": (0, 1 << 48, "0 (the members' samples added up) or "
+                   "more", "at most 2**48"),
     # Epochs.set_epoch(), and the Keras adapter's own.
     "epoch": (0, _U32, "0 or more", "at most 2**32-1"),
     "workers": (1, None, "a positive integer", ""),
@@ -274,6 +277,120 @@ def _text(v):
     if isinstance(v, (list, tuple)):
         v = ",".join(v)
     return os.fsencode(v) if isinstance(v, (str, os.PathLike)) else v
+
+
+# --- mixtures ----------------------------------------------------------------
+
+_MIX_MAX = 1 << 48  # the most a member's value may be (libloader's bound)
+_MEMBER_KEYS = ("path", "proportion", "repeat", "choose", "pipeline")
+_PIPELINE_MAX = 511  # bytes of a pipeline spec (PROTO_PIPELINE_MAX - 1)
+
+
+def _mix_value(name, how, value):
+    """A member's proportion or repeat (a number above 0) or choose (an
+    integer number of samples), within libloader's bound."""
+    label = "%s %s=%r" % (name, how, value)
+    if how == "choose":
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError("%s: must be an integer, not %s"
+                            % (label, type(value).__name__))
+        v = operator.index(value)
+        if not 1 <= v <= _MIX_MAX:
+            raise UsageError("%s: must be a number of samples, 1 to 2**48"
+                             % label)
+        return v
+    if isinstance(value, (bool, str, bytes)) or \
+            not hasattr(value, "__float__"):
+        raise TypeError("%s: must be a number, not %s"
+                        % (label, type(value).__name__))
+    v = float(value)
+    if not 0 < v <= _MIX_MAX:  # NaN fails too
+        raise UsageError("%s: must be a number above 0, at most 2**48"
+                         % label)
+    return v
+
+
+def _member(i, item):
+    """Item i of a mixture's list as a dict of the mixture file's keys:
+    path, one of proportion, repeat and choose, and pipeline if given."""
+    name = "dataset[%d]" % i
+    if isinstance(item, dict):
+        unknown = [k for k in item if k not in _MEMBER_KEYS]
+        if unknown:
+            raise UsageError("%s: unknown key %r (a member has path, "
+                             "proportion, repeat, choose and pipeline)"
+                             % (name, unknown[0]))
+        hows = [k for k in _lib.MIX_HOW if k in item]
+        if len(hows) != 1:
+            raise UsageError("%s: %s: give one of proportion, repeat and "
+                             "choose" % (name, " and ".join(hows) or
+                                         "none of them"))
+        if "path" not in item:
+            raise UsageError("%s: no path" % name)
+        how, path, pipeline = hows[0], item["path"], item.get("pipeline")
+        value = item[how]
+    elif isinstance(item, (tuple, list)) and len(item) == 2:
+        (path, value), how, pipeline = item, "proportion", None
+    else:
+        raise TypeError("%s=%r: a (path, proportion) pair, or a dict with "
+                        "path and one of proportion, repeat and choose (a "
+                        "mixture is a list of them)" % (name, item))
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError("%s path=%r: must be a path (str or os.PathLike), "
+                        "not %s" % (name, path, type(path).__name__))
+    if not os.fspath(path):
+        raise UsageError("%s path=%r: must not be empty" % (name, path))
+    d = {"path": os.fspath(path), how: _mix_value(name, how, value)}
+    if pipeline is not None:
+        if not isinstance(pipeline, (str, bytes)):
+            raise TypeError("%s pipeline=%r: must be a str, not %s"
+                            % (name, pipeline, type(pipeline).__name__))
+        n = len(os.fsencode(pipeline))
+        if n > _PIPELINE_MAX:
+            raise UsageError("%s pipeline: %d bytes, at most %d"
+                             % (name, n, _PIPELINE_MAX))
+        d["pipeline"] = pipeline
+    return d
+
+
+def _members(dataset, epoch_size):
+    """A mixture given as a list (loader(7), Mixtures), checked as
+    libloader checks it: its members as dicts of the mixture file's keys.
+    A refused one raises UsageError or TypeError naming dataset[i]."""
+    items = list(dataset)
+    if not 1 <= len(items) <= _lib.MAX_MEMBERS:
+        raise UsageError("dataset: a mixture of %d members; it has 1 to %d"
+                         % (len(items), _lib.MAX_MEMBERS))
+    out = [_member(i, item) for i, item in enumerate(items)]
+    # Proportions share out an epoch; repeat and choose count samples.
+    prop = "proportion" in out[0]
+    for i, d in enumerate(out[1:], 1):
+        if ("proportion" in d) != prop:
+            raise UsageError(
+                "dataset[%d]: %s beside dataset[0]'s %s: either every "
+                "member gives a proportion or none does"
+                % (i, next(k for k in _lib.MIX_HOW if k in d),
+                   "proportion" if prop else "repeat or choose"))
+    if epoch_size and not prop:
+        raise UsageError("epoch_size=%r: only with proportions (members "
+                         "that repeat or choose give their own counts)"
+                         % epoch_size)
+    return out
+
+
+def _member_array(members, keep):
+    """members (from _members()) as a struct loader_member array, its
+    strings kept alive in keep."""
+    arr = (_lib.Member * len(members))()
+    for m, d in zip(arr, members):
+        how = next(k for k in _lib.MIX_HOW if k in d)
+        path = os.fsencode(d["path"])
+        pipeline = _text(d.get("pipeline"))
+        keep += [path, pipeline]
+        m.dataset, m.how, m.value = path, _lib.MIX_HOW[how], d[how]
+        m.pipeline = pipeline
+    keep.append(arr)
+    return ctypes.cast(arr, ctypes.POINTER(_lib.Member))
 
 
 class _Ring:
@@ -565,18 +682,20 @@ class Batch(collections.abc.Mapping):
     epoch, index (within the epoch), seq (in the stream), count (samples),
     repeats (of count, those at the end that repeat a sample of the epoch:
     padding, Stream(pad=True); 0 or 1), ids (an Output of the samples'
-    global indices, uint64), mix (None, or a Mix: what the pipeline's
+    global indices, uint64; in a mixture, each one's index within its
+    member), member (a mixture's: each sample's member, a NumPy uint32
+    array; else None), mix (None, or a Mix: what the pipeline's
     mixup or cutmix drew for this batch). Valid until
     the stream's next iteration or release(); b[name] after that raises
     loader.Error. Outputs taken before stay valid as long as they live.
     """
 
     __slots__ = ("_slot", "_ptrs", "_rbytes", "_shapes", "_by_name",
-                 "_names", "seq", "index", "epoch", "count", "repeats",
-                 "mix")
+                 "_names", "_mptr", "seq", "index", "epoch", "count",
+                 "repeats", "mix")
 
     def __init__(self, stream, slot, seq, index, epoch, count, ptrs,
-                 rbytes=None, repeats=0, shapes=None, mix=None):
+                 rbytes=None, repeats=0, shapes=None, mix=None, mptr=None):
         # The stream's layout, not the stream: the stream holds its
         # current batch, and a cycle would keep both until a GC pass.
         self._by_name = stream._by_name
@@ -589,6 +708,7 @@ class Batch(collections.abc.Mapping):
         self.repeats = repeats
         self.mix = mix
         self._ptrs = ptrs  # the outputs', then the ids'
+        self._mptr = mptr  # a mixture's members, else None
         self._rbytes = rbytes  # {output: bytes} of ragged outputs
         # {output: (sample shape, bytes)} where this batch's differ from
         # the layout's (a schedule's smaller epoch), else None.
@@ -626,6 +746,18 @@ class Batch(collections.abc.Mapping):
     def ids(self):
         return Output(self._check(), "ids", self._ptrs[-1], 7,
                       (self.count,), 8 * self.count)
+
+    @property
+    def member(self):
+        """A mixture's batch: the member each sample came from (its
+        place in the list or the mixture file), a NumPy uint32 array
+        that views the ring beside ids, which then holds each sample's
+        index within its member; it keeps the slot as an Output does.
+        None for a stream of one dataset."""
+        if self._mptr is None:
+            return None
+        return Output(self._check(), "member", self._mptr, 5,
+                      (self.count,), 4 * self.count).numpy()
 
     @property
     def released(self):
@@ -668,7 +800,7 @@ class Stream:
            ring_slots=None, prefetch_bytes=None, threads=None,
            direct=False, on_bad="fail", timeout_ms=None, socket=None,
            wait_timeout=None, name=None, fresh=False, reconnect_ms=None,
-           ragged_bytes=None, pad=False)
+           ragged_bytes=None, pad=False, epoch_size=None)
 
     Every keyword is the struct loader_opts field of the same name
     (libloader(3)), None meaning the library's default (batch_size 256,
@@ -696,7 +828,8 @@ class Stream:
     0..2**64-1, rank 0..world-1, world 1..65536, ring_slots a power of
     two in 2..1024, prefetch_bytes 4096..64 GiB, threads 1..1024,
     timeout_ms any int but 0 (negative: no limit), reconnect_ms
-    0..2**31-1, ragged_bytes 1..1 GiB, wait_timeout >= 0.
+    0..2**31-1, ragged_bytes 1..1 GiB, epoch_size 0..2**48, wait_timeout
+    >= 0.
 
     name (a str of 1..63 bytes, no "/") makes it a named stream: the
     daemon saves its position, per user, as batches are released, and a
@@ -747,6 +880,21 @@ class Stream:
     reads them in long runs).
     Errors name the object, s3://BUCKET/KEY (loader(7), libloader(3),
     loaderd(8) S3 DATASETS).
+
+    dataset may also be a mixture: one stream drawn from several
+    datasets at set proportions, in Mosaic Streaming's terms (loader(7),
+    Mixtures). Either a list (of 1 to 32) whose items are (path,
+    proportion) pairs or dicts {"path": ..., one of "proportion",
+    "repeat" or "choose": ..., "pipeline": ...}, e.g.
+    [("fm-a", 0.7), ("fm-b", 0.3)]; or the path of a mixture file
+    ("loaderctl mix create" writes one). Every member gives a proportion
+    (its share of an epoch of epoch_size samples; None or 0: the
+    members' samples added up) or none does (repeat: times its own
+    samples; choose: that many). A member's pipeline replaces pipeline=
+    for it. A batch's ids are then each sample's index within its
+    member, and batch.member says which member; stream.members is the
+    list, each member a dict of the mixture file's keys (None for a
+    file), stream.nmembers the count.
     """
 
     def __init__(self, dataset, *, batch_size=None, outputs=None,
@@ -756,7 +904,7 @@ class Stream:
                  threads=None, direct=False, on_bad="fail", timeout_ms=None,
                  socket=None, wait_timeout=None, name=None, fresh=False,
                  reconnect_ms=None, ragged_bytes=None, resume_from=None,
-                 resume_plan=None, pad=False):
+                 resume_plan=None, pad=False, epoch_size=None):
         self._ring = None
         # Every number is checked before anything is opened: see _INTS.
         batch_size = _int("batch_size", batch_size)
@@ -770,7 +918,17 @@ class Stream:
         timeout_ms = _int("timeout_ms", timeout_ms)
         reconnect_ms = _int("reconnect_ms", reconnect_ms)
         ragged_bytes = _int("ragged_bytes", ragged_bytes)
+        epoch_size = _int("epoch_size", epoch_size)
         wait_timeout = _seconds("wait_timeout", wait_timeout)
+        # A list is a mixture; a path may name a mixture file, which
+        # libloader reads (and which gives its own epoch_size).
+        members = None
+        if isinstance(dataset, (list, tuple)):
+            members = _members(dataset, epoch_size)
+        elif epoch_size:
+            raise UsageError("epoch_size=%r: only for a mixture given as a "
+                             "list of proportions (a mixture file says its "
+                             "own)" % epoch_size)
         if epochs and (start_epoch or 0) + epochs > _U32:
             raise UsageError(
                 "epochs=%r with start_epoch=%r: the last epoch would be "
@@ -812,6 +970,11 @@ class Stream:
         o.direct = bool(direct)
         o.timeout_ms = timeout_ms or 0
         o.ragged_bytes = ragged_bytes or 0
+        o.member_size = ctypes.sizeof(_lib.Member)
+        if members is not None:
+            o.members = _member_array(members, self._keep)
+            o.nmembers = len(members)
+            o.epoch_size = epoch_size or 0
         if resume_from:
             try:
                 pos = [(e, b) for e, b in resume_from]
@@ -844,15 +1007,19 @@ class Stream:
                                        "resume_plan end_epoch")
         self.options = {f: getattr(o, f) for f, _ in o._fields_
                         if f not in ("size", "socket_path", "from_epoch",
-                                     "from_batch")}
-        self.dataset = os.fspath(dataset)
+                                     "from_batch", "members", "member_size")}
+        # A mixture's members as the mixture file would have them.
+        self.members = members
+        self.dataset = members if members is not None else \
+            os.fspath(dataset)
         self._wait_ms = None if wait_timeout is None else \
             int(wait_timeout * 1000)
 
         h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
-        rc = _lib.lib.loader_open(ctypes.byref(h), os.fsencode(dataset),
-                                  ctypes.byref(o), err, len(err))
+        rc = _lib.lib.loader_open(ctypes.byref(h), None if members else
+                                  os.fsencode(dataset), ctypes.byref(o),
+                                  err, len(err))
         if rc:
             raise Error(rc, err.value.decode("utf-8", "replace"))
         self._ring = _Ring(h)
@@ -861,6 +1028,8 @@ class Stream:
         self._pview = ctypes.byref(self._view)
         self._mixview = _lib.MixView()
         self.slots = _lib.lib.loader_slots(h)
+        # Members of a mixture (of a list or a file); 0 for one dataset.
+        self.nmembers = _lib.lib.loader_nmembers(h)
         self._mask = self.slots - 1
         self._ptrs = {}
         self._bpe = _lib.lib.loader_batches_per_epoch(h)
@@ -964,7 +1133,10 @@ class Stream:
             if ptrs is not None:
                 self._ptrs.clear()
                 ring.arrays.clear()
-            ptrs = [v.out[i].data for i in range(v.noutputs)] + [v.ids]
+            # A mixture's members sit before the ids, which stay last.
+            ptrs = [v.out[i].data for i in range(v.noutputs)] + \
+                ([lib.loader_members(h, pv)] if self.nmembers else []) + \
+                [v.ids]
             for i in self._ragged:
                 ptrs[i] = (ptrs[i], lib.loader_offsets(h, pv, i))
             self._ptrs[seq & self._mask] = ptrs
@@ -985,7 +1157,7 @@ class Stream:
         b = Batch(self, _Slot(ring, rec), seq, v.index, v.epoch, v.count,
                   ptrs, rbytes,
                   lib.loader_repeats(h, pv) if self._pad else 0, shapes,
-                  self._mix(h, pv))
+                  self._mix(h, pv), ptrs[-2] if self.nmembers else None)
         self._cur = b
         return b
 
@@ -1105,5 +1277,7 @@ class Stream:
             ring.close()
 
     def __repr__(self):
+        what = self.dataset if self.members is None else \
+            "a mixture of %d members" % len(self.members)
         return "<loader.Stream %s: %d batches per epoch, rank %d of %d>" % (
-            self.dataset, self._bpe, self.rank, self.world)
+            what, self._bpe, self.rank, self.world)

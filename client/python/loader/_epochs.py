@@ -42,7 +42,10 @@ class Epochs:
 
     def __init__(self, dataset, convert, stream_kwargs, keys=None,
                  extra=()):
-        self._dataset = dataset
+        # A mixture's list is copied: each open (set_epoch(), a resume)
+        # must see the members the loader was made with.
+        self._dataset = list(dataset) if isinstance(dataset, list) else \
+            dataset
         self._convert = convert
         self._kw = dict(stream_kwargs)
         self._kw.setdefault("order", "random")

@@ -11,11 +11,12 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 5
+NEED_MINOR = 6
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
 MAX_DIMS = 5
+MAX_MEMBERS = 32  # LOADER_MAX_MEMBERS: of a mixture
 RAGGED = (1 << 64) - 1  # LOADER_RAGGED: shape[1] of a ragged output
 
 # LOADER_E* (common/loader_error.h): the range no errno reaches.
@@ -41,10 +42,22 @@ DTYPE_NAME = {
 
 ORDERS = {"sequential": 0, "random": 1, "quasi": 2}
 ON_BAD = {"fail": 0, "skip": 1}
+MIX_HOW = {"proportion": 0, "repeat": 1, "choose": 2}  # LOADER_MIX_*
+
+
+class Member(ctypes.Structure):
+    """struct loader_member (1.6): one dataset of a mixture."""
+    _fields_ = [
+        ("dataset", ctypes.c_char_p),
+        ("how", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("value", ctypes.c_double),
+        ("pipeline", ctypes.c_char_p),
+    ]
 
 
 class Opts(ctypes.Structure):
-    """struct loader_opts, LOADER_VERSION 1.3."""
+    """struct loader_opts, LOADER_VERSION 1.6."""
     _fields_ = [
         ("size", ctypes.c_uint32),
         ("socket_path", ctypes.c_char_p),
@@ -79,6 +92,11 @@ class Opts(ctypes.Structure):
         ("from_plan", ctypes.c_uint64),
         # 1.4
         ("pad", ctypes.c_uint32),
+        # 1.6
+        ("members", ctypes.POINTER(Member)),
+        ("nmembers", ctypes.c_uint32),
+        ("member_size", ctypes.c_uint32),
+        ("epoch_size", ctypes.c_uint64),
     ]
 
 
@@ -221,6 +239,10 @@ lib.loader_offsets.restype = ctypes.c_void_p
 lib.loader_offsets.argtypes = [_P, ctypes.POINTER(BatchView), ctypes.c_uint32]
 lib.loader_repeats.restype = ctypes.c_int
 lib.loader_repeats.argtypes = [_P, ctypes.POINTER(BatchView)]
+lib.loader_members.restype = ctypes.c_void_p
+lib.loader_members.argtypes = [_P, ctypes.POINTER(BatchView)]
+lib.loader_nmembers.restype = ctypes.c_uint32
+lib.loader_nmembers.argtypes = [_P]
 lib.loader_mix.restype = ctypes.c_int
 lib.loader_mix.argtypes = [_P, ctypes.POINTER(BatchView),
                            ctypes.POINTER(MixView)]

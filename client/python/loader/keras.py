@@ -404,7 +404,7 @@ def tf_dataset(dataset, *, keys=("image", "label"), copy=True, tf=None,
         head = next(first)
     except StopIteration:
         raise ValueError("loader.keras.tf_dataset: %s has no batch"
-                         % dataset)
+                         % (dataset,))
     whole = ep.batch == 1  # the first epoch starts at its first batch
     # A pipeline with schedules (an '@' in a number) may change the
     # images' shape between epochs: their dimensions are left open.

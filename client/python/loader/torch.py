@@ -61,7 +61,9 @@ class DataLoader:
     .stream), not here: a load_state_dict() before it decides where.
     pin_memory: copy each batch into pinned memory (for asynchronous
     transfers to an accelerator); the copy frees the slot at once.
-    with_ids: add the samples' global indices (int64) as "ids".
+    with_ids: add the samples' global indices (int64) as "ids"; for a
+    mixture (dataset a list or a mixture file, as loader.Stream takes),
+    "ids" are indices within members and "member" (int64) follows.
     with_mask: add "mask", a bool tensor, False for the samples that
     padding repeats (the last of a rank's last batch, at most), so that
     loss = (per_sample_loss * mask).sum() / mask.sum() counts each
@@ -86,6 +88,12 @@ class DataLoader:
             # torch has no uint64 (DLPack import refuses it): the ids,
             # all below 2^63, as int64 through a NumPy view.
             t.append(from_dlpack(b.ids.numpy().view("int64")))
+            member = b.member
+            if member is not None:
+                # Nor uint32: a mixture's members as int64 (a copy of 4
+                # bytes a sample, which frees nothing of the ring).
+                names = names + ("member",)
+                t.append(_torch.from_numpy(member.astype("int64")))
         if self.with_mask:
             names = names + ("mask",)
             t.append(_torch.from_numpy(b.mask()))

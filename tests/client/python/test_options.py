@@ -274,3 +274,149 @@ e = t.raises(loader.Error, lambda: loader.Stream(wide, socket=S,
 t.eq(e.reason, "loaderd: output nope: no such field in the dataset (its 12 "
      "fields: f00, f01, f02, f03, f04, f05, f06, f07, f08, f09, ...)",
      "... naming the first 10 fields only")
+
+# --- mixtures: the dataset as a list, refused before anything opens ----------
+# (dataset, keywords, exception, its exact text)
+nan, inf = float("nan"), float("inf")
+P = "dataset[0] proportion="
+NUM = ": must be a number above 0, at most 2**48"
+FORMS = ("a (path, proportion) pair, or a dict with path and one of "
+         "proportion, repeat and choose (a mixture is a list of them)")
+ONE = "give one of proportion, repeat and choose"
+mix_refused = [
+    ([], {}, U, "dataset: a mixture of 0 members; it has 1 to 32"),
+    ([(D, 1)] * 33, {}, U,
+     "dataset: a mixture of 33 members; it has 1 to 32"),
+    ([D], {}, TypeError, "dataset[0]=%r: %s" % (D, FORMS)),
+    ([(D, 1, 2)], {}, TypeError, "dataset[0]=%r: %s" % ((D, 1, 2), FORMS)),
+    ((D, 0.5), {}, TypeError, "dataset[0]=%r: %s" % (D, FORMS)),
+    ([(D, 0)], {}, U, P + "0" + NUM),
+    ([(D, -1)], {}, U, P + "-1" + NUM),
+    ([(D, nan)], {}, U, P + "nan" + NUM),
+    ([(D, inf)], {}, U, P + "inf" + NUM),
+    ([(D, 2 ** 49)], {}, U, P + "562949953421312" + NUM),
+    ([(D, "0.5")], {}, TypeError, P + "'0.5': must be a number, not str"),
+    ([(D, True)], {}, TypeError, P + "True: must be a number, not bool"),
+    ([(3, 1)], {}, TypeError,
+     "dataset[0] path=3: must be a path (str or os.PathLike), not int"),
+    ([("", 1)], {}, U, "dataset[0] path='': must not be empty"),
+    ([(D, 1), {"path": D, "weight": 1}], {}, U,
+     "dataset[1]: unknown key 'weight' (a member has path, proportion, "
+     "repeat, choose and pipeline)"),
+    ([{"path": D}], {}, U, "dataset[0]: none of them: " + ONE),
+    ([{"path": D, "proportion": 1, "choose": 2}], {}, U,
+     "dataset[0]: proportion and choose: " + ONE),
+    ([{"proportion": 1}], {}, U, "dataset[0]: no path"),
+    ([{"path": D, "choose": 0.5}], {}, TypeError,
+     "dataset[0] choose=0.5: must be an integer, not float"),
+    ([{"path": D, "choose": 0}], {}, U,
+     "dataset[0] choose=0: must be a number of samples, 1 to 2**48"),
+    ([{"path": D, "choose": 2 ** 48 + 1}], {}, U,
+     "dataset[0] choose=281474976710657: must be a number of samples, 1 "
+     "to 2**48"),
+    ([{"path": D, "repeat": 0}], {}, U, "dataset[0] repeat=0" + NUM),
+    ([(D, 0.7), {"path": D, "repeat": 2}], {}, U,
+     "dataset[1]: repeat beside dataset[0]'s proportion: either every "
+     "member gives a proportion or none does"),
+    ([{"path": D, "choose": 5}, (D, 1)], {}, U,
+     "dataset[1]: proportion beside dataset[0]'s repeat or choose: either "
+     "every member gives a proportion or none does"),
+    ([{"path": D, "proportion": 1, "pipeline": "x" * 512}], {}, U,
+     "dataset[0] pipeline: 512 bytes, at most 511"),
+    ([{"path": D, "proportion": 1, "pipeline": 5}], {}, TypeError,
+     "dataset[0] pipeline=5: must be a str, not int"),
+    ([(D, 1)], dict(epoch_size=-1), U,
+     "epoch_size=-1: must be 0 (the members' samples added up) or more"),
+    ([(D, 1)], dict(epoch_size=2 ** 48 + 1), U,
+     "epoch_size=281474976710657: must be at most 2**48"),
+    ([(D, 1)], dict(epoch_size=1.5), TypeError,
+     "epoch_size=1.5: must be an integer, not float"),
+    ([{"path": D, "repeat": 2}], dict(epoch_size=100), U,
+     "epoch_size=100: only with proportions (members that repeat or choose "
+     "give their own counts)"),
+    (D, dict(epoch_size=100), U,
+     "epoch_size=100: only for a mixture given as a list of proportions (a "
+     "mixture file says its own)"),
+]
+for ds, kw, exc, text in mix_refused:
+    e = t.raises(exc, lambda: loader.Stream(ds, socket=S, **kw),
+                 "Stream(%.60r%s) is refused" % (ds, "".join(
+                     ", %s=%r" % i for i in kw.items())))
+    t.eq(str(e), text, "... saying so")
+    if exc is U:
+        t.ok(isinstance(e, ValueError) and e.code == loader.EUSAGE,
+             "... a ValueError with code EUSAGE")
+
+# The adapters hand the list to Stream as it is: the same refusal, at the
+# first use (they open lazily).
+e = t.raises(U, lambda: len(loader.torch.DataLoader([(D, 0)], socket=S)),
+             "DataLoader([(D, 0)]) is refused at its first use")
+t.eq(str(e), P + "0" + NUM, "... with Stream's words")
+e = t.raises(U, lambda: len(loader.keras.PyDataset(
+    [(D, 0.5), {"path": D, "choose": 3}], keras=keras, socket=S)),
+    "keras.PyDataset(a mixture of proportion and choose) is refused")
+t.eq(str(e), "dataset[1]: choose beside dataset[0]'s proportion: either "
+     "every member gives a proportion or none does", "... with Stream's "
+     "words")
+
+# --- mixtures: the forms taken, as the mixture file's keys -------------------
+import pathlib  # noqa: E402
+forms = [
+    ([(D, 0.7), ("s3://bucket/prefix", 3)],
+     [{"path": D, "proportion": 0.7},
+      {"path": "s3://bucket/prefix", "proportion": 3.0}]),
+    (((pathlib.Path(D), np.float32(0.5)),
+      {"path": D, "proportion": 1, "pipeline": "decode | center 8 | f32"}),
+     [{"path": D, "proportion": 0.5},
+      {"path": D, "proportion": 1.0, "pipeline": "decode | center 8 | f32"}]),
+    ([{"path": D, "repeat": 0.5}, {"path": D, "choose": np.int64(7)},
+      {"path": D, "repeat": 3, "pipeline": ""}],
+     [{"path": D, "repeat": 0.5}, {"path": D, "choose": 7},
+      {"path": D, "repeat": 3.0, "pipeline": ""}]),
+    ([{"path": D, "choose": 2 ** 48}, {"path": D, "repeat": 2.0 ** 48}],
+     [{"path": D, "choose": 2 ** 48}, {"path": D, "repeat": 2.0 ** 48}]),
+]
+for ds, want in forms:
+    t.eq(loader._members(ds, None), want, "dataset=%.60r: the members as "
+         "the mixture file has them" % (ds,))
+keep = []
+arr = loader._member_array([{"path": D, "proportion": 0.7},
+                            {"path": "b", "choose": 9, "pipeline": "decode"}],
+                           keep)
+t.eq([(arr[i].dataset, arr[i].how, arr[i].value, arr[i].pipeline,
+       arr[i].reserved) for i in range(2)],
+     [(os.fsencode(D), 0, 0.7, None, 0), (b"b", 2, 9.0, b"decode", 0)],
+     "struct loader_member: path, how (LOADER_MIX_*), value, pipeline")
+
+# --- mixtures: what libloader refuses, before the OPEN -----------------------
+none = os.path.join(T, "none")
+e = t.raises(loader.Error, lambda: loader.Stream(
+    [(D, 0.5), (none, 0.5)], socket=S), "a member that is not there is "
+    "refused")
+t.eq((e.code, e.reason), (-2, "member 1: %s: No such file or directory"
+                          % none), "... naming the member and its path")
+mixjson = os.path.join(T, "mix.json")
+with open(mixjson, "w") as f:
+    f.write('{"format": "loaderd-mixture", "version": 1, "members": '
+            '[{"path": "fm/test", "proportion": 1, "seed": 3}]}')
+e = t.raises(loader.Error, lambda: loader.Stream(mixjson, socket=S),
+             "a mixture file with an unknown key is refused")
+t.eq((e.code, e.reason), (loader.EFORMAT, "%s: member 0: unknown key "
+                          "\"seed\" (a member has path, proportion, repeat, "
+                          "choose and pipeline)" % mixjson),
+     "... naming the file, the member and the key")
+with open(mixjson, "w") as f:
+    f.write('{"format": "loaderd-mixture", "version": 1, "members": '
+            '[{"path": "fm/test", "proportion": 1},'
+            ' {"path": "fm/test", "repeat": 1}]}')
+e = t.raises(loader.Error, lambda: loader.Stream(mixjson, socket=S),
+             "a mixture file of proportion and repeat is refused")
+t.eq((e.code, e.reason), (loader.EUSAGE, "%s: member 1: repeat beside "
+                          "member 0's proportion: either every member gives "
+                          "a proportion or none does" % mixjson),
+     "... by libloader, naming the file")
+e = t.raises(loader.Error, lambda: loader.Stream([(mixjson, 1)], socket=S),
+             "a mixture file as a member is refused")
+t.eq((e.code, e.reason), (loader.EUSAGE, "member 0: %s is a mixture file: "
+                          "mixtures do not nest (list its members instead)"
+                          % mixjson), "... saying they do not nest")

@@ -33,7 +33,8 @@ for line in fx.run(fx.tool("abisizes")).splitlines():
     c[k] = int(v[-1])
 for name, cls in (("loader_opts", _lib.Opts), ("loader_tensor", _lib.Tensor),
                   ("loader_batch", _lib.BatchView),
-                  ("loader_stats", _lib.Stats)):
+                  ("loader_stats", _lib.Stats),
+                  ("loader_member", _lib.Member)):
     got = {"%s.%s" % (name, f): getattr(cls, f).offset
            for f, _ in cls._fields_}
     got[name] = __import__("ctypes").sizeof(cls)
@@ -42,7 +43,7 @@ for name, cls in (("loader_opts", _lib.Opts), ("loader_tensor", _lib.Tensor),
     t.eq(got, want, "struct %s: ctypes layout equals the C compiler's" % name)
 t.eq(c["LOADER_VERSION"], _lib.version,
      "the loaded library is the version its header says")
-t.eq(loader.library_version, (1, 5), "loader.library_version")
+t.eq(loader.library_version, (1, 6), "loader.library_version")
 
 # --- same bytes as the C client --------------------------------------------
 cases = [
