@@ -1,0 +1,140 @@
+#!/bin/sh
+# Mixtures through a real loaderd and real processes (the members'
+# counts, ranks and files are tests/client/python/test_mixture.py's): a
+# named mixture whose trainer and daemon are both killed with SIGKILL
+# mid-epoch resumes where its trainer stopped, so that over the run each
+# epoch's samples of each member are released exactly as an
+# uninterrupted stream delivers them; a job of 4 ranks goes on with 3,
+# the same; members whose pipelines give other shapes are refused at
+# OPEN, naming the member, the output and both shapes, while members
+# whose own pipelines agree are mixed; loaderctl streams shows each
+# member's samples an epoch, delivered, bad and read.
+. "$top_srcdir/tests/integration/tap.sh"
+
+need_fmnist
+tmpdir
+plan 16
+
+"$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
+"$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
+# 0.6 / 0.4 of 20000 places an epoch: member 0 (10000 samples) gives
+# 12000 (each sample once, 2000 of them twice), member 1 gives 8000.
+M="--member proportion:0.6:$T/a/test --member proportion:0.4:$T/b/test"
+ST=$T/state
+ok "daemon starts with a state directory" start_daemon "$T/d.sock" --state-dir "$ST"
+
+# multiset FILE...: the "id EPOCH BATCH ID MEMBER" lines as a sorted list
+# of "EPOCH MEMBER ID COUNT".
+multiset() {
+	cat "$@" | awk '$1 == "id" { n[$2 " " $5 " " $4]++ }
+		END { for (k in n) print k, n[k] }' | sort
+}
+# planned FILE: each member's samples of each epoch as the plan says:
+# 2 epochs, member 0 10000 samples once or twice (12000 in all), member
+# 1 8000 distinct.
+planned() {
+	awk '{ s[$1 " " $2] += $4; d[$1 " " $2]++; if ($4 > 2) bad = 1 }
+		END { exit bad || s["0 0"] != 12000 || d["0 0"] != 10000 ||
+		      s["1 0"] != 12000 || d["1 0"] != 10000 ||
+		      s["0 1"] != 8000 || d["0 1"] != 8000 ||
+		      s["1 1"] != 8000 || d["1 1"] != 8000 }' "$1"
+}
+
+# --- the uninterrupted stream --------------------------------------------
+ARGS="--order random --seed 3 --epochs 2 --batch 100"
+"$LDCLIENT" $ARGS $M --ids "$T/d.sock" mix >"$T/ref" 2>&1
+multiset "$T/ref" >"$T/ref.set"
+ok "an uninterrupted mixture gives each member's samples as planned" planned "$T/ref.set"
+
+# --- 1. trainer and daemon killed with SIGKILL mid-epoch, then resumed ----
+"$LDCLIENT" --name mk $ARGS $M --ids --after-release --kill-after 37 \
+	"$T/d.sock" mix >"$T/k1" 2>&1
+is "$?" 137 "the trainer is killed (SIGKILL) after 37 batches"
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+ok "the daemon, killed with SIGKILL, starts again on its state" \
+	start_daemon "$T/d.sock" --state-dir "$ST"
+"$LDCLIENT" --name mk $ARGS $M --ids --after-release "$T/d.sock" mix >"$T/k2" 2>&1
+is "$?" 0 "the resumed trainer runs to the end"
+like "$(grep '^start' "$T/k2")" '^start 0 37 resumed 1$' "it resumes at batch 37 of epoch 0"
+multiset "$T/k1" "$T/k2" >"$T/k.set"
+ok "across the kills each member's samples of each epoch came exactly as uninterrupted" \
+	cmp -s "$T/k.set" "$T/ref.set"
+
+# --- 2. a job of 4 ranks goes on with 3 -----------------------------------
+# 20000 places, batches of 100: 50 batches an epoch a rank on 4.
+# run_world W K: W ranks, rank r killed after K + r batches (0: to the end).
+run_world() {
+	w=$1 k=$2 pids= r=0
+	while [ $r -lt "$w" ]; do
+		kill_opt=
+		[ "$k" -gt 0 ] && kill_opt="--kill-after $((k + r))"
+		"$LDCLIENT" --name el $ARGS $M --rank $r --world "$w" --ids \
+			--after-release $kill_opt "$T/d.sock" mix >"$T/el$w.$r" 2>&1 &
+		pids="$pids $!"
+		r=$((r + 1))
+	done
+	wait $pids
+}
+run_world 4 31
+like "$(for f in "$T"/el4.*; do sed -n 's/^start //p' "$f"; done | sort -u | tr '\n' ';')" \
+	'^0 0 resumed 0;$' "world 4 starts the job"
+run_world 3 0
+like "$(for f in "$T"/el3.*; do sed -n 's/^start //p' "$f"; done | sort -u | tr '\n' ';')" \
+	'^0 [0-9]+ resumed 1;$' "world 3 resumes it, every rank at the same batch"
+fine=yes
+for f in "$T"/el3.*; do grep -q '^error' "$f" && fine="no: $(grep '^error' "$f")"; done
+is "$fine" yes "world 3 runs every rank to the end"
+multiset "$T"/el4.* "$T"/el3.* >"$T/el.set"
+ok "across 4 and 3 ranks each member's samples of each epoch came exactly as uninterrupted" \
+	cmp -s "$T/el.set" "$T/ref.set"
+
+# --- 3. members' outputs must agree ----------------------------------------
+F=$T/img
+mkdir -p "$F/a" "$F/b"
+n=0
+for wh in 64x48 50x50 80x60 48x64 100x40 40x40; do
+	"$TOOLS/mkjpeg" "$F/a/0$n.jpg" ${wh%x*} ${wh#*x} $n
+	"$TOOLS/mkjpeg" "$F/b/0$n.jpg" ${wh#*x} ${wh%x*} $((n + 10))
+	n=$((n + 1))
+done
+"$LOADERCTL" pack "$F" "$T/jpg" >/dev/null
+cat >"$T/bad.json" <<EOF
+{"format": "loaderd-mixture", "version": 1, "members": [
+ {"path": "jpg", "repeat": 1, "pipeline": "decode | resize 40 | center 32 | u8 | nhwc"},
+ {"path": "jpg", "repeat": 1, "pipeline": "decode | resize 40 | center 24 | u8 | nhwc"}]}
+EOF
+out=$("$LDCLIENT" --outputs image,label --batch 4 "$T/d.sock" "$T/bad.json" 2>&1)
+like "$out" 'member 1 \(.*jpg\): output 0 is image u8 \[24, 24, 3\], but member 0 \(.*jpg\) gives image u8 \[32, 32, 3\]' \
+	"members of other shapes are refused at OPEN, naming the member, the output and both shapes"
+cat >"$T/good.json" <<EOF
+{"format": "loaderd-mixture", "version": 1, "members": [
+ {"path": "jpg", "choose": 8, "pipeline": "decode | resize 40 | center 32 | u8 | nhwc"},
+ {"path": "jpg", "repeat": 1, "pipeline": "decode | rrc 32 | flip 0.5 | u8 | nhwc"}]}
+EOF
+out=$("$LDCLIENT" --outputs image,label --batch 4 --epochs 2 --ids --hash \
+	"$T/d.sock" "$T/good.json" 2>&1)
+like "$out" '^epoch 1 batches 5 samples 20 ' \
+	"members with their own pipelines of one shape are mixed: 8 + 12 images an epoch"
+
+# --- 4. loaderctl streams: each member's counts ----------------------------
+"$LDCLIENT" $M --order random --batch 100 --epochs 1 --sleep-ms 50 \
+	"$T/d.sock" mix >"$T/slow" 2>&1 &
+slow=$!
+# Its stdout is a file, written at the end: ask the daemon until it shows.
+i=0
+while [ $i -lt 100 ]; do
+	out=$("$LOADERCTL" streams --socket "$T/d.sock" 2>&1)
+	case $out in *"member 1: "*) break ;; esac
+	sleep 0.1
+	i=$((i + 1))
+done
+like "$out" "member 0: 12000 samples an epoch, [0-9]+ delivered, 0 bad, [0-9.]+ MB read: $T/a/test" \
+	"loaderctl streams shows member 0: its samples an epoch, delivered, bad, read"
+like "$out" "member 1: 8000 samples an epoch, [0-9]+ delivered, 0 bad, [0-9.]+ MB read: $T/b/test" \
+	"... and member 1"
+js=$("$LOADERCTL" streams --json --socket "$T/d.sock" 2>&1)
+like "$js" '"members": ?\[\{"dataset": ?"[^"]*a/test", ?"per_epoch": ?12000' \
+	"loaderctl streams --json lists the members"
+kill "$slow" 2>/dev/null
+wait "$slow" 2>/dev/null || :
