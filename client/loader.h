@@ -91,7 +91,7 @@ enum loader_mix_how {
 	/* value > 0: its share of the epoch; the shares need not add up
 	 * to 1 (each is taken over their sum). */
 	LOADER_MIX_PROPORTION = 0,
-	/* value > 0: times its own samples, round(value * size): 0.5 is a
+	/* value > 0: times its own samples, floor(value * size): 0.5 is a
 	 * half of it drawn afresh each epoch, 3 is three copies. */
 	LOADER_MIX_REPEAT = 1,
 	/* value: that many samples, a whole number >= 1. */
