@@ -1296,17 +1296,6 @@ static int stage_remote(struct open_job *j, const struct proto_remote *r,
 	return err;
 }
 
-/* A member that will not be opened: its files closed, its stores dropped. */
-static void member_drop(const struct stream_member *mb)
-{
-	for (uint32_t i = 0; i < mb->nfds; i++)
-		close(mb->fds[i]);
-	s3read_free(mb->s3read);
-	s3fill_cancel(mb->s3fill);
-	s3fill_put(mb->s3fill);
-	shardid_free(mb->shard_ids);
-}
-
 /*
  * A mixture's OPEN: each member's files (its object-store dataset staged
  * first), then the stream of them all (open_stream()).
@@ -1377,7 +1366,7 @@ static void open_mixture(struct open_job *j, struct stream_config *c)
 	}
 	if (got < n) {
 		for (uint32_t m = 0; m < got; m++)
-			member_drop(&sm[m]);
+			stream_member_drop(&sm[m]);
 	} else {
 		c->nmembers = n;
 		c->members = sm;
@@ -1504,7 +1493,7 @@ static void open_stream(struct open_job *j, struct stream_config *cp)
 			s3fill_put(c.s3fill);
 			shardid_free(c.shard_ids);
 			for (uint32_t m = 0; m < c.nmembers; m++)
-				member_drop(&c.members[m]);
+				stream_member_drop(&c.members[m]);
 			return;
 		}
 	}

@@ -77,26 +77,6 @@ struct mixture {
 static const char *const how_name[] = { "proportion", "repeat", "choose" };
 
 /*
- * The last index j < n with start[j] <= v, for non-decreasing start[]
- * with start[0] = 0 <= v: the entry that holds v, skipping empty ones
- * (whose start equals the next one's).
- */
-static uint32_t last_at_or_below(const uint64_t *start, uint32_t n, uint64_t v)
-{
-	uint32_t lo = 0, hi = n; /* the answer is in [lo, hi) */
-
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (start[mid] <= v)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/*
  * ndarray.sum() of float64s as NumPy adds them (pairwise_sum in its
  * loops, for up to 128 values): one by one below 8, else in eight
  * running sums combined as a tree, then the rest one by one. Mosaic
@@ -539,7 +519,7 @@ void mixture_map(const struct mixture *mx, uint64_t v, uint32_t *member,
 		return;
 	}
 	/* The last member whose base is at or below v: none of count 0. */
-	i = last_at_or_below(mx->base, mx->nmembers, v);
+	i = order_last_at_or_below(mx->base, mx->nmembers, v);
 	m = &mx->m[i];
 	*member = i;
 	u = v - mx->base[i];
@@ -553,7 +533,7 @@ void mixture_map(const struct mixture *mx, uint64_t v, uint32_t *member,
 		*index = order_perm_apply(&m->perm, t);
 		return;
 	}
-	j = last_at_or_below(m->taken_at, m->ntaken, t);
+	j = order_last_at_or_below(m->taken_at, m->ntaken, t);
 	s = m->taken[j];
 	size = m->start[s + 1] - m->start[s];
 	rec = t - m->taken_at[j];

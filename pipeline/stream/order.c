@@ -179,12 +179,7 @@ uint64_t order_perm_apply(const struct order_perm *p, uint64_t x)
 	return feistel_apply(p, x);
 }
 
-/*
- * The last index j < n with start[j] <= v, for non-decreasing start[]
- * with start[0] = 0 <= v. Taking the last one skips empty shards (whose
- * start equals the next one's), so the shard found holds v.
- */
-static uint32_t last_at_or_below(const uint64_t *start, uint32_t n, uint64_t v)
+uint32_t order_last_at_or_below(const uint64_t *start, uint32_t n, uint64_t v)
 {
 	uint32_t lo = 0, hi = n; /* the answer is in [lo, hi) */
 
@@ -555,7 +550,8 @@ uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
 	base = *id * o->window;
 	end = o->n - base < o->window ? o->n : base + o->window;
 	for (q = base; q < end;) {
-		uint32_t j = last_at_or_below(o->block_start, o->nshards, q);
+		uint32_t j =
+			order_last_at_or_below(o->block_start, o->nshards, q);
 		uint64_t stop = o->block_start[j + 1] < end ?
 					o->block_start[j + 1] :
 					end;
@@ -614,7 +610,7 @@ static uint64_t quasi_sample(const struct order *o, uint64_t p)
 	 */
 	feistel_init(&f, len, rng_mix(o->seed ^ SALT_WINDOW, o->epoch, w));
 	q = base + feistel_apply(&f, p - base);
-	j = last_at_or_below(o->block_start, o->nshards, q);
+	j = order_last_at_or_below(o->block_start, o->nshards, q);
 	return o->shard_start[o->block_shard[j]] + (q - o->block_start[j]);
 }
 
@@ -757,7 +753,7 @@ uint64_t order_seed_at(const struct order *o, uint32_t epoch, uint64_t g)
 void order_locate(const struct order *o, uint64_t g, uint32_t *shard,
 		  uint64_t *record)
 {
-	uint32_t s = last_at_or_below(o->shard_start, o->nshards, g);
+	uint32_t s = order_last_at_or_below(o->shard_start, o->nshards, g);
 
 	*shard = s;
 	*record = g - o->shard_start[s];

@@ -161,6 +161,13 @@ struct order;
  */
 int order_new(struct order **out, const struct order_params *p, struct diag *d);
 
+/*
+ * The last index j < n with start[j] <= v, for non-decreasing start[]
+ * with start[0] = 0 <= v: of prefix sums, the entry that holds v (the
+ * last of equal starts skips the empty entries before it). O(log n).
+ */
+uint32_t order_last_at_or_below(const uint64_t *start, uint32_t n, uint64_t v);
+
 /* Free an order. NULL is a no-op. */
 void order_free(struct order *o);
 

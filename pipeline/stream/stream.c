@@ -676,6 +676,8 @@ static void attach_cache(struct stream *s)
 
 static int replan(struct stream *s, struct order_params *op, struct diag *d);
 static int plan_start(struct stream *s, struct diag *d);
+static int order_open(struct stream *s, struct order_params *op,
+		      struct diag *d);
 
 static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 {
@@ -768,11 +770,24 @@ static int open_dataset(struct stream *s, const char *origin, struct diag *d)
 		.plan = s->plan,
 		.plan_words = s->plan_words,
 	};
-	if (s->c.from_world)
-		err = replan(s, &op, d);
-	if (!err)
-		err = order_new(&s->order, &op, d);
+	err = order_open(s, &op, d);
 	free(counts);
+	return err;
+}
+
+/*
+ * The stream's order of op (its dataset's, or its mixture's places),
+ * planned anew when it goes on from another world, the layout's counts
+ * from it, and where the stream starts.
+ */
+static int order_open(struct stream *s, struct order_params *op, struct diag *d)
+{
+	int err = 0;
+
+	if (s->c.from_world)
+		err = replan(s, op, d);
+	if (!err)
+		err = order_new(&s->order, op, d);
 	if (err)
 		return err;
 	s->lay.batches_per_epoch = order_batches(s->order);
@@ -970,8 +985,7 @@ static void tensor_text(const struct stream_tensor *t, char *buf, size_t n)
 		snprintf(buf + at, n - at, "]");
 }
 
-/* Close member m's files and drop its stores: it will not be opened. */
-static void member_drop(const struct stream_member *mb)
+void stream_member_drop(const struct stream_member *mb)
 {
 	for (uint32_t i = 0; i < mb->nfds; i++)
 		close(mb->fds[i]);
@@ -1113,23 +1127,7 @@ static int mixture_open(struct stream *s, const struct stream_config *c,
 	};
 	op.nshards = mixture_blocks(s->mix, &blocks);
 	op.shard_records = blocks;
-	if (c->from_world)
-		err = replan(s, &op, d);
-	if (!err)
-		err = order_new(&s->order, &op, d);
-	if (err)
-		return err;
-	s->lay.batches_per_epoch = order_batches(s->order);
-	s->lay.samples = order_size(s->order);
-	order_schedule(s->order, &s->lay.sched);
-	if (s->c.from_world)
-		s->c.start_batch = 0;
-	if (s->c.start_batch && s->c.start_batch >= s->lay.batches_per_epoch)
-		return diag_set(d, LOADER_EUSAGE,
-				"start batch %" PRIu64
-				" of an epoch of %" PRIu64 " batches",
-				s->c.start_batch, s->lay.batches_per_epoch);
-	err = plan_start(s, d);
+	err = order_open(s, &op, d);
 	/* Each member's reader walks the mixture's batches as s does. */
 	for (uint32_t m = 0; !err && m < n; m++) {
 		struct stream *ms = s->member[m];
@@ -1181,7 +1179,7 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 	s->member_label = mem_calloc(n, sizeof(*s->member_label));
 	if (!s->member || !s->delivered || !s->member_label) {
 		for (uint32_t m = 0; m < n; m++)
-			member_drop(&c->members[m]);
+			stream_member_drop(&c->members[m]);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
 	for (uint32_t m = 0; m < n; m++) {
@@ -1192,7 +1190,7 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 				 c->members[m].label :
 				 "(unnamed)");
 		if (err) {
-			member_drop(&c->members[m]);
+			stream_member_drop(&c->members[m]);
 			continue;
 		}
 		snprintf(label, sizeof(label), "%s: member %" PRIu32, s->label,
@@ -1256,7 +1254,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
 		for (uint32_t m = 0; m < c->nmembers; m++)
-			member_drop(&c->members[m]);
+			stream_member_drop(&c->members[m]);
 		s3read_free(c->s3read);
 		s3fill_cancel(c->s3fill);
 		s3fill_put(c->s3fill);
@@ -1309,7 +1307,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		s->c.members = NULL;
 		if (err)
 			for (uint32_t m = 0; m < c->nmembers; m++)
-				member_drop(&c->members[m]);
+				stream_member_drop(&c->members[m]);
 		else
 			err = stream_new_mixture(s, c, d);
 		goto done;

@@ -82,6 +82,12 @@ struct stream_member {
 	double value;
 };
 
+/*
+ * What stream_new() does with a member it does not open: close its files
+ * and drop its stores. For a caller that cannot give it one after all.
+ */
+void stream_member_drop(const struct stream_member *m);
+
 /* What a stream delivers; every value is checked by stream_new(). */
 struct stream_config {
 	uint32_t batch_size; /* 1..STREAM_MAX_BATCH; 0: default (256) */
