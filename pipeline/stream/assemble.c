@@ -669,16 +669,16 @@ static bool copy_fixed(struct decode_job *j, uint32_t i)
 	const struct stream *s = j->s;
 	const struct stream_pb *pb = j->pb;
 	const unsigned char *rec = pb->rec[i];
-	uint32_t nf = s->lay.noutputs;
+	uint32_t nf = s->lay.noutputs, at = pb->pos ? pb->pos[i] : i;
 
 	if (!pb->cached[i] || pb->rerr[i] || pb->len[i] != s->fix_len ||
 	    memcmp(rec, s->fix_head, s->fix_hlen))
 		return false;
-	j->b->ids[i] = pb->gidx[i];
+	j->b->ids[at] = pb->gidx[i];
 	for (uint32_t k = 0; k < nf; k++) {
 		uint64_t bytes = j->b->sample_bytes[k];
 
-		memcpy(j->b->out[k] + i * bytes,
+		memcpy(j->b->out[k] + at * bytes,
 		       rec + s->fix_off[s->out[k].field], bytes);
 	}
 	return true;
@@ -1007,7 +1007,12 @@ void *mixture_main(void *arg)
 						   .b = &b,
 						   .pipe = pipe[m],
 						   .bad = s->bad };
-			pool_run(s->pool, decode_one, &job, pb->count, threads);
+			/* Plain copies of a small batch: gathered here. */
+			if (s->light)
+				gather(&job);
+			else
+				pool_run(s->pool, decode_one, &job, pb->count,
+					 threads);
 			if (job.err) {
 				snprintf(d.msg, sizeof(d.msg),
 					 "member %" PRIu32 " (%s): %s", m,

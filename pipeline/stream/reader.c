@@ -887,7 +887,8 @@ void *reader_main(void *arg)
 	for (uint64_t b = s->c.start_batch; next_batch(s, &e, &b); b++) {
 		struct diag d = { { 0 } };
 
-		if (s->light && nodecache_complete(s->cset)) {
+		/* A mixture's member keeps reading: its mixture assembles. */
+		if (s->light && !s->seq && nodecache_complete(s->cset)) {
 			hand_over(s, e, b);
 			goto out;
 		}

@@ -1212,13 +1212,18 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 				s->member[m]->mixing ?
 					"the batch stages (mixup, cutmix, label_smoothing)" :
 					"ragged outputs");
-		/* Its reader never hands the batches over (reader.c). */
-		s->member[m]->light = false;
 		if (!err && m)
 			err = member_agrees(s, m, d);
 	}
 	if (err)
 		return err;
+	/*
+	 * Every member's outputs plain copies, and the batch small: the
+	 * mixture's assembler gathers them alone (stream_priv.h, light).
+	 */
+	s->light = true;
+	for (uint32_t m = 0; m < n; m++)
+		s->light = s->light && s->member[m]->light;
 	s->lay.noutputs = s->member[0]->lay.noutputs;
 	memcpy(s->lay.out, s->member[0]->lay.out, sizeof(s->lay.out));
 	s->lay.nmembers = n;

@@ -13,7 +13,7 @@
 
 need_fmnist
 tmpdir
-plan 16
+plan 18
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -117,7 +117,32 @@ out=$("$LDCLIENT" --outputs image,label --batch 4 --epochs 2 --ids --hash \
 like "$out" '^epoch 1 batches 5 samples 20 ' \
 	"members with their own pipelines of one shape are mixed: 8 + 12 images an epoch"
 
-# --- 4. loaderctl streams: each member's counts ----------------------------
+# --- 4. members of other formats: a tar read in place, shards packed from it
+mkdir "$T/w"
+: >"$T/w.list"
+i=0
+while [ $i -lt 12 ]; do
+	k=s$(printf '%04d' $i)
+	"$TOOLS/mkjpeg" "$T/w/$k.jpg" $((40 + i * 3)) $((32 + i)) $((i + 1)) >/dev/null
+	echo $((i % 3)) >"$T/w/$k.cls"
+	printf '%s\n' "$k.cls" "$k.jpg" >>"$T/w.list"
+	i=$((i + 1))
+done
+(cd "$T/w" && tar --format=gnu --no-recursion -cf "$T/w.tar" -T "$T/w.list")
+"$LOADERCTL" pack "$T/w.tar" "$T/wp" >/dev/null
+cat >"$T/fmt.json" <<EOF
+{"format": "loaderd-mixture", "version": 1, "members": [
+ {"path": "w.tar", "repeat": 1},
+ {"path": "wp", "choose": 5}]}
+EOF
+out=$("$LDCLIENT" --pipeline 'decode | resize 40 | center 32 | u8 | nhwc' \
+	--outputs jpg,cls --batch 4 --epochs 2 --ids --hash "$T/d.sock" "$T/fmt.json" 2>&1)
+like "$out" '^epoch 1 batches 5 samples 17 ' \
+	"a tar read in place mixes with shards packed from it: 12 + 5 samples an epoch"
+is "$(echo "$out" | awk '$1 == "id" && $2 == 1 { n[$5]++ } END { print n[0] + 0, n[1] + 0 }')" \
+	"12 5" "... each member's samples as planned"
+
+# --- 5. loaderctl streams: each member's counts ----------------------------
 "$LDCLIENT" $M --order random --batch 100 --epochs 1 --sleep-ms 50 \
 	"$T/d.sock" mix >"$T/slow" 2>&1 &
 slow=$!
