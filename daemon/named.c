@@ -325,16 +325,19 @@ static int files_id(bool inplace, const int *fds, uint32_t nfds, uint64_t *dsid,
 
 /*
  * The identity of what c streams: its dataset's files, or a mixture's
- * members' in order with how many samples each gives an epoch, so that
- * a saved mixture resumes only as the same mixture.
+ * members' in order, into *dsid; and a mixture's counts (what each
+ * member gives an epoch, and the epoch size) into *mixid (never 0; 0 for
+ * one dataset), which may change between epochs of a job.
  */
 static int named_dataset_id(const struct stream_config *c, const int *fds,
-			    uint32_t nfds, uint64_t *dsid, struct diag *d)
+			    uint32_t nfds, uint64_t *dsid, uint64_t *mixid,
+			    struct diag *d)
 {
+	*mixid = 0;
 	if (!c->nmembers)
 		return files_id(c->tar || c->lmdb, fds, nfds, dsid, d);
-	*dsid = XXH3_64bits_withSeed(&c->epoch_size, sizeof(c->epoch_size),
-				     c->nmembers);
+	*dsid = c->nmembers;
+	*mixid = XXH3_64bits(&c->epoch_size, sizeof(c->epoch_size));
 	for (uint32_t m = 0; m < c->nmembers; m++) {
 		const struct stream_member *mb = &c->members[m];
 		uint64_t id, how = mb->how;
@@ -344,10 +347,52 @@ static int named_dataset_id(const struct stream_config *c, const int *fds,
 		if (err)
 			return diag_wrap(d, err, "member %" PRIu32, m);
 		*dsid = XXH3_64bits_withSeed(&id, sizeof(id), *dsid);
-		*dsid = XXH3_64bits_withSeed(&how, sizeof(how), *dsid);
-		*dsid = XXH3_64bits_withSeed(&mb->value, sizeof(mb->value),
-					     *dsid);
+		*mixid = XXH3_64bits_withSeed(&how, sizeof(how), *mixid);
+		*mixid = XXH3_64bits_withSeed(&mb->value, sizeof(mb->value),
+					      *mixid);
 	}
+	*mixid += !*mixid;
+	return 0;
+}
+
+/*
+ * A mixture whose counts differ from those its job was saved with goes
+ * on only from an epoch's start: this rank's position p (the job's
+ * first batch not released, batch 0, or past the last batch of its
+ * epoch) must be one, in an epoch no plan covers. The new counts then
+ * hold from there (the record is written with them: state_begin()).
+ */
+static int named_new_counts(struct named_open *o, struct state_pos *p,
+			    uint64_t mixid, struct diag *d)
+{
+	struct state_job *old = &o->job;
+
+	if (old->mix_id == mixid)
+		return 0;
+	if (!old->mix_id || !mixid)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"stream \"%s\" was saved as %s; open it with a fresh start to begin again",
+			o->named.name,
+			old->mix_id ? "a mixture, and this is one dataset" :
+				      "one dataset, and this is a mixture");
+	if (p->batch && p->batch >= old->batches_per_epoch) {
+		p->epoch++;
+		p->batch = 0;
+	}
+	if (p->batch || old->plan_words)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"stream \"%s\": what its members give an epoch changed in the middle of epoch %" PRIu32
+			" (at batch %" PRIu64 " of %" PRIu64
+			"%s): it may change only from an epoch's start; open it with the proportions it was saved with to finish the epoch, or with a fresh start",
+			o->named.name, p->epoch, p->batch,
+			old->batches_per_epoch,
+			old->plan_words ? ", resumed with another world" : "");
+	plog(PLOG_INFO,
+	     "%s: stream \"%s\": its members' counts change from epoch %" PRIu32,
+	     o->label, o->named.name, p->epoch);
+	old->mix_id = mixid;
 	return 0;
 }
 
@@ -367,7 +412,7 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 	struct state_job *old = &o->job;
 	uint32_t end, world = c->world ? c->world : 1;
 	struct state_pos *pos = NULL;
-	uint64_t dsid = 0, oid;
+	uint64_t dsid = 0, oid, mixid;
 	int err;
 
 	if (!state)
@@ -377,9 +422,10 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->rank = c->rank;
 	n->world = world;
-	err = named_dataset_id(c, fds, nfds, &dsid, d);
+	err = named_dataset_id(c, fds, nfds, &dsid, &mixid, d);
 	if (err)
 		return err;
+	o->mix_id = mixid;
 	oid = opts_id(c);
 	/* The last epoch, counted from 0 (the request counts from its start). */
 	end = c->epochs ? c->start_epoch + c->epochs : 0;
@@ -396,7 +442,8 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 		 * and only start their own positions over.
 		 */
 		o->renew = old->dataset_id != dsid || old->opts_id != oid ||
-			   old->world != world || old->plan_words ||
+			   old->mix_id != mixid || old->world != world ||
+			   old->plan_words ||
 			   old->start_epoch != c->start_epoch ||
 			   old->start_batch != c->start_batch;
 	}
@@ -485,6 +532,12 @@ static int named_given(struct named_open *o, struct stream_config *c,
 		err = named_same(o, dsid, oid, d);
 		if (err)
 			return err;
+		/* Counts change at a saved epoch's start, not from positions. */
+		if (old->mix_id != o->mix_id)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"stream \"%s\": what its members give an epoch changed, with positions given: go on with the saved proportions, then change them at an epoch's start",
+				o->named.name);
 	}
 	if (have && old->world == world && old->from_id == from) {
 		/*
@@ -531,6 +584,7 @@ static int named_given(struct named_open *o, struct stream_config *c,
 	c->plan_words = old->plan_words;
 	old->dataset_id = dsid;
 	old->opts_id = oid;
+	old->mix_id = o->mix_id;
 	o->resumed = true;
 	if (g->world != world) {
 		old->world = world; /* the renewed record's */
@@ -612,12 +666,20 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 		}
 		old->dataset_id = dsid;
 		old->opts_id = oid;
+		old->mix_id = o->mix_id;
 		old->world = world;
 		return 0;
 	}
 	err = named_same(o, dsid, oid, d);
 	if (err)
 		return err;
+	if (old->mix_id != o->mix_id && old->world != world)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"stream \"%s\": what its members give an epoch changed along with its world (%" PRIu32
+			" to %" PRIu32
+			"): go on with the new world first, then change them at an epoch's start",
+			n->name, old->world, world);
 	/* Resumed: from a saved position, not from where the request says. */
 	o->resumed = true;
 	c->plan = old->plan;
@@ -652,6 +714,9 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
 	}
+	err = named_new_counts(o, &p, o->mix_id, d);
+	if (err)
+		return err;
 	return named_start(o, c, p.epoch, p.batch, end, d);
 }
 

@@ -32,8 +32,11 @@
  * is followed by its plan's words.
  */
 #define STATE_REC_VERSION 2
-/* A job's record: 3 added from_id (a 2 reads as from_id 0). */
-#define STATE_JOB_VERSION 3
+/*
+ * A job's record: 3 added from_id, 4 mix_id (a 2 reads as from_id 0, a 2
+ * or 3 as mix_id 0).
+ */
+#define STATE_JOB_VERSION 4
 struct job_disk {
 	uint32_t version;
 	uint32_t world;
@@ -42,8 +45,10 @@ struct job_disk {
 	uint64_t start_batch, updated_ms;
 	uint64_t plan_words;
 	uint64_t from_id; /* since 3 */
+	uint64_t mix_id;  /* since 4 */
 };
 #define JOB_DISK_2 offsetof(struct job_disk, from_id)
+#define JOB_DISK_3 offsetof(struct job_disk, mix_id)
 
 struct pos_disk {
 	uint32_t version;
@@ -615,6 +620,8 @@ static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 	memcpy(&s, v->mv_data, JOB_DISK_2);
 	if (s.version == STATE_REC_VERSION)
 		head = JOB_DISK_2;
+	else if (s.version == 3 && v->mv_size >= JOB_DISK_3)
+		head = JOB_DISK_3;
 	else if (s.version != STATE_JOB_VERSION || v->mv_size < sizeof(s))
 		return false;
 	memcpy(&s, v->mv_data, head);
@@ -632,6 +639,7 @@ static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 		.start_batch = s.start_batch,
 		.updated_ms = s.updated_ms,
 		.from_id = s.from_id,
+		.mix_id = s.mix_id,
 	};
 	if (with_plan && s.plan_words) {
 		j->plan = malloc(s.plan_words * sizeof(uint64_t));
@@ -679,6 +687,7 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 		.updated_ms = j->updated_ms,
 		.plan_words = j->plan_words,
 		.from_id = j->from_id,
+		.mix_id = j->mix_id,
 	};
 	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t), NULL };
 	int rc = put_rec(txn, st, k, &v, MDB_RESERVE, true, dl);
@@ -840,7 +849,7 @@ static bool same_job(const struct state_job *a, const struct state_job *b)
 	       a->batches_per_epoch == b->batches_per_epoch &&
 	       a->start_epoch == b->start_epoch &&
 	       a->start_batch == b->start_batch && a->from_id == b->from_id &&
-	       a->plan_words == b->plan_words &&
+	       a->mix_id == b->mix_id && a->plan_words == b->plan_words &&
 	       (!a->plan_words ||
 		!memcmp(a->plan, b->plan, a->plan_words * sizeof(uint64_t)));
 }
@@ -886,6 +895,12 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 		rc = del_positions(txn, st, &key.job, &dl);
 		if (!rc)
 			rc = put_job(txn, st, &key.job, j, *gen, &dl);
+	} else if (!renew && have && cur.mix_id != j->mix_id) {
+		/*
+		 * A mixture's counts changed between epochs (named.c
+		 * checked): the job goes on, its positions kept, with them.
+		 */
+		rc = put_job(txn, st, &key.job, j, *gen, &dl);
 	}
 	state_job_clear(&cur);
 	if (!rc)

@@ -76,6 +76,11 @@ struct state_job {
 	 * digest (so that its other ranks, given the same, join it); else 0.
 	 */
 	uint64_t from_id;
+	/*
+	 * A mixture's members' counts (what each gives an epoch; named.c),
+	 * which may change between epochs; 0 for one dataset.
+	 */
+	uint64_t mix_id;
 };
 
 /* One rank's position: its first batch not yet released. */

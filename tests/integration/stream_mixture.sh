@@ -5,7 +5,9 @@
 # mid-epoch resumes where its trainer stopped, so that over the run each
 # epoch's samples of each member are released exactly as an
 # uninterrupted stream delivers them; a job of 4 ranks goes on with 3,
-# the same; members whose pipelines give other shapes are refused at
+# the same; a named job's proportions change at an epoch's start (and are
+# refused in the middle of one, saying where); members whose pipelines
+# give other shapes are refused at
 # OPEN, naming the member, the output and both shapes, while members
 # whose own pipelines agree are mixed; loaderctl streams shows each
 # member's samples an epoch, delivered, bad and read.
@@ -13,7 +15,7 @@
 
 need_fmnist
 tmpdir
-plan 18
+plan 22
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -89,7 +91,30 @@ multiset "$T"/el4.* "$T"/el3.* >"$T/el.set"
 ok "across 4 and 3 ranks each member's samples of each epoch came exactly as uninterrupted" \
 	cmp -s "$T/el.set" "$T/ref.set"
 
-# --- 3. members' outputs must agree ----------------------------------------
+# --- 3. a named job changes its proportions between epochs ----------------
+M55="--member proportion:0.5:$T/a/test --member proportion:0.5:$T/b/test"
+"$LDCLIENT" --name mw --order random --seed 3 --batch 100 --epochs 1 $M --ids \
+	"$T/d.sock" mix >"$T/w0" 2>&1
+"$LDCLIENT" --name mw --order random --seed 3 --batch 100 --epochs 2 $M55 --ids \
+	"$T/d.sock" mix >"$T/w1" 2>&1
+like "$(grep '^start' "$T/w1")" '^start 1 0 resumed 1$' \
+	"a named mixture reopened with other proportions after epoch 0 goes on at epoch 1"
+is "$(cat "$T/w0" "$T/w1" | awk '$1 == "id" { n[$2 " " $5]++; d[$2 " " $5 " " $4] = 1 }
+	END { for (k in d) { split(k, a, " "); u[a[1] " " a[2]]++ }
+	      print n["0 0"], n["0 1"], u["0 0"], n["1 0"], n["1 1"], u["1 0"], u["1 1"] }')" \
+	"12000 8000 10000 10000 10000 10000 10000" \
+	"epoch 0 as 0.6 / 0.4 (12000 and 8000), epoch 1 as 0.5 / 0.5, each sample once"
+"$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M \
+	--kill-after 5 "$T/d.sock" mix >/dev/null 2>&1
+out=$("$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M55 \
+	"$T/d.sock" mix 2>&1)
+like "$out" 'stream "mw2": what its members give an epoch changed in the middle of epoch 0 \(at batch 5 of 200\): it may change only from an epoch.s start' \
+	"other proportions in the middle of an epoch are refused, saying where"
+out=$("$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M --hash \
+	"$T/d.sock" mix 2>&1)
+like "$out" '^epoch 0 batches 195 ' "the saved proportions finish the epoch from there"
+
+# --- 4. members' outputs must agree ----------------------------------------
 F=$T/img
 mkdir -p "$F/a" "$F/b"
 n=0
@@ -117,7 +142,7 @@ out=$("$LDCLIENT" --outputs image,label --batch 4 --epochs 2 --ids --hash \
 like "$out" '^epoch 1 batches 5 samples 20 ' \
 	"members with their own pipelines of one shape are mixed: 8 + 12 images an epoch"
 
-# --- 4. members of other formats: a tar read in place, shards packed from it
+# --- 5. members of other formats: a tar read in place, shards packed from it
 mkdir "$T/w"
 : >"$T/w.list"
 i=0
@@ -142,7 +167,7 @@ like "$out" '^epoch 1 batches 5 samples 17 ' \
 is "$(echo "$out" | awk '$1 == "id" && $2 == 1 { n[$5]++ } END { print n[0] + 0, n[1] + 0 }')" \
 	"12 5" "... each member's samples as planned"
 
-# --- 5. loaderctl streams: each member's counts ----------------------------
+# --- 6. loaderctl streams: each member's counts ----------------------------
 "$LDCLIENT" $M --order random --batch 100 --epochs 1 --sleep-ms 50 \
 	"$T/d.sock" mix >"$T/slow" 2>&1 &
 slow=$!
