@@ -1,6 +1,7 @@
 /*
  * mixfile.c - a mixture file's members: the JSON that loaderctl mix
- * create writes, read into struct loader_member for loader_open().
+ * create writes, read into struct loader_member for loader_open() and
+ * for loaderctl mix inspect.
  */
 #include "config.h"
 
@@ -193,8 +194,10 @@ static int loader_parse_member(struct loader_mixfile *mf, size_t i, json_t *v,
 			       name, i);
 	if (j && !(m->pipeline = strdup(json_string_value(j))))
 		return -ENOMEM;
-	m->dataset = loader_member_path(
-		dir, json_string_value(json_object_get(v, "path")));
+	mf->path[i] = strdup(json_string_value(json_object_get(v, "path")));
+	if (!mf->path[i])
+		return -ENOMEM;
+	m->dataset = loader_member_path(dir, mf->path[i]);
 	if (!m->dataset)
 		return -ENOMEM;
 	return 0;
@@ -215,8 +218,9 @@ int loader_mixfile_parse(struct loader_mixfile *mf, const char *text,
 	/* jansson refuses "\u0000" in strings: a path is a C string. */
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
-		return msg_why(why, whylen, LOADER_EFORMAT, "%s: line %d: %s",
-			       name, je.line, je.text);
+		return msg_why(why, whylen, LOADER_EFORMAT,
+			       "%s: line %d column %d: %s", name, je.line,
+			       je.column, je.text);
 	if (!json_is_object(root)) {
 		err = msg_why(why, whylen, LOADER_EFORMAT,
 			      "%s: not a JSON object", name);
@@ -350,6 +354,7 @@ void loader_mixfile_free(struct loader_mixfile *mf)
 		/* The strings are ours: loader_parse_member() made them. */
 		free((char *)mf->m[i].dataset);
 		free((char *)mf->m[i].pipeline);
+		free(mf->path[i]);
 	}
 	memset(mf, 0, sizeof(*mf));
 }

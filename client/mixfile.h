@@ -14,10 +14,12 @@
  * directory. What the file's syntax cannot say wrong (proportions beside
  * repeat, a pipeline too long, values past the protocol's bounds) is
  * checked with the options' members by loader_make_members()
- * (openmsg.h).
+ * (openmsg.h), and by loaderctl mix inspect before it opens a member.
  *
- * Internal to libloader: compiled into it but not exported; the unit
- * tests compile mixfile.c directly. No handle, no connection.
+ * Internal to libloader: compiled into it but not exported. loaderctl
+ * compiles mixfile.c into itself as well (mix inspect reads the file
+ * with it: one reader of the format), and so do the unit tests. No
+ * handle, no connection.
  */
 #ifndef LOADER_MIXFILE_H
 #define LOADER_MIXFILE_H
@@ -40,6 +42,12 @@ struct loader_mixfile {
 	uint32_t nmembers;
 	uint64_t epoch_size;
 	struct loader_member m[LOADER_MAX_MEMBERS];
+	/*
+	 * Each member's "path" as the file has it, where m[i].dataset is
+	 * where it is read (a relative one from the file's directory): what
+	 * loaderctl mix inspect shows beside it.
+	 */
+	char *path[LOADER_MAX_MEMBERS];
 };
 
 /*
@@ -75,7 +83,10 @@ int loader_mixfile_parse(struct loader_mixfile *mf, const char *text,
 int loader_mixfile_load(struct loader_mixfile *mf, const char *path, char *why,
 			size_t whylen);
 
-/* Free the strings of *mf and zero it. */
+/*
+ * Free the strings of *mf and zero it. A string a caller has taken and
+ * left NULL in its place is passed over.
+ */
 void loader_mixfile_free(struct loader_mixfile *mf);
 
 #endif /* LOADER_MIXFILE_H */

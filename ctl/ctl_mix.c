@@ -8,9 +8,11 @@
  * file's meta page), and when every member's size is known from a
  * manifest, the mixture is made as a stream makes it, so that a file it
  * writes is one a stream takes. It never reads data, so s3:// members
- * are not checked. inspect reads every local member's sizes (tars and
- * LMDB by a scan, as loaderctl inspect does) and runs mixture_new():
- * the counts it prints are the stream's.
+ * are not checked. inspect reads the file with libloader's own reader
+ * (client/mixfile.c, compiled into loaderctl too: one reader of the
+ * format), reads every local member's sizes (tars and LMDB by a scan, as
+ * loaderctl inspect does) and runs mixture_new(): the counts it prints
+ * are the stream's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,14 +35,23 @@
 #include "ispec.h"
 #include "lmdbds.h"
 #include "loader_error.h"
+#include "mixfile.h"
 #include "mixture.h"
 #include "opts.h"
 #include "proto.h"
 #include "recindex.h"
+#include "tie.h"
 #include "wds.h"
 
-#define MIX_FORMAT  "loaderd-mixture"
-#define MIX_VERSION 1
+/*
+ * A mixture file's members (struct loader_member, mixfile.h) become the
+ * mixture's by a cast: the kinds and the most members are the same
+ * numbers on both sides.
+ */
+TIE(LOADER_MIX_PROPORTION, MIXTURE_PROPORTION);
+TIE(LOADER_MIX_REPEAT, MIXTURE_REPEAT);
+TIE(LOADER_MIX_CHOOSE, MIXTURE_CHOOSE);
+TIE(LOADER_MAX_MEMBERS, MIXTURE_MAX_MEMBERS);
 
 static const char *const how_name[] = { "proportion", "repeat", "choose" };
 
@@ -530,8 +541,8 @@ static json_t *set_json(const struct mix_set *s, int *prec)
 {
 	json_t *j = json_object(), *a = json_array();
 
-	json_object_set_new(j, "format", json_string(MIX_FORMAT));
-	json_object_set_new(j, "version", json_integer(MIX_VERSION));
+	json_object_set_new(j, "format", json_string(MIXFILE_FORMAT));
+	json_object_set_new(j, "version", json_integer(MIXFILE_VERSION));
 	/* Only where it may be: beside proportions. */
 	if (s->m[0].how == MIXTURE_PROPORTION)
 		json_object_set_new(j, "epoch_size",
@@ -752,195 +763,72 @@ static const struct opt inspect_table[] = {
 };
 #undef O
 
-/* Fields a member may have, and the file. */
-static const char *const member_keys[] = { "path", "proportion", "repeat",
-					   "choose", "pipeline" };
-static const char *const file_keys[] = { "format", "version", "epoch_size",
-					 "members" };
-
-static bool known(const char *key, const char *const *keys, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(key, keys[i]))
-			return true;
-	return false;
-}
-
-/* Member i of the file, from its object v. */
-static int read_member(json_t *v, uint32_t i, struct mix_member *m,
-		       struct diag *d)
-{
-	const char *key, *path;
-	json_t *x, *how = NULL;
-	int kinds = 0;
-
-	if (!json_is_object(v))
-		return diag_set(d, LOADER_EFORMAT,
-				"members[%u]: not a JSON object", i);
-	json_object_foreach(v, key, x) if (
-		!known(key, member_keys,
-		       5)) return diag_set(d, LOADER_EFORMAT,
-					   "members[%u]: unknown field \"%s\"",
-					   i, key);
-	x = json_object_get(v, "path");
-	path = json_string_value(x);
-	if (!path || !*path)
-		return diag_set(d, LOADER_EFORMAT, "members[%u].path: %s", i,
-				!x    ? "missing" :
-				!path ? "not a string" :
-					"empty");
-	for (unsigned k = 0; k < 3; k++) {
-		x = json_object_get(v, how_name[k]);
-		if (!x)
-			continue;
-		if (kinds++)
-			return diag_set(
-				d, LOADER_EFORMAT,
-				"members[%u]: both %s and %s; give exactly one of proportion, repeat or choose",
-				i, how_name[m->how], how_name[k]);
-		m->how = (enum mixture_how)k;
-		how = x;
-	}
-	if (!how)
-		return diag_set(
-			d, LOADER_EFORMAT,
-			"members[%u]: none of proportion, repeat or choose; give exactly one",
-			i);
-	if (m->how == MIXTURE_CHOOSE) {
-		json_int_t c = json_integer_value(how);
-
-		if (!json_is_integer(how) || c < 1 ||
-		    (uint64_t)c > MIXTURE_MAX_SAMPLES)
-			return diag_set(
-				d, LOADER_EFORMAT,
-				"members[%u].choose: not a whole number from 1 to 2^48",
-				i);
-		m->value = (double)c;
-	} else {
-		m->value = json_number_value(how);
-		if (!json_is_number(how) || !(m->value > 0))
-			return diag_set(d, LOADER_EFORMAT,
-					"members[%u].%s: not a number above 0",
-					i, how_name[m->how]);
-	}
-	x = json_object_get(v, "pipeline");
-	if (x) {
-		if (!json_is_string(x))
-			return diag_set(d, LOADER_EFORMAT,
-					"members[%u].pipeline: not a string",
-					i);
-		if (check_pipeline(json_string_value(x), d))
-			return diag_wrap(d, LOADER_EFORMAT,
-					 "members[%u].pipeline", i);
-		m->pipeline = strdup(json_string_value(x));
-		if (!m->pipeline)
-			return diag_set(d, -ENOMEM, "out of memory");
-	}
-	m->path = strdup(path);
-	return m->path ? 0 : diag_set(d, -ENOMEM, "out of memory");
-}
-
 /*
- * Read file into s: the fields checked one by one, each error naming
- * the field (members[i].field) for the caller to put after the file.
+ * Read file into s with the reader loader_open() uses (client/mixfile.h),
+ * so that inspect takes a file as a stream's client takes it; then check
+ * what that reader leaves to loader_make_members() and the stream, before
+ * any member is opened (tars are scanned): the kinds do not mix, an
+ * epoch_size goes with proportions, a choose is at most 2^48, and a
+ * pipeline is one the daemon takes. Every reason names the file, and the
+ * member and key at fault.
  */
 static int read_set(const char *file, struct mix_set *s, struct diag *d)
 {
-	json_error_t je;
-	json_t *j, *x, *a;
-	FILE *f;
-	const char *key;
-	int err = LOADER_EFORMAT;
+	struct loader_mixfile mf;
+	int err;
 
-	f = fopen(file, "r");
-	if (!f)
-		return diag_set(d, -errno, "%s", strerror(errno));
-	j = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
-	fclose(f);
-	if (!j)
-		return diag_set(d, LOADER_EFORMAT, "line %d column %d: %s",
-				je.line, je.column, je.text);
-	if (!json_is_object(j)) {
-		diag_set(d, err, "not a JSON object");
-		goto out;
-	}
-	json_object_foreach(j, key, x) if (!known(key, file_keys, 4))
-	{
-		diag_set(d, err, "unknown field \"%s\"", key);
-		goto out;
-	}
-	x = json_object_get(j, "format");
-	if (!json_is_string(x) || strcmp(json_string_value(x), MIX_FORMAT)) {
-		diag_set(d, err, "\"format\" is not \"%s\"", MIX_FORMAT);
-		goto out;
-	}
-	x = json_object_get(j, "version");
-	if (!json_is_integer(x) || json_integer_value(x) != MIX_VERSION) {
-		diag_set(
-			d, err,
-			"\"version\" is not %d (the version this loaderctl reads)",
-			MIX_VERSION);
-		goto out;
-	}
-	x = json_object_get(j, "epoch_size");
-	if (x && (!json_is_integer(x) || json_integer_value(x) < 0)) {
-		diag_set(d, err, "epoch_size: not a whole number >= 0");
-		goto out;
-	}
-	s->epoch_size = x ? (uint64_t)json_integer_value(x) : 0;
-	a = json_object_get(j, "members");
-	if (!json_is_array(a)) {
-		diag_set(d, err, "members: %s", a ? "not an array" : "missing");
-		goto out;
-	}
-	if (!json_array_size(a) || json_array_size(a) > MIXTURE_MAX_MEMBERS) {
-		diag_set(d, err, "members: %zu of them; a mixture has 1 to %d",
-			 json_array_size(a), MIXTURE_MAX_MEMBERS);
-		goto out;
-	}
-	for (uint32_t i = 0; i < json_array_size(a); i++) {
-		err = read_member(json_array_get(a, i), i, &s->m[i], d);
-		s->n = i + 1; /* what it set is freed with the rest */
-		if (err)
-			goto out;
-		if ((s->m[i].how == MIXTURE_PROPORTION) !=
+	err = loader_mixfile_load(&mf, file, d->msg, sizeof(d->msg));
+	if (err)
+		return err;
+	s->epoch_size = mf.epoch_size;
+	for (uint32_t i = 0; i < mf.nmembers; i++) {
+		struct loader_member *lm = &mf.m[i];
+		struct mix_member *m = &s->m[i];
+
+		/*
+		 * The strings move to s (set_free() frees them): mf is left
+		 * NULL in their place, which loader_mixfile_free() passes.
+		 */
+		m->path = mf.path[i];
+		m->where = (char *)lm->dataset;
+		m->pipeline = (char *)lm->pipeline;
+		mf.path[i] = NULL;
+		lm->dataset = lm->pipeline = NULL;
+		m->how = (enum mixture_how)lm->how;
+		m->value = lm->value;
+		s->n = i + 1;
+		if ((m->how == MIXTURE_PROPORTION) !=
 		    (s->m[0].how == MIXTURE_PROPORTION)) {
 			err = diag_set(
 				d, LOADER_EFORMAT,
-				"members[%u].%s: beside members[0].%s: either every member gives a proportion or none does",
-				i, how_name[s->m[i].how],
+				"%s: member %u: \"%s\" beside member 0's \"%s\": either every member gives a proportion or none does",
+				file, i, how_name[m->how],
 				how_name[s->m[0].how]);
 			goto out;
 		}
+		if (m->how == MIXTURE_CHOOSE &&
+		    m->value > MIXTURE_MAX_SAMPLES) {
+			err = diag_set(
+				d, LOADER_EFORMAT,
+				"%s: member %u: \"choose\" is not a whole number from 1 to 2^48",
+				file, i);
+			goto out;
+		}
+		if (m->pipeline && check_pipeline(m->pipeline, d)) {
+			err = diag_wrap(d, LOADER_EFORMAT,
+					"%s: member %u: \"pipeline\"", file, i);
+			goto out;
+		}
 	}
-	if (s->epoch_size && s->m[0].how != MIXTURE_PROPORTION) {
+	if (s->epoch_size && s->m[0].how != MIXTURE_PROPORTION)
 		err = diag_set(
 			d, LOADER_EFORMAT,
-			"epoch_size: %" PRIu64
+			"%s: \"epoch_size\": %" PRIu64
 			" goes with proportions; the members give repeat or choose",
-			s->epoch_size);
-		goto out;
-	}
-	err = 0;
+			file, s->epoch_size);
 out:
-	json_decref(j);
+	loader_mixfile_free(&mf);
 	return err;
-}
-
-/*
- * Where a member's path is read from: a relative one from the file's
- * directory, as the client reads it.
- */
-static int resolve(const char *file, struct mix_member *m, struct diag *d)
-{
-	const char *slash = strrchr(file, '/');
-
-	if (m->path[0] == '/' || aws_is_url(m->path) || !slash)
-		m->where = strdup(m->path);
-	else if (asprintf(&m->where, "%.*s/%s", (int)(slash - file), file,
-			  m->path) < 0)
-		m->where = NULL;
-	return m->where ? 0 : diag_set(d, -ENOMEM, "out of memory");
 }
 
 static json_t *count_json(bool known_, uint64_t v)
@@ -1071,14 +959,13 @@ static int mix_inspect(int argc, char **argv)
 	}
 	file = argv[0];
 	if (read_set(file, &s, &d)) {
-		fprintf(stderr, "loaderctl mix inspect: %s: %s\n", file, d.msg);
+		fprintf(stderr, "loaderctl mix inspect: %s\n", d.msg);
 		goto out;
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
-		if (resolve(file, &s.m[i], &d) ||
-		    member_open(&s.m[i], true, &d)) {
+		if (member_open(&s.m[i], true, &d)) {
 			fprintf(stderr,
-				"loaderctl mix inspect: %s: members[%u].path: %s\n",
+				"loaderctl mix inspect: %s: member %u: \"path\": %s\n",
 				file, i, d.msg);
 			goto out;
 		}

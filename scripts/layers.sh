@@ -37,7 +37,9 @@ cd "$top"
 # it finds a dataset's files by the conventions the daemon reads them by
 # (common/dsfiles.h, all inline).
 # loaderctl finds the daemon as libloader does: one lookup order, in
-# client/sockpath.h, compiled into both.
+# client/sockpath.h, compiled into both. It reads a mixture file as
+# libloader does: one reader of the format, client/mixfile.h, compiled
+# into both.
 allowed() {
 	case $1 in
 	common) echo "" ;;
@@ -48,7 +50,7 @@ allowed() {
 	pipeline/remote) echo "pipeline/base pipeline/format common" ;;
 	pipeline/stream) echo "pipeline/base pipeline/format pipeline/image pipeline/remote codecs common" ;;
 	daemon) echo "pipeline codecs common client/proto.h client/ring.h client/futex.h client/msg.h" ;;
-	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h client/sockpath.h" ;;
+	ctl) echo "pipeline codecs common client/proto.h client/msg.h client/loader.h client/sockpath.h client/mixfile.h" ;;
 	client) echo "common/loader_error.h common/tie.h common/awscfg.h common/diag.h common/clock.h common/dsfiles.h" ;;
 	trainer) echo "client/loader.h" ;;
 	bench) echo "ctl pipeline codecs common" ;;

@@ -4,11 +4,11 @@
 # a file for each kind of member, paths stored relative to the file or
 # absolute, the counts inspect prints (a stream's, pipeline/stream/
 # mixture.h), --json, s3:// members not read, refusals that name the
-# argument or the JSON field, and an existing file left intact.
+# argument, or the file's member and key, and an existing file left intact.
 . "$top_srcdir/tests/integration/tap.sh"
 need_fmnist
 tmpdir
-plan 53
+plan 57
 
 "$LOADERCTL" pack --split test "$src" "$T/fm" >/dev/null &&
 	"$LOADERCTL" pack --split train "$src" "$T/fm" >/dev/null ||
@@ -102,6 +102,9 @@ like "$out" '^epoch: +not computed: member 1 is in an object store' \
 	"and the epoch is not computed"
 out=$(cd / && "$LOADERCTL" mix inspect "$T/mix.json")
 like "$out" '10000 +49000 +70.00% +fm/test' "relative paths are read from the file's directory"
+out=$(cd / && "$LOADERCTL" mix inspect --json "$T/mix.json" | tr -d ' \n')
+like "$out" "\"path\":\"fm/test\",\"resolved\":\"$T/fm/test\"," \
+	"--json: the path as stored, and where it was read"
 
 # Refusals: each names the argument, exits 2, and writes nothing.
 refused() {
@@ -148,7 +151,8 @@ like "$(tr -d ' \n' <mix.json)" '"members":\[\{"path":"fm/test","choose":3\}\]' 
 	"with the new members"
 is "$(find . -maxdepth 1 -name 'mix.json.*')" "" "no temporary file is left"
 
-# inspect's errors name the file and the field.
+# inspect reads the file as libloader does (client/mixfile.c): its errors
+# name the file, the member and the key.
 bad() {
 	printf '%s\n' "$1" >bad.json
 	out=$("$LOADERCTL" mix inspect bad.json 2>&1)
@@ -156,14 +160,20 @@ bad() {
 }
 hdr='"format": "loaderd-mixture", "version": 1'
 bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"proportion\": 1}, {\"path\": \"fm/train\", \"repeat\": 2}]}" \
-	'members\[1\].repeat: beside members\[0\].proportion' "inspect: mixed kinds name the member"
+	'member 1: "repeat" beside member 0.s "proportion": either every member' "inspect: mixed kinds name the member"
 bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"repeat\": 0}]}" \
-	'members\[0\].repeat: not a number above 0' "inspect: a bad value names the field"
+	'member 0: "repeat" is not a number > 0' "inspect: a bad value names the key"
 bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"choose\": 2, \"repeat\": 1}]}" \
-	'members\[0\]: both repeat and choose' "inspect: two kinds are refused"
+	'member 0: "repeat" and "choose": give one of' "inspect: two kinds are refused"
 bad "{$hdr, \"members\": [{\"path\": \"nothere\", \"choose\": 2}]}" \
-	'members\[0\].path: nothere: No such file' "inspect: a missing member is named"
+	'member 0: "path": nothere: No such file' "inspect: a missing member is named"
 bad "{$hdr, \"epoch_size\": 5, \"members\": [{\"path\": \"fm/test\", \"choose\": 2}]}" \
-	'epoch_size: 5 goes with proportions' "inspect: epoch_size without proportions"
+	'"epoch_size": 5 goes with proportions' "inspect: epoch_size without proportions"
 bad '{"format": "loaderd-mixture", "version": 2, "members": []}' \
 	'"version" is not 1' "inspect: another version is refused"
+bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"choose\": 281474976710657}]}" \
+	'member 0: "choose" is not a whole number from 1 to 2\^48' "inspect: a choose past 2^48 is refused"
+bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"choose\": 2, \"pipeline\": \"decode | bogus\"}]}" \
+	'member 0: "pipeline": column 10' "inspect: a bad pipeline names the member"
+bad "{$hdr, \"members\": [{\"path\": \"fm/test\", \"choose\": 2,}]}" \
+	'line 1 column [0-9]+: ' "inspect: a JSON error names the line and column"
