@@ -363,7 +363,8 @@ static int named_dataset_id(const struct stream_config *c, const int *fds,
  * hold from there (the record is written with them: state_begin()).
  */
 static int named_new_counts(struct named_open *o, struct state_pos *p,
-			    uint64_t mixid, struct diag *d)
+			    const struct state_pos *pos, uint64_t mixid,
+			    struct diag *d)
 {
 	struct state_job *old = &o->job;
 
@@ -379,6 +380,25 @@ static int named_new_counts(struct named_open *o, struct state_pos *p,
 	if (p->batch && p->batch >= old->batches_per_epoch) {
 		p->epoch++;
 		p->batch = 0;
+	}
+	/*
+	 * Every rank of the job saved here must stand there too: one that
+	 * goes on at its own position (PROTO_OPEN_GO_ON) in the middle of
+	 * the epoch would otherwise finish it under the new counts.
+	 */
+	for (uint32_t r = 0; pos && !p->batch && r < old->world; r++) {
+		struct state_pos q = pos[r];
+
+		if (q.generation != old->generation)
+			continue;
+		if (q.batch && q.batch >= old->batches_per_epoch) {
+			q.epoch++;
+			q.batch = 0;
+		}
+		if (q.epoch != p->epoch || q.batch) {
+			*p = q;
+			break;
+		}
 	}
 	if (p->batch || old->plan_words)
 		return diag_set(
@@ -714,7 +734,7 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
 	}
-	err = named_new_counts(o, &p, o->mix_id, d);
+	err = named_new_counts(o, &p, pos, o->mix_id, d);
 	if (err)
 		return err;
 	return named_start(o, c, p.epoch, p.batch, end, d);

@@ -1164,6 +1164,11 @@ static void on_member(struct session *ss, const struct proto_hdr *h,
 		snprintf(why, sizeof(why),
 			 "MEMBER %" PRIu32 " before all its files were sent",
 			 m->index);
+	else if (ss->nmix && m->epoch_size != ss->mix[0].m.epoch_size)
+		snprintf(why, sizeof(why),
+			 "MEMBER %" PRIu32 ": epoch size %" PRIu64
+			 ", member 0's %" PRIu64,
+			 m->index, m->epoch_size, ss->mix[0].m.epoch_size);
 	if (!why[0] && ss->remote) {
 		char hp[300];
 

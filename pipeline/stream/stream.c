@@ -99,22 +99,32 @@ int stream_config_check(const struct stream_config *c, struct diag *d)
  * value) and twice the field's mean unpacked size (for compressed ones),
  * from the shards' indexes and footers, capped.
  */
-static uint64_t default_ragged(const struct stream *s, uint32_t field)
+/* The dataset's largest record, in bytes, from its shards' indexes. */
+static uint64_t largest_record(const struct stream *s)
 {
-	uint64_t largest = 0, raw = 0, records = 0, room;
+	uint64_t largest = 0;
 
 	for (uint32_t i = 0; i < s->ds->nshards; i++) {
-		const struct shard *sh = s->sh[i];
-		uint64_t n = shard_count(sh);
+		uint64_t n = shard_count(s->sh[i]);
 
 		for (uint64_t r = 0; r < n; r++) {
 			struct shard_rec rec;
 
-			if (!shard_rec(sh, r, &rec) && rec.length > largest)
+			if (!shard_rec(s->sh[i], r, &rec) &&
+			    rec.length > largest)
 				largest = rec.length;
 		}
-		raw += shard_stats(sh, field).raw_bytes;
-		records += n;
+	}
+	return largest;
+}
+
+static uint64_t default_ragged(const struct stream *s, uint32_t field)
+{
+	uint64_t largest = largest_record(s), raw = 0, records = 0, room;
+
+	for (uint32_t i = 0; i < s->ds->nshards; i++) {
+		raw += shard_stats(s->sh[i], field).raw_bytes;
+		records += shard_count(s->sh[i]);
 	}
 	if (records && 2 * (raw / records) > largest)
 		largest = 2 * (raw / records);
@@ -470,21 +480,29 @@ static void fixed_layout(struct stream *s)
  * would only cycle through memory the dataset never needs, and make it
  * all resident), and each worker's scratch. Refused above max_mem.
  */
-static int plan_memory(struct stream *s, struct diag *d)
+/* The arena of a budget of want bytes: capped by the data, page-aligned. */
+static uint64_t arena_bytes(const struct stream *s, uint64_t want)
 {
-	uint64_t data = 0, per_worker, workers = pool_workers(s->pool) + 1;
+	uint64_t data = 0;
 
 	for (uint32_t i = 0; i < s->ds->nshards; i++)
 		data += shard_file_size(s->sh[i]);
-	s->arena_size = s->c.prefetch_bytes ? s->c.prefetch_bytes :
-					      STREAM_DEFAULT_PREFETCH;
 	/* Room for the alignment of every read in flight, above the data. */
 	data += (uint64_t)STREAM_READ_AHEAD * s->lay.batch_size * 2 *
 		STREAM_DIRECT_ALIGN;
-	if (s->arena_size > data)
-		s->arena_size = data;
+	if (want > data)
+		want = data;
 	/* Page-aligned: O_DIRECT reads land in it. */
-	s->arena_size = align_up(s->arena_size, STREAM_DIRECT_ALIGN);
+	return align_up(want, STREAM_DIRECT_ALIGN);
+}
+
+static int plan_memory(struct stream *s, struct diag *d)
+{
+	uint64_t per_worker, workers = pool_workers(s->pool) + 1;
+
+	s->arena_size =
+		arena_bytes(s, s->c.prefetch_bytes ? s->c.prefetch_bytes :
+						     STREAM_DEFAULT_PREFETCH);
 	per_worker = (s->max_field ? s->max_field : 1) +
 		     (s->pipe ? imgpipe_ws_bytes(s->pipe) : 0);
 	s->lay.mem_bytes =
@@ -529,17 +547,15 @@ static int count_index(struct stream *s, uint32_t i, const char *name,
 	return 0;
 }
 
-static int setup_prefetch(struct stream *s, struct diag *d)
+/*
+ * The arena of s->arena_size bytes, in huge pages where the kernel has
+ * them: a stream's first pass over a 64 MiB arena in 4 KiB pages takes
+ * 16,384 page faults, which cost a JPEG epoch from page-cached shards a
+ * fifth of its time on a virtual machine (1.25 s against 0.97 s). Only
+ * advice: without transparent huge pages it is 4 KiB pages.
+ */
+static void alloc_arena(struct stream *s)
 {
-	uint32_t b = s->lay.batch_size;
-
-	/*
-	 * The arena in huge pages where the kernel has them: a stream's
-	 * first pass over a 64 MiB arena in 4 KiB pages takes 16,384 page
-	 * faults, which cost a JPEG epoch from page-cached shards a fifth
-	 * of its time on a virtual machine (1.25 s against 0.97 s). Only
-	 * advice: without transparent huge pages it is 4 KiB pages.
-	 */
 	if (s->arena_size >= STREAM_HUGE_PAGE) {
 		s->arena = mem_aligned(STREAM_HUGE_PAGE, s->arena_size);
 		if (s->arena)
@@ -547,6 +563,13 @@ static int setup_prefetch(struct stream *s, struct diag *d)
 	} else {
 		s->arena = mem_aligned(STREAM_DIRECT_ALIGN, s->arena_size);
 	}
+}
+
+static int setup_prefetch(struct stream *s, struct diag *d)
+{
+	uint32_t b = s->lay.batch_size;
+
+	alloc_arena(s);
 	/*
 	 * How many batches the reader may run ahead, within the byte budget.
 	 * Deep enough to keep storage busy, shallow enough that batches read
@@ -971,6 +994,9 @@ void stream_free(struct stream *s)
 
 /* ------------------------------------------------------------ mixtures */
 
+/* A member's arena before its share of the mixture is known. */
+#define MEMBER_ARENA_MIN (1u << 20)
+
 /* "u8 [3, 224, 224]": a sample of output t, for messages. */
 static void tensor_text(const struct stream_tensor *t, char *buf, size_t n)
 {
@@ -1001,8 +1027,8 @@ void stream_member_drop(const struct stream_member *mb)
  * own order, sequential for world 1, serves to locate its samples.
  */
 static int member_new(struct stream **out, const struct stream_config *c,
-		      uint32_t m, struct pool *pool, uint64_t prefetch,
-		      const char *label, struct diag *d)
+		      uint32_t m, struct pool *pool, const char *label,
+		      struct diag *d)
 {
 	const struct stream_member *mb = &c->members[m];
 	struct stream_config mc = *c;
@@ -1029,8 +1055,8 @@ static int member_new(struct stream **out, const struct stream_config *c,
 	mc.start_epoch = 0;
 	mc.start_batch = 0;
 	mc.epochs = 0;
-	mc.prefetch_bytes = prefetch;
-	mc.max_mem = 0; /* the mixture counts its members' memory */
+	/* Resized to its share once the mixture's counts are known. */
+	mc.prefetch_bytes = MEMBER_ARENA_MIN;
 	mc.label = label;
 	return stream_new(out, &mc, mb->fds, mb->nfds, pool, d);
 }
@@ -1071,6 +1097,74 @@ static int member_agrees(const struct stream *s, uint32_t m, struct diag *d)
 	return 0;
 }
 
+/*
+ * What a mixture holds beside its ring, counted before its members'
+ * copies of the plan are made: each member's arena, resized to its share
+ * of the prefetch budget as the epoch gives it samples (at least room
+ * for a whole batch of its largest records, within the budget, so that
+ * any batch fits), its scratch and indexes; and n + 1 copies of the plan
+ * and of the order over the epoch's blocks (their sizes and starts, the
+ * quasi order's block order), which a client's counts make large.
+ * Refused above max_mem, with the parts named.
+ */
+static int mixture_memory(struct stream *s, const struct stream_config *c,
+			  struct diag *d)
+{
+	uint64_t total =
+		c->prefetch_bytes ? c->prefetch_bytes : STREAM_DEFAULT_PREFETCH;
+	uint64_t places = mixture_size(s->mix), members = 0, meta;
+	const uint64_t *blocks;
+	uint64_t nb = mixture_blocks(s->mix, &blocks);
+
+	meta = (uint64_t)(s->nmembers + 1) * nb *
+	       (c->order == ORDER_QUASI ? 28 : 16);
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		struct stream *ms = s->member[m];
+		uint64_t want = (uint64_t)((double)total *
+					   (double)mixture_count(s->mix, m) /
+					   (double)places);
+		uint64_t floor =
+			(largest_record(ms) + 2 * STREAM_DIRECT_ALIGN) *
+			s->lay.batch_size;
+		uint64_t size;
+
+		if (floor > total)
+			floor = total;
+		if (want < floor)
+			want = floor;
+		if (want < MEMBER_ARENA_MIN)
+			want = MEMBER_ARENA_MIN;
+		size = arena_bytes(ms, want);
+		if (size != ms->arena_size) {
+			ms->lay.mem_bytes -= ms->arena_size;
+			free(ms->arena);
+			ms->arena_size = size;
+			alloc_arena(ms);
+			if (!ms->arena)
+				return diag_set(d, -ENOMEM,
+						"prefetch of %" PRIu64
+						" bytes for member %" PRIu32,
+						size, m);
+			ms->lay.mem_bytes += size;
+		}
+		members += ms->lay.mem_bytes;
+		s->lay.index_bytes += ms->lay.index_bytes;
+	}
+	s->lay.mem_bytes = members + meta;
+	if (c->max_mem && s->lay.mem_bytes > c->max_mem)
+		return diag_set(
+			d, LOADER_ETOOBIG,
+			"the mixture would hold %" PRIu64
+			" bytes beside its ring (its %" PRIu32
+			" members' prefetch, decode scratch and shard indexes %" PRIu64
+			", its plan and orders over %" PRIu64 " blocks %" PRIu64
+			"), more than the %" PRIu64 " %s",
+			s->lay.mem_bytes, s->nmembers, members, nb, meta,
+			c->max_mem,
+			c->max_mem_why ? c->max_mem_why : "allowed");
+	return 0;
+}
+
 /* Its members' layouts, then the mixture's order over their epochs. */
 static int mixture_open(struct stream *s, const struct stream_config *c,
 			struct diag *d)
@@ -1108,6 +1202,8 @@ static int mixture_open(struct stream *s, const struct stream_config *c,
 				      .quasi = c->order == ORDER_QUASI };
 	if (!err)
 		err = mixture_new(&s->mix, &mp, d);
+	if (!err)
+		err = mixture_memory(s, c, d);
 	for (uint32_t m = 0; !err && m < n; m++)
 		err = mixture_new(&s->member[m]->vmix, &mp, d);
 	for (uint32_t m = 0; m < n; m++)
@@ -1167,13 +1263,8 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 			      struct diag *d)
 {
 	uint32_t n = c->nmembers;
-	uint64_t prefetch = (c->prefetch_bytes ? c->prefetch_bytes :
-						 STREAM_DEFAULT_PREFETCH) /
-			    n;
 	int err = 0;
 
-	if (prefetch < (1u << 20))
-		prefetch = 1u << 20;
 	s->member = mem_calloc(n, sizeof(*s->member));
 	s->delivered = mem_calloc(n, sizeof(*s->delivered));
 	s->member_label = mem_calloc(n, sizeof(*s->member_label));
@@ -1195,8 +1286,7 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 		}
 		snprintf(label, sizeof(label), "%s: member %" PRIu32, s->label,
 			 m);
-		err = member_new(&s->member[m], c, m, s->pool, prefetch, label,
-				 d);
+		err = member_new(&s->member[m], c, m, s->pool, label, d);
 		if (err) {
 			diag_wrap(d, err, "member %" PRIu32 " (%s)", m,
 				  s->member_label[m]);
@@ -1230,23 +1320,18 @@ static int stream_new_mixture(struct stream *s, const struct stream_config *c,
 	err = mixture_open(s, c, d);
 	if (err)
 		return err;
-	for (uint32_t m = 0; m < n; m++) {
-		s->lay.mem_bytes += s->member[m]->lay.mem_bytes;
-		s->lay.index_bytes += s->member[m]->lay.index_bytes;
-	}
-	if (c->max_mem && s->lay.mem_bytes > c->max_mem)
-		return diag_set(
-			d, LOADER_ETOOBIG,
-			"the mixture's %" PRIu32 " members would hold %" PRIu64
-			" bytes beside its ring (prefetch, decode scratch and shard indexes), more than the %" PRIu64
-			" %s",
-			n, s->lay.mem_bytes, c->max_mem,
-			c->max_mem_why ? c->max_mem_why : "allowed");
 	s->bad = mem_calloc(s->lay.batch_size, 1);
 	s->rep = mem_calloc(s->lay.batch_size, sizeof(*s->rep));
 	if (!s->bad || !s->rep)
 		return diag_set(d, -ENOMEM, "out of memory");
 	return 0;
+}
+
+/* A mixture stream_new() will not open: its members dropped. */
+static void members_drop(const struct stream_config *c)
+{
+	for (uint32_t m = 0; c->members && m < c->nmembers; m++)
+		stream_member_drop(&c->members[m]);
 }
 
 int stream_new(struct stream **out, const struct stream_config *c, int *fds,
@@ -1258,8 +1343,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!s) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
-		for (uint32_t m = 0; m < c->nmembers; m++)
-			stream_member_drop(&c->members[m]);
+		members_drop(c);
 		s3read_free(c->s3read);
 		s3fill_cancel(c->s3fill);
 		s3fill_put(c->s3fill);
@@ -1279,6 +1363,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (!s->fds) {
 		for (uint32_t i = 0; i < nfds; i++)
 			close(fds[i]);
+		members_drop(c);
 		stream_free(s);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
@@ -1293,6 +1378,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 	if (c->plan && c->plan_words) {
 		s->plan = mem_alloc(c->plan_words * sizeof(uint64_t));
 		if (!s->plan) {
+			members_drop(c);
 			stream_free(s);
 			return diag_set(d, -ENOMEM, "out of memory");
 		}
@@ -1311,8 +1397,7 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		s->c.shard_ids = NULL;
 		s->c.members = NULL;
 		if (err)
-			for (uint32_t m = 0; m < c->nmembers; m++)
-				stream_member_drop(&c->members[m]);
+			members_drop(c);
 		else
 			err = stream_new_mixture(s, c, d);
 		goto done;
@@ -1418,11 +1503,24 @@ void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,
 {
 	*reader_ns = __atomic_load_n(&s->reader_cpu_ns, __ATOMIC_RELAXED);
 	*assembler_ns = __atomic_load_n(&s->assembler_cpu_ns, __ATOMIC_RELAXED);
+	/* A mixture's readers are its members'. */
+	for (uint32_t m = 0; m < s->nmembers; m++)
+		*reader_ns += __atomic_load_n(&s->member[m]->reader_cpu_ns,
+					      __ATOMIC_RELAXED);
 }
 
 void stream_stages(const struct stream *s, struct stream_stages *t)
 {
 	memset(t, 0, sizeof(*t));
+	/* A mixture's samples are decoded by its members' workers. */
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		struct stream_stages mt;
+
+		stream_stages(s->member[m], &mt);
+		t->decode_ns += mt.decode_ns;
+		t->augment_ns += mt.augment_ns;
+		t->emit_ns += mt.emit_ns;
+	}
 	if (!s->wt)
 		return;
 	for (uint32_t i = 0; i < s->nworkers; i++) {

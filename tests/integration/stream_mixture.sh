@@ -15,7 +15,7 @@
 
 need_fmnist
 tmpdir
-plan 22
+plan 24
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -90,6 +90,23 @@ is "$fine" yes "world 3 runs every rank to the end"
 multiset "$T"/el4.* "$T"/el3.* >"$T/el.set"
 ok "across 4 and 3 ranks each member's samples of each epoch came exactly as uninterrupted" \
 	cmp -s "$T/el.set" "$T/ref.set"
+
+# --- 2b. memory: a member's share of the prefetch, and a plan's size -------
+# Batches of 3000 (2.4 MB of records) within 4 MiB of prefetch: member 0,
+# 0.9 of the epoch, must hold a whole batch, not half of the budget.
+out=$("$LDCLIENT" --prefetch 4194304 --batch 3000 --hash \
+	--member proportion:0.9:"$T/a/test" --member proportion:0.1:"$T/b/test" \
+	"$T/d.sock" mix 2>&1)
+like "$out" '^epoch 0 batches 7 samples 20000 ' \
+	"a member of a large share gets room for whole batches of its records"
+# 2 x 10^6 whole copies of a dataset of one shard are 2 x 10^6 blocks a
+# plan: counted in the stream's memory, and refused past the user's.
+"$LOADERCTL" pack --split test --shard-size 64M "$src" "$T/one" >/dev/null
+start_daemon "$T/small.sock" --max-uid-memory 64M
+out=$("$LDCLIENT" --member repeat:1000000:"$T/one/test" \
+	--member repeat:1000000:"$T/one/test" "$T/small.sock" mix 2>&1)
+like "$out" 'the mixture would hold [0-9]+ bytes beside its ring \(its 2 members. prefetch, decode scratch and shard indexes [0-9]+, its plan and orders over 2000000 blocks [0-9]+\), more than the' \
+	"a plan too large for the user's memory is refused, its parts named"
 
 # --- 3. a named job changes its proportions between epochs ----------------
 M55="--member proportion:0.5:$T/a/test --member proportion:0.5:$T/b/test"
