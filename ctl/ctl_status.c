@@ -409,6 +409,49 @@ static void print_up(int up)
 }
 
 /* Prometheus's text exposition format: counters and gauges, no rates. */
+/*
+ * A mixture's members, labelled by session and member number (their
+ * paths are the clients' words, and may not be valid label text).
+ */
+static void print_prometheus_members(const struct daemon_reading *r)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} m[] = {
+#define F(f) offsetof(struct proto_member_info, f)
+		{ "loaderd_member_samples_total",
+		  "samples of a mixture's member published", F(samples) },
+		{ "loaderd_member_bad_samples_total",
+		  "samples of a mixture's member that could not be decoded",
+		  F(bad_samples) },
+		{ "loaderd_member_read_bytes_total",
+		  "bytes of a mixture's member read from storage",
+		  F(bytes_read) },
+#undef F
+	};
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		printf("# HELP %s %s\n# TYPE %s counter\n", m[k].name,
+		       m[k].help, m[k].name);
+		for (uint32_t i = 0; i < r->n; i++)
+			for (uint32_t j = 0;
+			     j < r->s[i].nmembers && j < PROTO_MAX_MEMBERS;
+			     j++) {
+				uint64_t v;
+
+				memcpy(&v,
+				       (const char *)&r->s[i].member[j] +
+					       m[k].off,
+				       sizeof(v));
+				printf("%s{session=\"%" PRIu64
+				       "\",member=\"%" PRIu32 "\"} %" PRIu64
+				       "\n",
+				       m[k].name, r->s[i].session, j, v);
+			}
+	}
+}
+
 static void print_prometheus(const struct daemon_reading *r)
 {
 	static const struct {
@@ -481,6 +524,7 @@ static void print_prometheus(const struct daemon_reading *r)
 			       r->s[i].uid, (double)v * m[k].scale);
 		}
 	}
+	print_prometheus_members(r);
 }
 
 static volatile sig_atomic_t interrupted;

@@ -12,7 +12,7 @@ TOOLS=$top_builddir/tests/tools
 command -v mdb_load >/dev/null 2>&1 || skip_all "mdb_load not installed (lmdb-utils; scripts/deps.sh --test)"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
 tmpdir
-plan 21
+plan 23
 
 for i in $(seq 1 24); do "$TOOLS/mkjpeg" "$T/$i.jpg" $((40 + i)) $((30 + i % 7)) $i >/dev/null; done
 /usr/bin/python3 - "$T" "$top_srcdir/tests/integration" <<'PY'
@@ -48,6 +48,16 @@ same_batches "$T/d.sock" "bytes values (ragged), the data file named" "$T/bytes/
 
 once_per_epoch "$T/d.sock" "$T/bytes" 3 2 200 "world 3: each (epoch, sample) once" \
 	--order random --seed 3 --batch 7 --outputs value
+# A mixture of an LMDB database read in place and the shards packed
+# from another: 24 + 10 samples an epoch, each member's as planned.
+out=$("$LDCLIENT" --pipeline "$PIPE" --batch 5 --epochs 2 --ids --hash \
+	--member repeat:1:"$T/plain" --member choose:10:"$T/packed-caffe" \
+	"$T/d.sock" mix 2>&1)
+like "$out" '^epoch 1 batches 7 samples 34 ' \
+	"an LMDB database read in place mixes with packed shards: 24 + 10 samples an epoch"
+is "$(echo "$out" | awk '$1 == "id" && $2 == 1 { n[$5]++; d[$5 " " $4] = 1 }
+	END { for (k in d) { split(k, a, " "); u[a[1]]++ } print n[0] + 0, u[0] + 0, n[1] + 0, u[1] + 0 }')" \
+	"24 24 10 10" "... every sample of the database once, 10 distinct of the other"
 is "$(grep -c 'data.mdb: scanned' "$T/d.sock.log")" 4 \
 	"each database was scanned once (4), whatever the streams"
 

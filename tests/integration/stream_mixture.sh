@@ -15,7 +15,7 @@
 
 need_fmnist
 tmpdir
-plan 24
+plan 26
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -158,6 +158,17 @@ out=$("$LDCLIENT" --outputs image,label --batch 4 --epochs 2 --ids --hash \
 	"$T/d.sock" "$T/good.json" 2>&1)
 like "$out" '^epoch 1 batches 5 samples 20 ' \
 	"members with their own pipelines of one shape are mixed: 8 + 12 images an epoch"
+# The same bytes whatever the decode threads: daemons of 1 and 3.
+start_daemon "$T/t1.sock" --threads 1
+start_daemon "$T/t3.sock" --threads 3
+hashes() {
+	"$LDCLIENT" --outputs image,label --batch 4 --epochs 2 --order random \
+		--seed 9 --batch-hash "$1" "$T/good.json" 2>&1 | grep '^batch '
+}
+h1=$(hashes "$T/t1.sock")
+h3=$(hashes "$T/t3.sock")
+ok "a mixture's batches are the same bytes with 1 and 3 decode threads" \
+	test -n "$h1" -a "$h1" = "$h3"
 
 # --- 5. members of other formats: a tar read in place, shards packed from it
 mkdir "$T/w"
@@ -203,5 +214,8 @@ like "$out" "member 1: 8000 samples an epoch, [0-9]+ delivered, 0 bad, [0-9.]+ M
 js=$("$LOADERCTL" streams --json --socket "$T/d.sock" 2>&1)
 like "$js" '"members": ?\[\{"dataset": ?"[^"]*a/test", ?"per_epoch": ?12000' \
 	"loaderctl streams --json lists the members"
+prom=$("$LOADERCTL" stats --prometheus --socket "$T/d.sock" 2>&1)
+like "$prom" '^loaderd_member_samples_total\{session="[0-9]+",member="1"\} [0-9]+$' \
+	"loaderctl stats --prometheus counts each member's samples"
 kill "$slow" 2>/dev/null
 wait "$slow" 2>/dev/null || :
