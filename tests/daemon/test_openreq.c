@@ -221,7 +221,7 @@ Test(openreq, edges_accepted)
 
 static void unknown_flag(struct proto_open *m)
 {
-	m->flags |= 0x200;
+	m->flags |= 0x400;
 }
 
 static void positions_unnamed(struct proto_open *m)
@@ -326,7 +326,7 @@ Test(openreq, malformed_refused)
 		const char *needle; /* in the reason */
 	} t[] = {
 		{ "unknown flag bit", unknown_flag, LOADER_EUSAGE,
-		  "unknown flags 0x201" },
+		  "unknown flags 0x401" },
 		{ "positions without a name", positions_unnamed, LOADER_EUSAGE,
 		  "positions of an earlier world need a stream name" },
 		{ "positions with a start batch", positions_start_batch,

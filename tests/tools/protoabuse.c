@@ -1191,6 +1191,110 @@ static const enum remote_abuse rm_twice = RM_TWICE;
 static const enum remote_abuse rm_after_files = RM_AFTER_FILES;
 static const enum remote_abuse rm_open_local = RM_OPEN_LOCAL;
 
+/*
+ * MEMBER (a mixture's member) out of place or malformed, and OPENs that
+ * do not go with the MEMBERs sent: each is refused with a reason, and
+ * the session goes on; a member's value the plan refuses fails the OPEN,
+ * naming the member.
+ */
+enum member_abuse {
+	MB_BEFORE_HELLO,
+	MB_INDEX,	 /* member 5 first */
+	MB_FLAGS,	 /* TAR and LMDB at once */
+	MB_UNTERMINATED, /* a label without NUL */
+	MB_NO_FILES,	 /* no files before it */
+	MB_REMOTE_FLAG,	 /* REMOTE's flag after FILES */
+	MB_OPEN_PLAIN,	 /* MEMBER, then an OPEN not of a mixture */
+	MB_OPEN_EMPTY,	 /* an OPEN of a mixture without MEMBERs */
+	MB_EPOCH_SIZE,	 /* two MEMBERs of other epoch sizes */
+	MB_NAN,		 /* a proportion that is not a number */
+};
+
+static int case_member(struct ctx *c, const void *arg)
+{
+	const enum member_abuse *k = arg;
+	static const char *const want[] = {
+		"before HELLO",	     "was due",
+		"conflicting flags", "not terminated",
+		"before all its",    "disagree",
+		"not of a mixture",  "before its MEMBERs",
+		"epoch size",	     "member 0",
+	};
+	struct proto_member *m = calloc(1, sizeof(*m));
+	int fds[PA_MAX_SHARDS + 1], fd = dial(c), r = 0, have = 0;
+	struct proto_open o;
+	uint32_t seq;
+
+	if (fd < 0 || !m) {
+		free(m);
+		if (fd >= 0)
+			close(fd);
+		return PA_FAIL;
+	}
+	m->how = PROTO_MIX_PROPORTION;
+	m->value = 1;
+	snprintf(m->label, sizeof(m->label), "member");
+	if (*k != MB_BEFORE_HELLO)
+		r = hello(c, fd);
+	if (!r && *k != MB_BEFORE_HELLO && *k != MB_NO_FILES &&
+	    *k != MB_OPEN_EMPTY) {
+		r = open_dataset(c, fds);
+		have = !r;
+		if (!r)
+			r = send_files(c, fd, fds, c->nshards + 1);
+	}
+	if (*k == MB_INDEX)
+		m->index = 5;
+	if (*k == MB_FLAGS)
+		m->flags = PROTO_OPEN_TAR | PROTO_OPEN_LMDB;
+	if (*k == MB_UNTERMINATED)
+		memset(m->label, 'l', sizeof(m->label));
+	if (*k == MB_REMOTE_FLAG)
+		m->flags = PROTO_OPEN_REMOTE;
+	if (*k == MB_NAN)
+		m->value = __builtin_nan("");
+	seq = ++c->seq;
+	if (!r && *k != MB_OPEN_EMPTY)
+		r = send_msg(c, fd, PROTO_MEMBER, seq, m, sizeof(*m), NULL, 0);
+	if (!r && *k == MB_EPOCH_SIZE) {
+		r = send_files(c, fd, fds, c->nshards + 1);
+		m->index = 1;
+		m->epoch_size = 7;
+		seq = ++c->seq;
+		if (!r)
+			r = send_msg(c, fd, PROTO_MEMBER, seq, m, sizeof(*m),
+				     NULL, 0);
+	}
+	if (!r &&
+	    (*k == MB_OPEN_PLAIN || *k == MB_OPEN_EMPTY || *k == MB_NAN)) {
+		base_open(&o);
+		if (*k != MB_OPEN_PLAIN)
+			o.flags |= PROTO_OPEN_MIXTURE;
+		seq = ++c->seq;
+		r = send_msg(c, fd, PROTO_OPEN, seq, &o, sizeof(o), NULL, 0);
+	}
+	if (!r)
+		r = expect_error(c, fd, seq, want[*k]);
+	if (!r)
+		r = still_usable(c, fd);
+	if (have)
+		close_all(fds, c->nshards + 1);
+	close(fd);
+	free(m);
+	return r;
+}
+
+static const enum member_abuse mb_before_hello = MB_BEFORE_HELLO;
+static const enum member_abuse mb_index = MB_INDEX;
+static const enum member_abuse mb_flags = MB_FLAGS;
+static const enum member_abuse mb_unterminated = MB_UNTERMINATED;
+static const enum member_abuse mb_no_files = MB_NO_FILES;
+static const enum member_abuse mb_remote_flag = MB_REMOTE_FLAG;
+static const enum member_abuse mb_open_plain = MB_OPEN_PLAIN;
+static const enum member_abuse mb_open_empty = MB_OPEN_EMPTY;
+static const enum member_abuse mb_epoch_size = MB_EPOCH_SIZE;
+static const enum member_abuse mb_nan = MB_NAN;
+
 static const enum saved_abuse sv_before_hello = SV_BEFORE_HELLO;
 static const enum saved_abuse sv_short = SV_SHORT;
 static const enum saved_abuse sv_reserved = SV_RESERVED;
@@ -1725,9 +1829,9 @@ static void o_fresh_unnamed(const struct ctx *c, struct proto_open *o)
 	o->flags |= PROTO_OPEN_FRESH;
 }
 
-static void o_flag512(const struct ctx *c, struct proto_open *o)
+static void o_flag_unknown(const struct ctx *c, struct proto_open *o)
 {
-	o->flags |= 512;
+	o->flags |= 1024;
 }
 
 /* PROTO_OPEN_POSITIONS with no POSITIONS sent. */
@@ -1804,7 +1908,8 @@ static const struct open_abuse open_name_unterminated = {
 static const struct open_abuse open_name_slash = { o_name_slash, "no '/'" };
 static const struct open_abuse open_fresh_unnamed = { o_fresh_unnamed,
 						      "needs a stream name" };
-static const struct open_abuse open_flag512 = { o_flag512, "unknown flags" };
+static const struct open_abuse open_flag_unknown = { o_flag_unknown,
+						     "unknown flags" };
 static const struct open_abuse open_positions_unsent = {
 	o_positions_unsent, "before all of them were sent"
 };
@@ -2465,7 +2570,7 @@ static const struct abuse_case cases[] = {
 	{ "OPEN stream name without NUL", case_open, &open_name_unterminated },
 	{ "OPEN stream name with a slash", case_open, &open_name_slash },
 	{ "OPEN fresh without a name", case_open, &open_fresh_unnamed },
-	{ "OPEN with an unknown flag", case_open, &open_flag512 },
+	{ "OPEN with an unknown flag", case_open, &open_flag_unknown },
 	{ "OPEN from positions with none sent", case_open,
 	  &open_positions_unsent },
 	{ "OPEN of a saved named stream at rank 2^31-1 of world 1",
@@ -2496,6 +2601,18 @@ static const struct abuse_case cases[] = {
 	{ "REMOTE twice", case_remote, &rm_twice },
 	{ "REMOTE after FILES", case_remote, &rm_after_files },
 	{ "REMOTE, then an OPEN of local files", case_remote, &rm_open_local },
+	{ "MEMBER before HELLO", case_member, &mb_before_hello },
+	{ "MEMBER 5 first", case_member, &mb_index },
+	{ "MEMBER with TAR and LMDB", case_member, &mb_flags },
+	{ "MEMBER with a label without NUL", case_member, &mb_unterminated },
+	{ "MEMBER before its files", case_member, &mb_no_files },
+	{ "MEMBER with REMOTE's flag after FILES", case_member,
+	  &mb_remote_flag },
+	{ "MEMBER, then an OPEN not of a mixture", case_member,
+	  &mb_open_plain },
+	{ "an OPEN of a mixture without MEMBERs", case_member, &mb_open_empty },
+	{ "MEMBERs of other epoch sizes", case_member, &mb_epoch_size },
+	{ "MEMBER of a proportion NaN, then OPEN", case_member, &mb_nan },
 	{ "OPEN with ragged_bytes but no ragged flag", case_open,
 	  &open_ragged_noflag },
 	{ "OPEN with ragged_bytes above 1 GiB", case_open, &open_ragged_huge },
