@@ -1367,7 +1367,8 @@ int stream_new(struct stream **out, const struct stream_config *c, int *fds,
 		stream_free(s);
 		return diag_set(d, -ENOMEM, "out of memory");
 	}
-	memcpy(s->fds, fds, nfds * sizeof(int));
+	if (nfds) /* a mixture has none of its own (fds NULL) */
+		memcpy(s->fds, fds, nfds * sizeof(int));
 	s->nfds = nfds;
 	s->c = *c;
 	/* Pointers of the caller's: used here only, not kept. */
