@@ -30,8 +30,10 @@
 # Prints TAP-like "ok N - ..." lines and the transcript of each step; exits
 # non-zero if anything failed, 77 if it cannot run here (not root and no
 # sudo). Refuses to run where the packages are already installed: it would
-# purge them. Leaves the machine as it found it: the test users go, and the
-# loaderd user too if this run created it.
+# purge them, or where /etc/loaderd, /var/lib/loaderd, /var/cache/loaderd
+# or /run/loaderd exist (a purge would take them), or its test users do.
+# Leaves the machine as it found it: the test users go, and the loaderd
+# user too if this run created it.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
@@ -52,11 +54,27 @@ for p in $pkgs; do
 	fi
 done
 
+trainer=ldpkg-trainer
+outsider=ldpkg-outsider
+# What the install, the daemon and the purge make and remove must be this
+# run's: a loaderd installed by hand keeps its configuration and state
+# there, and the test's own users must not be someone's.
+for f in /etc/loaderd /var/lib/loaderd /var/cache/loaderd /run/loaderd; do
+	if [ -e "$f" ]; then
+		echo "test-packages.sh: $f exists; the packages' purge would remove it: move it away first" >&2
+		exit 1
+	fi
+done
+for u in $trainer $outsider; do
+	if getent passwd $u >/dev/null; then
+		echo "test-packages.sh: user $u exists; this test makes and removes it: remove it first" >&2
+		exit 1
+	fi
+done
+
 export DEBIAN_FRONTEND=noninteractive
 W=$(mktemp -d /tmp/loaderd-packages.XXXXXX) || exit 2
 chmod 0755 "$W"
-trainer=ldpkg-trainer
-outsider=ldpkg-outsider
 had_user=0
 getent passwd loaderd >/dev/null && had_user=1
 daemon_pid=
