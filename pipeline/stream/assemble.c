@@ -938,6 +938,26 @@ static int mixture_shapes(struct stream *s, struct stream_batch *b,
 }
 
 /*
+ * A mixture's batch for the pool: each member's decode job, and where its
+ * samples begin among the batch's (start[m]; start[nmembers] = count).
+ */
+struct mixture_job {
+	struct decode_job j[MIXTURE_MAX_MEMBERS];
+	uint32_t start[MIXTURE_MAX_MEMBERS + 1];
+};
+
+/* Sample i of the batch: its member's sample i - start[m]. */
+static void mixture_decode(void *arg, uint32_t i, uint32_t worker)
+{
+	struct mixture_job *mj = arg;
+	uint32_t m = 0;
+
+	while (i >= mj->start[m + 1])
+		m++;
+	decode_one(&mj->j[m], i - mj->start[m], worker);
+}
+
+/*
  * A mixture's assembler: each batch's samples come from its members'
  * read batches of the same number (their readers walk the mixture's
  * order, each keeping its own samples), decoded by each member's codecs
@@ -956,6 +976,7 @@ void *mixture_main(void *arg)
 		const struct imgpipe *pipe[MIXTURE_MAX_MEMBERS];
 		struct stream_batch b = { 0 };
 		struct stream_pb whole = { 0 };
+		struct mixture_job mj;
 		struct decode_job job;
 		uint32_t count = 0, nbad = 0;
 		struct diag d;
@@ -995,32 +1016,34 @@ void *mixture_main(void *arg)
 		err = mixture_shapes(s, &b, pipe, &d);
 		if (err)
 			return finish(s, err, d.msg);
+		mj.start[0] = 0;
 		for (uint32_t m = 0; m < s->nmembers; m++) {
 			struct stream_pb *pb = mp[m];
 
-			if (!pb->count)
-				continue;
 			for (uint32_t i = 0; i < pb->count; i++)
 				b.members[pb->pos[i]] = m;
-			job = (struct decode_job){ .s = s->member[m],
-						   .pb = pb,
-						   .b = &b,
-						   .pipe = pipe[m],
-						   .bad = s->bad };
+			mj.j[m] = (struct decode_job){ .s = s->member[m],
+						       .pb = pb,
+						       .b = &b,
+						       .pipe = pipe[m],
+						       .bad = s->bad };
+			mj.start[m + 1] = mj.start[m] + pb->count;
 			/* Plain copies of a small batch: gathered here. */
 			if (s->light)
-				gather(&job);
-			else
-				pool_run(s->pool, decode_one, &job, pb->count,
-					 threads);
-			if (job.err) {
+				gather(&mj.j[m]);
+		}
+		/* Every member's samples in one round of the pool. */
+		if (!s->light)
+			pool_run(s->pool, mixture_decode, &mj, count, threads);
+		for (uint32_t m = 0; m < s->nmembers; m++) {
+			if (mj.j[m].err) {
 				snprintf(d.msg, sizeof(d.msg),
 					 "member %" PRIu32 " (%s): %s", m,
-					 s->member_label[m], job.msg);
-				return finish(s, job.err, d.msg);
+					 s->member_label[m], mj.j[m].msg);
+				return finish(s, mj.j[m].err, d.msg);
 			}
-			nbad += job.nbad;
-			__atomic_fetch_add(&s->delivered[m], pb->count,
+			nbad += mj.j[m].nbad;
+			__atomic_fetch_add(&s->delivered[m], mp[m]->count,
 					   __ATOMIC_RELAXED);
 		}
 		account(&s->n.decode_ns, &t);

@@ -965,6 +965,26 @@ static void expect_mixture_epoch(const struct tsink *t, uint32_t e,
 	}
 }
 
+/*
+ * Epoch e's counts as open_mixture()'s plan has them: each of member 0's
+ * samples once, five distinct of member 1's.
+ */
+static void expect_mixture_plan(const unsigned *seen, uint32_t e)
+{
+	unsigned chosen = 0;
+
+	for (unsigned g = 0; g < NSAMPLES; g++) {
+		cr_assert_eq(seen[g], 1,
+			     "epoch %u: member 0 sample %u %u times", e, g,
+			     seen[g]);
+		cr_assert_leq(seen[NSAMPLES + g], 1,
+			      "epoch %u: member 1 sample %u %u times", e, g,
+			      seen[NSAMPLES + g]);
+		chosen += seen[NSAMPLES + g];
+	}
+	cr_assert_eq(chosen, 5, "epoch %u: member 1 gave %u", e, chosen);
+}
+
 Test(stream, mixture_counts)
 {
 	int fds[2][1 + NSHARDS];
@@ -986,20 +1006,10 @@ Test(stream, mixture_counts)
 	cr_assert_str_empty(t.bad, "%s", t.bad);
 	cr_assert_eq(t.nrec, 12);
 	for (uint32_t e = 0; e < 2; e++) {
-		unsigned seen[2 * NSAMPLES] = { 0 }, chosen = 0;
+		unsigned seen[2 * NSAMPLES] = { 0 };
 
 		expect_mixture_epoch(&t, e, seen);
-		for (unsigned g = 0; g < NSAMPLES; g++) {
-			cr_assert_eq(seen[g], 1,
-				     "epoch %u: member 0 sample %u %u times", e,
-				     g, seen[g]);
-			cr_assert_leq(seen[NSAMPLES + g], 1,
-				      "epoch %u: member 1 sample %u %u times",
-				      e, g, seen[NSAMPLES + g]);
-			chosen += seen[NSAMPLES + g];
-		}
-		cr_assert_eq(chosen, 5, "epoch %u: member 1 gave %u", e,
-			     chosen);
+		expect_mixture_plan(seen, e);
 	}
 	{
 		struct stream_stats st;
@@ -1042,14 +1052,6 @@ Test(stream, mixture_ranks)
 		stream_free(s);
 		tsink_fini(&t);
 	}
-	for (uint32_t e = 0; e < 2; e++) {
-		unsigned chosen = 0;
-
-		for (unsigned g = 0; g < NSAMPLES; g++) {
-			cr_assert_eq(seen[e][g], 1);
-			cr_assert_leq(seen[e][NSAMPLES + g], 1);
-			chosen += seen[e][NSAMPLES + g];
-		}
-		cr_assert_eq(chosen, 5);
-	}
+	for (uint32_t e = 0; e < 2; e++)
+		expect_mixture_plan(seen[e], e);
 }
