@@ -128,7 +128,10 @@ is "$(STATE_DIRECTORY="$T/sd:$T/other" CACHE_DIRECTORY="$T/cd" dirs)" "$T/sd, ca
 : >"$T/afile"
 out=$("$LD" -f --socket "$T/never.sock" --state-dir "$T/afile" 2>&1)
 like "$out" "state-dir: $T/afile: not a directory" "a state-dir that is a file: refused, named"
-out=$("$LD" -f --socket "$T/never.sock" --cache-dir "$T/afile/x" 2>&1)
+# (A state directory of the test's: the default, as root, is the machine's
+# /var/lib/loaderd.)
+out=$("$LD" -f --socket "$T/never.sock" --state-dir "$T/cst" \
+	--cache-dir "$T/afile/x" 2>&1)
 like "$out" "cache-dir: cannot make $T/afile: File exists|cache-dir: cannot make $T/afile/x: Not a directory" \
 	"a cache-dir that cannot be made: refused, with the component"
 out=$("$LD" -f --socket "$T/never.sock" --state-dir rel/dir 2>&1)
