@@ -101,6 +101,19 @@ struct mixture_member {
 	double value;
 };
 
+/*
+ * What a mixture's members are asked to give an epoch, the inputs of
+ * its counts: each member's how and value, and epoch_size. A stream
+ * whose counts change at an epoch keeps the earlier ones in one
+ * (stream.h, counts_from).
+ */
+struct mixture_weights {
+	uint32_t n;
+	uint64_t epoch_size;
+	enum mixture_how how[MIXTURE_MAX_MEMBERS];
+	double value[MIXTURE_MAX_MEMBERS];
+};
+
 struct mixture_params {
 	uint32_t nmembers; /* 1..MIXTURE_MAX_MEMBERS */
 	const struct mixture_member *m;

@@ -785,27 +785,41 @@ static uint64_t sched_first(const struct order_sched *s, uint32_t e)
 	return 0;
 }
 
+/* Batches of epoch e by the schedule. */
+static uint64_t sched_batches(const struct order_sched *s, uint32_t e)
+{
+	return s->later_from && e >= s->later_from ? s->later_batches :
+						     s->batches;
+}
+
 void order_advance(const struct order_sched *s, uint32_t *epoch,
 		   uint64_t *batch, uint64_t n)
 {
-	uint64_t b = *batch, f = sched_first(s, *epoch);
+	uint64_t b = *batch, f = sched_first(s, *epoch), per;
 	uint32_t e = *epoch;
 
-	if (!s->batches)
+	if (!s->batches || (s->later_from && !s->later_batches))
 		return;
 	if (b < f)
 		b = f;
 	/* An epoch reached at its end (or with an empty rest) is passed. */
-	while (n >= s->batches - b) {
-		n -= s->batches - b;
+	for (;;) {
+		per = sched_batches(s, e);
+		if (n < per - b)
+			break;
+		n -= per - b;
 		e++;
 		b = sched_first(s, e);
-		/* Past the plan every epoch is whole: n may be large. */
-		if (!s->n || e > s->epoch[s->n - 1]) {
-			uint64_t skip = n / s->batches;
+		/*
+		 * Past the plan (and the change of counts) every epoch is
+		 * whole and as long: n may be large.
+		 */
+		if ((!s->n || e > s->epoch[s->n - 1]) &&
+		    (!s->later_from || e >= s->later_from)) {
+			uint64_t skip = n / (per = sched_batches(s, e));
 
 			e += (uint32_t)skip;
-			n -= skip * s->batches;
+			n -= skip * per;
 		}
 	}
 	*epoch = e;

@@ -110,13 +110,18 @@ struct order_params {
 
 /*
  * Where each epoch starts, as a plan left it: enough to count positions
- * on (order_advance()) without the order.
+ * on (order_advance()) without the order. A mixture whose counts change
+ * at an epoch (stream.h, counts_from) has another number of batches
+ * from there on: later_from and later_batches, set by its stream (0
+ * and 0 for none); the plan's epochs all come before later_from.
  */
 struct order_sched {
 	uint64_t batches; /* per epoch */
 	uint32_t n;	  /* planned epochs */
 	uint32_t epoch[ORDER_PLAN_EPOCHS];
 	uint64_t first[ORDER_PLAN_EPOCHS]; /* its first batch */
+	uint32_t later_from;
+	uint64_t later_batches;
 };
 
 /*
@@ -214,12 +219,13 @@ uint32_t order_window(const struct order *o, uint64_t b, struct order_run *runs,
  */
 uint64_t order_first_batch(const struct order *o, uint32_t e);
 
-/* The schedule of o's epochs, for order_advance(). */
+/* The schedule of o's epochs, for order_advance() (no later_from). */
 void order_schedule(const struct order *o, struct order_sched *s);
 
 /*
  * Move the position (*epoch, *batch) on by n batches of the schedule
- * (into a planned epoch at its first batch).
+ * (into a planned epoch at its first batch). A schedule whose epochs
+ * (of either count) deal no batch leaves it as it is.
  */
 void order_advance(const struct order_sched *s, uint32_t *epoch,
 		   uint64_t *batch, uint64_t n);

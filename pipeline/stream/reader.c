@@ -524,9 +524,18 @@ static struct order *walk_order(const struct stream *s)
 	return s->seq ? s->seq : s->order;
 }
 
-/* Select epoch e of the orders the reader walks. */
+/*
+ * Select epoch e of the orders the reader walks (a member's of the
+ * counts that epoch has: stream_priv.h, seqs).
+ */
 static void select_epoch(struct stream *s, uint32_t e)
 {
+	if (s->seqs[1]) {
+		int k = e >= s->later_from;
+
+		s->seq = s->seqs[k];
+		s->vmix = s->vmixes[k];
+	}
 	order_set_epoch(walk_order(s), e);
 	if (s->vmix)
 		mixture_set_epoch(s->vmix, e);
@@ -778,15 +787,15 @@ static void post_pb(struct stream *s)
  */
 static bool next_batch(struct stream *s, uint32_t *e, uint64_t *b)
 {
-	while (*b >= s->lay.batches_per_epoch) {
+	while (*b >= order_batches(walk_order(s))) {
 		/* An empty epoch, for ever: nothing to loop over. */
 		if (s->lay.batches_per_epoch == 0 && s->c.epochs == 0)
 			return false;
 		++*e;
 		if (s->c.epochs && *e >= s->c.start_epoch + s->c.epochs)
 			return false;
-		*b = order_first_batch(walk_order(s), *e);
 		select_epoch(s, *e);
+		*b = order_first_batch(walk_order(s), *e);
 	}
 	return true;
 }

@@ -90,6 +90,12 @@ int stream_config_check(const struct stream_config *c, struct diag *d)
 		return diag_set(d, LOADER_EUSAGE,
 				"epoch size %" PRIu64 " without a mixture",
 				c->epoch_size);
+	if (c->counts_from && (!c->before || c->before->n != c->nmembers))
+		return diag_set(d, LOADER_EUSAGE,
+				"counts that change at epoch %" PRIu32
+				" need the earlier weights of all %" PRIu32
+				" members",
+				c->counts_from, c->nmembers);
 	return 0;
 }
 
@@ -930,8 +936,11 @@ void stream_free(struct stream *s)
 	free(s->delivered);
 	free(s->member_label);
 	mixture_free(s->mix);
-	mixture_free(s->vmix);
-	order_free(s->seq);
+	mixture_free(s->later_mix);
+	for (int k = 0; k < 2; k++) {
+		mixture_free(s->vmixes[k]);
+		order_free(s->seqs[k]);
+	}
 	free(s->vbuf);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
@@ -1036,6 +1045,8 @@ static int member_new(struct stream **out, const struct stream_config *c,
 	mc.nmembers = 0;
 	mc.members = NULL;
 	mc.epoch_size = 0;
+	mc.counts_from = 0;
+	mc.before = NULL;
 	mc.tar = mb->tar;
 	mc.lmdb = mb->lmdb;
 	mc.tar_labels = mb->tar_labels;
@@ -1097,6 +1108,13 @@ static int member_agrees(const struct stream *s, uint32_t m, struct diag *d)
 	return 0;
 }
 
+/* Member m's share of total bytes, as mx's epoch gives it samples. */
+static uint64_t share(const struct mixture *mx, uint32_t m, uint64_t total)
+{
+	return (uint64_t)((double)total * (double)mixture_count(mx, m) /
+			  (double)mixture_size(mx));
+}
+
 /*
  * What a mixture holds beside its ring, counted before its members'
  * copies of the plan are made: each member's arena, resized to its share
@@ -1112,22 +1130,24 @@ static int mixture_memory(struct stream *s, const struct stream_config *c,
 {
 	uint64_t total =
 		c->prefetch_bytes ? c->prefetch_bytes : STREAM_DEFAULT_PREFETCH;
-	uint64_t places = mixture_size(s->mix), members = 0, meta;
+	uint64_t members = 0, meta;
 	const uint64_t *blocks;
 	uint64_t nb = mixture_blocks(s->mix, &blocks);
 
+	if (s->later_mix)
+		nb += mixture_blocks(s->later_mix, &blocks);
 	meta = (uint64_t)(s->nmembers + 1) * nb *
 	       (c->order == ORDER_QUASI ? 28 : 16);
 	for (uint32_t m = 0; m < s->nmembers; m++) {
 		struct stream *ms = s->member[m];
-		uint64_t want = (uint64_t)((double)total *
-					   (double)mixture_count(s->mix, m) /
-					   (double)places);
+		uint64_t want = share(s->mix, m, total);
 		uint64_t floor =
 			(largest_record(ms) + 2 * STREAM_DIRECT_ALIGN) *
 			s->lay.batch_size;
 		uint64_t size;
 
+		if (s->later_mix && share(s->later_mix, m, total) > want)
+			want = share(s->later_mix, m, total);
 		if (floor > total)
 			floor = total;
 		if (want < floor)
@@ -1165,18 +1185,103 @@ static int mixture_memory(struct stream *s, const struct stream_config *c,
 	return 0;
 }
 
-/* Its members' layouts, then the mixture's order over their epochs. */
+/* The members' mixture_params with weights w (mm: every member's shards). */
+static struct mixture_params weigh(const struct stream_config *c,
+				   struct mixture_member *mm,
+				   const struct mixture_weights *w)
+{
+	for (uint32_t m = 0; m < c->nmembers; m++) {
+		mm[m].how = w->how[m];
+		mm[m].value = w->value[m];
+	}
+	return (struct mixture_params){ .nmembers = c->nmembers,
+					.m = mm,
+					.epoch_size = w->epoch_size,
+					.seed = c->seed,
+					.quasi = c->order == ORDER_QUASI };
+}
+
+/*
+ * Counts that change at c->counts_from: the mixture's order of the
+ * epochs from there on (op, its blocks those of s->later_mix), for each
+ * member, and the schedule's count of batches. The plan and the old
+ * world's positions, which the earlier counts deal, must lie before it.
+ */
+static int later_open(struct stream *s, const struct stream_config *c,
+		      struct order_params op, struct diag *d)
+{
+	const uint64_t *blocks;
+	struct order *o;
+	uint64_t n;
+	int err;
+
+	if (s->lay.sched.n &&
+	    s->lay.sched.epoch[s->lay.sched.n - 1] >= c->counts_from)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"the counts change at epoch %" PRIu32
+			", and the plan of an earlier world's rest deals epoch %" PRIu32,
+			c->counts_from, s->lay.sched.epoch[s->lay.sched.n - 1]);
+	for (uint32_t r = 0; r < c->from_world; r++)
+		if (c->from_epoch[r] >= c->counts_from)
+			return diag_set(d, LOADER_EUSAGE,
+					"the counts change at epoch %" PRIu32
+					", and rank %" PRIu32
+					" of world %" PRIu32
+					" stopped in epoch %" PRIu32
+					" while another stopped before it",
+					c->counts_from, r, c->from_world,
+					c->from_epoch[r]);
+	op.plan = NULL;
+	op.plan_words = 0;
+	op.nshards = mixture_blocks(s->later_mix, &blocks);
+	op.shard_records = blocks;
+	err = order_new(&o, &op, d);
+	if (err)
+		return err;
+	n = order_batches(o);
+	order_free(o);
+	if (!n || !s->lay.batches_per_epoch)
+		return diag_set(d, LOADER_EUSAGE,
+				"the counts %s epoch %" PRIu32
+				" deal rank %" PRIu32 " no batch an epoch",
+				n ? "before" : "from", c->counts_from, op.rank);
+	s->lay.sched.later_from = c->counts_from;
+	s->lay.sched.later_batches = n;
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		err = order_new(&s->member[m]->seqs[1], &op, d);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Its members' layouts, then the mixture's order over their epochs (and
+ * over those from c->counts_from, where the counts change).
+ */
 static int mixture_open(struct stream *s, const struct stream_config *c,
 			struct diag *d)
 {
 	struct mixture_member mm[MIXTURE_MAX_MEMBERS] = { { 0 } };
 	uint64_t *counts[MIXTURE_MAX_MEMBERS] = { 0 };
+	struct mixture_weights now = { .n = c->nmembers,
+				       .epoch_size = c->epoch_size };
+	const struct mixture_weights *first = &now;
 	struct mixture_params mp;
 	struct order_params op;
 	const uint64_t *blocks;
 	uint32_t n = c->nmembers;
+	bool later = c->counts_from > c->start_epoch;
 	int err = 0;
 
+	for (uint32_t m = 0; m < n; m++) {
+		now.how[m] = c->members[m].how;
+		now.value[m] = c->members[m].value;
+	}
+	if (later)
+		first = c->before;
+	s->later_from = later ? c->counts_from : 0;
 	for (uint32_t m = 0; m < n && !err; m++) {
 		struct stream *ms = s->member[m];
 
@@ -1191,21 +1296,32 @@ static int mixture_open(struct stream *s, const struct stream_config *c,
 		mm[m] = (struct mixture_member){
 			.nshards = ms->ds->nshards,
 			.shard_records = counts[m],
-			.how = c->members[m].how,
-			.value = c->members[m].value,
 		};
 	}
-	mp = (struct mixture_params){ .nmembers = n,
-				      .m = mm,
-				      .epoch_size = c->epoch_size,
-				      .seed = c->seed,
-				      .quasi = c->order == ORDER_QUASI };
+	mp = weigh(c, mm, first);
 	if (!err)
 		err = mixture_new(&s->mix, &mp, d);
+	if (!err && later) {
+		mp = weigh(c, mm, &now);
+		err = mixture_new(&s->later_mix, &mp, d);
+		if (err)
+			diag_wrap(d, err, "from epoch %" PRIu32,
+				  c->counts_from);
+	}
 	if (!err)
 		err = mixture_memory(s, c, d);
-	for (uint32_t m = 0; !err && m < n; m++)
-		err = mixture_new(&s->member[m]->vmix, &mp, d);
+	for (uint32_t m = 0; !err && m < n; m++) {
+		struct stream *ms = s->member[m];
+
+		mp = weigh(c, mm, first);
+		err = mixture_new(&ms->vmixes[0], &mp, d);
+		if (!err && later) {
+			mp = weigh(c, mm, &now);
+			err = mixture_new(&ms->vmixes[1], &mp, d);
+		}
+		ms->later_from = s->later_from;
+		ms->vmix = ms->vmixes[0];
+	}
 	for (uint32_t m = 0; m < n; m++)
 		free(counts[m]);
 	if (err)
@@ -1224,13 +1340,16 @@ static int mixture_open(struct stream *s, const struct stream_config *c,
 	op.nshards = mixture_blocks(s->mix, &blocks);
 	op.shard_records = blocks;
 	err = order_open(s, &op, d);
+	if (!err && later)
+		err = later_open(s, c, op, d);
 	/* Each member's reader walks the mixture's batches as s does. */
 	for (uint32_t m = 0; !err && m < n; m++) {
 		struct stream *ms = s->member[m];
 
-		err = order_new(&ms->seq, &op, d);
+		err = order_new(&ms->seqs[0], &op, d);
 		if (err)
 			break;
+		ms->seq = ms->seqs[0];
 		ms->member_no = m;
 		ms->vbuf = mem_calloc(s->lay.batch_size, sizeof(uint64_t));
 		if (!ms->vbuf)
@@ -1497,6 +1616,10 @@ void stream_member_stats(const struct stream *s, uint32_t m,
 	st->samples = __atomic_load_n(&s->delivered[m], __ATOMIC_RELAXED);
 	*label = s->member_label[m];
 	*per_epoch = mixture_count(s->mix, m);
+	/* Counts that changed: those of the epoch delivered last. */
+	if (s->later_mix &&
+	    __atomic_load_n(&s->n.epoch, __ATOMIC_RELAXED) >= s->later_from)
+		*per_epoch = mixture_count(s->later_mix, m);
 }
 
 void stream_thread_cpu(const struct stream *s, uint64_t *reader_ns,

@@ -219,6 +219,18 @@ struct stream_config {
 	uint32_t nmembers;
 	const struct stream_member *members;
 	uint64_t epoch_size;
+	/*
+	 * A mixture whose counts changed part-way through an epoch of a
+	 * named job, taking effect at the next one: the epochs before
+	 * counts_from are dealt with the earlier weights `before` (its n
+	 * the members'), those from counts_from on with the members'. Both
+	 * give every rank at least one batch an epoch. 0 (before NULL):
+	 * the members' hold for every epoch; a counts_from at or below
+	 * start_epoch is the same. A plan, and the positions of another
+	 * world, must lie before counts_from.
+	 */
+	uint32_t counts_from;
+	const struct mixture_weights *before;
 };
 
 /*

@@ -241,14 +241,25 @@ struct stream {
 	uint64_t *delivered;
 	char (*member_label)[128];
 	/*
+	 * A mixture whose counts change at an epoch (stream_config,
+	 * counts_from): mix is the counts of the epochs before later_from,
+	 * later_mix those from there on (NULL for none).
+	 */
+	uint32_t later_from;
+	struct mixture *later_mix;
+	/*
 	 * A member of a mixture: the mixture's order and plan (its own
 	 * copies: the reader selects their epochs), which say the batches
 	 * and which of their samples are this member's (member_no); its
 	 * own order (order) only locates them. vbuf: the reader's, a
-	 * batch's places.
+	 * batch's places. seq and vmix are those of the epoch the reader
+	 * selected: seqs[0] and vmixes[0] before later_from, [1] from there
+	 * on (NULL for none), owned there.
 	 */
 	struct order *seq;
 	struct mixture *vmix;
+	struct order *seqs[2];
+	struct mixture *vmixes[2];
 	uint32_t member_no;
 	uint64_t *vbuf;
 

@@ -926,9 +926,9 @@ Test(stream, new_refuses)
  * the epoch's 18 places once: member 0's 13 samples each once, member
  * 1's five distinct, every sample's bytes its own (the sink checks).
  */
-static struct stream *open_mixture(struct stream_config *c,
-				   struct stream_member *m,
-				   int fds[2][1 + NSHARDS])
+static struct stream *open_mixture_of(struct stream_config *c,
+				      struct stream_member *m,
+				      int fds[2][1 + NSHARDS], double choose)
 {
 	struct stream *s = NULL;
 	struct diag d = { "" };
@@ -942,11 +942,18 @@ static struct stream *open_mixture(struct stream_config *c,
 	m[0].how = MIXTURE_REPEAT;
 	m[0].value = 1;
 	m[1].how = MIXTURE_CHOOSE;
-	m[1].value = 5;
+	m[1].value = choose;
 	c->nmembers = 2;
 	c->members = m;
 	cr_assert_eq(stream_new(&s, c, NULL, 0, pool, &d), 0, "%s", d.msg);
 	return s;
+}
+
+static struct stream *open_mixture(struct stream_config *c,
+				   struct stream_member *m,
+				   int fds[2][1 + NSHARDS])
+{
+	return open_mixture_of(c, m, fds, 5);
 }
 
 /* Count epoch e's samples in t into seen[member * NSAMPLES + index]. */
@@ -1054,4 +1061,131 @@ Test(stream, mixture_ranks)
 	}
 	for (uint32_t e = 0; e < 2; e++)
 		expect_mixture_plan(seen[e], e);
+}
+
+/*
+ * Counts that change at epoch 1 (stream_config.counts_from): member 1
+ * gives 5 samples in epoch 0, from a start part-way through it, and 8
+ * in epochs 1 and 2, which have 7 batches to epoch 0's 6; the schedule
+ * counts positions across the change.
+ */
+Test(stream, mixture_counts_change)
+{
+	struct mixture_weights before = { .n = 2,
+					  .how = { MIXTURE_REPEAT,
+						   MIXTURE_CHOOSE },
+					  .value = { 1, 5 } };
+	unsigned seen[3][2 * NSAMPLES] = { { 0 } };
+	int fds[2][1 + NSHARDS];
+	struct stream_member m[2];
+	struct stream_config c;
+	struct diag d = { "" };
+	const struct stream_layout *lay;
+	struct stream_stats st;
+	const char *label;
+	uint64_t per, b = 4;
+	uint32_t e = 0;
+	struct tsink t;
+	struct stream *s = NULL;
+
+	base_config(&c);
+	c.epochs = 3;
+	c.counts_from = 1;
+	for (unsigned i = 0; i < 2; i++) {
+		dup_fds(fds[i]);
+		m[i] = (struct stream_member){ .fds = fds[i],
+					       .nfds = 1 + NSHARDS,
+					       .label = i ? "b" : "a" };
+	}
+	m[0].how = MIXTURE_REPEAT;
+	m[0].value = 1;
+	m[1].how = MIXTURE_CHOOSE;
+	m[1].value = 8;
+	c.nmembers = 2;
+	c.members = m;
+	/* Without the earlier weights: refused, the members dropped. */
+	cr_assert_eq(stream_new(&s, &c, NULL, 0, pool, &d), LOADER_EUSAGE);
+	cr_assert(strstr(d.msg, "earlier weights of all 2 members"), "%s",
+		  d.msg);
+	for (unsigned i = 0; i < 2; i++)
+		dup_fds(fds[i]);
+	c.before = &before;
+	c.start_batch = 4;
+	cr_assert_eq(stream_new(&s, &c, NULL, 0, pool, &d), 0, "%s", d.msg);
+	lay = stream_layout(s);
+	cr_assert_eq(lay->batches_per_epoch, 6);
+	cr_assert_eq(lay->sched.later_from, 1);
+	cr_assert_eq(lay->sched.later_batches, 7);
+	order_advance(&lay->sched, &e, &b, 2);
+	cr_assert(e == 1 && b == 0, "(%u, %llu)", e, (unsigned long long)b);
+	order_advance(&lay->sched, &e, &b, 7 + 3);
+	cr_assert(e == 2 && b == 3, "(%u, %llu)", e, (unsigned long long)b);
+	tsink_init(&t, lay);
+	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+	tsink_wait(&t, &t.finished);
+	cr_assert_eq(t.err, 0, "%s", t.reason);
+	cr_assert_str_empty(t.bad, "%s", t.bad);
+	cr_assert_eq(t.nrec, 2 + 7 + 7);
+	for (uint32_t k = 0; k < t.nrec; k++)
+		cr_assert_eq(t.recs[k].batch, k < 2 ? 4 + k : (k - 2) % 7,
+			     "record %u: batch %llu", k,
+			     (unsigned long long)t.recs[k].batch);
+	for (uint32_t ep = 1; ep < 3; ep++) {
+		unsigned chosen = 0;
+
+		expect_mixture_epoch(&t, ep, seen[ep]);
+		for (unsigned g = 0; g < NSAMPLES; g++) {
+			cr_assert_eq(seen[ep][g], 1, "epoch %u sample %u", ep,
+				     g);
+			cr_assert_leq(seen[ep][NSAMPLES + g], 1);
+			chosen += seen[ep][NSAMPLES + g];
+		}
+		cr_assert_eq(chosen, 8, "epoch %u: member 1 gave %u", ep,
+			     chosen);
+	}
+	stream_member_stats(s, 1, &st, &label, &per);
+	cr_assert_eq(per, 8);
+	stream_free(s);
+	tsink_fini(&t);
+}
+
+/*
+ * The last two batches of epoch 0, with the earlier counts, are those an
+ * unchanged stream of those counts gives.
+ */
+Test(stream, mixture_counts_change_same_start)
+{
+	struct mixture_weights before = { .n = 2,
+					  .how = { MIXTURE_REPEAT,
+						   MIXTURE_CHOOSE },
+					  .value = { 1, 5 } };
+	struct rec a[2], bb[2];
+
+	for (int k = 0; k < 2; k++) {
+		int fds[2][1 + NSHARDS];
+		struct stream_member m[2];
+		struct stream_config c;
+		struct diag d = { "" };
+		struct tsink t;
+		struct stream *s;
+
+		base_config(&c);
+		c.epochs = k ? 3 : 1;
+		c.start_batch = 4;
+		if (k) {
+			c.counts_from = 1;
+			c.before = &before;
+		}
+		s = open_mixture_of(&c, m, fds, k ? 8 : 5);
+		if (k)
+			cr_assert_eq(stream_layout(s)->sched.later_batches, 7);
+		tsink_init(&t, stream_layout(s));
+		cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
+		tsink_wait(&t, &t.finished);
+		cr_assert_eq(t.err, 0, "%s", t.reason);
+		memcpy(k ? bb : a, t.recs, sizeof(a));
+		stream_free(s);
+		tsink_fini(&t);
+	}
+	cr_assert(!memcmp(a, bb, sizeof(a)));
 }
