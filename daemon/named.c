@@ -331,13 +331,16 @@ static int files_id(bool inplace, const int *fds, uint32_t nfds, uint64_t *dsid,
  */
 static int named_dataset_id(const struct stream_config *c, const int *fds,
 			    uint32_t nfds, uint64_t *dsid, uint64_t *mixid,
-			    struct diag *d)
+			    struct mixture_weights *w, struct diag *d)
 {
 	*mixid = 0;
+	memset(w, 0, sizeof(*w));
 	if (!c->nmembers)
 		return files_id(c->tar || c->lmdb, fds, nfds, dsid, d);
 	*dsid = c->nmembers;
 	*mixid = XXH3_64bits(&c->epoch_size, sizeof(c->epoch_size));
+	w->n = c->nmembers;
+	w->epoch_size = c->epoch_size;
 	for (uint32_t m = 0; m < c->nmembers; m++) {
 		const struct stream_member *mb = &c->members[m];
 		uint64_t id, how = mb->how;
@@ -350,70 +353,131 @@ static int named_dataset_id(const struct stream_config *c, const int *fds,
 		*mixid = XXH3_64bits_withSeed(&how, sizeof(how), *mixid);
 		*mixid = XXH3_64bits_withSeed(&mb->value, sizeof(mb->value),
 					      *mixid);
+		w->how[m] = mb->how;
+		w->value[m] = mb->value;
 	}
 	*mixid += !*mixid;
 	return 0;
 }
 
 /*
- * A mixture whose counts differ from those its job was saved with goes
- * on only from an epoch's start: this rank's position p (the job's
- * first batch not released, batch 0, or past the last batch of its
- * epoch) must be one, in an epoch no plan covers. The new counts then
- * hold from there (the record is written with them: state_begin()).
+ * Where a job's ranks stand, for a change of its mixture's counts: the
+ * least epoch one of them is in (lo), and the first epoch none of them
+ * has begun (from).
  */
-static int named_new_counts(struct named_open *o, struct state_pos *p,
-			    const struct state_pos *pos, uint64_t mixid,
+struct span {
+	uint32_t lo, from;
+	bool any;
+};
+
+/*
+ * A position of job at the end of its epoch (past the epoch's batches,
+ * by the counts that epoch has) is at the next one's start.
+ */
+static void named_normalize(const struct state_job *job, uint32_t *epoch,
+			    uint64_t *batch)
+{
+	uint64_t per = job->counts_from && *epoch < job->counts_from ?
+			       job->before_batches :
+			       job->batches_per_epoch;
+
+	if (per && *batch >= per) {
+		++*epoch;
+		*batch = 0;
+	}
+}
+
+static void span_add(struct span *sp, const struct state_job *job,
+		     uint32_t epoch, uint64_t batch)
+{
+	named_normalize(job, &epoch, &batch);
+	if (!sp->any || epoch < sp->lo)
+		sp->lo = epoch;
+	if (!sp->any || epoch + (batch > 0) > sp->from)
+		sp->from = epoch + (batch > 0);
+	sp->any = true;
+}
+
+/*
+ * The request's weights differ from those the job's record keeps (o->job,
+ * read): they take effect at the first epoch none of its ranks has begun
+ * (sp, of every position this rank's start depends on), the epochs
+ * before it dealt with the counts the record has for them. The record
+ * (written by state_begin()) then keeps the earlier weights and where
+ * the new ones begin. Refused where that cannot be told: a record that
+ * kept no weights (of an older loaderd) with a rank part-way through an
+ * epoch; a change while ranks stand on both sides of an earlier one (a
+ * third count); a plan of another world's rest that deals an epoch from
+ * there on.
+ */
+static int named_new_counts(struct named_open *o, const struct span *sp,
 			    struct diag *d)
 {
 	struct state_job *old = &o->job;
+	const char *name = o->named.name;
+	uint32_t end = 0;
 
-	if (old->mix_id == mixid)
+	if (old->mix_id == o->mix_id)
 		return 0;
-	if (!old->mix_id || !mixid)
+	if (!old->mix_id || !o->mix_id)
 		return diag_set(
 			d, LOADER_EUSAGE,
 			"stream \"%s\" was saved as %s; open it with a fresh start to begin again",
-			o->named.name,
+			name,
 			old->mix_id ? "a mixture, and this is one dataset" :
 				      "one dataset, and this is a mixture");
-	if (p->batch && p->batch >= old->batches_per_epoch) {
-		p->epoch++;
-		p->batch = 0;
-	}
-	/*
-	 * Every rank of the job saved here must stand there too: one that
-	 * goes on at its own position (PROTO_OPEN_GO_ON) in the middle of
-	 * the epoch would otherwise finish it under the new counts.
-	 */
-	for (uint32_t r = 0; pos && !p->batch && r < old->world; r++) {
-		struct state_pos q = pos[r];
-
-		if (q.generation != old->generation)
-			continue;
-		if (q.batch && q.batch >= old->batches_per_epoch) {
-			q.epoch++;
-			q.batch = 0;
-		}
-		if (q.epoch != p->epoch || q.batch) {
-			*p = q;
-			break;
-		}
-	}
-	if (p->batch || old->plan_words)
+	if (!old->weights.n && sp->from > sp->lo)
 		return diag_set(
 			d, LOADER_EUSAGE,
 			"stream \"%s\": what its members give an epoch changed in the middle of epoch %" PRIu32
-			" (at batch %" PRIu64 " of %" PRIu64
-			"%s): it may change only from an epoch's start; open it with the proportions it was saved with to finish the epoch, or with a fresh start",
-			o->named.name, p->epoch, p->batch,
-			old->batches_per_epoch,
-			old->plan_words ? ", resumed with another world" : "");
+			", and its record, of an older loaderd, does not say what they gave: open it with the proportions it was saved with to finish the epoch, or with a fresh start",
+			name, sp->lo);
+	if (old->counts_from > sp->lo && sp->from > old->counts_from)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"stream \"%s\": what its members give an epoch changed at epoch %" PRIu32
+			" already, and a rank is still in epoch %" PRIu32
+			" while another has begun epoch %" PRIu32
+			": open it with the proportions of its last open until every rank has finished epoch %" PRIu32,
+			name, old->counts_from, sp->lo, sp->from - 1,
+			old->counts_from - 1);
+	named_plan_id(old->plan, old->plan_words, &end);
+	if (end > sp->from)
+		return diag_set(
+			d, LOADER_EUSAGE,
+			"stream \"%s\": what its members give an epoch changed while it deals the rest of another world's epochs up to epoch %" PRIu32
+			": open it with the proportions it was saved with until then",
+			name, end - 1);
+	if (old->counts_from <= sp->lo) {
+		/* The earlier weights of the record no rank needs any more. */
+		old->before = old->weights;
+		old->before_batches = old->batches_per_epoch;
+	}
+	old->counts_from = sp->from > sp->lo ? sp->from : 0;
+	old->weights = o->weights;
+	old->mix_id = o->mix_id;
 	plog(PLOG_INFO,
 	     "%s: stream \"%s\": its members' counts change from epoch %" PRIu32,
-	     o->label, o->named.name, p->epoch);
-	old->mix_id = mixid;
+	     o->label, name, sp->from);
 	return 0;
+}
+
+/*
+ * A stream that starts in epoch `epoch` of a job whose counts change
+ * later (the record's counts_from) is dealt the earlier weights until
+ * then; c points at the record's (o's: named_open_clear()).
+ */
+static void named_counts(struct named_open *o, struct stream_config *c,
+			 uint32_t epoch)
+{
+	const struct state_job *job = &o->job;
+
+	c->counts_from = 0;
+	c->before = NULL;
+	if (job->counts_from > epoch) {
+		c->counts_from = job->counts_from;
+		c->before = &job->before;
+	}
 }
 
 static int named_resume(struct named_open *o, struct stream_config *c,
@@ -442,7 +506,7 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->rank = c->rank;
 	n->world = world;
-	err = named_dataset_id(c, fds, nfds, &dsid, &mixid, d);
+	err = named_dataset_id(c, fds, nfds, &dsid, &mixid, &o->weights, d);
 	if (err)
 		return err;
 	o->mix_id = mixid;
@@ -463,16 +527,33 @@ int named_resolve(struct named_open *o, struct state *state, const char *name,
 		 */
 		o->renew = old->dataset_id != dsid || old->opts_id != oid ||
 			   old->mix_id != mixid || old->world != world ||
-			   old->plan_words ||
+			   old->plan_words || old->counts_from ||
 			   old->start_epoch != c->start_epoch ||
 			   old->start_batch != c->start_batch;
 	}
+	/* A record of an older loaderd learns the weights it was saved with. */
+	if (!err && old->mix_id == mixid && !old->weights.n)
+		old->weights = o->weights;
 	if (!err && o->given.pos)
 		err = named_given(o, c, dsid, oid, world, end, d);
 	else if (!err)
 		err = named_resume(o, c, pos, dsid, oid, world, end, d);
+	if (!err)
+		named_counts(o, c, c->start_epoch);
 	free(pos);
 	return err;
+}
+
+/* A record made anew for this request: its weights, no change pending. */
+static void named_new_mix(struct named_open *o)
+{
+	struct state_job *job = &o->job;
+
+	job->mix_id = o->mix_id;
+	job->weights = o->weights;
+	job->counts_from = 0;
+	job->before_batches = 0;
+	memset(&job->before, 0, sizeof(job->before));
 }
 
 uint64_t named_plan_id(const uint64_t *plan, size_t words, uint32_t *end)
@@ -552,12 +633,24 @@ static int named_given(struct named_open *o, struct stream_config *c,
 		err = named_same(o, dsid, oid, d);
 		if (err)
 			return err;
-		/* Counts change at a saved epoch's start, not from positions. */
-		if (old->mix_id != o->mix_id)
-			return diag_set(
-				d, LOADER_EUSAGE,
-				"stream \"%s\": what its members give an epoch changed, with positions given: go on with the saved proportions, then change them at an epoch's start",
-				o->named.name);
+		if (old->mix_id != o->mix_id) {
+			/* From the first epoch no rank given has begun. */
+			struct span sp = { 0 };
+
+			if (g->world != world || old->world != world)
+				return diag_set(
+					d, LOADER_EUSAGE,
+					"stream \"%s\": what its members give an epoch changed along with its world (%" PRIu32
+					" to %" PRIu32
+					"): go on with the new world first, then change them",
+					o->named.name, g->world, world);
+			for (uint32_t r = 0; r < g->world; r++)
+				span_add(&sp, old, g->pos[r].epoch,
+					 g->pos[r].batch);
+			err = named_new_counts(o, &sp, d);
+			if (err)
+				return err;
+		}
 	}
 	if (have && old->world == world && old->from_id == from) {
 		/*
@@ -604,7 +697,12 @@ static int named_given(struct named_open *o, struct stream_config *c,
 	c->plan_words = old->plan_words;
 	old->dataset_id = dsid;
 	old->opts_id = oid;
-	old->mix_id = o->mix_id;
+	/*
+	 * Without a record here, the positions given are taken to be of
+	 * these counts (they carry none).
+	 */
+	if (!have)
+		named_new_mix(o);
 	o->resumed = true;
 	if (g->world != world) {
 		old->world = world; /* the renewed record's */
@@ -686,7 +784,7 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 		}
 		old->dataset_id = dsid;
 		old->opts_id = oid;
-		old->mix_id = o->mix_id;
+		named_new_mix(o);
 		old->world = world;
 		return 0;
 	}
@@ -734,9 +832,23 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 			     old->start_epoch != c->start_epoch ||
 			     old->start_batch != c->start_batch;
 	}
-	err = named_new_counts(o, &p, pos, o->mix_id, d);
-	if (err)
-		return err;
+	named_normalize(old, &p.epoch, &p.batch);
+	if (old->mix_id != o->mix_id) {
+		/*
+		 * The counts change from the first epoch no rank whose
+		 * position this loaderd has has begun (this one's start
+		 * among them).
+		 */
+		struct span sp = { 0 };
+
+		span_add(&sp, old, p.epoch, p.batch);
+		for (uint32_t r = 0; r < old->world; r++)
+			if (pos[r].generation)
+				span_add(&sp, old, pos[r].epoch, pos[r].batch);
+		err = named_new_counts(o, &sp, d);
+		if (err)
+			return err;
+	}
 	return named_start(o, c, p.epoch, p.batch, end, d);
 }
 
@@ -761,6 +873,11 @@ int named_begin(struct named_open *o, struct state *st, struct stream *s,
 	n->sched = lay->sched;
 	n->written = 0;
 	job->batches_per_epoch = lay->batches_per_epoch;
+	if (lay->sched.later_from) {
+		/* The record's count is that of its (later) weights. */
+		job->before_batches = lay->batches_per_epoch;
+		job->batches_per_epoch = lay->sched.later_batches;
+	}
 	job->epochs = n->epochs;
 	job->updated_ms = wall_ms();
 	if (o->renew) {
@@ -812,7 +929,10 @@ static int saved_one(void *arg, uint32_t uid, const char *name,
 	q->ok.epoch = p->epoch;
 	q->ok.epochs = job->epochs;
 	q->ok.batch = p->batch;
-	q->ok.batches_per_epoch = job->batches_per_epoch;
+	q->ok.batches_per_epoch =
+		job->counts_from && p->epoch < job->counts_from ?
+			job->before_batches :
+			job->batches_per_epoch;
 	q->ok.updated_ms = p->updated_ms;
 	q->ok.rank = rank;
 	q->ok.world = job->world;

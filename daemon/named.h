@@ -61,10 +61,11 @@ struct saver;
  */
 struct named_open {
 	struct named named;
-	bool fresh;	   /* PROTO_OPEN_FRESH: start the name over */
-	bool go_on;	   /* PROTO_OPEN_GO_ON: each rank at its own position */
-	bool resumed;	   /* from a saved or given position (OPEN_OK) */
-	uint64_t mix_id;   /* a mixture's counts (named.c); 0: one dataset */
+	bool fresh;	 /* PROTO_OPEN_FRESH: start the name over */
+	bool go_on;	 /* PROTO_OPEN_GO_ON: each rank at its own position */
+	bool resumed;	 /* from a saved or given position (OPEN_OK) */
+	uint64_t mix_id; /* a mixture's counts (named.c); 0: one dataset */
+	struct mixture_weights weights; /* the request's, of mix_id */
 	const char *label; /* the session's, for logs: it outlives the OPEN */
 	/* The job's record, as read, and whether this OPEN renews it. */
 	struct state_job job;

@@ -33,10 +33,12 @@
  */
 #define STATE_REC_VERSION 2
 /*
- * A job's record: 3 added from_id, 4 mix_id (a 2 reads as from_id 0, a 2
- * or 3 as mix_id 0).
+ * A job's record: 3 added from_id, 4 mix_id, 5 the weights (a 2 reads as
+ * from_id 0, a 2 or 3 as mix_id 0, a 4 as no weights kept). The plan's
+ * words follow, then (since 5) the weights and the earlier weights, as
+ * weights_disk each: nweights and nbefore members.
  */
-#define STATE_JOB_VERSION 4
+#define STATE_JOB_VERSION 5
 struct job_disk {
 	uint32_t version;
 	uint32_t world;
@@ -46,9 +48,22 @@ struct job_disk {
 	uint64_t plan_words;
 	uint64_t from_id; /* since 3 */
 	uint64_t mix_id;  /* since 4 */
+	/* since 5 */
+	uint32_t counts_from;
+	uint16_t nweights, nbefore;
+	uint64_t before_batches;
 };
 #define JOB_DISK_2 offsetof(struct job_disk, from_id)
 #define JOB_DISK_3 offsetof(struct job_disk, mix_id)
+#define JOB_DISK_4 offsetof(struct job_disk, counts_from)
+
+/* Weights as stored: the epoch size, then each member's how and value. */
+struct weight_disk {
+	uint32_t how, pad;
+	double value;
+};
+#define WEIGHTS_DISK(n)                                                        \
+	((n) ? sizeof(uint64_t) + (n) * sizeof(struct weight_disk) : 0)
 
 struct pos_disk {
 	uint32_t version;
@@ -610,10 +625,63 @@ static int txn_open(struct state *st, uint32_t uid, const char *name,
 		    0;
 }
 
+/* Weights of n members from p (WEIGHTS_DISK(n) bytes) into *w. */
+static bool weights_from_disk(const unsigned char *p, uint32_t n,
+			      struct mixture_weights *w)
+{
+	memset(w, 0, sizeof(*w));
+	if (!n)
+		return true;
+	if (n > MIXTURE_MAX_MEMBERS)
+		return false;
+	w->n = n;
+	memcpy(&w->epoch_size, p, sizeof(w->epoch_size));
+	p += sizeof(w->epoch_size);
+	for (uint32_t m = 0; m < n; m++, p += sizeof(struct weight_disk)) {
+		struct weight_disk wd;
+
+		memcpy(&wd, p, sizeof(wd));
+		if (wd.how > MIXTURE_CHOOSE)
+			return false;
+		w->how[m] = (enum mixture_how)wd.how;
+		w->value[m] = wd.value;
+	}
+	return true;
+}
+
+static unsigned char *weights_to_disk(unsigned char *p,
+				      const struct mixture_weights *w)
+{
+	if (!w->n)
+		return p;
+	memcpy(p, &w->epoch_size, sizeof(w->epoch_size));
+	p += sizeof(w->epoch_size);
+	for (uint32_t m = 0; m < w->n; m++, p += sizeof(struct weight_disk)) {
+		struct weight_disk wd = { .how = (uint32_t)w->how[m],
+					  .value = w->value[m] };
+
+		memcpy(p, &wd, sizeof(wd));
+	}
+	return p;
+}
+
+bool state_weights_equal(const struct mixture_weights *a,
+			 const struct mixture_weights *b)
+{
+	if (a->n != b->n || a->epoch_size != b->epoch_size)
+		return false;
+	for (uint32_t m = 0; m < a->n; m++)
+		if (a->how[m] != b->how[m] ||
+		    memcmp(&a->value[m], &b->value[m], sizeof(double)))
+			return false;
+	return true;
+}
+
 static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 {
 	struct job_disk s = { 0 };
-	size_t head = sizeof(s);
+	size_t head = sizeof(s), tail = 0;
+	const unsigned char *w;
 
 	if (v->mv_size < JOB_DISK_2)
 		return false;
@@ -622,11 +690,15 @@ static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 		head = JOB_DISK_2;
 	else if (s.version == 3 && v->mv_size >= JOB_DISK_3)
 		head = JOB_DISK_3;
+	else if (s.version == 4 && v->mv_size >= JOB_DISK_4)
+		head = JOB_DISK_4;
 	else if (s.version != STATE_JOB_VERSION || v->mv_size < sizeof(s))
 		return false;
 	memcpy(&s, v->mv_data, head);
+	if (head == sizeof(s))
+		tail = WEIGHTS_DISK(s.nweights) + WEIGHTS_DISK(s.nbefore);
 	if (!s.world || s.plan_words > STATE_PLAN_MAX_WORDS ||
-	    v->mv_size != head + s.plan_words * sizeof(uint64_t))
+	    v->mv_size != head + s.plan_words * sizeof(uint64_t) + tail)
 		return false;
 	*j = (struct state_job){
 		.dataset_id = s.dataset_id,
@@ -640,7 +712,15 @@ static bool job_from_disk(const MDB_val *v, struct state_job *j, bool with_plan)
 		.updated_ms = s.updated_ms,
 		.from_id = s.from_id,
 		.mix_id = s.mix_id,
+		.counts_from = s.counts_from,
+		.before_batches = s.before_batches,
 	};
+	w = (const unsigned char *)v->mv_data + head +
+	    s.plan_words * sizeof(uint64_t);
+	if (!weights_from_disk(w, s.nweights, &j->weights) ||
+	    !weights_from_disk(w + WEIGHTS_DISK(s.nweights), s.nbefore,
+			       &j->before))
+		return false;
 	if (with_plan && s.plan_words) {
 		j->plan = malloc(s.plan_words * sizeof(uint64_t));
 		if (!j->plan)
@@ -688,16 +768,27 @@ static int put_job(MDB_txn *txn, const struct state *st, MDB_val *k,
 		.plan_words = j->plan_words,
 		.from_id = j->from_id,
 		.mix_id = j->mix_id,
+		.counts_from = j->counts_from,
+		.nweights = (uint16_t)j->weights.n,
+		.nbefore = (uint16_t)(j->counts_from ? j->before.n : 0),
+		.before_batches = j->counts_from ? j->before_batches : 0,
 	};
-	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t), NULL };
+	MDB_val v = { sizeof(s) + j->plan_words * sizeof(uint64_t) +
+			      WEIGHTS_DISK(s.nweights) +
+			      WEIGHTS_DISK(s.nbefore),
+		      NULL };
 	int rc = put_rec(txn, st, k, &v, MDB_RESERVE, true, dl);
+	unsigned char *p;
 
 	if (rc)
 		return rc;
 	memcpy(v.mv_data, &s, sizeof(s));
+	p = (unsigned char *)v.mv_data + sizeof(s);
 	if (j->plan_words)
-		memcpy((char *)v.mv_data + sizeof(s), j->plan,
-		       j->plan_words * sizeof(uint64_t));
+		memcpy(p, j->plan, j->plan_words * sizeof(uint64_t));
+	p = weights_to_disk(p + j->plan_words * sizeof(uint64_t), &j->weights);
+	if (s.nbefore)
+		weights_to_disk(p, &j->before);
 	return 0;
 }
 
@@ -841,6 +932,16 @@ int state_get_pos(struct state *st, uint32_t uid, const char *name,
 	return err;
 }
 
+/* Do a and b deal a mixture's epochs alike (weights kept alike)? */
+static bool same_counts(const struct state_job *a, const struct state_job *b)
+{
+	return a->mix_id == b->mix_id && a->counts_from == b->counts_from &&
+	       state_weights_equal(&a->weights, &b->weights) &&
+	       (!a->counts_from ||
+		(a->before_batches == b->before_batches &&
+		 state_weights_equal(&a->before, &b->before)));
+}
+
 /* Do a and b describe the same job (as two of its ranks would)? */
 static bool same_job(const struct state_job *a, const struct state_job *b)
 {
@@ -851,7 +952,8 @@ static bool same_job(const struct state_job *a, const struct state_job *b)
 	       a->start_batch == b->start_batch && a->from_id == b->from_id &&
 	       a->mix_id == b->mix_id && a->plan_words == b->plan_words &&
 	       (!a->plan_words ||
-		!memcmp(a->plan, b->plan, a->plan_words * sizeof(uint64_t)));
+		!memcmp(a->plan, b->plan, a->plan_words * sizeof(uint64_t))) &&
+	       same_counts(a, b);
 }
 
 int state_begin(struct state *st, uint32_t uid, const char *name,
@@ -895,10 +997,11 @@ int state_begin(struct state *st, uint32_t uid, const char *name,
 		rc = del_positions(txn, st, &key.job, &dl);
 		if (!rc)
 			rc = put_job(txn, st, &key.job, j, *gen, &dl);
-	} else if (!renew && have && cur.mix_id != j->mix_id) {
+	} else if (!renew && have && !same_counts(&cur, j)) {
 		/*
-		 * A mixture's counts changed between epochs (named.c
-		 * checked): the job goes on, its positions kept, with them.
+		 * A mixture's counts changed, from an epoch no rank had
+		 * begun (named.c checked), or the weights were not kept: the
+		 * job goes on, its positions kept, with them.
 		 */
 		rc = put_job(txn, st, &key.job, j, *gen, &dl);
 	}

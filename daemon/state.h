@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "mixture.h"
 
 /* The longest stream name, in bytes, NUL excluded. */
 #define STATE_NAME_MAX 63
@@ -81,7 +82,23 @@ struct state_job {
 	 * which may change between epochs; 0 for one dataset.
 	 */
 	uint64_t mix_id;
+	/*
+	 * The weights mix_id is of (weights.n 0: not kept, in a record
+	 * written before version 5 or of one dataset). Counts that changed
+	 * part-way through an epoch take effect from counts_from: the
+	 * epochs before it are dealt with the earlier weights `before`, in
+	 * before_batches batches (0: no change pending).
+	 * batches_per_epoch is then that of the epochs from counts_from.
+	 */
+	struct mixture_weights weights;
+	uint32_t counts_from;
+	uint64_t before_batches;
+	struct mixture_weights before;
 };
+
+/* Do two weights ask the same of the same members? */
+bool state_weights_equal(const struct mixture_weights *a,
+			 const struct mixture_weights *b);
 
 /* One rank's position: its first batch not yet released. */
 struct state_pos {

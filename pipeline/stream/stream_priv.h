@@ -105,7 +105,8 @@ struct stream_pb {
 };
 
 struct stream {
-	struct stream_config c; /* c.pipeline and c.label point nowhere */
+	/* c.pipeline, c.label and c.before point nowhere */
+	struct stream_config c;
 	char label[128];
 	struct dataset *ds;
 	int *fds;

@@ -5,8 +5,10 @@
 # mid-epoch resumes where its trainer stopped, so that over the run each
 # epoch's samples of each member are released exactly as an
 # uninterrupted stream delivers them; a job of 4 ranks goes on with 3,
-# the same; a named job's proportions change at an epoch's start (and are
-# refused in the middle of one, saying where); members whose pipelines
+# the same; a named job's proportions change at an epoch's start, or,
+# changed part-way through one, at the next epoch no rank has begun (and
+# a third change while ranks stand on both sides of one is refused,
+# saying why); members whose pipelines
 # give other shapes are refused at
 # OPEN, naming the member, the output and both shapes, while members
 # whose own pipelines agree are mixed; loaderctl streams shows each
@@ -15,7 +17,7 @@
 
 need_fmnist
 tmpdir
-plan 26
+plan 31
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -121,15 +123,56 @@ is "$(cat "$T/w0" "$T/w1" | awk '$1 == "id" { n[$2 " " $5]++; d[$2 " " $5 " " $4
 	      print n["0 0"], n["0 1"], u["0 0"], n["1 0"], n["1 1"], u["1 0"], u["1 1"] }')" \
 	"12000 8000 10000 10000 10000 10000 10000" \
 	"epoch 0 as 0.6 / 0.4 (12000 and 8000), epoch 1 as 0.5 / 0.5, each sample once"
-"$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M \
-	--kill-after 5 "$T/d.sock" mix >/dev/null 2>&1
-out=$("$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M55 \
-	"$T/d.sock" mix 2>&1)
-like "$out" 'stream "mw2": what its members give an epoch changed in the middle of epoch 0 \(at batch 5 of 200\): it may change only from an epoch.s start' \
-	"other proportions in the middle of an epoch are refused, saying where"
-out=$("$LDCLIENT" --name mw2 --order random --seed 3 --batch 100 --epochs 1 $M --hash \
-	"$T/d.sock" mix 2>&1)
-like "$out" '^epoch 0 batches 195 ' "the saved proportions finish the epoch from there"
+# Other counts part-way through an epoch take effect at the next one:
+# 0.6 / 0.4 (200 batches an epoch) until then, then member 0 once and
+# 5000 of member 1 (150 batches); the rank killed in epoch 1 goes on
+# there with them.
+M2="--member repeat:1:$T/a/test --member choose:5000:$T/b/test"
+W="--order random --seed 3 --batch 100 --epochs 3 --ids --after-release"
+"$LDCLIENT" --name mw2 $W $M --kill-after 5 "$T/d.sock" mix >"$T/c1" 2>&1
+"$LDCLIENT" --name mw2 $W $M2 --kill-after 215 "$T/d.sock" mix >"$T/c2" 2>&1
+like "$(grep '^start' "$T/c2")" '^start 0 5 resumed 1$' \
+	"other proportions part-way through epoch 0 are taken, the job going on at batch 5"
+"$LDCLIENT" --name mw2 $W $M2 "$T/d.sock" mix >"$T/c3" 2>&1
+is "$(grep '^start' "$T/c3") errors $(grep -c '^error' "$T/c3")" 'start 1 20 resumed 1 errors 0' \
+	"killed at batch 20 of epoch 1 (195 + 20 batches on), it goes on there to the end"
+# counts FILE...: epoch by epoch, each member's samples and distinct ones.
+counts() {
+	cat "$@" | awk '$1 == "id" { n[$2 " " $5]++; d[$2 " " $5 " " $4] = 1 }
+		END { for (k in d) { split(k, a, " "); u[a[1] " " a[2]]++ }
+		      for (e = 0; e < 3; e++)
+			printf "%d %d %d %d; ", n[e " 0"], u[e " 0"], n[e " 1"], u[e " 1"] }'
+}
+is "$(counts "$T/c1" "$T/c2" "$T/c3")" \
+	"12000 10000 8000 8000; 10000 10000 5000 5000; 10000 10000 5000 5000; " \
+	"epoch 0 as 0.6 / 0.4, epochs 1 and 2 with the new counts, each sample as planned"
+
+# Two ranks: rank 1 had begun epoch 1 (100 batches an epoch a rank) when
+# the counts changed, so they change from epoch 2 (75 batches). A third
+# change while rank 0 is in epoch 0 and rank 1 in epoch 2 is refused.
+W2="$W --world 2"
+"$LDCLIENT" --name mr $W2 $M --rank 0 --kill-after 5 "$T/d.sock" mix >"$T/r0a" 2>&1
+"$LDCLIENT" --name mr $W2 $M --rank 1 --kill-after 105 "$T/d.sock" mix >"$T/r1a" 2>&1
+"$LDCLIENT" --name mr $W2 $M2 --rank 1 --kill-after 200 "$T/d.sock" mix >"$T/r1b" 2>&1
+like "$(grep '^start' "$T/r1b")" '^start 0 5 resumed 1$' \
+	"a rank reopened with other counts goes on from the job's least position"
+out=$("$LDCLIENT" --name mr $W2 $M55 --rank 0 "$T/d.sock" mix 2>&1)
+like "$out" 'stream "mr": what its members give an epoch changed at epoch 2 already, and a rank is still in epoch 0 while another has begun epoch 2: open it with the proportions of its last open until every rank has finished epoch 1' \
+	"a third count while ranks stand on both sides of the change is refused, saying why"
+"$LDCLIENT" --name mr $W2 $M2 --rank 0 "$T/d.sock" mix >"$T/r0b" 2>&1
+"$LDCLIENT" --name mr $W2 $M2 --rank 1 "$T/d.sock" mix >"$T/r1c" 2>&1
+is "$(cat "$T/r0b" "$T/r1c" | grep -c '^error')" 0 "both ranks run to the end with the counts of their last open"
+# Each rank's batches once (a rank that resumes at the job's least
+# position gives again those it had passed), then the epochs' counts.
+once() {
+	awk 'FNR == 1 { for (k in cur) seen[k] = 1; delete cur }
+		$1 == "id" { k = $2 " " $3; if (k in seen) next; cur[k] = 1; print }' "$@"
+}
+once "$T/r0a" "$T/r0b" >"$T/r0"
+once "$T/r1a" "$T/r1b" "$T/r1c" >"$T/r1"
+is "$(counts "$T/r0" "$T/r1")" \
+	"12000 10000 8000 8000; 12000 10000 8000 8000; 10000 10000 5000 5000; " \
+	"epochs 0 and 1 as 0.6 / 0.4 over both ranks, epoch 2 with the new counts"
 
 # --- 4. members' outputs must agree ----------------------------------------
 F=$T/img
