@@ -4,7 +4,8 @@
  * generations (a renewed job drops the old positions; ranks that begin
  * the same renewal together join it; a write of a gone generation is
  * refused; a renewal to the record already there keeps it), the job's
- * from_id, a record of version 2 still read, plans kept, forget,
+ * from_id, records of versions 2 and 4 still read, plans and a
+ * mixture's weights kept, forget,
  * listing, expiry, names refused, and an
  * unreadable file moved aside with a fresh one made in its place.
  */
@@ -251,6 +252,98 @@ Test(state, record_version_2_read, .init = setup, .fini = teardown)
 	cr_expect(got.world == 3 && got.generation == 7 &&
 		  got.start_batch == 9 && got.plan_words == 4 &&
 		  got.plan[3] == 40 && got.from_id == 0);
+	state_job_clear(&got);
+}
+
+/*
+ * A mixture's weights are kept (version 5) beside a plan, with the
+ * earlier weights and where the new ones begin; a rank that changes
+ * them (not renewing) rewrites the record and keeps the positions.
+ */
+Test(state, weights_kept, .init = setup, .fini = teardown)
+{
+	struct mixture_weights a = { .n = 2,
+				     .epoch_size = 20000,
+				     .how = { MIXTURE_PROPORTION,
+					      MIXTURE_PROPORTION },
+				     .value = { 0.6, 0.4 } },
+			       b = { .n = 3,
+				     .how = { MIXTURE_REPEAT, MIXTURE_CHOOSE,
+					      MIXTURE_REPEAT },
+				     .value = { 1, 5000, 0.25 } };
+	uint64_t plan[4] = { 1, 1 | (2ull << 32), 30, 40 };
+	struct state_job j = job(2), got;
+	struct state_pos p;
+	struct diag d = { "" };
+	uint64_t g;
+
+	j.mix_id = 7;
+	j.weights = a;
+	j.plan = plan;
+	j.plan_words = 4;
+	g = begin(6, "w", &j, true, 0, 0, 0);
+	cr_assert_eq(state_get_job(st, 6, "w", &got, NULL, &d), 0, "%s", d.msg);
+	cr_expect(state_weights_equal(&got.weights, &a), "weights kept");
+	cr_expect(got.counts_from == 0 && got.before.n == 0);
+	cr_expect(got.plan_words == 4 && got.plan[3] == 40, "plan kept");
+	state_job_clear(&got);
+	j.generation = g;
+	begin(6, "w", &j, false, 1, 0, 7);
+	/* Rank 1 changes them from epoch 2: the record says so. */
+	j.mix_id = 8;
+	j.before = a;
+	j.before_batches = 100;
+	j.weights = b;
+	j.counts_from = 2;
+	j.batches_per_epoch = 75;
+	cr_expect_eq(begin(6, "w", &j, false, 1, 0, 9), g, "same generation");
+	cr_assert_eq(state_get_job(st, 6, "w", &got, NULL, &d), 0, "%s", d.msg);
+	cr_expect(got.mix_id == 8 && got.counts_from == 2 &&
+			  got.before_batches == 100 &&
+			  got.batches_per_epoch == 75,
+		  "the change kept");
+	cr_expect(got.plan_words == 4 && got.plan[3] == 40, "plan kept");
+	cr_expect(state_weights_equal(&got.weights, &b), "new weights");
+	cr_expect(state_weights_equal(&got.before, &a), "earlier weights");
+	cr_expect(!state_weights_equal(&a, &b));
+	state_job_clear(&got);
+	cr_expect_eq(state_get_pos(st, 6, "w", 0, g, &p, &d), 0,
+		     "rank 0's position kept");
+}
+
+/* A record of version 4 (a mixture's counts' digest, no weights) is read. */
+Test(state, record_version_4_read, .init = setup, .fini = teardown)
+{
+	struct {
+		uint32_t version, world;
+		uint64_t dataset_id, opts_id, generation, bpe;
+		uint32_t epochs, start_epoch;
+		uint64_t start_batch, updated_ms, plan_words, from_id, mix_id;
+	} v4 = { 4, 1, 0x1234, 0x5678, 7, 100, 3, 0, 0, 5000, 0, 0, 99 };
+	char path[4200];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = { 4, "6/v4" }, v = { sizeof(v4), &v4 };
+	struct state_job got;
+	struct diag d = { "" };
+
+	state_close(st);
+	st = NULL;
+	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
+	cr_assert_eq(mdb_env_create(&env), 0);
+	cr_assert_eq(mdb_env_set_mapsize(env, 1 << 20), 0);
+	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+	cr_assert_eq(state_get_job(st, 6, "v4", &got, NULL, &d), 0, "%s",
+		     d.msg);
+	cr_expect(got.mix_id == 99 && got.weights.n == 0 &&
+		  got.counts_from == 0 && got.generation == 7);
 	state_job_clear(&got);
 }
 

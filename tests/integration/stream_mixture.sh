@@ -17,7 +17,7 @@
 
 need_fmnist
 tmpdir
-plan 31
+plan 33
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -146,6 +146,16 @@ counts() {
 is "$(counts "$T/c1" "$T/c2" "$T/c3")" \
 	"12000 10000 8000 8000; 10000 10000 5000 5000; 10000 10000 5000 5000; " \
 	"epoch 0 as 0.6 / 0.4, epochs 1 and 2 with the new counts, each sample as planned"
+
+# The same from positions given (a trainer's checkpoint): the change
+# holds from the first epoch none of them has begun.
+"$LDCLIENT" --name mg $W $M --kill-after 5 "$T/d.sock" mix >"$T/g1" 2>&1
+"$LDCLIENT" --name mg $W $M2 --from 0:5 "$T/d.sock" mix >"$T/g2" 2>&1
+is "$(grep '^start' "$T/g2") errors $(grep -c '^error' "$T/g2")" 'start 0 5 resumed 1 errors 0' \
+	"other proportions with positions given go on from those positions"
+is "$(counts "$T/g1" "$T/g2")" \
+	"12000 10000 8000 8000; 10000 10000 5000 5000; 10000 10000 5000 5000; " \
+	"with positions given, epoch 0 as 0.6 / 0.4 and then the new counts"
 
 # Two ranks: rank 1 had begun epoch 1 (100 batches an epoch a rank) when
 # the counts changed, so they change from epoch 2 (75 batches). A third
