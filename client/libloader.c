@@ -412,6 +412,8 @@ static int loader_check_ring(struct loader *l, const struct proto_open *po)
 		return err;
 	l->named = h.flags & RING_NAMED;
 	l->members_offset = h.members_offset;
+	l->counts_from = h.counts_from;
+	l->later_batches = h.later_batches;
 	l->slots = (const unsigned char *)l->hdr + RING_PAGE;
 	l->slot_size = h.slot_size;
 	l->slot_count = h.slot_count;
@@ -1531,6 +1533,16 @@ LOADER_API uint64_t loader_plan(const struct loader *l, uint32_t *end_epoch)
 LOADER_API uint64_t loader_batches_per_epoch(const struct loader *l)
 {
 	return l ? l->st.batches_per_epoch : 0;
+}
+
+LOADER_API uint64_t loader_batches_in_epoch(const struct loader *l,
+					    uint32_t epoch)
+{
+	if (!l)
+		return 0;
+	if (l->counts_from && epoch >= l->counts_from)
+		return l->later_batches;
+	return l->st.batches_per_epoch;
 }
 
 LOADER_API uint64_t loader_samples(const struct loader *l)

@@ -48,6 +48,9 @@ struct loader {
 	uint32_t batch_size;
 	uint64_t ids_offset;
 	uint64_t members_offset; /* a mixture's (RING_MIXTURE), else 0 */
+	/* Counts that change at an epoch (ring.h): from it, its batches. */
+	uint32_t counts_from;
+	uint64_t later_batches;
 	uint32_t noutputs;
 	struct loader_output out[PROTO_MAX_OUTPUTS];
 

@@ -39,7 +39,7 @@ extern "C" {
  * caller knows).
  */
 #define LOADER_VERSION_MAJOR 1
-#define LOADER_VERSION_MINOR 6
+#define LOADER_VERSION_MINOR 7
 #define LOADER_VERSION	     (LOADER_VERSION_MAJOR * 1000 + LOADER_VERSION_MINOR)
 
 /* Sample orders (doc/design.md, "Sample order"). */
@@ -484,6 +484,15 @@ LOADER_API const uint32_t *loader_members(const struct loader *l,
 
 /* The members of the stream's mixture; 0 for one dataset. Since 1.6. */
 LOADER_API uint32_t loader_nmembers(const struct loader *l);
+
+/*
+ * Batches of epoch `epoch` for this rank: loader_batches_per_epoch(),
+ * except in a named mixture whose weights changed part-way through an
+ * epoch, where the epochs from the next one no rank had begun have the
+ * new weights' number (libloader(3), "Mixtures"). Since 1.7.
+ */
+LOADER_API uint64_t loader_batches_in_epoch(const struct loader *l,
+					    uint32_t epoch);
 
 /* LOADER_VERSION of the library that was loaded. */
 LOADER_API int loader_version(void);

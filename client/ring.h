@@ -46,9 +46,9 @@
 
 #define RING_MAGIC 0x47524c4cu /* "LLRG" in memory */
 #define RING_VERSION                                                           \
-	7 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
+	8 /* 2: slots writable by the client; 3: saved; 4: ragged outputs;
 	     5: the slot's repeats; 6: the slot's shapes and mix;
-	     7: a mixture's members */
+	     7: a mixture's members; 8: counts_from, later_batches */
 #define RING_PAGE     4096
 #define RING_MAX_DIMS 5
 #define RING_ALIGN    64 /* of slot_size, and of every output within a slot */
@@ -128,7 +128,14 @@ struct ring_hdr {
 	 */
 	uint64_t members_offset;
 	uint32_t nmembers;
-	uint32_t reserved2; /* 0 */
+	/*
+	 * A mixture whose counts change at an epoch after start_epoch (a
+	 * named job's new weights): the epochs from counts_from on have
+	 * later_batches batches, not batches_per_epoch. 0 and 0 otherwise
+	 * (both or neither).
+	 */
+	uint32_t counts_from;
+	uint64_t later_batches;
 	struct ring_output out[PROTO_MAX_OUTPUTS];
 	/* Written by the daemon while the stream runs; each on its own line. */
 	_Alignas(64) uint32_t prod; /* batches published */

@@ -192,13 +192,20 @@ static int loader_check_members(const struct ring_hdr *h, uint32_t nmembers,
 	bool clear;
 
 	if (!(h->flags & RING_MIXTURE)) {
-		if (h->nmembers || h->members_offset || nmembers)
+		if (h->nmembers || h->members_offset || nmembers ||
+		    h->counts_from || h->later_batches)
 			return msg_why(
 				why, whylen, LOADER_EPROTO,
-				"ring: not a mixture, but %u members at %llu (asked for %u)",
-				h->nmembers, (unsigned long long)at, nmembers);
+				"ring: not a mixture, but %u members at %llu (asked for %u), counts from epoch %u",
+				h->nmembers, (unsigned long long)at, nmembers,
+				h->counts_from);
 		return 0;
 	}
+	if (!h->counts_from != !h->later_batches)
+		return msg_why(
+			why, whylen, LOADER_EPROTO,
+			"ring: counts change at epoch %u to %llu batches",
+			h->counts_from, (unsigned long long)h->later_batches);
 	if (h->nmembers < 1 || h->nmembers > PROTO_MAX_MEMBERS ||
 	    h->nmembers != nmembers)
 		return msg_why(why, whylen, LOADER_EPROTO,

@@ -186,6 +186,8 @@ static void write_header(struct producer *pr, const struct producer_params *p,
 		h->flags |= RING_MIXTURE;
 		h->members_offset = pr->members_offset;
 		h->nmembers = lay->nmembers;
+		h->counts_from = lay->sched.later_from;
+		h->later_batches = lay->sched.later_batches;
 	}
 	for (uint32_t i = 0; i < lay->noutputs; i++) {
 		const struct stream_tensor *t = &lay->out[i];

@@ -545,6 +545,11 @@ MIX(every_member, {
 	*asked = PROTO_MAX_MEMBERS;
 })
 MIX(named_mixture, h->flags |= RING_NAMED)
+MIX(counts_change, {
+	h->flags |= RING_NAMED;
+	h->counts_from = 3;
+	h->later_batches = 22;
+})
 
 Test(ringcheck, takes_mixtures)
 {
@@ -559,6 +564,7 @@ Test(ringcheck, takes_mixtures)
 		{ one_member, "a mixture of one" },
 		{ every_member, "PROTO_MAX_MEMBERS members" },
 		{ named_mixture, "a named mixture" },
+		{ counts_change, "a named mixture whose counts change" },
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
@@ -607,6 +613,17 @@ MIX(members_over_x, h->members_offset = 440)
 MIX(members_over_x_tail, h->members_offset = 540)
 MIX(members_over_ragged_values, h->members_offset = 624)
 MIX(members_over_ragged_offsets, h->members_offset = 664)
+/* Counts that change: both fields or neither, and only in a mixture. */
+MIX(single_counts_change, {
+	h->flags = 0;
+	h->nmembers = 0;
+	h->members_offset = 0;
+	*asked = 0;
+	h->counts_from = 2;
+	h->later_batches = 7;
+})
+MIX(counts_from_alone, h->counts_from = 2)
+MIX(later_batches_alone, h->later_batches = 7)
 
 Test(ringcheck, refuses_mixtures)
 {
@@ -616,11 +633,17 @@ Test(ringcheck, refuses_mixtures)
 		const char *why;
 	} t[] = {
 		{ single_with_members,
-		  "ring: not a mixture, but 3 members at 0 (asked for 0)" },
+		  "ring: not a mixture, but 3 members at 0 (asked for 0), counts from epoch 0" },
 		{ single_with_offset,
-		  "ring: not a mixture, but 0 members at 416 (asked for 0)" },
+		  "ring: not a mixture, but 0 members at 416 (asked for 0), counts from epoch 0" },
 		{ single_asked_members,
-		  "ring: not a mixture, but 0 members at 0 (asked for 3)" },
+		  "ring: not a mixture, but 0 members at 0 (asked for 3), counts from epoch 0" },
+		{ single_counts_change,
+		  "ring: not a mixture, but 0 members at 0 (asked for 0), counts from epoch 2" },
+		{ counts_from_alone,
+		  "ring: counts change at epoch 2 to 0 batches" },
+		{ later_batches_alone,
+		  "ring: counts change at epoch 0 to 7 batches" },
 		{ no_members, "ring: a mixture of 0 members, asked for 3" },
 		{ too_many_members,
 		  "ring: a mixture of 33 members, asked for 33" },

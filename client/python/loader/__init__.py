@@ -1038,6 +1038,7 @@ class Stream:
         self.resumed = _lib.lib.loader_start(h, ctypes.byref(se),
                                              ctypes.byref(sb)) == 1
         self.start = (se.value, sb.value)
+        self._epoch = se.value  # of the batch handed out last
         pend = ctypes.c_uint32()
         pid = _lib.lib.loader_plan(h, ctypes.byref(pend))
         self.plan = (pid, pend.value)
@@ -1051,8 +1052,21 @@ class Stream:
     # ---- iteration ---------------------------------------------------------
 
     def __len__(self):
-        """Batches per epoch (for this rank)."""
-        return self._bpe
+        """Batches of the epoch the stream is in, for this rank: that of
+        the batch handed out last, or before the first the start's. The
+        same for every epoch, except in a named mixture whose weights
+        changed part-way through an epoch (batches_in())."""
+        return self.batches_in(self._epoch)
+
+    def batches_in(self, epoch):
+        """Batches of epoch `epoch` for this rank: len() of every epoch,
+        except in a named mixture whose weights changed part-way through
+        an epoch: the epochs from the next one no rank had begun have the
+        new weights' number."""
+        ring = self._ring
+        if ring is None or ring.h is None:
+            return self._bpe
+        return _lib.lib.loader_batches_in_epoch(ring.h, epoch)
 
     def __iter__(self):
         return self
@@ -1159,6 +1173,7 @@ class Stream:
                   lib.loader_repeats(h, pv) if self._pad else 0, shapes,
                   self._mix(h, pv), ptrs[-2] if self.nmembers else None)
         self._cur = b
+        self._epoch = v.epoch
         return b
 
     def _mix(self, h, pv):

@@ -182,7 +182,8 @@ class Epochs:
         self._ensure()
         if self._stream is None:
             return 0
-        return max(len(self._stream) - self._epoch_start, 0)
+        return max(self._stream.batches_in(self.epoch) - self._epoch_start,
+                   0)
 
     def set_epoch(self, epoch):
         """The next iteration yields epoch `epoch`: from its first batch,

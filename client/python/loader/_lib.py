@@ -11,7 +11,7 @@ import os
 # The LOADER_VERSION this package was written against: the library must
 # have the same major and at least this minor (loader.h, "version").
 NEED_MAJOR = 1
-NEED_MINOR = 6
+NEED_MINOR = 7
 SONAME = "libloader.so.%d" % NEED_MAJOR
 
 MAX_OUTPUTS = 8
@@ -243,6 +243,8 @@ lib.loader_members.restype = ctypes.c_void_p
 lib.loader_members.argtypes = [_P, ctypes.POINTER(BatchView)]
 lib.loader_nmembers.restype = ctypes.c_uint32
 lib.loader_nmembers.argtypes = [_P]
+lib.loader_batches_in_epoch.restype = ctypes.c_uint64
+lib.loader_batches_in_epoch.argtypes = [_P, ctypes.c_uint32]
 lib.loader_mix.restype = ctypes.c_int
 lib.loader_mix.argtypes = [_P, ctypes.POINTER(BatchView),
                            ctypes.POINTER(MixView)]

@@ -40,4 +40,4 @@ import loader  # noqa: E402
 t.eq(os.path.realpath(loader.library_path),
      os.path.realpath(os.path.join(fx.TOP, ".libs", "libloader.so.1")),
      "the build tree's libloader is the one loaded")
-t.eq(loader.__version__, "1.6", "loader.__version__ is the ABI it needs")
+t.eq(loader.__version__, "1.7", "loader.__version__ is the ABI it needs")

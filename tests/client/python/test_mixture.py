@@ -302,6 +302,56 @@ if torch is not None:
     case("torch", adapter)
 
 
+# --- a named mixture's weights change part-way through an epoch -------------
+# 0.7 / 0.3 of 7000 places: 14 batches of 500. Then A once and 1000 of
+# B: 11000 places, 22 batches, from the next epoch on.
+NEW = [{"path": A, "repeat": 1}, {"path": B, "choose": 1000}]
+
+
+def new_weights():
+    kw = dict(socket=S, batch_size=500, order="random", seed=11, epochs=3,
+              outputs="label")
+    with loader.Stream(SMALL, name="py-w", fresh=True, epoch_size=7000,
+                       **kw) as s:
+        for i, b in enumerate(s):
+            if i == 4:
+                break
+    with loader.Stream(NEW, name="py-w", **kw) as s:
+        t.eq(s.start, (0, 5), "other weights part-way through epoch 0: "
+             "the job goes on where it stopped")
+        t.eq([len(s), s.batches_in(0), s.batches_in(1), s.batches_in(2)],
+             [14, 14, 22, 22], "len() and batches_in(): epoch 0 keeps its "
+             "14 batches, the next epochs have the new weights' 22")
+        per, lens, members = collections.Counter(), {}, {}
+        for b in s:
+            per[b.epoch] += 1
+            lens[b.epoch] = len(s)
+            members.setdefault(b.epoch, collections.Counter()).update(
+                b.member.tolist())
+    t.eq(dict(per), {0: 9, 1: 22, 2: 22}, "the batches of each epoch")
+    t.eq(lens, {0: 14, 1: 22, 2: 22}, "len() follows the epoch delivered")
+    t.eq(members[1], {0: 10000, 1: 1000}, "epoch 1 with the new weights")
+    if torch is None:
+        return
+    with loader.Stream(SMALL, name="py-w2", fresh=True, epoch_size=7000,
+                       **kw) as s:
+        for i, b in enumerate(s):
+            if i == 4:
+                break
+    dl = loader.torch.DataLoader(NEW, name="py-w2", keys=("label",),
+                                 **dict(kw, outputs=None))
+    got = []
+    for epoch in range(3):
+        dl.set_epoch(epoch)
+        got.append((len(dl), sum(1 for _ in dl)))
+    dl.close()
+    t.eq(got, [(9, 9), (22, 22), (22, 22)],
+         "loader.torch.DataLoader: len() of each epoch is what it yields")
+
+
+case("new weights", new_weights)
+
+
 # --- a named mixture rides a daemon restart ----------------------------------
 def restart():
     global d
