@@ -7,7 +7,7 @@
 # Every name in a node's global: list becomes NAME@NODE, and every node
 # its own NODE@NODE (the linker exports the version names too), each
 # with the package version that first shipped it: 0.1.0, the first
-# package, for LOADER_1.0 to LOADER_1.5; a node added later gets the
+# package, for LOADER_1.0 to LOADER_1.7; a node added later gets the
 # version that brings it by a line in the table below. The symbols file
 # is made at build time and never edited by hand.
 #
@@ -20,7 +20,7 @@ sym=$1
 first=0.1.0~
 
 # Node minimum-version: nodes newer than the first package go here, e.g.
-#   LOADER_1.6 0.2.0~
+#   LOADER_1.8 0.2.0~
 since='
 '
 

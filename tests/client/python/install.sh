@@ -35,4 +35,4 @@ export LD_PRELOAD ASAN_OPTIONS
 got=$(cd "$T" && env -u LOADER_LIBRARY PYTHONPATH="$T/inst$pydir" \
 	LD_LIBRARY_PATH="$T/inst$libdir" "$py" -c \
 	'import loader, loader.torch, loader.keras; print(loader.library_version, loader.__file__)' 2>&1)
-is "$got" "(1, 6) $pkg/__init__.py" "the installed package imports, with the installed library"
+is "$got" "(1, 7) $pkg/__init__.py" "the installed package imports, with the installed library"

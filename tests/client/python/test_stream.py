@@ -43,7 +43,7 @@ for name, cls in (("loader_opts", _lib.Opts), ("loader_tensor", _lib.Tensor),
     t.eq(got, want, "struct %s: ctypes layout equals the C compiler's" % name)
 t.eq(c["LOADER_VERSION"], _lib.version,
      "the loaded library is the version its header says")
-t.eq(loader.library_version, (1, 6), "loader.library_version")
+t.eq(loader.library_version, (1, 7), "loader.library_version")
 
 # --- same bytes as the C client --------------------------------------------
 cases = [
