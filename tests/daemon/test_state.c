@@ -216,6 +216,32 @@ Test(state, renew_same_and_from_id, .init = setup, .fini = teardown)
 	cr_expect_eq(state_get_pos(st, 6, "f", 0, g2, &p, &d), -ENOENT);
 }
 
+/*
+ * Close the state, put value v under key k as an older loaderd wrote
+ * it, and open the state again.
+ */
+static void put_raw(MDB_val *k, MDB_val *v)
+{
+	char path[4200];
+	struct diag d = { "" };
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+
+	state_close(st);
+	st = NULL;
+	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
+	cr_assert_eq(mdb_env_create(&env), 0);
+	cr_assert_eq(mdb_env_set_mapsize(env, 1 << 20), 0);
+	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	cr_assert_eq(mdb_put(txn, dbi, k, v, 0), 0);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+}
+
 /* A job's record as loaderd wrote it before from_id (version 2). */
 Test(state, record_version_2_read, .init = setup, .fini = teardown)
 {
@@ -227,26 +253,11 @@ Test(state, record_version_2_read, .init = setup, .fini = teardown)
 		uint64_t plan[4];
 	} v2 = { 2, 3, 0x1234, 0x5678, 7, 100,
 		 3, 1, 9,      5000,   4, { 1, 1 | (2ull << 32), 30, 40 } };
-	char path[4200];
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi dbi;
 	MDB_val k = { 4, "6/v2" }, v = { sizeof(v2), &v2 };
 	struct state_job got;
 	struct diag d = { "" };
 
-	state_close(st);
-	st = NULL;
-	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
-	cr_assert_eq(mdb_env_create(&env), 0);
-	cr_assert_eq(mdb_env_set_mapsize(env, 1 << 20), 0);
-	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
-	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
-	cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
-	cr_assert_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+	put_raw(&k, &v);
 	cr_assert_eq(state_get_job(st, 6, "v2", &got, NULL, &d), 0, "%s",
 		     d.msg);
 	cr_expect(got.world == 3 && got.generation == 7 &&
@@ -320,26 +331,11 @@ Test(state, record_version_4_read, .init = setup, .fini = teardown)
 		uint32_t epochs, start_epoch;
 		uint64_t start_batch, updated_ms, plan_words, from_id, mix_id;
 	} v4 = { 4, 1, 0x1234, 0x5678, 7, 100, 3, 0, 0, 5000, 0, 0, 99 };
-	char path[4200];
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi dbi;
 	MDB_val k = { 4, "6/v4" }, v = { sizeof(v4), &v4 };
 	struct state_job got;
 	struct diag d = { "" };
 
-	state_close(st);
-	st = NULL;
-	snprintf(path, sizeof(path), "%s/loaderd.mdb", dir);
-	cr_assert_eq(mdb_env_create(&env), 0);
-	cr_assert_eq(mdb_env_set_mapsize(env, 1 << 20), 0);
-	cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
-	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
-	cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
-	cr_assert_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-	cr_assert_eq(state_open(&st, dir, &d), 0, "%s", d.msg);
+	put_raw(&k, &v);
 	cr_assert_eq(state_get_job(st, 6, "v4", &got, NULL, &d), 0, "%s",
 		     d.msg);
 	cr_expect(got.mix_id == 99 && got.weights.n == 0 &&

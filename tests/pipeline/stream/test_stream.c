@@ -926,13 +926,10 @@ Test(stream, new_refuses)
  * the epoch's 18 places once: member 0's 13 samples each once, member
  * 1's five distinct, every sample's bytes its own (the sink checks).
  */
-static struct stream *open_mixture_of(struct stream_config *c,
-				      struct stream_member *m,
-				      int fds[2][1 + NSHARDS], double choose)
+/* The two members into c (member 1 choose samples an epoch), fds dup'd. */
+static void two_members(struct stream_config *c, struct stream_member *m,
+			    int fds[2][1 + NSHARDS], double choose)
 {
-	struct stream *s = NULL;
-	struct diag d = { "" };
-
 	for (unsigned i = 0; i < 2; i++) {
 		dup_fds(fds[i]);
 		m[i] = (struct stream_member){ .fds = fds[i],
@@ -945,6 +942,16 @@ static struct stream *open_mixture_of(struct stream_config *c,
 	m[1].value = choose;
 	c->nmembers = 2;
 	c->members = m;
+}
+
+static struct stream *open_mixture_of(struct stream_config *c,
+				      struct stream_member *m,
+				      int fds[2][1 + NSHARDS], double choose)
+{
+	struct stream *s = NULL;
+	struct diag d = { "" };
+
+	two_members(c, m, fds, choose);
 	cr_assert_eq(stream_new(&s, c, NULL, 0, pool, &d), 0, "%s", d.msg);
 	return s;
 }
@@ -954,6 +961,21 @@ static struct stream *open_mixture(struct stream_config *c,
 				   int fds[2][1 + NSHARDS])
 {
 	return open_mixture_of(c, m, fds, 5);
+}
+
+/*
+ * Run mixture s to its end into t (set up here, freed by the caller),
+ * with no error and every sample right.
+ */
+static void run_to_end(struct stream *s, struct tsink *t)
+{
+	struct diag d = { "" };
+
+	tsink_init(t, stream_layout(s));
+	cr_assert_eq(stream_start(s, &t->sink, &d), 0, "%s", d.msg);
+	tsink_wait(t, &t->finished);
+	cr_assert_eq(t->err, 0, "%s", t->reason);
+	cr_assert_str_empty(t->bad, "%s", t->bad);
 }
 
 /* Count epoch e's samples in t into seen[member * NSAMPLES + index]. */
@@ -997,7 +1019,6 @@ Test(stream, mixture_counts)
 	int fds[2][1 + NSHARDS];
 	struct stream_member m[2];
 	struct stream_config c;
-	struct diag d = { "" };
 	struct tsink t;
 	struct stream *s;
 
@@ -1006,11 +1027,7 @@ Test(stream, mixture_counts)
 	cr_assert_eq(stream_layout(s)->nmembers, 2);
 	cr_assert_eq(stream_layout(s)->samples, 18);
 	cr_assert_eq(stream_layout(s)->batches_per_epoch, 6);
-	tsink_init(&t, stream_layout(s));
-	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
-	tsink_wait(&t, &t.finished);
-	cr_assert_eq(t.err, 0, "%s", t.reason);
-	cr_assert_str_empty(t.bad, "%s", t.bad);
+	run_to_end(s, &t);
 	cr_assert_eq(t.nrec, 12);
 	for (uint32_t e = 0; e < 2; e++) {
 		unsigned seen[2 * NSAMPLES] = { 0 };
@@ -1041,7 +1058,6 @@ Test(stream, mixture_ranks)
 		int fds[2][1 + NSHARDS];
 		struct stream_member m[2];
 		struct stream_config c;
-		struct diag d = { "" };
 		struct tsink t;
 		struct stream *s;
 
@@ -1049,11 +1065,7 @@ Test(stream, mixture_ranks)
 		c.rank = r;
 		c.world = 3;
 		s = open_mixture(&c, m, fds);
-		tsink_init(&t, stream_layout(s));
-		cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
-		tsink_wait(&t, &t.finished);
-		cr_assert_eq(t.err, 0, "%s", t.reason);
-		cr_assert_str_empty(t.bad, "%s", t.bad);
+		run_to_end(s, &t);
 		for (uint32_t e = 0; e < 2; e++)
 			expect_mixture_epoch(&t, e, seen[e]);
 		stream_free(s);
@@ -1091,18 +1103,7 @@ Test(stream, mixture_counts_change)
 	base_config(&c);
 	c.epochs = 3;
 	c.counts_from = 1;
-	for (unsigned i = 0; i < 2; i++) {
-		dup_fds(fds[i]);
-		m[i] = (struct stream_member){ .fds = fds[i],
-					       .nfds = 1 + NSHARDS,
-					       .label = i ? "b" : "a" };
-	}
-	m[0].how = MIXTURE_REPEAT;
-	m[0].value = 1;
-	m[1].how = MIXTURE_CHOOSE;
-	m[1].value = 8;
-	c.nmembers = 2;
-	c.members = m;
+	two_members(&c, m, fds, 8);
 	/* Without the earlier weights: refused, the members dropped. */
 	cr_assert_eq(stream_new(&s, &c, NULL, 0, pool, &d), LOADER_EUSAGE);
 	cr_assert(strstr(d.msg, "earlier weights of all 2 members"), "%s",
@@ -1120,11 +1121,7 @@ Test(stream, mixture_counts_change)
 	cr_assert(e == 1 && b == 0, "(%u, %llu)", e, (unsigned long long)b);
 	order_advance(&lay->sched, &e, &b, 7 + 3);
 	cr_assert(e == 2 && b == 3, "(%u, %llu)", e, (unsigned long long)b);
-	tsink_init(&t, lay);
-	cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
-	tsink_wait(&t, &t.finished);
-	cr_assert_eq(t.err, 0, "%s", t.reason);
-	cr_assert_str_empty(t.bad, "%s", t.bad);
+	run_to_end(s, &t);
 	cr_assert_eq(t.nrec, 2 + 7 + 7);
 	for (uint32_t k = 0; k < t.nrec; k++)
 		cr_assert_eq(t.recs[k].batch, k < 2 ? 4 + k : (k - 2) % 7,
@@ -1165,7 +1162,6 @@ Test(stream, mixture_counts_change_same_start)
 		int fds[2][1 + NSHARDS];
 		struct stream_member m[2];
 		struct stream_config c;
-		struct diag d = { "" };
 		struct tsink t;
 		struct stream *s;
 
@@ -1179,10 +1175,7 @@ Test(stream, mixture_counts_change_same_start)
 		s = open_mixture_of(&c, m, fds, k ? 8 : 5);
 		if (k)
 			cr_assert_eq(stream_layout(s)->sched.later_batches, 7);
-		tsink_init(&t, stream_layout(s));
-		cr_assert_eq(stream_start(s, &t.sink, &d), 0, "%s", d.msg);
-		tsink_wait(&t, &t.finished);
-		cr_assert_eq(t.err, 0, "%s", t.reason);
+		run_to_end(s, &t);
 		memcpy(k ? bb : a, t.recs, sizeof(a));
 		stream_free(s);
 		tsink_fini(&t);
