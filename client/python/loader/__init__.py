@@ -894,7 +894,9 @@ class Stream:
     for it. A batch's ids are then each sample's index within its
     member, and batch.member says which member; stream.members is the
     list, each member a dict of the mixture file's keys (None for a
-    file), stream.nmembers the count.
+    file), stream.nmembers the count. A named mixture opened again with
+    other weights takes them from the first epoch none of its ranks has
+    begun; stream.batches_in(epoch) gives each epoch's batches.
     """
 
     def __init__(self, dataset, *, batch_size=None, outputs=None,
