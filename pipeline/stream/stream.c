@@ -1215,6 +1215,18 @@ static int later_open(struct stream *s, const struct stream_config *c,
 	uint64_t n;
 	int err;
 
+	for (uint32_t r = 0; r < c->from_world; r++)
+		if (c->from_epoch[r] >= c->counts_from)
+			return diag_set(
+				d, LOADER_EUSAGE,
+				"the counts change at epoch %" PRIu32
+				", and rank %" PRIu32 " of world %" PRIu32
+				" stopped in epoch %" PRIu32
+				" while another stopped before it: go on with world %" PRIu32
+				" until every rank has begun epoch %" PRIu32,
+				c->counts_from, r, c->from_world,
+				c->from_epoch[r], c->from_world,
+				c->counts_from);
 	if (s->lay.sched.n &&
 	    s->lay.sched.epoch[s->lay.sched.n - 1] >= c->counts_from)
 		return diag_set(
@@ -1222,16 +1234,6 @@ static int later_open(struct stream *s, const struct stream_config *c,
 			"the counts change at epoch %" PRIu32
 			", and the plan of an earlier world's rest deals epoch %" PRIu32,
 			c->counts_from, s->lay.sched.epoch[s->lay.sched.n - 1]);
-	for (uint32_t r = 0; r < c->from_world; r++)
-		if (c->from_epoch[r] >= c->counts_from)
-			return diag_set(d, LOADER_EUSAGE,
-					"the counts change at epoch %" PRIu32
-					", and rank %" PRIu32
-					" of world %" PRIu32
-					" stopped in epoch %" PRIu32
-					" while another stopped before it",
-					c->counts_from, r, c->from_world,
-					c->from_epoch[r]);
 	op.plan = NULL;
 	op.plan_words = 0;
 	op.nshards = mixture_blocks(s->later_mix, &blocks);

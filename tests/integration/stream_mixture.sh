@@ -8,7 +8,8 @@
 # the same; a named job's proportions change at an epoch's start, or,
 # changed part-way through one, at the next epoch no rank has begun (and
 # a third change while ranks stand on both sides of one is refused,
-# saying why); members whose pipelines
+# saying why, as is another world then; a new world with a change
+# pending deals each epoch with its counts); members whose pipelines
 # give other shapes are refused at
 # OPEN, naming the member, the output and both shapes, while members
 # whose own pipelines agree are mixed; loaderctl streams shows each
@@ -17,7 +18,7 @@
 
 need_fmnist
 tmpdir
-plan 33
+plan 36
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -169,6 +170,9 @@ like "$(grep '^start' "$T/r1b")" '^start 0 5 resumed 1$' \
 out=$("$LDCLIENT" --name mr $W2 $M55 --rank 0 "$T/d.sock" mix 2>&1)
 like "$out" 'stream "mr": what its members give an epoch changed at epoch 2 already, and a rank is still in epoch 0 while another has begun epoch 2: open it with the proportions of its last open until every rank has finished epoch 1' \
 	"a third count while ranks stand on both sides of the change is refused, saying why"
+out=$("$LDCLIENT" --name mr $W $M2 --rank 0 --world 3 "$T/d.sock" mix 2>&1)
+like "$out" 'the counts change at epoch 2, and rank 1 of world 2 stopped in epoch 2 while another stopped before it: go on with world 2 until every rank has begun epoch 2' \
+	"another world is refused while the old one's ranks stand on both sides of the change"
 "$LDCLIENT" --name mr $W2 $M2 --rank 0 "$T/d.sock" mix >"$T/r0b" 2>&1
 "$LDCLIENT" --name mr $W2 $M2 --rank 1 "$T/d.sock" mix >"$T/r1c" 2>&1
 is "$(cat "$T/r0b" "$T/r1c" | grep -c '^error')" 0 "both ranks run to the end with the counts of their last open"
@@ -183,6 +187,25 @@ once "$T/r1a" "$T/r1b" "$T/r1c" >"$T/r1"
 is "$(counts "$T/r0" "$T/r1")" \
 	"12000 10000 8000 8000; 12000 10000 8000 8000; 10000 10000 5000 5000; " \
 	"epochs 0 and 1 as 0.6 / 0.4 over both ranks, epoch 2 with the new counts"
+
+# A change pending (from epoch 2) when the job goes on with another
+# world in epoch 1: the rest of epoch 1 is dealt to the 3 new ranks with
+# the counts it began with, epoch 2 with the new ones.
+"$LDCLIENT" --name me $W2 $M --rank 0 --kill-after 105 "$T/d.sock" mix >"$T/e0a" 2>&1
+"$LDCLIENT" --name me $W2 $M --rank 1 --kill-after 110 "$T/d.sock" mix >"$T/e1a" 2>&1
+"$LDCLIENT" --name me $W2 $M2 --rank 0 --kill-after 1 "$T/d.sock" mix >"$T/e0b" 2>&1
+pids= r=0
+while [ $r -lt 3 ]; do
+	"$LDCLIENT" --name me $W $M2 --rank $r --world 3 "$T/d.sock" mix >"$T/e3.$r" 2>&1 &
+	pids="$pids $!"
+	r=$((r + 1))
+done
+wait $pids
+like "$(cat "$T"/e3.* | grep -c '^error') $(sed -n 's/^start //p' "$T"/e3.* | sort -u | tr '\n' ';')" \
+	'^0 1 [0-9]+ resumed 1;$' "a new world goes on in epoch 1 with a change of counts pending"
+is "$(counts "$T"/e0a "$T"/e1a "$T"/e0b "$T"/e3.*)" \
+	"12000 10000 8000 8000; 12000 10000 8000 8000; 10000 10000 5000 5000; " \
+	"across the worlds, epochs 0 and 1 as 0.6 / 0.4 and epoch 2 with the new counts"
 
 # --- 4. members' outputs must agree ----------------------------------------
 F=$T/img
