@@ -571,6 +571,36 @@ uint64_t named_plan_id(const uint64_t *plan, size_t words, uint32_t *end)
 	return id ? id : 1;
 }
 
+uint64_t named_job_plan(const struct state_job *job, const uint64_t *plan,
+			size_t words, uint32_t *end)
+{
+	const struct mixture_weights *w = &job->before;
+	uint64_t id = named_plan_id(plan, words, end);
+	struct {
+		uint32_t counts_from, n;
+		uint64_t epoch_size, before_batches;
+	} k;
+
+	if (!job->counts_from)
+		return id;
+	memset(&k, 0, sizeof(k));
+	k.counts_from = job->counts_from;
+	k.n = w->n;
+	k.epoch_size = w->epoch_size;
+	k.before_batches = job->before_batches;
+	id = XXH3_64bits_withSeed(&k, sizeof(k), id);
+	for (uint32_t m = 0; m < w->n; m++) {
+		uint64_t how = w->how[m];
+
+		id = XXH3_64bits_withSeed(&how, sizeof(how), id);
+		id = XXH3_64bits_withSeed(&w->value[m], sizeof(w->value[m]),
+					  id);
+	}
+	if (*end < job->counts_from)
+		*end = job->counts_from;
+	return id ? id : 1;
+}
+
 /* The identity of what an OPEN's POSITIONS say (never 0). */
 static uint64_t given_id(const struct openreq_given *g)
 {
@@ -629,6 +659,15 @@ static int named_given(struct named_open *o, struct stream_config *c,
 	uint64_t rec, from = given_id(g);
 	int err;
 
+	/*
+	 * The earlier world's plan, or a change of weights that waits for
+	 * an epoch, matters while a rank is in an epoch before its end:
+	 * this loaderd must have it (a record of that world, of the same
+	 * plan). Past those epochs, no plan is the same as it.
+	 */
+	rec = have && old->world == g->world ?
+		      named_job_plan(old, old->plan, old->plan_words, &rend) :
+		      0;
 	if (have) {
 		err = named_same(o, dsid, oid, d);
 		if (err)
@@ -670,19 +709,11 @@ static int named_given(struct named_open *o, struct stream_config *c,
 	for (uint32_t r = 0; r < g->world; r++)
 		if (g->pos[r].epoch < lo)
 			lo = g->pos[r].epoch;
-	/*
-	 * The earlier world's plan matters while a rank is in an epoch it
-	 * deals: this loaderd must have it (a record of that world, of the
-	 * same plan). Past its epochs, no plan is the same as it.
-	 */
-	rec = have && old->world == g->world ?
-		      named_plan_id(old->plan, old->plan_words, &rend) :
-		      0;
 	if (g->plan && lo < g->plan_end && rec != g->plan)
 		return diag_set(
 			d, LOADER_EUSAGE,
 			"stream \"%s\": the positions given are of world %" PRIu32
-			", which went on from another world part-way through an epoch before %" PRIu32
+			", which went on from another world, or changed its mixture's weights, part-way through an epoch before %" PRIu32
 			" (plan %016" PRIx64
 			"), and this loaderd has %s: open it on a node that ran world %" PRIu32
 			", or give positions of epoch %" PRIu32 " or later",

@@ -118,6 +118,17 @@ void named_open_clear(struct named_open *o);
 uint64_t named_plan_id(const uint64_t *plan, size_t words, uint32_t *end);
 
 /*
+ * What a trainer keeps with its ranks' positions (OPEN_OK's plan and
+ * plan_end): the identity of what only a loaderd that ran the job knows
+ * of the epochs before *end. That is the plan of words (an elastic
+ * resume's), and a change of job's mixture weights that waits for
+ * job->counts_from (the earlier weights deal the epochs before it).
+ * named_plan_id() of the plan where there is no such change.
+ */
+uint64_t named_job_plan(const struct state_job *job, const uint64_t *plan,
+			size_t words, uint32_t *end);
+
+/*
  * Write the position of named stream n after released batches to st
  * (into *out too, unless NULL); sync the file if that was not done for a
  * while: *synced_ms (CLOCK_MONOTONIC ms, read and written atomically) is

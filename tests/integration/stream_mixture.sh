@@ -18,7 +18,7 @@
 
 need_fmnist
 tmpdir
-plan 36
+plan 39
 
 "$LOADERCTL" pack --split test --shard-size 1M "$src" "$T/a" >/dev/null
 "$LOADERCTL" pack --split test --shard-size 1M --shuffle 1 "$src" "$T/b" >/dev/null
@@ -157,6 +157,22 @@ is "$(grep '^start' "$T/g2") errors $(grep -c '^error' "$T/g2")" 'start 0 5 resu
 is "$(counts "$T/g1" "$T/g2")" \
 	"12000 10000 8000 8000; 10000 10000 5000 5000; 10000 10000 5000 5000; " \
 	"with positions given, epoch 0 as 0.6 / 0.4 and then the new counts"
+
+# Positions given on another node: a change that waits for epoch 1 is
+# part of the plan the trainer keeps (as an elastic resume's plan is), so
+# a loaderd without the job's record refuses to guess the epoch's
+# counts, and the node that has it goes on.
+"$LDCLIENT" --name mn $W $M --kill-after 5 "$T/d.sock" mix >/dev/null 2>&1
+"$LDCLIENT" --name mn $W $M2 --kill-after 10 "$T/d.sock" mix >"$T/n1" 2>&1
+plan=$(sed -n 's/^plan \([0-9a-f]*\) \([0-9]*\)$/\1:\2/p' "$T/n1")
+like "$plan" '^[0-9a-f]{16}:1$' "a change that waits for epoch 1 is in the stream's plan, which ends there"
+start_daemon "$T/other.sock"
+out=$("$LDCLIENT" --name mn $W $M2 --from 0:15 --from-plan "$plan" "$T/other.sock" mix 2>&1)
+like "$out" 'changed its mixture.s weights, part-way through an epoch before 1 \(plan [0-9a-f]+\), and this loaderd has no record of that world' \
+	"a node without the job's record refuses positions given inside that plan"
+out=$("$LDCLIENT" --name mn $W $M2 --from 0:15 --from-plan "$plan" "$T/d.sock" mix 2>&1)
+like "$(echo "$out" | grep -c '^error') $(echo "$out" | grep '^start')" '^0 start 0 15 resumed 1$' \
+	"the node that ran the job goes on from the positions given"
 
 # Two ranks: rank 1 had begun epoch 1 (100 batches an epoch a rank) when
 # the counts changed, so they change from epoch 2 (75 batches). A third
