@@ -37,14 +37,17 @@
 
 #define PROTO_MAGIC 0x3150444cu /* "LDP1" in memory */
 #define PROTO_VERSION                                                          \
-	10 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
+	11 /* 2: OPEN's start_batch; 3: STATUS, STREAM_INFO;
 				4: STATUS_OK's decode time, directories;
 				5: OPEN's name, OPEN_OK's start, SAVED,
 				FORGET; 6: ragged outputs;
 				7: REMOTE, OPEN_REMOTE;
 				8: POSITIONS, OPEN_POSITIONS;
 				9: OPEN_GO_ON, OPEN_PAD;
-				10: MEMBER, OPEN_MIXTURE */
+				10: MEMBER, OPEN_MIXTURE;
+				11: OPEN_OK's plan covers a pending
+				change of a mixture's weights (and
+				ring 8 says where it holds from) */
 #define PROTO_MAX_MSG	   16384
 #define PROTO_MAX_FDS	   250	      /* under the kernel's SCM_MAX_FD (253) */
 #define PROTO_MAX_FILES	   (1u << 20) /* manifest + shards per dataset */
@@ -319,9 +322,11 @@ struct proto_open_ok {
 	uint64_t start_batch;
 	/*
 	 * The job's plan (an elastic resume's; order.h): XXH3-64 of its
-	 * words and one past the last epoch it deals, or 0 and 0. A
-	 * trainer keeps them with its ranks' positions and gives them back
-	 * with POSITIONS.
+	 * words and one past the last epoch it deals, or 0 and 0; a named
+	 * mixture's change of weights that waits for an epoch is folded in,
+	 * and the plan then ends no earlier than that epoch (named.h,
+	 * named_job_plan()). A trainer keeps them with its ranks'
+	 * positions and gives them back with POSITIONS.
 	 */
 	uint64_t plan;
 	uint32_t plan_end;

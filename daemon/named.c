@@ -906,7 +906,7 @@ int named_begin(struct named_open *o, struct state *st, struct stream *s,
 	job->batches_per_epoch = lay->batches_per_epoch;
 	if (lay->sched.later_from) {
 		/* The record's count is that of its (later) weights. */
-		job->before_batches = lay->batches_per_epoch;
+		job->before_batches = lay->sched.batches;
 		job->batches_per_epoch = lay->sched.later_batches;
 	}
 	job->epochs = n->epochs;

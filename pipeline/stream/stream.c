@@ -1130,7 +1130,8 @@ static int mixture_memory(struct stream *s, const struct stream_config *c,
 {
 	uint64_t total =
 		c->prefetch_bytes ? c->prefetch_bytes : STREAM_DEFAULT_PREFETCH;
-	uint64_t members = 0, meta;
+	uint64_t members = 0, meta, shares = 0;
+	uint64_t part[MIXTURE_MAX_MEMBERS];
 	const uint64_t *blocks;
 	uint64_t nb = mixture_blocks(s->mix, &blocks);
 
@@ -1138,16 +1139,27 @@ static int mixture_memory(struct stream *s, const struct stream_config *c,
 		nb += mixture_blocks(s->later_mix, &blocks);
 	meta = (uint64_t)(s->nmembers + 1) * nb *
 	       (c->order == ORDER_QUASI ? 28 : 16);
+	/*
+	 * Counts that change: each member the larger of its two shares,
+	 * all of them scaled back into the budget.
+	 */
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		part[m] = share(s->mix, m, total);
+		if (s->later_mix && share(s->later_mix, m, total) > part[m])
+			part[m] = share(s->later_mix, m, total);
+		shares += part[m];
+	}
+	for (uint32_t m = 0; shares > total && m < s->nmembers; m++)
+		part[m] = (uint64_t)((double)part[m] * (double)total /
+				     (double)shares);
 	for (uint32_t m = 0; m < s->nmembers; m++) {
 		struct stream *ms = s->member[m];
-		uint64_t want = share(s->mix, m, total);
+		uint64_t want = part[m];
 		uint64_t floor =
 			(largest_record(ms) + 2 * STREAM_DIRECT_ALIGN) *
 			s->lay.batch_size;
 		uint64_t size;
 
-		if (s->later_mix && share(s->later_mix, m, total) > want)
-			want = share(s->later_mix, m, total);
 		if (floor > total)
 			floor = total;
 		if (want < floor)
@@ -1215,8 +1227,10 @@ static int later_open(struct stream *s, const struct stream_config *c,
 	uint64_t n;
 	int err;
 
+	/* A rank at the change's first batch has not begun its epoch. */
 	for (uint32_t r = 0; r < c->from_world; r++)
-		if (c->from_epoch[r] >= c->counts_from)
+		if (c->from_epoch[r] > c->counts_from ||
+		    (c->from_epoch[r] == c->counts_from && c->from_batch[r]))
 			return diag_set(
 				d, LOADER_EUSAGE,
 				"the counts change at epoch %" PRIu32
@@ -1250,6 +1264,13 @@ static int later_open(struct stream *s, const struct stream_config *c,
 				n ? "before" : "from", c->counts_from, op.rank);
 	s->lay.sched.later_from = c->counts_from;
 	s->lay.sched.later_batches = n;
+	/*
+	 * The plan's last epochs may deal this rank nothing, and move its
+	 * start onto the change (plan_start()): the start's count is then
+	 * the later one.
+	 */
+	if (s->c.start_epoch >= c->counts_from)
+		s->lay.batches_per_epoch = n;
 	for (uint32_t m = 0; m < s->nmembers; m++) {
 		err = order_new(&s->member[m]->seqs[1], &op, d);
 		if (err)

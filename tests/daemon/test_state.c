@@ -343,6 +343,72 @@ Test(state, record_version_4_read, .init = setup, .fini = teardown)
 	state_job_clear(&got);
 }
 
+/*
+ * Records of version 5 whose weights cannot be: more members than a
+ * mixture has, a kind that is none of the three, a size that is not the
+ * weights' are refused as records this version cannot read.
+ */
+Test(state, record_version_5_refused, .init = setup, .fini = teardown)
+{
+	struct rec5 {
+		uint32_t version, world;
+		uint64_t dataset_id, opts_id, generation, bpe;
+		uint32_t epochs, start_epoch;
+		uint64_t start_batch, updated_ms, plan_words, from_id, mix_id;
+		uint32_t counts_from;
+		uint16_t nweights, nbefore;
+		uint64_t before_batches;
+		uint64_t epoch_size;
+		struct {
+			uint32_t how, pad;
+			double value;
+		} w[MIXTURE_MAX_MEMBERS + 1];
+	} r;
+	const struct {
+		const char *key;
+		uint16_t n;
+		uint32_t how;
+		size_t cut;
+	} t[] = {
+		{ "6/good", 2, MIXTURE_CHOOSE, 0 },
+		{ "6/many", MIXTURE_MAX_MEMBERS + 1, MIXTURE_REPEAT, 0 },
+		{ "6/kind", 2, 3, 0 },
+		{ "6/short", 2, MIXTURE_REPEAT, 1 },
+	};
+	struct state_job got;
+	struct diag d = { "" };
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		MDB_val k = { strlen(t[i].key), (void *)t[i].key }, v;
+
+		memset(&r, 0, sizeof(r));
+		r.version = 5;
+		r.world = 1;
+		r.generation = 3;
+		r.mix_id = 9;
+		r.nweights = t[i].n;
+		for (uint32_t m = 0; m < t[i].n; m++) {
+			r.w[m].how = t[i].how;
+			r.w[m].value = 2;
+		}
+		v.mv_size = offsetof(struct rec5, w) + t[i].n * sizeof(r.w[0]) -
+			    t[i].cut;
+		v.mv_data = &r;
+		put_raw(&k, &v);
+	}
+	cr_assert_eq(state_get_job(st, 6, "good", &got, NULL, &d), 0, "%s",
+		     d.msg);
+	cr_expect(got.weights.n == 2 && got.weights.how[1] == MIXTURE_CHOOSE &&
+		  got.weights.value[1] == 2);
+	state_job_clear(&got);
+	cr_expect_eq(state_get_job(st, 6, "many", &got, NULL, &d),
+		     LOADER_EFORMAT, "33 members");
+	cr_expect_eq(state_get_job(st, 6, "kind", &got, NULL, &d),
+		     LOADER_EFORMAT, "kind 3");
+	cr_expect_eq(state_get_job(st, 6, "short", &got, NULL, &d),
+		     LOADER_EFORMAT, "a byte short");
+}
+
 struct seen {
 	char names[16][80];
 	int n;
