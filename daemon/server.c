@@ -1516,8 +1516,7 @@ static void open_stream(struct open_job *j, struct stream_config *cp)
 		size_t words;
 
 		stream_plan(j->stream, &plan, &words);
-		j->plan = named_job_plan(&j->nm.job, plan, words,
-					 &j->plan_end);
+		j->plan = named_job_plan(&j->nm.job, plan, words, &j->plan_end);
 	}
 	pp.start_epoch = j->start_epoch;
 	pp.lay = stream_layout(j->stream);
