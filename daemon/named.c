@@ -323,6 +323,18 @@ static int files_id(bool inplace, const int *fds, uint32_t nfds, uint64_t *dsid,
 	return 0;
 }
 
+/* Each member's how and value of w, hashed on from h. */
+static uint64_t weights_digest(const struct mixture_weights *w, uint64_t h)
+{
+	for (uint32_t m = 0; m < w->n; m++) {
+		uint64_t how = w->how[m];
+
+		h = XXH3_64bits_withSeed(&how, sizeof(how), h);
+		h = XXH3_64bits_withSeed(&w->value[m], sizeof(w->value[m]), h);
+	}
+	return h;
+}
+
 /*
  * The identity of what c streams: its dataset's files, or a mixture's
  * members' in order, into *dsid; and a mixture's counts (what each
@@ -338,24 +350,22 @@ static int named_dataset_id(const struct stream_config *c, const int *fds,
 	if (!c->nmembers)
 		return files_id(c->tar || c->lmdb, fds, nfds, dsid, d);
 	*dsid = c->nmembers;
-	*mixid = XXH3_64bits(&c->epoch_size, sizeof(c->epoch_size));
 	w->n = c->nmembers;
 	w->epoch_size = c->epoch_size;
 	for (uint32_t m = 0; m < c->nmembers; m++) {
 		const struct stream_member *mb = &c->members[m];
-		uint64_t id, how = mb->how;
+		uint64_t id;
 		int err = files_id(mb->tar || mb->lmdb, mb->fds, mb->nfds, &id,
 				   d);
 
 		if (err)
 			return diag_wrap(d, err, "member %" PRIu32, m);
 		*dsid = XXH3_64bits_withSeed(&id, sizeof(id), *dsid);
-		*mixid = XXH3_64bits_withSeed(&how, sizeof(how), *mixid);
-		*mixid = XXH3_64bits_withSeed(&mb->value, sizeof(mb->value),
-					      *mixid);
 		w->how[m] = mb->how;
 		w->value[m] = mb->value;
 	}
+	*mixid = weights_digest(
+		w, XXH3_64bits(&c->epoch_size, sizeof(c->epoch_size)));
 	*mixid += !*mixid;
 	return 0;
 }
@@ -366,8 +376,7 @@ static int named_dataset_id(const struct stream_config *c, const int *fds,
  * has begun (from).
  */
 struct span {
-	uint32_t lo, from;
-	bool any;
+	uint32_t lo, from; /* UINT32_MAX and 0 before the first position */
 };
 
 /*
@@ -391,11 +400,10 @@ static void span_add(struct span *sp, const struct state_job *job,
 		     uint32_t epoch, uint64_t batch)
 {
 	named_normalize(job, &epoch, &batch);
-	if (!sp->any || epoch < sp->lo)
+	if (epoch < sp->lo)
 		sp->lo = epoch;
-	if (!sp->any || epoch + (batch > 0) > sp->from)
+	if (epoch + (batch > 0) > sp->from)
 		sp->from = epoch + (batch > 0);
-	sp->any = true;
 }
 
 /*
@@ -588,14 +596,7 @@ uint64_t named_job_plan(const struct state_job *job, const uint64_t *plan,
 	k.n = w->n;
 	k.epoch_size = w->epoch_size;
 	k.before_batches = job->before_batches;
-	id = XXH3_64bits_withSeed(&k, sizeof(k), id);
-	for (uint32_t m = 0; m < w->n; m++) {
-		uint64_t how = w->how[m];
-
-		id = XXH3_64bits_withSeed(&how, sizeof(how), id);
-		id = XXH3_64bits_withSeed(&w->value[m], sizeof(w->value[m]),
-					  id);
-	}
+	id = weights_digest(w, XXH3_64bits_withSeed(&k, sizeof(k), id));
 	if (*end < job->counts_from)
 		*end = job->counts_from;
 	return id ? id : 1;
@@ -674,7 +675,7 @@ static int named_given(struct named_open *o, struct stream_config *c,
 			return err;
 		if (old->mix_id != o->mix_id) {
 			/* From the first epoch no rank given has begun. */
-			struct span sp = { 0 };
+			struct span sp = { UINT32_MAX, 0 };
 
 			if (g->world != world || old->world != world)
 				return diag_set(
@@ -870,7 +871,7 @@ static int named_resume(struct named_open *o, struct stream_config *c,
 		 * position this loaderd has has begun (this one's start
 		 * among them).
 		 */
-		struct span sp = { 0 };
+		struct span sp = { UINT32_MAX, 0 };
 
 		span_add(&sp, old, p.epoch, p.batch);
 		for (uint32_t r = 0; r < old->world; r++)

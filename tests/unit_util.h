@@ -120,4 +120,29 @@ __lsan_default_suppressions(void)
 	return "leak:libcriterion\n";
 }
 
+/*
+ * n samples cut into shards of uneven sizes, empty and one-record shards
+ * included, the last one cut short to fit: their sizes into rec (room
+ * for max), from a pattern whose largest shard is big. Returns the
+ * number of shards, or max + 1 where more would be needed.
+ */
+static inline uint32_t ut_shards(uint64_t *rec, uint32_t max, uint64_t n,
+				 uint64_t big)
+{
+	const uint64_t pat[] = { 1, 37, 5, 0, 200, 1, 16, 3, big, 64 };
+	uint32_t k = 0;
+
+	for (unsigned i = 0; n; i++) {
+		uint64_t r = pat[i % (sizeof(pat) / sizeof(pat[0]))];
+
+		if (r > n)
+			r = n;
+		if (k == max)
+			return max + 1;
+		rec[k++] = r;
+		n -= r;
+	}
+	return k;
+}
+
 #endif /* LD_UNIT_UTIL_H */

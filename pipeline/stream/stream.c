@@ -1144,9 +1144,12 @@ static int mixture_memory(struct stream *s, const struct stream_config *c,
 	 * all of them scaled back into the budget.
 	 */
 	for (uint32_t m = 0; m < s->nmembers; m++) {
+		uint64_t later =
+			s->later_mix ? share(s->later_mix, m, total) : 0;
+
 		part[m] = share(s->mix, m, total);
-		if (s->later_mix && share(s->later_mix, m, total) > part[m])
-			part[m] = share(s->later_mix, m, total);
+		if (later > part[m])
+			part[m] = later;
 		shares += part[m];
 	}
 	for (uint32_t m = 0; shares > total && m < s->nmembers; m++)
@@ -1223,7 +1226,6 @@ static int later_open(struct stream *s, const struct stream_config *c,
 		      struct order_params op, struct diag *d)
 {
 	const uint64_t *blocks;
-	struct order *o;
 	uint64_t n;
 	int err;
 
@@ -1252,11 +1254,12 @@ static int later_open(struct stream *s, const struct stream_config *c,
 	op.plan_words = 0;
 	op.nshards = mixture_blocks(s->later_mix, &blocks);
 	op.shard_records = blocks;
-	err = order_new(&o, &op, d);
-	if (err)
-		return err;
-	n = order_batches(o);
-	order_free(o);
+	for (uint32_t m = 0; m < s->nmembers; m++) {
+		err = order_new(&s->member[m]->seqs[1], &op, d);
+		if (err)
+			return err;
+	}
+	n = order_batches(s->member[0]->seqs[1]);
 	if (!n || !s->lay.batches_per_epoch)
 		return diag_set(d, LOADER_EUSAGE,
 				"the counts %s epoch %" PRIu32
@@ -1271,11 +1274,6 @@ static int later_open(struct stream *s, const struct stream_config *c,
 	 */
 	if (s->c.start_epoch >= c->counts_from)
 		s->lay.batches_per_epoch = n;
-	for (uint32_t m = 0; m < s->nmembers; m++) {
-		err = order_new(&s->member[m]->seqs[1], &op, d);
-		if (err)
-			return err;
-	}
 	return 0;
 }
 

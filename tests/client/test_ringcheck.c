@@ -551,6 +551,20 @@ MIX(counts_change, {
 	h->later_batches = 22;
 })
 
+/* loader_check_hdr() of the mixture's header as set makes it. */
+static int check_mixture(void (*set)(struct ring_hdr *h, struct proto_open *po,
+				     uint32_t *asked),
+			 char why[512])
+{
+	struct loader_output out[PROTO_MAX_OUTPUTS];
+	struct proto_open po;
+	struct ring_hdr h;
+	uint32_t asked;
+
+	set(&h, &po, &asked);
+	return loader_check_hdr(&h, RING_BYTES, &po, asked, out, why, 512);
+}
+
 Test(ringcheck, takes_mixtures)
 {
 	static const struct {
@@ -568,16 +582,10 @@ Test(ringcheck, takes_mixtures)
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
-		struct loader_output out[PROTO_MAX_OUTPUTS];
-		struct proto_open po;
-		struct ring_hdr h;
-		uint32_t asked;
 		char why[512] = "";
 
-		t[i].set(&h, &po, &asked);
-		cr_expect_eq(loader_check_hdr(&h, RING_BYTES, &po, asked, out,
-					      why, sizeof(why)),
-			     0, "%s: %s", t[i].what, why);
+		cr_expect_eq(check_mixture(t[i].set, why), 0, "%s: %s",
+			     t[i].what, why);
 	}
 }
 
@@ -671,16 +679,9 @@ Test(ringcheck, refuses_mixtures)
 	};
 
 	for (size_t i = 0; i < NELEM(t); i++) {
-		struct loader_output out[PROTO_MAX_OUTPUTS];
-		struct proto_open po;
-		struct ring_hdr h;
-		uint32_t asked;
 		char why[512] = "";
-		int err;
+		int err = check_mixture(t[i].set, why);
 
-		t[i].set(&h, &po, &asked);
-		err = loader_check_hdr(&h, RING_BYTES, &po, asked, out, why,
-				       sizeof(why));
 		cr_expect_eq(err, LOADER_EPROTO, "%s: %d (%s)", t[i].why, err,
 			     why);
 		cr_expect_str_eq(why, t[i].why);

@@ -16,6 +16,7 @@
 #include "loader_error.h"
 #include "mixture.h"
 #include "order.h"
+#include "../../unit_util.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -39,19 +40,8 @@ struct layout {
 
 static void make_layout(struct layout *l, uint64_t n)
 {
-	static const uint64_t pat[] = { 1, 37, 5, 0, 200, 1, 16, 3, 100, 64 };
-	uint64_t left = n;
-
-	l->nshards = 0;
-	for (unsigned i = 0; left; i++) {
-		uint64_t r = pat[i % NELEM(pat)];
-
-		if (r > left)
-			r = left;
-		cr_assert_lt(l->nshards, MAX_SHARDS);
-		l->rec[l->nshards++] = r;
-		left -= r;
-	}
+	l->nshards = ut_shards(l->rec, MAX_SHARDS, n, 100);
+	cr_assert_leq(l->nshards, MAX_SHARDS);
 }
 
 static void even_layout(struct layout *l, uint64_t n, uint64_t per)

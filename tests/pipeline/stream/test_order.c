@@ -46,19 +46,8 @@ struct layout {
 
 static void make_layout(struct layout *l, uint64_t n)
 {
-	static const uint64_t pat[] = { 1, 37, 5, 0, 200, 1, 16, 3, 1000, 64 };
-	uint64_t left = n;
-
-	l->nshards = 0;
-	for (unsigned i = 0; left; i++) {
-		uint64_t r = pat[i % NELEM(pat)];
-
-		if (r > left)
-			r = left;
-		cr_assert_lt(l->nshards, MAX_SHARDS);
-		l->rec[l->nshards++] = r;
-		left -= r;
-	}
+	l->nshards = ut_shards(l->rec, MAX_SHARDS, n, 1000);
+	cr_assert_leq(l->nshards, MAX_SHARDS);
 }
 
 static struct order_params params(enum order_kind kind, uint64_t seed,
