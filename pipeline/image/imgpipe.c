@@ -366,11 +366,20 @@ struct plan {
 	uint32_t first; /* the first geometric step that applies */
 	uint32_t nwarp;
 	bool fused;
+	bool shift; /* the first moves whole pixels: after the resize */
 	double m[6];
 };
 
+/*
+ * A first geometric step that only moves the crop by whole pixels (a
+ * policy's translate, an affine that drew no angle, scale or shear)
+ * interpolates nothing: the resize makes the crop and the step copies it
+ * (warp_run() sees the shift), which is the same one resampling pass as
+ * the fused one, at a resize's cost. Fill context alone needs the pixels
+ * around the crop, which only the fused pass reads.
+ */
 static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
-		      uint32_t s, struct plan *pl)
+		      uint32_t s, uint8_t fill, struct plan *pl)
 {
 	bool colour_first = false;
 
@@ -389,7 +398,9 @@ static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
 		if (!pl->nwarp++)
 			pl->first = i;
 	}
-	pl->fused = pl->nwarp && !colour_first;
+	pl->shift = pl->nwarp && !colour_first && fill != ISPEC_FILL_CONTEXT &&
+		    warp_is_shift(gd->step[pl->first].m);
+	pl->fused = pl->nwarp && !colour_first && !pl->shift;
 	if (pl->fused && flip) {
 		const double f[6] = { -1, 0, s, 0, 1, 0 };
 
@@ -521,7 +532,7 @@ int imgpipe_run(const struct imgpipe *ip, struct imgpipe_ws *ws,
 	if (err)
 		return err;
 	if (ip->warp)
-		plan_warp(&ws->gd, flip, vflip, s, &pl);
+		plan_warp(&ws->gd, flip, vflip, s, sp->fill, &pl);
 	if (pl.fused)
 		warp_request(ip, pl.m, &rect, info.width, info.height, &q);
 	fit_scale(ip, &q, info.width, info.height,
@@ -608,8 +619,8 @@ emit:
 		ws->t.images++;
 		ws->t.header_ns += t1 - t0;
 		ws->t.decode_ns += t2 - t1;
-		ws->t.resize_ns += pl.nwarp ? 0 : t3 - t2;
-		ws->t.warp_ns += (pl.nwarp ? t3 - t2 : 0) + ws->chain_ns;
+		ws->t.resize_ns += pl.fused ? 0 : t3 - t2;
+		ws->t.warp_ns += (pl.fused ? t3 - t2 : 0) + ws->chain_ns;
 		ws->t.color_ns += t4 - t3 - ws->chain_ns;
 		ws->t.emit_ns += t5 - t4;
 		ws->t.erase_ns += t6 - t5;
@@ -649,10 +660,11 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		MORE("\n");
 	}
 	if (ip->warp) {
-		plan_warp(&ws->gd, flip, vflip, sp->size, &pl);
+		plan_warp(&ws->gd, flip, vflip, sp->size, sp->fill, &pl);
 		MORE("warp %s %.17g %.17g %.17g %.17g %.17g %.17g\n",
 		     !pl.nwarp ? "none" :
 		     pl.fused  ? "fused" :
+		     pl.shift  ? "shift" :
 				 "after-colour",
 		     pl.m[0], pl.m[1], pl.m[2], pl.m[3], pl.m[4], pl.m[5]);
 		for (uint32_t i = pl.first + 1; i < ws->gd.n; i++) {

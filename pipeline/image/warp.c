@@ -1027,11 +1027,75 @@ static void pixels_base(const struct pass *p)
 	pixels_any(p, pixel_base);
 }
 
-static bool warp_simd = true;
+static bool warp_simd = true, warp_shift = true;
 
 void warp_test_simd(bool on)
 {
 	warp_simd = on;
+}
+
+void warp_test_shift(bool on)
+{
+	warp_shift = on;
+}
+
+bool warp_is_shift(const double m[6])
+{
+	/* bounded, so that the offsets convert to int32_t and add safely */
+	return m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 &&
+	       m[2] == floor(m[2]) && m[5] == floor(m[5]) &&
+	       fabs(m[2]) <= 1 << 24 && fabs(m[5]) <= 1 << 24;
+}
+
+/* The byte store_px() makes of a fill value: rounded, half to even. */
+static uint8_t fill_byte(double v)
+{
+	float f = nearbyintf((float)v);
+
+	return f <= 0 ? 0 : f >= 255 ? 255 : (uint8_t)f;
+}
+
+/*
+ * A shift of an s x s RGB image by whole pixels (warp_is_shift()): each
+ * output pixel's point is a grid point, whose value is its own pixel's
+ * (the filter at scale 1 weighs it alone, and a zero fraction weighs
+ * nothing on the next), so the pass is a copy: the part of each row
+ * that stays inside at once, the rest pixel by pixel through fold().
+ * The same bytes as the loops below give, faster.
+ */
+static void shift_run(const struct warp_src *src, int32_t dx, int32_t dy,
+		      int32_t s, const struct ispec *sp, uint8_t *out)
+{
+	/* output columns [u0, u1) read source columns u0 + dx ... inside */
+	int32_t u0 = dx < 0 ? (-dx < s ? -dx : s) : 0;
+	int32_t u1 = dx > 0 ? (dx < s ? s - dx : 0) : s;
+	uint8_t fv[3];
+
+	for (unsigned k = 0; k < 3; k++)
+		fv[k] = fill_byte(sp->fill_rgb[k]);
+	if (u1 < u0)
+		u1 = u0;
+	for (int32_t v = 0; v < s; v++) {
+		uint8_t *o = out + (size_t)v * s * 3;
+		int32_t gy = fold(v + dy, s, 0, s - 1, sp->fill);
+		const uint8_t *row =
+			src->px + (size_t)(gy < 0 ? 0 : gy) * src->stride;
+
+		for (int32_t u = 0; u < s; u++, o += 3) {
+			int32_t gx;
+
+			if (u == u0 && u1 > u0 && gy >= 0) {
+				memcpy(o, row + 3 * (size_t)(u0 + dx),
+				       3 * (size_t)(u1 - u0));
+				o += 3 * (size_t)(u1 - u0 - 1);
+				u = u1 - 1;
+				continue;
+			}
+			gx = fold(u + dx, s, 0, s - 1, sp->fill);
+			memcpy(o, gx < 0 || gy < 0 ? fv : row + 3 * (size_t)gx,
+			       3);
+		}
+	}
 }
 
 typedef void pass_fn(const struct pass *);
@@ -1113,6 +1177,14 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	if ((ch != 1 && ch != 3) || !src->w || !src->h || !s ||
 	    !(src->box[2] > src->box[0]) || !(src->box[3] > src->box[1]))
 		return -EINVAL;
+	if (warp_shift && ch == 3 && src->w == s && src->h == s &&
+	    src->box[0] == 0 && src->box[1] == 0 && src->box[2] == s &&
+	    src->box[3] == s && sp->fill != ISPEC_FILL_CONTEXT &&
+	    warp_is_shift(m)) {
+		shift_run(src, (int32_t)m[2], (int32_t)m[5], (int32_t)s, sp,
+			  out);
+		return 0;
+	}
 	warp_reach(sp, m, s, lo, hi);
 	taps = (int32_t)max_taps(src->w > src->h ? src->w : src->h, s);
 	ax = (struct axis){ .lo = lo[0],

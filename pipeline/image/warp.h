@@ -81,10 +81,25 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap);
 
 /*
+ * Whether m moves points by whole pixels and does nothing else (x' = x +
+ * M2, y' = y + M5, M2 and M5 integers): a pass through it to an s x s
+ * output from an s x s image interpolates nothing, and warp_run() copies
+ * (but for fill context, which has no pixels around the image to give).
+ */
+bool warp_is_shift(const double m[6]);
+
+/*
  * Tests only: false makes warp_run() use its portable loops (the default,
  * true, uses AVX2 where the CPU has it); the bytes are the same either
  * way. Not thread-safe.
  */
 void warp_test_simd(bool on);
+
+/*
+ * Tests only: false makes warp_run() resample a shift as any other map
+ * (the default, true, copies it); the bytes are the same either way. Not
+ * thread-safe.
+ */
+void warp_test_shift(bool on);
 
 #endif /* LD_WARP_H */

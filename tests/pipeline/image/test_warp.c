@@ -303,6 +303,82 @@ Test(warp, simd_matches_portable)
 	}
 }
 
+/*
+ * A shift by whole pixels of an s x s image (a later step's source, or
+ * the crop resized first) is copied: the same bytes as the resampling
+ * loops give, for every fill but context, both interpolations, gray and
+ * colour values alike, shifts that leave part or none of the image.
+ */
+Test(warp, shift_is_copy)
+{
+	static const uint32_t sides[] = { 1, 2, 5, 16, 224 };
+	static const int32_t by[] = { 0, 1, -1, 3, -7, 15, -16, 17, -40, 451 };
+	uint64_t rs = 0x5417;
+	unsigned cases = 0;
+
+	for (size_t si = 0; si < N(sides); si++) {
+		uint32_t s = sides[si];
+		size_t n = (size_t)s * s * 3;
+		uint8_t *px = noise(&rs, s, s, 3), *a = malloc(n),
+			*b = malloc(n);
+		size_t cap = warp_scratch_bytes(s, s, s);
+		void *scratch = malloc(cap);
+
+		cr_assert(a && b && scratch);
+		for (size_t ii = 0; ii < N(interps); ii++) {
+			for (size_t fi = 0; fi + 1 < N(fills); fi++) {
+				for (size_t k = 0; k < N(by) * N(by); k++) {
+					struct warp_src src = {
+						px, (size_t)s * 3, s, s,
+						3,  { 0, 0, s, s }
+					};
+					struct ispec sp = { 0 };
+					double m[6] = { 1, 0, by[k % N(by)],
+							0, 1, by[k / N(by)] };
+
+					sp.interp = interps[ii];
+					sp.fill = fills[fi];
+					sp.fill_rgb[0] = 7;
+					sp.fill_rgb[1] = 200.5;
+					sp.fill_rgb[2] = 255;
+					cr_assert(warp_is_shift(m));
+					warp_test_shift(false);
+					cr_assert_eq(warp_run(&src, m, s, &sp,
+							      a, scratch, cap),
+						     0);
+					warp_test_shift(true);
+					memset(b, 0x5a, n);
+					cr_assert_eq(warp_run(&src, m, s, &sp,
+							      b, scratch, 0),
+						     0);
+					cr_assert(!memcmp(a, b, n),
+						  "%ux%u shifted %g %g, %s, "
+						  "fill %s: the copy differs",
+						  s, s, m[2], m[5],
+						  interps[ii] ? "bilinear" :
+								"nearest",
+						  fill_name(fills[fi]));
+					cases++;
+				}
+			}
+		}
+		free(px);
+		free(a);
+		free(b);
+		free(scratch);
+	}
+	cr_assert_eq(cases, 5 * 2 * 4 * 100);
+	{
+		const double no[][6] = { { 1, 0, 0.5, 0, 1, 0 },
+					 { -1, 0, 4, 0, 1, 0 },
+					 { 1, 0.1, 0, 0, 1, 0 },
+					 { 1, 0, 0, 0, 1, 1e30 } };
+
+		for (size_t i = 0; i < N(no); i++)
+			cr_assert(!warp_is_shift(no[i]), "map %zu", i);
+	}
+}
+
 /* Within 1 of the two-pass chain, computed in double. */
 Test(warp, matches_reference)
 {
@@ -445,6 +521,9 @@ Test(warp, refuses)
 	cr_assert(scratch);
 	warp_identity(m);
 	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, n), 0);
+	/* a shift copies, with no scratch; half a pixel more resamples */
+	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, 0), 0);
+	m[2] = 0.5;
 	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, 16), -ENOSPC);
 	src.ch = 2;
 	cr_assert_eq(warp_run(&src, m, 4, &sp, out, scratch, n), -EINVAL);
