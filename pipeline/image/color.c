@@ -771,6 +771,61 @@ AVX2 static size_t bytes_avx2(unsigned kind, uint8_t arg, uint8_t *p, size_t n)
 	}
 	return i;
 }
+
+/*
+ * The least and greatest byte of each channel of the first pixels of n,
+ * 32 pixels (96 bytes, three vectors) a step, into lo and hi; returns the
+ * pixels done. Byte j of a step is channel j % 3.
+ */
+AVX2 static size_t minmax_avx2(const uint8_t *p, size_t n, uint8_t lo[3],
+			       uint8_t hi[3])
+{
+	__m256i mn[3], mx[3];
+	uint8_t a[96], b[96];
+	size_t i = 0;
+
+	for (int k = 0; k < 3; k++) {
+		mn[k] = _mm256_set1_epi8(-1);
+		mx[k] = _mm256_setzero_si256();
+	}
+	for (; i + 32 <= n; i += 32) {
+		for (int k = 0; k < 3; k++) {
+			__m256i x = _mm256_loadu_si256(
+				(const __m256i *)(p + 3 * i + 32 * k));
+
+			mn[k] = _mm256_min_epu8(mn[k], x);
+			mx[k] = _mm256_max_epu8(mx[k], x);
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		_mm256_storeu_si256((__m256i *)(a + 32 * k), mn[k]);
+		_mm256_storeu_si256((__m256i *)(b + 32 * k), mx[k]);
+	}
+	for (unsigned j = 0; j < 96; j++) {
+		lo[j % 3] = a[j] < lo[j % 3] ? a[j] : lo[j % 3];
+		hi[j % 3] = b[j] > hi[j % 3] ? b[j] : hi[j % 3];
+	}
+	return i;
+}
+
+/* autocontrast()'s map, 8 pixels a step; returns the pixels done. */
+AVX2 static size_t autocontrast_avx2(uint8_t *p, size_t n, const float *lo,
+				     const float *scale)
+{
+	size_t i = 0;
+
+	/* load8() reads 8 bytes past its pixels */
+	for (; i + 8 <= n && 3 * (i + 8) + 8 <= 3 * n; i += 8) {
+		__m256 v[3];
+
+		load8(p + 3 * i, v);
+		for (int c = 0; c < 3; c++)
+			v[c] = u8f(vmul(vsub(v[c], splat(lo[c])),
+					splat(scale[c])));
+		store8(p + 3 * i, v);
+	}
+	return i;
+}
 #else
 static bool use_avx2(void)
 {
@@ -1013,86 +1068,142 @@ static void gaussian_blur(uint8_t *p, uint32_t w, uint32_t h, unsigned k,
 	}
 }
 
-/*
- * Keras' apply_channel_shift(): every channel moved by the same shift,
- * clipped to the image's own [min, max] (over all channels); rounded to
- * the nearest value here (Keras keeps floats).
- */
-static void channel_shift(uint8_t *p, size_t n, double shift)
+/* The least and greatest byte of each channel of the n pixels at p. */
+static void minmax(const uint8_t *p, size_t n, uint8_t lo[3], uint8_t hi[3])
 {
-	uint8_t lo = 255, hi = 0;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n * 3; i++) {
-		lo = p[i] < lo ? p[i] : lo;
-		hi = p[i] > hi ? p[i] : hi;
+	lo[0] = lo[1] = lo[2] = 255;
+	hi[0] = hi[1] = hi[2] = 0;
+#ifdef COLOR_X86
+	if (use_avx2())
+		i = minmax_avx2(p, n, lo, hi);
+#endif
+	for (; i < n; i++) {
+		for (unsigned c = 0; c < 3; c++) {
+			uint8_t v = p[3 * i + c];
+
+			lo[c] = v < lo[c] ? v : lo[c];
+			hi[c] = v > hi[c] ? v : hi[c];
+		}
 	}
-	for (size_t i = 0; i < n * 3; i++) {
-		double v = p[i] + shift;
+}
 
-		v = v < lo ? lo : v > hi ? hi : v;
-		p[i] = (uint8_t)nearbyint(v);
+/* Every byte of the n pixels at p through its channel's table. */
+static void remap(uint8_t *p, size_t n, const uint8_t lut[3][256])
+{
+	for (size_t i = 0; i < n; i++, p += 3) {
+		p[0] = lut[0][p[0]];
+		p[1] = lut[1][p[1]];
+		p[2] = lut[2][p[2]];
 	}
 }
 
 /*
+ * Keras' apply_channel_shift(): every channel moved by the same shift,
+ * clipped to the image's own [min, max] (over all channels); rounded to
+ * the nearest value here (Keras keeps floats). A byte's result depends
+ * on the byte alone: a table.
+ */
+static void channel_shift(uint8_t *p, size_t n, double shift)
+{
+	uint8_t lo[3], hi[3], lut[3][256];
+
+	minmax(p, n, lo, hi);
+	lo[0] = lo[1] < lo[0] ? lo[1] : lo[0];
+	lo[0] = lo[2] < lo[0] ? lo[2] : lo[0];
+	hi[0] = hi[1] > hi[0] ? hi[1] : hi[0];
+	hi[0] = hi[2] > hi[0] ? hi[2] : hi[0];
+	for (unsigned x = 0; x < 256; x++) {
+		double v = x + shift;
+
+		v = v < lo[0] ? lo[0] : v > hi[0] ? hi[0] : v;
+		lut[0][x] = lut[1][x] = lut[2][x] = (uint8_t)nearbyint(v);
+	}
+	remap(p, n, lut);
+}
+
+/*
  * autocontrast(): per channel, (x - min) * (255 / (max - min)), float32,
- * clamped and truncated; a channel with max == min is left as it is.
+ * clamped and truncated; a channel with max == min is left as it is
+ * (here: min 0 and scale 1, which give each byte back).
  */
 static void autocontrast(uint8_t *p, size_t n)
 {
+	uint8_t lo[3], hi[3];
+	float minimum[3], scale[3];
+	size_t i = 0;
+
+	minmax(p, n, lo, hi);
 	for (unsigned c = 0; c < 3; c++) {
-		uint8_t lo = 255, hi = 0;
-		float scale, minimum;
-
-		for (size_t i = 0; i < n; i++) {
-			uint8_t v = p[3 * i + c];
-
-			lo = v < lo ? v : lo;
-			hi = v > hi ? v : hi;
-		}
-		if (lo == hi)
-			continue; /* scale inf: min 0, scale 1, the same */
-		minimum = lo;
-		scale = 255.0f / ((float)hi - minimum);
-		for (size_t i = 0; i < n; i++)
-			p[3 * i + c] =
-				to_u8(((float)p[3 * i + c] - minimum) * scale);
+		minimum[c] = lo[c] == hi[c] ? 0 : lo[c];
+		scale[c] = lo[c] == hi[c] ?
+				   1 :
+				   255.0f / ((float)hi[c] - minimum[c]);
 	}
+#ifdef COLOR_X86
+	if (use_avx2())
+		i = autocontrast_avx2(p, n, minimum, scale);
+#endif
+	for (; i < n; i++)
+		for (unsigned c = 0; c < 3; c++)
+			p[3 * i + c] = to_u8(
+				((float)p[3 * i + c] - minimum[c]) * scale[c]);
 }
 
 /*
  * equalize(): per channel, _scale_channel(): a histogram, step =
  * floor(the count of all but the last nonzero bin / 255), the table
  * floor((cumsum + floor(step / 2)) / step) shifted one place right and
- * clamped to 255; a step of 0 leaves the channel as it is.
+ * clamped to 255; a step of 0 leaves the channel as it is. One pass
+ * counts all three channels, one maps them.
  */
 static void equalize(uint8_t *p, size_t n)
 {
-	for (unsigned c = 0; c < 3; c++) {
-		uint64_t hist[256] = { 0 }, sum = 0, last = 0, step, cum = 0;
-		uint8_t lut[256];
+	/* two sets, even and odd pixels, so that runs of one value do not
+	 * wait on their own increments */
+	uint32_t hist[2][3][256] = { { { 0 } } };
+	uint8_t lut[3][256];
+	const uint8_t *q = p;
+	size_t i = 0;
 
-		for (size_t i = 0; i < n; i++)
-			hist[p[3 * i + c]]++;
-		for (unsigned v = 0; v < 256; v++)
-			if (hist[v]) {
-				sum += hist[v];
-				last = hist[v];
+	for (; i + 2 <= n; i += 2, q += 6) {
+		hist[0][0][q[0]]++;
+		hist[0][1][q[1]]++;
+		hist[0][2][q[2]]++;
+		hist[1][0][q[3]]++;
+		hist[1][1][q[4]]++;
+		hist[1][2][q[5]]++;
+	}
+	if (i < n) {
+		hist[0][0][q[0]]++;
+		hist[0][1][q[1]]++;
+		hist[0][2][q[2]]++;
+	}
+	for (unsigned c = 0; c < 3; c++) {
+		uint64_t sum = 0, last = 0, step, cum = 0;
+
+		for (unsigned v = 0; v < 256; v++) {
+			hist[0][c][v] += hist[1][c][v];
+			lut[c][v] = (uint8_t)v;
+			if (hist[0][c][v]) {
+				sum += hist[0][c][v];
+				last = hist[0][c][v];
 			}
+		}
 		step = (sum - last) / 255;
 		if (!step)
 			continue;
-		lut[0] = 0;
+		lut[c][0] = 0;
 		for (unsigned v = 0; v < 255; v++) {
 			uint64_t t;
 
-			cum += hist[v];
+			cum += hist[0][c][v];
 			t = (cum + step / 2) / step;
-			lut[v + 1] = (uint8_t)(t > 255 ? 255 : t);
+			lut[c][v + 1] = (uint8_t)(t > 255 ? 255 : t);
 		}
-		for (size_t i = 0; i < n; i++)
-			p[3 * i + c] = lut[p[3 * i + c]];
 	}
+	remap(p, n, lut);
 }
 
 /*
