@@ -7,7 +7,9 @@
  * The per-pixel stages run as sweeps (sweep()), a jitter's components
  * fused into as few as contrast's mean allows; sharpness works a row at
  * a time from a copy of the image, and gaussian_blur is separable, a
- * row at a time from a ring of rows. Each has an AVX2 loop, chosen at
+ * row at a time from a ring of rows; autocontrast, equalize and
+ * channel_shift find each channel's range or histogram in one pass and
+ * map every byte in another (a table, or autocontrast's float map). Each has an AVX2 loop, chosen at
  * run time, and a portable one that gives the same bytes: both do the
  * same float32 operations in the same order (color_test_simd() lets the
  * tests compare them).
@@ -773,9 +775,9 @@ AVX2 static size_t bytes_avx2(unsigned kind, uint8_t arg, uint8_t *p, size_t n)
 }
 
 /*
- * The least and greatest byte of each channel of the first pixels of n,
- * 32 pixels (96 bytes, three vectors) a step, into lo and hi; returns the
- * pixels done. Byte j of a step is channel j % 3.
+ * The least and greatest byte of each channel, folded into lo and hi,
+ * over the n pixels at p in whole steps of 32 pixels (96 bytes, three
+ * vectors); returns the pixels done. Byte j of a step is channel j % 3.
  */
 AVX2 static size_t minmax_avx2(const uint8_t *p, size_t n, uint8_t lo[3],
 			       uint8_t hi[3])
