@@ -1047,12 +1047,12 @@ bool warp_is_shift(const double m[6])
 	       fabs(m[2]) <= 1 << 24 && fabs(m[5]) <= 1 << 24;
 }
 
-/* The byte store_px() makes of a fill value: rounded, half to even. */
-static uint8_t fill_byte(double v)
+/* Output pixel o of a shifted row: source column g through the fill. */
+static inline void shift_px(uint8_t *o, const uint8_t *row, int32_t g,
+			    int32_t s, uint8_t fill, const uint8_t fv[3])
 {
-	float f = nearbyintf((float)v);
-
-	return f <= 0 ? 0 : f >= 255 ? 255 : (uint8_t)f;
+	g = fold(g, s, 0, s - 1, fill);
+	memcpy(o, g < 0 ? fv : row + 3 * (size_t)g, 3);
 }
 
 /*
@@ -1060,8 +1060,9 @@ static uint8_t fill_byte(double v)
  * output pixel's point is a grid point, whose value is its own pixel's
  * (the filter at scale 1 weighs it alone, and a zero fraction weighs
  * nothing on the next), so the pass is a copy: the part of each row
- * that stays inside at once, the rest pixel by pixel through fold().
- * The same bytes as the loops below give, faster.
+ * that stays inside at once, the rest pixel by pixel through fold(),
+ * the constant fill's bytes as store_px() makes them. The same bytes as
+ * the loops above give, faster.
  */
 static void shift_run(const struct warp_src *src, int32_t dx, int32_t dy,
 		      int32_t s, const struct ispec *sp, uint8_t *out)
@@ -1069,32 +1070,32 @@ static void shift_run(const struct warp_src *src, int32_t dx, int32_t dy,
 	/* output columns [u0, u1) read source columns u0 + dx ... inside */
 	int32_t u0 = dx < 0 ? (-dx < s ? -dx : s) : 0;
 	int32_t u1 = dx > 0 ? (dx < s ? s - dx : 0) : s;
+	const v4f zero = { 0, 0, 0, 0 };
+	const v4f f = { (float)sp->fill_rgb[0], (float)sp->fill_rgb[1],
+			(float)sp->fill_rgb[2], 0 };
 	uint8_t fv[3];
 
-	for (unsigned k = 0; k < 3; k++)
-		fv[k] = fill_byte(sp->fill_rgb[k]);
-	if (u1 < u0)
-		u1 = u0;
+	store_px(fv, f, zero, 3, false);
 	for (int32_t v = 0; v < s; v++) {
 		uint8_t *o = out + (size_t)v * s * 3;
 		int32_t gy = fold(v + dy, s, 0, s - 1, sp->fill);
-		const uint8_t *row =
-			src->px + (size_t)(gy < 0 ? 0 : gy) * src->stride;
+		const uint8_t *row;
 
-		for (int32_t u = 0; u < s; u++, o += 3) {
-			int32_t gx;
-
-			if (u == u0 && u1 > u0 && gy >= 0) {
-				memcpy(o, row + 3 * (size_t)(u0 + dx),
-				       3 * (size_t)(u1 - u0));
-				o += 3 * (size_t)(u1 - u0 - 1);
-				u = u1 - 1;
-				continue;
-			}
-			gx = fold(u + dx, s, 0, s - 1, sp->fill);
-			memcpy(o, gx < 0 || gy < 0 ? fv : row + 3 * (size_t)gx,
-			       3);
+		if (gy < 0) { /* the constant fill's, whole */
+			for (int32_t u = 0; u < s; u++)
+				memcpy(o + 3 * (size_t)u, fv, 3);
+			continue;
 		}
+		row = src->px + (size_t)gy * src->stride;
+		for (int32_t u = 0; u < u0; u++)
+			shift_px(o + 3 * (size_t)u, row, u + dx, s, sp->fill,
+				 fv);
+		if (u1 > u0)
+			memcpy(o + 3 * (size_t)u0, row + 3 * (size_t)(u0 + dx),
+			       3 * (size_t)(u1 - u0));
+		for (int32_t u = u1; u < s; u++)
+			shift_px(o + 3 * (size_t)u, row, u + dx, s, sp->fill,
+				 fv);
 	}
 }
 
