@@ -9,10 +9,10 @@
  * a time from a copy of the image, and gaussian_blur is separable, a
  * row at a time from a ring of rows; autocontrast, equalize and
  * channel_shift find each channel's range or histogram in one pass and
- * map every byte in another (a table, or autocontrast's float map). Each has an AVX2 loop, chosen at
- * run time, and a portable one that gives the same bytes: both do the
- * same float32 operations in the same order (color_test_simd() lets the
- * tests compare them).
+ * map every byte in another (a table, or autocontrast's float map).
+ * Each has an AVX2 loop, chosen at run time, and a portable one that
+ * gives the same bytes: both do the same float32 operations in the same
+ * order (color_test_simd() lets the tests compare them).
  */
 #include <math.h>
 #include <stdio.h>
@@ -1112,10 +1112,10 @@ static void channel_shift(uint8_t *p, size_t n, double shift)
 	uint8_t lo[3], hi[3], lut[3][256];
 
 	minmax(p, n, lo, hi);
-	lo[0] = lo[1] < lo[0] ? lo[1] : lo[0];
-	lo[0] = lo[2] < lo[0] ? lo[2] : lo[0];
-	hi[0] = hi[1] > hi[0] ? hi[1] : hi[0];
-	hi[0] = hi[2] > hi[0] ? hi[2] : hi[0];
+	for (unsigned c = 1; c < 3; c++) { /* all channels' range, in [0] */
+		lo[0] = lo[c] < lo[0] ? lo[c] : lo[0];
+		hi[0] = hi[c] > hi[0] ? hi[c] : hi[0];
+	}
 	for (unsigned x = 0; x < 256; x++) {
 		double v = x + shift;
 
