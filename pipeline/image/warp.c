@@ -130,21 +130,14 @@ static uint32_t max_taps(uint32_t max_side, uint32_t s)
 	return 2 * ((max_side + s - 1) / s) + 4;
 }
 
-static size_t round8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
-/*
- * The floats a grid column's padded window holds (warp_run()): its own
- * taps and the next column's, which starts at most a scale (plus one, for
- * the rounding) further on, in whole vectors of eight.
- */
+/* The taps a grid column's window takes: its own, made even. */
 static uint32_t max_span(uint32_t max_side, uint32_t s)
 {
-	return (uint32_t)round8(max_taps(max_side, s) + (max_side + s - 1) / s +
-				1);
+	return (max_taps(max_side, s) + 1) & ~1u;
 }
+
+/* Slack for the three arrays warp_run() puts on 32-byte addresses. */
+#define ALIGN_SLACK (3 * 32)
 
 size_t warp_scratch_bytes(uint32_t s, uint32_t max_cols, uint32_t max_side)
 {
@@ -152,10 +145,10 @@ size_t warp_scratch_bytes(uint32_t s, uint32_t max_cols, uint32_t max_side)
 
 	return 2 * axis_bytes(max_cols, taps) +
 	       (size_t)max_cols * sizeof(int32_t) +
-	       (size_t)max_cols * 2 * span * sizeof(float) +
-	       (size_t)max_cols * 3 * (round8(max_side) + span) *
-		       sizeof(float) +
-	       64;
+	       (size_t)max_cols * 4 * span * sizeof(float) +
+	       (size_t)4 * (max_side + span) * sizeof(float) +
+	       (size_t)(max_cols + 1) * (max_cols + 1) * 4 * sizeof(float) +
+	       ALIGN_SLACK;
 }
 
 static float tri(double x)
@@ -267,9 +260,11 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 typedef uint32_t v4u __attribute__((vector_size(16)));
 
 #if defined(__clang__) || __GNUC__ >= 12
+#define SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #define SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
 typedef int32_t v8i __attribute__((vector_size(32)));
+#define SHUF4(a, b, ...) __builtin_shuffle(a, b, (v4i){ __VA_ARGS__ })
 #define SHUF8(a, b, ...) __builtin_shuffle(a, b, (v8i){ __VA_ARGS__ })
 #endif
 
@@ -278,76 +273,138 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 #define SPLAT8(f)  ((v8f){ (f), (f), (f), (f), (f), (f), (f), (f) })
 
 /*
- * What a pass's two halves share. V, the vertical half of the crop's
- * filter, holds a row per grid row the map reaches, over the source
- * columns its grid columns read: planes of pstride floats (R, G, B; one
- * for gray), zero past the last column, so that a window's full vectors
- * may run over the end. Grid column i's window starts at V column off[i];
- * pair holds, per grid column, 2 * span floats: its weights from there,
- * zero-padded, then column i + 1's weights placed from the same start, so
- * that bilinear's two columns weigh one span of V.
+ * What a pass's parts share. G, the crop's s x s image where the map
+ * reaches it, holds each grid point's value in float, as the separable
+ * filter gives it and never rounded: four floats a point (R, G, B and a
+ * lane no output reads; gray in all three), a row of nx points and one
+ * more, a copy of the last, and ny rows and one more, a copy of the last,
+ * so that bilinear's second point can always be loaded (the fills that
+ * fold the point past the reach onto another than the last take the
+ * general path there: copy_ok is false). V is the vertical half of the
+ * filter for one grid row at a time, over the source columns its grid
+ * columns read, four floats a column as in G, zero past the last column,
+ * so that a window may run over the end. Grid column i's window starts at
+ * V column off[i]: span taps (its own, then zeros), each weight four
+ * times over at wx + 4 * span * i.
  */
 struct pass {
 	const struct warp_src *src;
 	const struct axis *ay;
 	const double *m;
 	const int32_t *off;
-	const float *pair;
-	float *v;
+	const float *wx;
+	float *v, *g;
 	uint8_t *out;
-	size_t pstride, vstride;
-	int32_t clo, ncols;	/* V column 0 is source column clo */
-	int32_t lo[2], hi[2];	/* the grid the map reaches */
-	uint32_t s, span, nvec; /* nvec: span / 8 */
-	unsigned planes;
+	size_t gstride;	      /* floats from a G row to the next */
+	int32_t clo, ncols;   /* V column 0 is source column clo */
+	int32_t lo[2], hi[2]; /* the grid the map reaches */
+	int32_t nx, ny;	      /* its columns and rows */
+	uint32_t s, span;     /* span: even */
 	uint8_t fill;
-	bool bilinear;
+	bool bilinear, copy_ok;
 	v4f fillv;
 };
 
 /*
- * The vertical half: each V row is its grid row's window of source rows,
- * weighed, a sum in tap order per column. The portable loop; the AVX2 one
- * (vpass_avx2()) does each column's arithmetic the same way.
+ * The vertical half for grid row lo[1] + k, columns x to n: each V
+ * column its window of source rows, weighed, a sum in tap order. The
+ * portable loop; the AVX2 one (vrow_avx2()) does each column's
+ * arithmetic the same way.
  */
-static void vpass_cols(const struct pass *p, int32_t k, int32_t x, int32_t n)
+static void vrow_cols(const struct pass *p, int32_t k, int32_t x, int32_t n)
 {
 	const struct warp_src *src = p->src;
 	const struct axis *ay = p->ay;
 	const float *w = ay->w + (size_t)k * ay->taps;
 	const uint8_t *row = src->px + (size_t)ay->start[k] * src->stride +
 			     (size_t)p->clo * src->ch;
-	float *vr = p->v + (size_t)k * p->vstride;
 
 	for (; x < n; x++) {
 		const uint8_t *px = row + src->ch * (size_t)x;
-		float a[3] = { 0, 0, 0 };
+		float a[3] = { 0, 0, 0 }, *o = p->v + 4 * (size_t)x;
 
 		for (int32_t t = 0; t < ay->n[k]; t++, px += src->stride) {
 			for (unsigned c = 0; c < src->ch; c++)
 				a[c] += w[t] * (float)px[c];
 		}
-		for (unsigned c = 0; c < src->ch; c++)
-			vr[c * p->pstride + (size_t)x] = a[c];
+		if (src->ch == 1)
+			a[1] = a[2] = a[0];
+		o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[2];
 	}
 }
 
-/* Zero V row k past its last column, for the windows' last vectors. */
-static void vpass_pad(const struct pass *p, int32_t k)
+/* Zero V past its last column, for the windows' last taps. */
+static void vrow_pad(const struct pass *p)
 {
-	float *vr = p->v + (size_t)k * p->vstride;
-
-	for (unsigned c = 0; c < p->planes; c++)
-		memset(vr + c * p->pstride + p->ncols, 0,
-		       (p->pstride - (size_t)p->ncols) * sizeof(float));
+	memset(p->v + 4 * (size_t)p->ncols, 0, 4 * p->span * sizeof(float));
 }
 
-static void vpass_base(const struct pass *p)
+/*
+ * Grid column lo[0] + i of the current row, at o: its window's taps
+ * weighed, two at a time in the halves of a vector (the even taps' sum
+ * and the odd ones', each in tap order), then the halves added.
+ */
+INLINE void gpoint(const struct pass *p, int32_t i, uint32_t span, float *o)
 {
-	for (int32_t k = 0; k < p->ay->count; k++) {
-		vpass_cols(p, k, 0, p->ncols);
-		vpass_pad(p, k);
+	const float *w = p->wx + 4 * (size_t)span * i;
+	const float *q = p->v + 4 * (size_t)p->off[i];
+	v8f a, x, y;
+	v4f lo, hi;
+
+	LOAD(x, w);
+	LOAD(y, q);
+	a = x * y;
+	for (uint32_t t = 2; t < span; t += 2) {
+		LOAD(x, w + 4 * t);
+		LOAD(y, q + 4 * t);
+		a += x * y;
 	}
+	memcpy(&lo, &a, sizeof(lo));
+	memcpy(&hi, (const char *)&a + sizeof(lo), sizeof(hi));
+	lo += hi;
+	memcpy(o, &lo, sizeof(lo));
+}
+
+/* The horizontal half for G row k, and the copy of its last point. */
+INLINE void hrow_body(const struct pass *pp, int32_t k, uint32_t span)
+{
+	/* a copy that the stores to G cannot touch, as far as GCC knows */
+	const struct pass c = *pp, *p = &c;
+	float *gr = p->g + (size_t)k * p->gstride;
+
+	for (int32_t i = 0; i < p->nx; i++)
+		gpoint(p, i, span, gr + 4 * (size_t)i);
+	memcpy(gr + 4 * (size_t)p->nx, gr + 4 * (size_t)(p->nx - 1),
+	       4 * sizeof(float));
+}
+
+/* hrow_body() with the common windows' span known to the compiler. */
+INLINE void hrow_any(const struct pass *p, int32_t k)
+{
+	switch (p->span) {
+	case 2: hrow_body(p, k, 2); break;
+	case 4: hrow_body(p, k, 4); break;
+	case 6: hrow_body(p, k, 6); break;
+	default: hrow_body(p, k, p->span); break;
+	}
+}
+
+/* G's row past the last, a copy of it. */
+static void grid_pad(const struct pass *p)
+{
+	memcpy(p->g + (size_t)p->ny * p->gstride,
+	       p->g + (size_t)(p->ny - 1) * p->gstride,
+	       p->gstride * sizeof(float));
+}
+
+static void grid_base(const struct pass *p)
+{
+	for (int32_t k = 0; k < p->ny; k++) {
+		vrow_cols(p, k, 0, p->ncols);
+		vrow_pad(p);
+		hrow_any(p, k);
+	}
+	grid_pad(p);
 }
 
 #if defined(__x86_64__)
@@ -362,114 +419,83 @@ AVX2 static inline __m256 bytes8(const uint8_t *px)
 }
 
 /*
- * Eight columns at a time: RGB as three vectors of interleaved floats,
- * then as three planes. In a, b and c, R sits in lanes {0, 3, 6}, {1, 4,
- * 7} and {2, 5}, G and B likewise one and two lanes on: each plane is
- * one blend of the three, its lanes then put in order.
+ * Eight columns at a time: RGB as three vectors of interleaved floats
+ * (a: R0 G0 B0 R1 G1 B1 R2 G2, b: B2 R3 ... R5, c: G5 B5 ... B7), put
+ * as V's columns by a blend and a permute a pair; gray's eight sums each
+ * four times over.
  */
-AVX2 static void vpass_avx2(const struct pass *p)
+AVX2 static void vrow_avx2(const struct pass *p, int32_t k)
 {
 	const struct warp_src *src = p->src;
 	const struct axis *ay = p->ay;
 	int32_t n = p->ncols, n8 = n < 8 ? 0 : n;
-	size_t ps = p->pstride, stride = src->stride;
-	const __m256i ir = _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5);
-	const __m256i ig = _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6);
-	const __m256i ib = _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7);
+	size_t stride = src->stride;
+	const __m256i i01 = _mm256_setr_epi32(0, 1, 2, 2, 3, 4, 5, 5);
+	const __m256i i23 = _mm256_setr_epi32(6, 7, 0, 0, 1, 2, 3, 3);
+	const __m256i i45 = _mm256_setr_epi32(4, 5, 6, 6, 7, 0, 1, 1);
+	const __m256i i67 = _mm256_setr_epi32(2, 3, 4, 4, 5, 6, 7, 7);
+	float *vr = p->v;
+	const float *w = ay->w + (size_t)k * ay->taps;
+	const uint8_t *row = src->px + (size_t)ay->start[k] * stride +
+			     (size_t)p->clo * src->ch;
+	int32_t nt = ay->n[k];
 
-	for (int32_t k = 0; k < ay->count; k++) {
-		float *vr = p->v + (size_t)k * p->vstride;
-		const float *w = ay->w + (size_t)k * ay->taps;
-		const uint8_t *row = src->px + (size_t)ay->start[k] * stride +
-				     (size_t)p->clo * src->ch;
-		int32_t nt = ay->n[k];
+	/* the last eight end at the last column, again over some */
+	for (int32_t i = 0; src->ch == 3 && i < n8; i += 8) {
+		int32_t x = i < n - 8 ? i : n - 8;
+		const uint8_t *px = row + 3 * (size_t)x;
+		__m256 a = _mm256_setzero_ps(), b = a, c = a;
+		float *o = vr + 4 * (size_t)x;
 
-		/* the last eight end at the last column, again over some */
-		for (int32_t i = 0; src->ch == 3 && i < n8; i += 8) {
-			int32_t x = i < n - 8 ? i : n - 8;
-			const uint8_t *px = row + 3 * (size_t)x;
-			__m256 a = _mm256_setzero_ps(), b = a, c = a, r, g, l;
+		for (int32_t t = 0; t < nt; t++, px += stride) {
+			__m256 wv = _mm256_set1_ps(w[t]);
 
-			for (int32_t t = 0; t < nt; t++, px += stride) {
-				__m256 wv = _mm256_set1_ps(w[t]);
-
-				a = _mm256_add_ps(
-					a, _mm256_mul_ps(wv, bytes8(px)));
-				b = _mm256_add_ps(
-					b, _mm256_mul_ps(wv, bytes8(px + 8)));
-				c = _mm256_add_ps(
-					c, _mm256_mul_ps(wv, bytes8(px + 16)));
-			}
-			r = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x92), c,
-					    0x24);
-			g = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x24), c,
-					    0x49);
-			l = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x49), c,
-					    0x92);
-			_mm256_storeu_ps(vr + x,
-					 _mm256_permutevar8x32_ps(r, ir));
-			_mm256_storeu_ps(vr + ps + x,
-					 _mm256_permutevar8x32_ps(g, ig));
-			_mm256_storeu_ps(vr + 2 * ps + x,
-					 _mm256_permutevar8x32_ps(l, ib));
+			a = _mm256_add_ps(a, _mm256_mul_ps(wv, bytes8(px)));
+			b = _mm256_add_ps(b, _mm256_mul_ps(wv, bytes8(px + 8)));
+			c = _mm256_add_ps(c,
+					  _mm256_mul_ps(wv, bytes8(px + 16)));
 		}
-		for (int32_t i = 0; src->ch == 1 && i < n8; i += 8) {
-			int32_t x = i < n - 8 ? i : n - 8;
-			const uint8_t *px = row + x;
-			__m256 a = _mm256_setzero_ps();
-
-			for (int32_t t = 0; t < nt; t++, px += stride)
-				a = _mm256_add_ps(
-					a, _mm256_mul_ps(_mm256_set1_ps(w[t]),
-							 bytes8(px)));
-			_mm256_storeu_ps(vr + x, a);
-		}
-		if (!n8)
-			vpass_cols(p, k, 0, n);
-		vpass_pad(p, k);
+		_mm256_storeu_ps(o, _mm256_permutevar8x32_ps(a, i01));
+		_mm256_storeu_ps(o + 8,
+				 _mm256_permutevar8x32_ps(
+					 _mm256_blend_ps(a, b, 0x0f), i23));
+		_mm256_storeu_ps(o + 16,
+				 _mm256_permutevar8x32_ps(
+					 _mm256_blend_ps(b, c, 0x0f), i45));
+		_mm256_storeu_ps(o + 24, _mm256_permutevar8x32_ps(c, i67));
 	}
+	for (int32_t i = 0; src->ch == 1 && i < n8; i += 8) {
+		int32_t x = i < n - 8 ? i : n - 8;
+		const uint8_t *px = row + x;
+		__m256 a = _mm256_setzero_ps();
+		float *o = vr + 4 * (size_t)x;
+
+		for (int32_t t = 0; t < nt; t++, px += stride)
+			a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[t]),
+							   bytes8(px)));
+		for (int j = 0; j < 4; j++)
+			_mm256_storeu_ps(
+				o + 8 * j,
+				_mm256_permutevar8x32_ps(
+					a, _mm256_setr_epi32(
+						   2 * j, 2 * j, 2 * j, 2 * j,
+						   2 * j + 1, 2 * j + 1,
+						   2 * j + 1, 2 * j + 1)));
+	}
+	if (!n8)
+		vrow_cols(p, k, 0, n);
+	vrow_pad(p);
+}
+
+AVX2 static void grid_avx2(const struct pass *p)
+{
+	for (int32_t k = 0; k < p->ny; k++) {
+		vrow_avx2(p, k);
+		hrow_any(p, k);
+	}
+	grid_pad(p);
 }
 #endif
-
-/*
- * Lane sums. Every one is ((0 + 2) + (1 + 3)) + ((4 + 6) + (5 + 7)), so
- * that a pixel's bytes do not depend on which of these gives them.
- */
-#define SUM2(a, b)                                                             \
-	(SHUF8(a, b, 0, 1, 8, 9, 4, 5, 12, 13) +                               \
-	 SHUF8(a, b, 2, 3, 10, 11, 6, 7, 14, 15))
-#define SUM4(a, b)                                                             \
-	(SHUF8(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +                              \
-	 SHUF8(a, b, 1, 3, 9, 11, 5, 7, 13, 15))
-
-/* The low four lanes plus the high four. */
-INLINE v4f halves(const v8f *a)
-{
-	v4f lo, hi;
-
-	memcpy(&lo, a, sizeof(lo));
-	memcpy(&hi, (const char *)a + sizeof(lo), sizeof(hi));
-	return lo + hi;
-}
-
-/* One pixel's three vectors: [r g b b]. */
-INLINE v4f hsum3(const v8f *r, const v8f *g, const v8f *b)
-{
-	v8f t0 = SUM2(*r, *g), t1 = SUM2(*b, *b), t = SUM4(t0, t1);
-
-	return halves(&t);
-}
-
-/* Two pixels' six vectors: *p0 = [r g b r'], *p1 = [g' b' g' b']. */
-INLINE void hsum6(const v8f *r, const v8f *g, const v8f *b, const v8f *r2,
-		  const v8f *g2, const v8f *b2, v4f *p0, v4f *p1)
-{
-	v8f t0 = SUM2(*r, *g), t1 = SUM2(*b, *r2), t2 = SUM2(*g2, *b2);
-	v8f u0 = SUM4(t0, t1), u1 = SUM4(t2, t2);
-
-	*p0 = halves(&u0);
-	*p1 = halves(&u1);
-}
 
 /*
  * Bytes from the lanes of a, then b: rounded half to even (as
@@ -508,194 +534,9 @@ static inline void store_px(uint8_t *o, v4f a, v4f b, size_t n, bool room)
 #define ACC(acc, first, t) (*(acc) = (first) ? (t) : *(acc) + (t))
 
 /*
- * One grid point, column lo[0] + i and row lo[1] + k, both read: its
- * column's window times its row of V, lane by lane, in *r, *g and *b (a
- * plane each; gray: *r only). point_vec() is one vector of it, from j.
- */
-INLINE void point_vec(const struct pass *p, const float *pw, const float *q,
-		      size_t j, bool gray, bool first, v8f *r, v8f *g, v8f *b)
-{
-	v8f w, t;
-
-	LOAD(w, pw + j);
-	LOAD(t, q + j);
-	ACC(r, first, w * t);
-	if (gray)
-		return;
-	LOAD(t, q + p->pstride + j);
-	ACC(g, first, w * t);
-	LOAD(t, q + 2 * p->pstride + j);
-	ACC(b, first, w * t);
-}
-
-INLINE void point(const struct pass *p, const float *pw, const float *q,
-		  unsigned nvec, bool gray, v8f *r, v8f *g, v8f *b)
-{
-	point_vec(p, pw, q, 0, gray, true, r, g, b);
-	for (unsigned j = 1; j < nvec; j++)
-		point_vec(p, pw, q, 8 * (size_t)j, gray, false, r, g, b);
-}
-
-/*
- * Bilinear as a separable kernel: grid column lo[0] + i's window and the
- * next one's, weighed x0 and x1 into one (pair), times two rows of V
- * (from r0 and r1, the window's start in each) weighed y0 and y1 into
- * one; lane by lane, in *r, *g and *b. sep_vec() is one vector of it.
- */
-INLINE void sep_vec(const struct pass *p, const float *pa, const float *pb,
-		    const float *r0, const float *r1, const float k[4],
-		    size_t j, bool gray, bool first, v8f *r, v8f *g, v8f *b)
-{
-	v8f u, v, w, x0 = SPLAT8(k[0]), x1 = SPLAT8(k[1]);
-	v8f y0 = SPLAT8(k[2]), y1 = SPLAT8(k[3]);
-	size_t ps = p->pstride;
-
-	LOAD(u, pa + j);
-	LOAD(v, pb + j);
-	w = x0 * u + x1 * v;
-	LOAD(u, r0 + j);
-	LOAD(v, r1 + j);
-	ACC(r, first, w * (y0 * u + y1 * v));
-	if (gray)
-		return;
-	LOAD(u, r0 + ps + j);
-	LOAD(v, r1 + ps + j);
-	ACC(g, first, w * (y0 * u + y1 * v));
-	LOAD(u, r0 + 2 * ps + j);
-	LOAD(v, r1 + 2 * ps + j);
-	ACC(b, first, w * (y0 * u + y1 * v));
-}
-
-INLINE void sep(const struct pass *p, const float *pw, const float *r0,
-		const float *r1, float x0, float x1, float y0, float y1,
-		unsigned nvec, bool gray, v8f *r, v8f *g, v8f *b)
-{
-	const float k[4] = { x0, x1, y0, y1 };
-
-	sep_vec(p, pw, pw + 8 * nvec, r0, r1, k, 0, gray, true, r, g, b);
-	for (unsigned j = 1; j < nvec; j++)
-		sep_vec(p, pw, pw + 8 * nvec, r0, r1, k, 8 * (size_t)j, gray,
-			false, r, g, b);
-}
-
-/* A pixel's sums: [r g b b]. */
-INLINE v4f sums(const v8f *r, const v8f *g, const v8f *b, bool gray)
-{
-	return gray ? hsum3(r, r, r) : hsum3(r, g, b);
-}
-
-/* V row lo[1] + k from grid column lo[0] + i's window's start. */
-INLINE const float *vrow(const struct pass *p, int32_t i, int32_t k)
-{
-	return p->v + (size_t)k * p->vstride + p->off[i];
-}
-
-/* Grid column lo[0] + i's padded windows (pair). */
-INLINE const float *pair_of(const struct pass *p, int32_t i, unsigned nvec)
-{
-	return p->pair + (size_t)i * 16 * nvec;
-}
-
-/*
- * Bilinear where the constant fill takes some of the grid points: those
- * the fill's weight, the rest their own.
- */
-INLINE v4f bilinear_mixed(const struct pass *p, const int32_t gx[2],
-			  const int32_t gy[2], const float bx[2],
-			  const float by[2], unsigned nvec, bool gray)
-{
-	v4f acc = { 0, 0, 0, 0 };
-	float wf = 0;
-
-	for (unsigned k = 0; k < 2; k++) {
-		v4f row = { 0, 0, 0, 0 };
-
-		if (gy[k] < 0) {
-			wf += by[k];
-			continue;
-		}
-		for (unsigned i = 0; i < 2; i++) {
-			v8f r, g = { 0 }, b = { 0 };
-
-			if (gx[i] < 0) {
-				wf += bx[i] * by[k];
-				continue;
-			}
-			point(p, pair_of(p, gx[i] - p->lo[0], nvec),
-			      vrow(p, gx[i] - p->lo[0], gy[k] - p->lo[1]), nvec,
-			      gray, &r, &g, &b);
-			row += (v4f){ bx[i], bx[i], bx[i], bx[i] } *
-			       sums(&r, &g, &b, gray);
-		}
-		acc += (v4f){ by[k], by[k], by[k], by[k] } * row;
-	}
-	return acc + (v4f){ wf, wf, wf, wf } * p->fillv;
-}
-
-/*
- * Bilinear near the crop's edge, each of the (up to four) grid points
- * through the fill mode, where aim() gives no kernel: the constant fill's
- * edge, the fill weighed in for the points it takes, and wrap's seam, a
- * window each for two columns apart (the rest as aim()).
- */
-INLINE v4f bilinear_out(const struct pass *p, int32_t gx0, int32_t gy0,
-			float fx, float fy, unsigned nvec, bool gray)
-{
-	int32_t s = (int32_t)p->s, gx[2] = { gx0, gx0 + 1 };
-	int32_t gy[2] = { gy0, gy0 + 1 }, c0, c1, k0, k1;
-	float bx[2] = { 1 - fx, fx }, by[2] = { 1 - fy, fy }, x0, x1;
-	v8f r, g = { 0 }, b = { 0 }, r2, g2 = { 0 }, b2 = { 0 };
-
-	/* a zero fraction weighs nothing on the second point: not read */
-	gx[0] = fold(gx[0], s, p->lo[0], p->hi[0], p->fill);
-	gy[0] = fold(gy[0], s, p->lo[1], p->hi[1], p->fill);
-	gx[1] = fx != 0 ? fold(gx[1], s, p->lo[0], p->hi[0], p->fill) : gx[0];
-	gy[1] = fy != 0 ? fold(gy[1], s, p->lo[1], p->hi[1], p->fill) : gy[0];
-	if (p->fill == ISPEC_FILL_CONSTANT &&
-	    (gx[0] < 0 || gx[1] < 0 || gy[0] < 0 || gy[1] < 0)) {
-		if ((gx[0] < 0 && gx[1] < 0) || (gy[0] < 0 && gy[1] < 0))
-			return p->fillv;
-		return bilinear_mixed(p, gx, gy, bx, by, nvec, gray);
-	}
-	k0 = gy[0] - p->lo[1], k1 = gy[1] - p->lo[1];
-	c0 = gx[0] - p->lo[0], c1 = gx[1] - p->lo[0];
-	if (c0 - c1 > 1 || c1 - c0 > 1) {
-		/* apart (wrapped): a window each */
-		sep(p, pair_of(p, c0, nvec), vrow(p, c0, k0), vrow(p, c0, k1),
-		    bx[0], 0, by[0], by[1], nvec, gray, &r, &g, &b);
-		sep(p, pair_of(p, c1, nvec), vrow(p, c1, k0), vrow(p, c1, k1),
-		    bx[1], 0, by[0], by[1], nvec, gray, &r2, &g2, &b2);
-		return sums(&r, &g, &b, gray) + sums(&r2, &g2, &b2, gray);
-	}
-	/* one column, or two next to each other in either order */
-	x0 = c0 < c1 ? bx[0] : c0 > c1 ? bx[1] : bx[0] + bx[1];
-	x1 = c0 < c1 ? bx[1] : c0 > c1 ? bx[0] : 0;
-	c0 = c0 < c1 ? c0 : c1;
-	sep(p, pair_of(p, c0, nvec), vrow(p, c0, k0), vrow(p, c0, k1), x0, x1,
-	    by[0], by[1], nvec, gray, &r, &g, &b);
-	return sums(&r, &g, &b, gray);
-}
-
-/* Nearest near the crop's edge: the grid point through the fill mode. */
-INLINE v4f nearest_out(const struct pass *p, int32_t gx, int32_t gy,
-		       unsigned nvec, bool gray)
-{
-	int32_t s = (int32_t)p->s;
-	v8f r, g = { 0 }, b = { 0 };
-
-	gx = fold(gx, s, p->lo[0], p->hi[0], p->fill);
-	gy = fold(gy, s, p->lo[1], p->hi[1], p->fill);
-	if (p->fill == ISPEC_FILL_CONSTANT && (gx < 0 || gy < 0))
-		return p->fillv;
-	point(p, pair_of(p, gx - p->lo[0], nvec),
-	      vrow(p, gx - p->lo[0], gy - p->lo[1]), nvec, gray, &r, &g, &b);
-	return sums(&r, &g, &b, gray);
-}
-
-/*
  * Where an output pixel's point falls: the grid point (bilinear: the
- * first of four) as a column and row of V and the pair table (grid
- * column lo[0] + gx, row lo[1] + gy), and the fractions past it.
+ * first of four) as a column and row of G (grid column lo[0] + gx, row
+ * lo[1] + gy), and the fractions past it.
  */
 struct at {
 	int32_t gx, gy;
@@ -704,43 +545,50 @@ struct at {
 
 /*
  * Two pixels' points, xy = [x y x' y'] in grid-index coordinates (half a
- * pixel less than area ones), as their grid points and fractions: rounded
- * half to even (nearest, as torch's nearbyint) by adding and taking away
- * 2^52 + 2^51, which rounds in double whatever the instruction set, and
- * floored (bilinear) from there.
+ * pixel less than area ones), as their grid points gi and fractions fr:
+ * rounded half to even (nearest, as torch's nearbyint) by adding and
+ * taking away 2^52 + 2^51, which rounds in double whatever the
+ * instruction set, and floored (bilinear) from there. With cmax (fill
+ * nearest, whose reach is the whole grid), the points are first clamped
+ * onto [0, cmax]: the nearest grid point's value beyond the edge, as the
+ * fill extends it.
  */
-INLINE void locate2(const v4d *xy, bool bilinear, struct at *a, struct at *b,
-		    v4i *gi)
+INLINE void locate2(const v4d *xy0, bool bilinear, const v4d *cmax, v4i *gi,
+		    v4f *fr)
 {
 	const v4d big = { 0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52 };
 	const v4d one = { 1, 1, 1, 1 };
-	v4d r = (*xy + big) - big;
-	v4i g;
+	v4d xy = *xy0, r;
 	v4f f = { 0, 0, 0, 0 };
 
-	if (bilinear) {
-		r -= (v4d)((v4l)one & (r > *xy));
-		f = __builtin_convertvector(*xy - r, v4f);
+	if (cmax) {
+		v4l neg = xy<(v4d){ 0, 0, 0, 0 }, over = xy> * cmax;
+
+		xy = (v4d)((v4l)xy & ~neg);
+		xy = (v4d)(((v4l)xy & ~over) | ((v4l)*cmax & over));
 	}
-	g = __builtin_convertvector(r, v4i);
-	*gi = g;
-	a->gx = g[0], a->gy = g[1], a->fx = f[0], a->fy = f[1];
-	b->gx = g[2], b->gy = g[3], b->fx = f[2], b->fy = f[3];
+	r = (xy + big) - big;
+	if (bilinear) {
+		r -= (v4d)((v4l)one & (r > xy));
+		f = __builtin_convertvector(xy - r, v4f);
+	}
+	*gi = __builtin_convertvector(r, v4i);
+	*fr = f;
+}
+
+/* Pixel k (0 or 1) of locate2()'s pair. */
+INLINE struct at at_of(const v4i *gi, const v4f *fr, unsigned k)
+{
+	return (struct at){ (*gi)[2 * k], (*gi)[2 * k + 1], (*fr)[2 * k],
+			    (*fr)[2 * k + 1] };
 }
 
 /*
- * Whether all of the grid points at a are read as they are: those the
- * map reaches, since the reach never takes in more than fold() leaves
- * alone. The first point's index is below lim (the count, one less for
- * bilinear, whose second point is one on).
+ * Whether both pixels of locate2()'s g have all their grid points in G
+ * as they are: each first point's index below lim (per axis: the count,
+ * less one for bilinear's second point where the copy past the last is
+ * not what the fill gives).
  */
-INLINE bool inside_at(const struct at *a, const v4i *lim)
-{
-	return (uint32_t)a->gx < (uint32_t)(*lim)[0] &&
-	       (uint32_t)a->gy < (uint32_t)(*lim)[1];
-}
-
-/* Whether both pixels of locate2()'s g are inside_at(). */
 INLINE bool inside2(const v4i *g, const v4i *lim)
 {
 	v4i in = (v4i)((v4u)*g < (v4u)*lim);
@@ -762,117 +610,105 @@ INLINE bool off_grid(const struct pass *p, const struct at *a, bool bilinear)
 	       a->gy > p->hi[1] - p->lo[1];
 }
 
-/*
- * A pixel's separable kernel: grid column lo[0] + c's windows (pair),
- * weighed x0 and x1, over V rows from r0 and r1, weighed y0 and y1
- * (nearest: the first window over r0).
- */
-struct kern {
-	int32_t c;
-	const float *r0, *r1;
-	float x0, x1, y0, y1;
-};
+#define SPLAT4(f) ((v4f){ (f), (f), (f), (f) })
 
 /*
- * aim() for fill nearest, whose reach is the whole grid (lo is 0): each
- * point clamped onto it, with no branch. Columns clamped onto one take
- * both weights on it; the second column (and row) is never left of the
- * first. The same kernel as fold() gives.
+ * Bilinear's sum, the same for every pixel: each column's two points
+ * blended by fy (t0 + fy (t1 - t0)), then the two columns by fx. The
+ * columns' points sit in the halves of t0 (first row) and t1 (second).
  */
-INLINE bool aim_clamped(const struct pass *p, const struct at *a, float bx0,
-			float bx1, struct kern *k)
+INLINE v4f blend(v8f t0, v8f t1, float fx, float fy)
 {
-	int32_t s1 = (int32_t)p->s - 1, c0, c1, k0, k1;
+	v8f t = t0 + SPLAT8(fy) * (t1 - t0);
+	v4f lo, hi;
 
-	c0 = a->gx < 0 ? 0 : a->gx > s1 ? s1 : a->gx;
-	c1 = a->gx + 1 < 0 ? 0 : a->gx + 1 > s1 ? s1 : a->gx + 1;
-	k0 = a->gy < 0 ? 0 : a->gy > s1 ? s1 : a->gy;
-	k1 = a->gy + 1 < 0 ? 0 : a->gy + 1 > s1 ? s1 : a->gy + 1;
-	/* a zero fraction weighs nothing on the second point: not read */
-	c1 = a->fx != 0 ? c1 : c0;
-	k1 = a->fy != 0 ? k1 : k0;
-	k->x0 = c0 < c1 ? bx0 : bx0 + bx1;
-	k->x1 = c0 < c1 ? bx1 : 0;
-	k->c = c0;
-	k->r0 = vrow(p, c0, k0);
-	k->r1 = vrow(p, c0, k1);
-	return true;
+	memcpy(&lo, &t, sizeof(lo));
+	memcpy(&hi, (const char *)&t + sizeof(lo), sizeof(hi));
+	return lo + SPLAT4(fx) * (hi - lo);
 }
 
 /*
- * The kernel of the pixel at a: one whose grid points are all read as
- * they are (in), or, through a fill that folds, whose columns fall on one
- * or two next to each other (rows may fall anywhere). false where the
- * general path must take the pixel: the constant fill's edge and wrap's
- * seam.
+ * Two pixels' blend() at once (their first rows' points from qa and qb,
+ * the second rows gstride on), f = [fx fy fx' fy']: both pixels' columns
+ * blended in one vector, *out = [r g b - r' g' b' -].
  */
-INLINE bool aim(const struct pass *p, const struct at *a, bool in,
-		bool bilinear, struct kern *k)
+INLINE void blend2(const float *qa, const float *qb, size_t gstride, v4f f,
+		   v8f *out)
 {
-	int32_t s = (int32_t)p->s, c0, c1, k0, k1;
-	float bx0 = 1 - a->fx, bx1 = a->fx;
+	v8f a0, a1, b0, b1, ta, tb, lo, hi;
 
-	k->y0 = 1 - a->fy, k->y1 = a->fy;
-	if (in) {
-		k->c = a->gx;
-		k->r0 = vrow(p, a->gx, a->gy);
-		k->r1 = bilinear ? k->r0 + p->vstride : k->r0;
-		k->x0 = bx0, k->x1 = bx1;
-		return true;
+	LOAD(a0, qa);
+	LOAD(a1, qa + gstride);
+	LOAD(b0, qb);
+	LOAD(b1, qb + gstride);
+	ta = a0 + SPLAT8(f[1]) * (a1 - a0);
+	tb = b0 + SPLAT8(f[3]) * (b1 - b0);
+	lo = SHUF8(ta, tb, 0, 1, 2, 3, 8, 9, 10, 11);
+	hi = SHUF8(ta, tb, 4, 5, 6, 7, 12, 13, 14, 15);
+	*out = lo + (v8f){ f[0], f[0], f[0], f[0], f[2], f[2], f[2], f[2] } *
+			    (hi - lo);
+}
+
+/* A pixel whose grid points are all in G as they are: [r g b -]. */
+INLINE v4f at_grid(const struct pass *p, const struct at *a, bool bilinear)
+{
+	const float *q = p->g + (size_t)a->gy * p->gstride + 4 * (size_t)a->gx;
+	v8f t0, t1;
+	v4f v;
+
+	if (!bilinear) {
+		LOAD(v, q);
+		return v;
 	}
-	if (p->fill == ISPEC_FILL_CONSTANT)
-		return false;
-	if (p->fill == ISPEC_FILL_NEAREST)
-		return aim_clamped(p, a, bx0, bx1, k);
-	/* a zero fraction weighs nothing on the second point: not read */
-	c0 = fold(a->gx + p->lo[0], s, p->lo[0], p->hi[0], p->fill) - p->lo[0];
-	k0 = fold(a->gy + p->lo[1], s, p->lo[1], p->hi[1], p->fill) - p->lo[1];
-	c1 = a->fx != 0 ? fold(a->gx + 1 + p->lo[0], s, p->lo[0], p->hi[0],
-			       p->fill) -
-				  p->lo[0] :
-			  c0;
-	k1 = a->fy != 0 ? fold(a->gy + 1 + p->lo[1], s, p->lo[1], p->hi[1],
-			       p->fill) -
-				  p->lo[1] :
-			  k0;
-	if (c0 - c1 > 1 || c1 - c0 > 1)
-		return false;
-	k->x0 = c0 < c1 ? bx0 : c0 > c1 ? bx1 : bx0 + bx1;
-	k->x1 = c0 < c1 ? bx1 : c0 > c1 ? bx0 : 0;
-	k->c = c0 < c1 ? c0 : c1;
-	k->r0 = vrow(p, k->c, k0);
-	k->r1 = vrow(p, k->c, k1);
-	return true;
+	LOAD(t0, q);
+	LOAD(t1, q + p->gstride);
+	return blend(t0, t1, a->fx, a->fy);
 }
 
-/* A pixel's kernel, lane by lane: sums() of them is its value. */
-INLINE void apply(const struct pass *p, const struct kern *k, unsigned nvec,
-		  bool gray, bool bilinear, v8f *r, v8f *g, v8f *b)
+/*
+ * Grid point (gx, gy), both through fold(): its value, or the constant
+ * fill's (fold()'s -1; fill context's points left of or above the crop
+ * have indices below 0 of their own).
+ */
+INLINE v4f point(const struct pass *p, int32_t gx, int32_t gy)
 {
-	const float *pw = pair_of(p, k->c, nvec);
+	v4f v;
 
-	if (bilinear)
-		sep(p, pw, k->r0, k->r1, k->x0, k->x1, k->y0, k->y1, nvec, gray,
-		    r, g, b);
-	else
-		point(p, pw, k->r0, nvec, gray, r, g, b);
+	if (p->fill == ISPEC_FILL_CONSTANT && (gx < 0 || gy < 0))
+		return p->fillv;
+	LOAD(v, p->g + (size_t)(gy - p->lo[1]) * p->gstride +
+			4 * (size_t)(gx - p->lo[0]));
+	return v;
 }
 
-/* Any pixel: [r g b b]. */
-INLINE v4f pixel(const struct pass *p, const struct at *a, bool in,
-		 unsigned nvec, bool gray, bool bilinear)
+/*
+ * Any pixel, each of its grid points through the fill mode: the same sum
+ * as at_grid() (a zero fraction weighs the second point's value, whatever
+ * the fill made of it, to nothing).
+ */
+INLINE v4f pixel_any(const struct pass *p, struct at a)
 {
-	v8f r, g = { 0 }, b = { 0 };
-	struct kern k;
+	int32_t s = (int32_t)p->s, x = a.gx + p->lo[0], y = a.gy + p->lo[1];
+	int32_t c0, c1, k0, k1;
+	v8f t0, t1;
+	v4f v[4];
 
-	if (aim(p, a, in, bilinear, &k)) {
-		apply(p, &k, nvec, gray, bilinear, &r, &g, &b);
-		return sums(&r, &g, &b, gray);
-	}
-	return bilinear ? bilinear_out(p, a->gx + p->lo[0], a->gy + p->lo[1],
-				       a->fx, a->fy, nvec, gray) :
-			  nearest_out(p, a->gx + p->lo[0], a->gy + p->lo[1],
-				      nvec, gray);
+	if (!p->bilinear)
+		return point(p, fold(x, s, p->lo[0], p->hi[0], p->fill),
+			     fold(y, s, p->lo[1], p->hi[1], p->fill));
+	if (p->fill == ISPEC_FILL_CONSTANT && off_grid(p, &a, true))
+		return p->fillv;
+	c0 = fold(x, s, p->lo[0], p->hi[0], p->fill);
+	c1 = fold(x + 1, s, p->lo[0], p->hi[0], p->fill);
+	k0 = fold(y, s, p->lo[1], p->hi[1], p->fill);
+	k1 = fold(y + 1, s, p->lo[1], p->hi[1], p->fill);
+	v[0] = point(p, c0, k0);
+	v[1] = point(p, c1, k0);
+	v[2] = point(p, c0, k1);
+	v[3] = point(p, c1, k1);
+	memcpy(&t0, v, sizeof(t0));
+	memcpy(&t1, v + 2, sizeof(t1));
+	return blend(t0, t1, a.fx, a.fy);
 }
 
 /*
@@ -880,24 +716,19 @@ INLINE v4f pixel(const struct pass *p, const struct at *a, bool in,
  * instruction set), since the output loop calls it only near the crop's
  * edge.
  */
-typedef v4f pixel_fn(const struct pass *p, struct at a, bool in);
+typedef v4f pixel_fn(const struct pass *p, struct at a);
 
-INLINE v4f pixel_any(const struct pass *p, struct at a, bool in)
-{
-	if (p->nvec == 1 && p->planes == 3)
-		return p->bilinear ? pixel(p, &a, in, 1, false, true) :
-				     pixel(p, &a, in, 1, false, false);
-	return pixel(p, &a, in, p->nvec, p->planes == 1, p->bilinear);
-}
+/* Pixel pairs located at a time, before their values are made. */
+#define PAIRS 64
 
 /*
  * The output pixels, each at its inverse-mapped point, stepped along the
- * row, two at a time. Two pixels that aim() gives kernels are summed
- * together; the rest, one by one, by the general path (one, the same
- * instruction set's), the constant fill's own pixels at once.
+ * row: PAIRS pairs of points found first (their grid points as offsets
+ * into G), then their values, from G at once where a pair's grid points
+ * are all there, through the general path (one, the same instruction
+ * set's) where not.
  */
-INLINE void pixels_body(const struct pass *pp, unsigned nvec, bool gray,
-			bool bilinear, pixel_fn *one)
+INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 {
 	/*
 	 * A copy that the byte stores cannot touch (as far as the compiler
@@ -907,13 +738,13 @@ INLINE void pixels_body(const struct pass *pp, unsigned nvec, bool gray,
 	const double m[6] = { p->m[0], p->m[1], p->m[2],
 			      p->m[3], p->m[4], p->m[5] };
 	uint8_t *end = p->out + (size_t)p->s * p->s * 3;
-	/* how many first grid points have all theirs inside, per axis */
-	int32_t nx = p->hi[0] - p->lo[0] + !bilinear;
-	int32_t ny = p->hi[1] - p->lo[1] + !bilinear;
-	v4i lim = { nx, ny, nx, ny };
-	v4f zero = { 0, 0, 0, 0 };
-	v4d step = { 2 * m[0], 2 * m[3], 2 * m[0], 2 * m[3] };
-	bool constant = p->fill == ISPEC_FILL_CONSTANT;
+	int32_t r = bilinear && !p->copy_ok, gs = (int32_t)p->gstride;
+	const v4i lim = { p->nx - r, p->ny - r, p->nx - r, p->ny - r };
+	const v4i mul = { 4, gs, 4, gs };
+	const v4d cmax = { p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1 };
+	const v4d *clamp = p->fill == ISPEC_FILL_NEAREST ? &cmax : NULL;
+	const v4f zero = { 0, 0, 0, 0 };
+	const v4d step = { 2 * m[0], 2 * m[3], 2 * m[0], 2 * m[3] };
 
 	for (uint32_t v = 0; v < p->s; v++) {
 		double x =
@@ -922,109 +753,87 @@ INLINE void pixels_body(const struct pass *pp, unsigned nvec, bool gray,
 			m[3] * 0.5 + m[4] * (v + 0.5) + m[5] - 0.5 - p->lo[1];
 		v4d xy = { x, y, x + m[0], y + m[3] };
 		uint8_t *o = p->out + (size_t)v * p->s * 3;
-		uint32_t u = 0;
-		struct at a, b;
-		v4i gi;
+		uint32_t left = p->s / 2;
+		v4i gi[PAIRS];
+		v4f fr[PAIRS];
+		int32_t off[2 * PAIRS];
 
-		/*
-		 * Each pair's points are found an iteration ahead, so that
-		 * its loads need not wait for them (the last, past the row,
-		 * is not used).
-		 */
-		locate2(&xy, bilinear, &a, &b, &gi);
-		for (; u + 2 <= p->s; u += 2, o += 6) {
-			struct at na, nb;
-			struct kern ka, kb;
-			v8f r, g, l, r2, g2, l2;
-			v4f lo, hi;
-			v4i ngi;
-			bool ok;
+		while (left) {
+			uint32_t n = left < PAIRS ? left : PAIRS;
 
-			xy += step;
-			locate2(&xy, bilinear, &na, &nb, &ngi);
-			if (inside2(&gi, &lim)) {
-				aim(p, &a, true, bilinear, &ka);
-				aim(p, &b, true, bilinear, &kb);
-				ok = true;
-			} else {
-				ok = !constant &&
-				     aim(p, &a, inside_at(&a, &lim), bilinear,
-					 &ka) &&
-				     aim(p, &b, inside_at(&b, &lim), bilinear,
-					 &kb);
+			for (uint32_t j = 0; j < n; j++, xy += step) {
+				v4i t;
+
+				locate2(&xy, bilinear, clamp, &gi[j], &fr[j]);
+				t = gi[j] * mul;
+				off[2 * j] = t[0] + t[1];
+				off[2 * j + 1] = t[2] + t[3];
 			}
-			if (ok) {
-				apply(p, &ka, nvec, gray, bilinear, &r, &g, &l);
-				apply(p, &kb, nvec, gray, bilinear, &r2, &g2,
-				      &l2);
-				if (gray)
-					hsum6(&r, &r, &r, &r2, &r2, &r2, &lo,
-					      &hi);
-				else
-					hsum6(&r, &g, &l, &r2, &g2, &l2, &lo,
-					      &hi);
-				store_px(o, lo, hi, 6, o + 8 <= end);
-			} else {
-				lo = constant && off_grid(p, &a, bilinear) ?
-					     p->fillv :
-					     one(pp, a, inside_at(&a, &lim));
-				store_px(o, lo, zero, 3, o + 8 <= end);
-				hi = constant && off_grid(p, &b, bilinear) ?
-					     p->fillv :
-					     one(pp, b, inside_at(&b, &lim));
-				store_px(o + 3, hi, zero, 3, o + 11 <= end);
+			for (uint32_t j = 0; j < n; j++, o += 6) {
+				const float *qa = p->g + off[2 * j];
+				const float *qb = p->g + off[2 * j + 1];
+				v4f lo, hi;
+
+				if (!inside2(&gi[j], &lim)) {
+					lo = one(pp, at_of(&gi[j], &fr[j], 0));
+					hi = one(pp, at_of(&gi[j], &fr[j], 1));
+				} else if (bilinear) {
+					v8f t;
+
+					blend2(qa, qb, p->gstride, fr[j], &t);
+					memcpy(&lo, &t, sizeof(lo));
+					memcpy(&hi,
+					       (const char *)&t + sizeof(lo),
+					       sizeof(hi));
+				} else {
+					LOAD(lo, qa);
+					LOAD(hi, qb);
+				}
+				store_px(o, SHUF4(lo, hi, 0, 1, 2, 4),
+					 SHUF4(hi, hi, 1, 2, 1, 2), 6,
+					 o + 8 <= end);
 			}
-			a = na, b = nb, gi = ngi;
+			left -= n;
 		}
-		if (u < p->s)
-			store_px(o, one(pp, a, inside_at(&a, &lim)), zero, 3,
+		if (p->s & 1) {
+			v4i g;
+			v4f f;
+
+			locate2(&xy, bilinear, clamp, &g, &f);
+			store_px(o, one(pp, at_of(&g, &f, 0)), zero, 3,
 				 o + 8 <= end);
-	}
-}
-
-/*
- * The output loop for p's case, with the common window (one vector), the
- * channels and the interpolation known to the compiler.
- */
-INLINE void pixels_any(const struct pass *p, pixel_fn *one)
-{
-	unsigned n = p->nvec;
-	bool gray = p->planes == 1;
-
-	switch ((n == 1) << 2 | gray << 1 | p->bilinear) {
-	case 0: pixels_body(p, n, false, false, one); break;
-	case 1: pixels_body(p, n, false, true, one); break;
-	case 2: pixels_body(p, n, true, false, one); break;
-	case 3: pixels_body(p, n, true, true, one); break;
-	case 4: pixels_body(p, 1, false, false, one); break;
-	case 5: pixels_body(p, 1, false, true, one); break;
-	case 6: pixels_body(p, 1, true, false, one); break;
-	default: pixels_body(p, 1, true, true, one); break;
+		}
 	}
 }
 
 #if defined(__x86_64__)
 AVX2 __attribute__((noinline)) static v4f pixel_avx2(const struct pass *p,
-						     struct at a, bool in)
+						     struct at a)
 {
-	return pixel_any(p, a, in);
+	return pixel_any(p, a);
 }
 
 AVX2 static void pixels_avx2(const struct pass *p)
 {
-	pixels_any(p, pixel_avx2);
+	if (p->bilinear)
+		pixels_body(p, true, pixel_avx2);
+	else
+		pixels_body(p, false, pixel_avx2);
 }
 #endif
 
 __attribute__((noinline)) static v4f pixel_base(const struct pass *p,
-						struct at a, bool in)
+						struct at a)
 {
-	return pixel_any(p, a, in);
+	return pixel_any(p, a);
 }
 
 static void pixels_base(const struct pass *p)
 {
-	pixels_any(p, pixel_base);
+	if (p->bilinear)
+		pixels_body(p, true, pixel_base);
+	else
+		pixels_body(p, false, pixel_base);
 }
 
 static bool warp_simd = true, warp_shift = true;
@@ -1101,58 +910,16 @@ static void shift_run(const struct warp_src *src, int32_t dx, int32_t dy,
 
 typedef void pass_fn(const struct pass *);
 
-static void pick(pass_fn **vpass, pass_fn **pixels)
+static void pick(pass_fn **grid, pass_fn **pixels)
 {
-	*vpass = vpass_base;
+	*grid = grid_base;
 	*pixels = pixels_base;
 #if defined(__x86_64__)
 	if (warp_simd && __builtin_cpu_supports("avx2")) {
-		*vpass = vpass_avx2;
+		*grid = grid_avx2;
 		*pixels = pixels_avx2;
 	}
 #endif
-}
-
-/*
- * The floats (a multiple of eight) that hold any grid column's window and
- * the next one's from the same start: pass's pair. Windows only move
- * right, column by column; 0 if one does not.
- */
-static uint32_t pairs_span(const struct axis *ax)
-{
-	int32_t span = 0;
-
-	for (int32_t i = 0; i < ax->count; i++) {
-		int32_t e = ax->n[i];
-
-		if (i + 1 < ax->count) {
-			int32_t d = ax->start[i + 1] - ax->start[i];
-
-			if (d < 0)
-				return 0;
-			e = d + ax->n[i + 1] > e ? d + ax->n[i + 1] : e;
-		}
-		span = e > span ? e : span;
-	}
-	return (uint32_t)round8((size_t)(span ? span : 1));
-}
-
-/* pass's off and pair for the windows of ax. */
-static void pairs_build(const struct axis *ax, int32_t clo, uint32_t span,
-			int32_t *off, float *pair)
-{
-	for (int32_t i = 0; i < ax->count; i++) {
-		float *a = pair + (size_t)i * 2 * span, *b = a + span;
-
-		off[i] = ax->start[i] - clo;
-		memset(a, 0, 2 * span * sizeof(float));
-		memcpy(a, ax->w + (size_t)i * ax->taps,
-		       (size_t)ax->n[i] * sizeof(float));
-		if (i + 1 < ax->count)
-			memcpy(b + ax->start[i + 1] - ax->start[i],
-			       ax->w + (size_t)(i + 1) * ax->taps,
-			       (size_t)ax->n[i + 1] * sizeof(float));
-	}
 }
 
 /* base + n bytes, rounded up to an address that is a multiple of 32. */
@@ -1165,14 +932,14 @@ static size_t align32(const void *base, size_t n)
 int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap)
 {
-	int32_t lo[2], hi[2], clo, chi, taps, ch = (int32_t)src->ch;
+	int32_t lo[2], hi[2], clo, chi, taps, ch = (int32_t)src->ch, n = 1;
 	struct axis ax, ay;
 	struct pass p;
 	unsigned char *base = scratch;
-	size_t used, off_at, pair_at, v_at;
+	size_t used, off_at, wx_at, v_at, g_at;
 	int32_t *off;
-	float *pair;
-	pass_fn *vpass, *pixels;
+	float *wx;
+	pass_fn *grid, *pixels;
 	int err;
 
 	if ((ch != 1 && ch != 3) || !src->w || !src->h || !s ||
@@ -1206,7 +973,7 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	if (err)
 		return err;
 
-	/* The source columns the grid columns read. */
+	/* The source columns the grid columns read; the widest window. */
 	clo = INT32_MAX;
 	chi = 0;
 	for (int32_t i = 0; i < ax.count; i++) {
@@ -1214,6 +981,7 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 			continue;
 		clo = ax.start[i] < clo ? ax.start[i] : clo;
 		chi = ax.start[i] + ax.n[i] > chi ? ax.start[i] + ax.n[i] : chi;
+		n = ax.n[i] > n ? ax.n[i] : n;
 	}
 	if (clo >= chi)
 		return -EINVAL;
@@ -1227,34 +995,51 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 		.ncols = chi - clo,
 		.lo = { lo[0], lo[1] },
 		.hi = { hi[0], hi[1] },
+		.nx = ax.count,
+		.ny = ay.count,
 		.s = s,
-		.span = pairs_span(&ax),
-		.planes = ch == 3 ? 3 : 1,
+		.span = (uint32_t)(n + 1) & ~1u,
 		.fill = sp->fill,
 		.bilinear = sp->interp == ISPEC_INTERP_BILINEAR,
+		/* fold() takes the point past hi onto hi, as the copy is */
+		.copy_ok = sp->fill == ISPEC_FILL_NEAREST ||
+			   sp->fill == ISPEC_FILL_REFLECT ||
+			   sp->fill == ISPEC_FILL_CONTEXT,
 		.fillv = { (float)sp->fill_rgb[0], (float)sp->fill_rgb[1],
 			   (float)sp->fill_rgb[2], 0 },
 	};
-	if (!p.span)
-		return -EINVAL;
-	p.nvec = p.span / 8;
-	p.pstride = round8((size_t)p.ncols) + p.span;
-	p.vstride = p.planes * p.pstride;
-	/* the pair table and V after the axes, vectors on 32 bytes */
-	pair_at = align32(base, off_at + (size_t)ax.count * sizeof(int32_t));
-	v_at = pair_at + (size_t)ax.count * 2 * p.span * sizeof(float);
-	used = v_at + (size_t)ay.count * p.vstride * sizeof(float);
+	p.gstride = 4 * ((size_t)p.nx + 1);
+	/* the weights, V and G after the axes, vectors on 32 bytes */
+	wx_at = align32(base, off_at + (size_t)ax.count * sizeof(int32_t));
+	v_at = align32(base,
+		       wx_at + (size_t)ax.count * 4 * p.span * sizeof(float));
+	g_at = align32(base,
+		       v_at + 4 * ((size_t)p.ncols + p.span) * sizeof(float));
+	used = g_at + (size_t)(p.ny + 1) * p.gstride * sizeof(float);
 	if (used > cap)
 		return -ENOSPC;
 	off = (void *)(base + off_at);
-	pair = (void *)(base + pair_at);
-	p.off = off;
-	p.pair = pair;
-	p.v = (void *)(base + v_at);
-	pairs_build(&ax, clo, p.span, off, pair);
+	wx = (void *)(base + wx_at);
+	for (int32_t i = 0; i < ax.count; i++) {
+		float *w = wx + (size_t)i * 4 * p.span;
 
-	pick(&vpass, &pixels);
-	vpass(&p);
+		off[i] = ax.start[i] - clo;
+		for (uint32_t t = 0; t < p.span; t++) {
+			float f = (int32_t)t < ax.n[i] ?
+					  ax.w[(size_t)i * ax.taps + t] :
+					  0;
+
+			w[4 * t] = w[4 * t + 1] = w[4 * t + 2] = w[4 * t + 3] =
+				f;
+		}
+	}
+	p.off = off;
+	p.wx = wx;
+	p.v = (void *)(base + v_at);
+	p.g = (void *)(base + g_at);
+
+	pick(&grid, &pixels);
+	grid(&p);
 	pixels(&p);
 	return 0;
 }

@@ -7,15 +7,15 @@
  * s x s with the antialiased triangle filter (resize.h), then sample that
  * image at each output pixel's inverse-mapped point, bilinear or nearest,
  * with a fill where the point leaves it. Here the crop's s x s image is
- * never made. Its value at a grid point is the separable filter evaluated
- * there, straight from the decoded pixels, and each output pixel weighs
- * the (up to four) grid points around its point: the same kernel as the
- * chain, composed, evaluated once, in float and rounded once. The
- * vertical half of the separable filter is shared: one row sum per grid
- * row and source column the map reaches (warp_scratch_bytes()). Where
- * bilinear's four grid points are all read (or fold onto columns next to
- * each other), they make one separable kernel: the two columns' windows
- * weighed into one, over the two rows' sums weighed into one.
+ * never made as bytes: its values at the grid points the map reaches are
+ * the separable filter evaluated there, straight from the decoded pixels
+ * (the vertical half for a grid row, then the horizontal), kept in float,
+ * unrounded and unclamped; each output pixel then blends the (up to four)
+ * grid points around its point. The same kernel as the chain, composed,
+ * in float, rounded once, the fill applying where the composed map leaves
+ * the crop. Making each grid point once, rather than inside every pixel
+ * that reads it, is what keeps the pass at two loads and a blend a pixel
+ * (warp_scratch_bytes() counts the grid).
  *
  * Maps are 2 x 3 affine matrices m (x' = m0 x + m1 y + m2, y' = m3 x +
  * m4 y + m5) in area coordinates: pixel i covers [i, i + 1), its centre
