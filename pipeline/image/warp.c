@@ -258,12 +258,13 @@ typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4l __attribute__((vector_size(32)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
 
 #if defined(__clang__) || __GNUC__ >= 12
 #define SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #define SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-typedef int32_t v8i __attribute__((vector_size(32)));
 #define SHUF4(a, b, ...) __builtin_shuffle(a, b, (v4i){ __VA_ARGS__ })
 #define SHUF8(a, b, ...) __builtin_shuffle(a, b, (v8i){ __VA_ARGS__ })
 #endif
@@ -590,39 +591,36 @@ struct at {
 };
 
 /*
- * Two pixels' points, xy = [x y x' y'] in grid-index coordinates (half a
- * pixel less than area ones), as their grid points gi and fractions fr:
- * rounded half to even (nearest, as torch's nearbyint) by adding and
- * taking away 2^52 + 2^51, which rounds in double whatever the
- * instruction set, and floored (bilinear) from there. With cmax (fill
- * nearest, whose reach is the whole grid), the points are first clamped
- * onto [0, cmax]: the nearest grid point's value beyond the edge, as the
- * fill extends it.
+ * Four pixels' points, xy = [x y x' y' ...] in grid-index coordinates
+ * (half a pixel less than area ones), as their grid points gi and
+ * fractions fr: rounded half to even (nearest, as torch's nearbyint) by
+ * adding and taking away 2^23 + 2^22, which rounds in float whatever the
+ * instruction set, and floored (bilinear) from there. The points are
+ * first clamped: onto [0, cmax] with cmax (fill nearest, whose reach is
+ * the whole grid: the nearest grid point's value beyond the edge, as the
+ * fill extends it), else onto +-2^21, where that rounding holds and
+ * every grid is far behind.
  */
-INLINE void locate2(const v4d *xy0, bool bilinear, const v4d *cmax, v4i *gi,
-		    v4f *fr)
+INLINE void locate4(v8f xy, bool bilinear, const v8f *cmax, v8i *gi, v8f *fr)
 {
-	const v4d big = { 0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52 };
-	const v4d one = { 1, 1, 1, 1 };
-	v4d xy = *xy0, r;
-	v4f f = { 0, 0, 0, 0 };
+	const v8f big = SPLAT8(0x1.8p23f), one = SPLAT8(1.0f);
+	const v8f far = SPLAT8(0x1p21f), lo = cmax ? SPLAT8(0.0f) : -far;
+	const v8f hi = cmax ? *cmax : far;
+	v8i below = xy<lo, above = xy> hi;
+	v8f r;
 
-	if (cmax) {
-		v4l neg = xy<(v4d){ 0, 0, 0, 0 }, over = xy> * cmax;
-
-		xy = (v4d)((v4l)xy & ~neg);
-		xy = (v4d)(((v4l)xy & ~over) | ((v4l)*cmax & over));
-	}
+	xy = (v8f)(((v8i)xy & ~below) | ((v8i)lo & below));
+	xy = (v8f)(((v8i)xy & ~above) | ((v8i)hi & above));
 	r = (xy + big) - big;
+	*fr = SPLAT8(0.0f);
 	if (bilinear) {
-		r -= (v4d)((v4l)one & (r > xy));
-		f = __builtin_convertvector(xy - r, v4f);
+		r -= (v8f)((v8i)one & (r > xy));
+		*fr = xy - r;
 	}
-	*gi = __builtin_convertvector(r, v4i);
-	*fr = f;
+	*gi = __builtin_convertvector(r, v8i);
 }
 
-/* Pixel k (0 or 1) of locate2()'s pair. */
+/* Pixel k (0 or 1) of a pair's points and fractions (locate4()). */
 INLINE struct at at_of(const v4i *gi, const v4f *fr, unsigned k)
 {
 	return (struct at){ (*gi)[2 * k], (*gi)[2 * k + 1], (*fr)[2 * k],
@@ -781,46 +779,61 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 	 * knows), so that none of it is read again after each pixel.
 	 */
 	const struct pass c = *pp, *p = &c;
-	const double m[6] = { p->m[0], p->m[1], p->m[2],
-			      p->m[3], p->m[4], p->m[5] };
+	const double *m = p->m;
 	uint8_t *end = p->out + (size_t)p->s * p->s * 3;
 	int32_t r = bilinear && !p->copy_ok, gs = (int32_t)p->gstride;
-	const v4i lim = { p->nx - r, p->ny - r, p->nx - r, p->ny - r };
-	const v4i mul = { 4, gs, 4, gs };
-	const v4d cmax = { p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1 };
-	const v4d *clamp = p->fill == ISPEC_FILL_NEAREST ? &cmax : NULL;
+	const v8u lim = { p->nx - r, p->ny - r, p->nx - r, p->ny - r,
+			  p->nx - r, p->ny - r, p->nx - r, p->ny - r };
+	const v4i lim4 = { p->nx - r, p->ny - r, p->nx - r, p->ny - r };
+	const v8i mul = { 4, gs, 4, gs, 4, gs, 4, gs };
+	const v8i low = { -1, -1, -1, -1, 0, 0, 0, 0 };
+	const v8f cmax = { p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1,
+			   p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1 };
+	const v8f *clamp = p->fill == ISPEC_FILL_NEAREST ? &cmax : NULL;
+	const v8f step = { m[0], m[3], m[0], m[3], m[0], m[3], m[0], m[3] };
+	const v8f four = SPLAT8(4.0f);
 	const v4f zero = { 0, 0, 0, 0 };
-	const v4d step = { 2 * m[0], 2 * m[3], 2 * m[0], 2 * m[3] };
 
 	for (uint32_t v = 0; v < p->s; v++) {
-		double x =
-			m[0] * 0.5 + m[1] * (v + 0.5) + m[2] - 0.5 - p->lo[0];
-		double y =
-			m[3] * 0.5 + m[4] * (v + 0.5) + m[5] - 0.5 - p->lo[1];
-		v4d xy = { x, y, x + m[0], y + m[3] };
+		/* pixel u's point: row v's first, plus u steps, in float */
+		float x = (float)(m[0] * 0.5 + m[1] * (v + 0.5) + m[2] - 0.5 -
+				  p->lo[0]);
+		float y = (float)(m[3] * 0.5 + m[4] * (v + 0.5) + m[5] - 0.5 -
+				  p->lo[1]);
+		const v8f base = { x, y, x, y, x, y, x, y };
+		v8f u4 = { 0, 0, 1, 1, 2, 2, 3, 3 };
 		uint8_t *o = p->out + (size_t)v * p->s * 3;
 		uint32_t left = p->s / 2;
-		v4i gi[PAIRS];
-		v4f fr[PAIRS];
-		int32_t off[2 * PAIRS];
+		v4i gi[PAIRS + 1];
+		v4f fr[PAIRS + 1];
+		int32_t off[2 * PAIRS + 2];
 
 		while (left) {
 			uint32_t n = left < PAIRS ? left : PAIRS, j = 0;
-			v4i out = { 0, 0, 0, 0 };
+			v8i out = { 0 }, o8;
 
 			/* the points; whether any grid point is not in G */
-			for (; j < n; j++, xy += step) {
-				v4i t;
+			for (; j < n; j += 2, u4 += four) {
+				v8i g, t;
+				v8f f;
 
-				locate2(&xy, bilinear, clamp, &gi[j], &fr[j]);
-				out |= (v4i)((v4u)gi[j] >= (v4u)lim);
-				t = gi[j] * mul;
-				t += SHUF4(t, t, 1, 0, 3, 2);
+				locate4(base + u4 * step, bilinear, clamp, &g,
+					&f);
+				t = g * mul;
+				t += SHUF8(t, t, 1, 0, 3, 2, 5, 4, 7, 6);
+				/* a pair past the chunk's last: not counted */
+				o8 = (v8i)((v8u)g >= lim);
+				out |= j + 1 < n ? o8 : o8 & low;
+				memcpy(&gi[j], &g, sizeof(g));
+				memcpy(&fr[j], &f, sizeof(f));
 				off[2 * j] = t[0];
 				off[2 * j + 1] = t[2];
+				off[2 * j + 2] = t[4];
+				off[2 * j + 3] = t[6];
 			}
 			j = 0;
-			if (bilinear && !(out[0] | out[1] | out[2] | out[3])) {
+			if (bilinear && !(out[0] | out[1] | out[2] | out[3] |
+					  out[4] | out[5] | out[6] | out[7])) {
 				/* all in G: eight pixels a step */
 				for (; j + 4 <= n; j += 4, o += 24) {
 					v8f t[4];
@@ -839,7 +852,7 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 				const float *qb = p->g + off[2 * j + 1];
 				v4f lo, hi;
 
-				if (!inside2(&gi[j], &lim)) {
+				if (!inside2(&gi[j], &lim4)) {
 					lo = one(pp, at_of(&gi[j], &fr[j], 0));
 					hi = one(pp, at_of(&gi[j], &fr[j], 1));
 				} else if (bilinear) {
@@ -861,11 +874,16 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 			left -= n;
 		}
 		if (p->s & 1) {
-			v4i g;
-			v4f f;
+			const v8f ul = SPLAT8((float)(p->s - 1));
+			v8i g;
+			v8f f;
+			v4i g4;
+			v4f f4;
 
-			locate2(&xy, bilinear, clamp, &g, &f);
-			store_px(o, one(pp, at_of(&g, &f, 0)), zero, 3,
+			locate4(base + ul * step, bilinear, clamp, &g, &f);
+			memcpy(&g4, &g, sizeof(g4));
+			memcpy(&f4, &f, sizeof(f4));
+			store_px(o, one(pp, at_of(&g4, &f4, 0)), zero, 3,
 				 o + 8 <= end);
 		}
 	}
