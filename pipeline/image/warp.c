@@ -243,30 +243,32 @@ static inline int32_t fold(int32_t g, int32_t s, int32_t a, int32_t b,
 
 /*
  * Vectors of the compiler's (SSE on x86-64, whatever the target has
- * elsewhere): eight floats of a row, the four of a pixel (RGB and a lane
- * that is never used), two pixels' points in double. The output loop is
+ * elsewhere): eight floats (two points of G, or four pixels' x and y),
+ * the four of a point or a pixel (RGB and a lane no output reads), and
+ * their integer masks and indices. The grid and output loops are
  * compiled twice, for AVX2 and for the baseline, from the same code:
  * each lane's arithmetic written out, sums in a fixed order, multiplies
  * and adds separate (no FMA is enabled), so both round the same way and
  * give the same bytes. Eight-float vectors never cross a call (the
  * baseline's ABI passes them in memory, and GCC warns of that): the
- * helpers are inlined and take pointers.
+ * helpers are inlined, and return them through pointers.
  */
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v8f __attribute__((vector_size(32)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4l __attribute__((vector_size(32)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef uint32_t v4u __attribute__((vector_size(16)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef uint8_t v16b __attribute__((vector_size(16)));
 
 #if defined(__clang__) || __GNUC__ >= 12
-#define SHUF4(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#define SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define SHUF4(a, b, ...)  __builtin_shufflevector(a, b, __VA_ARGS__)
+#define SHUF8(a, b, ...)  __builtin_shufflevector(a, b, __VA_ARGS__)
+#define SHUF16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-#define SHUF4(a, b, ...) __builtin_shuffle(a, b, (v4i){ __VA_ARGS__ })
-#define SHUF8(a, b, ...) __builtin_shuffle(a, b, (v8i){ __VA_ARGS__ })
+#define SHUF4(a, b, ...)  __builtin_shuffle(a, b, (v4i){ __VA_ARGS__ })
+#define SHUF8(a, b, ...)  __builtin_shuffle(a, b, (v8i){ __VA_ARGS__ })
+#define SHUF16(a, b, ...) __builtin_shuffle(a, b, (v16b){ __VA_ARGS__ })
 #endif
 
 #define INLINE	   static inline __attribute__((always_inline))
@@ -531,8 +533,6 @@ static inline void store_px(uint8_t *o, v4f a, v4f b, size_t n, bool room)
 #endif
 }
 
-typedef uint8_t v16b __attribute__((vector_size(16)));
-
 /*
  * Eight pixels' bytes, as store_px() makes them, from [r g b -] each in
  * the halves of t[0..3]: 24 bytes, or (room) 28, the last four to be
@@ -557,10 +557,10 @@ INLINE void store8(uint8_t *o, const v8f t[4], bool room)
 	q1 = _mm_packus_epi16(_mm_packs_epi32(h[4], h[5]),
 			      _mm_packs_epi32(h[6], h[7]));
 	/* [r g b -] x 4 to [r g b] x 4, then four bytes no one reads */
-	b0 = __builtin_shufflevector((v16b)q0, (v16b)q0, 0, 1, 2, 4, 5, 6, 8, 9,
-				     10, 12, 13, 14, 15, 15, 15, 15);
-	b1 = __builtin_shufflevector((v16b)q1, (v16b)q1, 0, 1, 2, 4, 5, 6, 8, 9,
-				     10, 12, 13, 14, 15, 15, 15, 15);
+	b0 = SHUF16((v16b)q0, (v16b)q0, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
+		    15, 15, 15, 15);
+	b1 = SHUF16((v16b)q1, (v16b)q1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
+		    15, 15, 15, 15);
 	if (room) {
 		memcpy(o, &b0, sizeof(b0));
 		memcpy(o + 12, &b1, sizeof(b1));
@@ -606,7 +606,8 @@ INLINE void locate4(v8f xy, bool bilinear, const v8f *cmax, v8i *gi, v8f *fr)
 	const v8f big = SPLAT8(0x1.8p23f), one = SPLAT8(1.0f);
 	const v8f far = SPLAT8(0x1p21f), lo = cmax ? SPLAT8(0.0f) : -far;
 	const v8f hi = cmax ? *cmax : far;
-	v8i below = xy<lo, above = xy> hi;
+	v8i below = xy < lo;
+	v8i above = xy > hi;
 	v8f r;
 
 	xy = (v8f)(((v8i)xy & ~below) | ((v8i)lo & below));
@@ -628,10 +629,10 @@ INLINE struct at at_of(const v4i *gi, const v4f *fr, unsigned k)
 }
 
 /*
- * Whether both pixels of locate2()'s g have all their grid points in G
- * as they are: each first point's index below lim (per axis: the count,
- * less one for bilinear's second point where the copy past the last is
- * not what the fill gives).
+ * Whether both pixels of a pair (g, from locate4()) have all their grid
+ * points in G as they are: each first point's index below lim (per axis:
+ * the count, less one for bilinear's second point where the copy past
+ * the last is not what the fill gives).
  */
 INLINE bool inside2(const v4i *g, const v4i *lim)
 {
@@ -693,22 +694,6 @@ INLINE void blend2(const float *qa, const float *qb, size_t gstride, v4f f,
 			    (hi - lo);
 }
 
-/* A pixel whose grid points are all in G as they are: [r g b -]. */
-INLINE v4f at_grid(const struct pass *p, const struct at *a, bool bilinear)
-{
-	const float *q = p->g + (size_t)a->gy * p->gstride + 4 * (size_t)a->gx;
-	v8f t0, t1;
-	v4f v;
-
-	if (!bilinear) {
-		LOAD(v, q);
-		return v;
-	}
-	LOAD(t0, q);
-	LOAD(t1, q + p->gstride);
-	return blend(t0, t1, a->fx, a->fy);
-}
-
 /*
  * Grid point (gx, gy), both through fold(): its value, or the constant
  * fill's (fold()'s -1; fill context's points left of or above the crop
@@ -727,7 +712,7 @@ INLINE v4f point(const struct pass *p, int32_t gx, int32_t gy)
 
 /*
  * Any pixel, each of its grid points through the fill mode: the same sum
- * as at_grid() (a zero fraction weighs the second point's value, whatever
+ * as blend2() (a zero fraction weighs the second point's value, whatever
  * the fill made of it, to nothing).
  */
 INLINE v4f pixel_any(const struct pass *p, struct at a)
