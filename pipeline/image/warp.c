@@ -768,11 +768,12 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 	const struct pass c = *pp, *p = &c;
 	const double *m = p->m;
 	uint8_t *end = p->out + (size_t)p->s * p->s * 3;
-	int32_t r = bilinear && !p->copy_ok, gs = (int32_t)p->gstride;
+	int32_t r = bilinear && !p->copy_ok;
+	uint32_t gs = (uint32_t)p->gstride;
 	const v8u lim = { p->nx - r, p->ny - r, p->nx - r, p->ny - r,
 			  p->nx - r, p->ny - r, p->nx - r, p->ny - r };
 	const v4i lim4 = { p->nx - r, p->ny - r, p->nx - r, p->ny - r };
-	const v8i mul = { 4, gs, 4, gs, 4, gs, 4, gs };
+	const v8u mul = { 4, gs, 4, gs, 4, gs, 4, gs };
 	const v8i low = { -1, -1, -1, -1, 0, 0, 0, 0 };
 	const v8f cmax = { p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1,
 			   p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1 };
@@ -801,22 +802,24 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 
 			/* the points; whether any grid point is not in G */
 			for (; j < n; j += 2, u4 += four) {
-				v8i g, t;
+				v8i g;
+				v8u t;
 				v8f f;
 
 				locate4(base + u4 * step, bilinear, clamp, &g,
 					&f);
-				t = g * mul;
+				/* wrapping where far out: used only inside */
+				t = (v8u)g * mul;
 				t += SHUF8(t, t, 1, 0, 3, 2, 5, 4, 7, 6);
 				/* a pair past the chunk's last: not counted */
 				o8 = (v8i)((v8u)g >= lim);
 				out |= j + 1 < n ? o8 : o8 & low;
 				memcpy(&gi[j], &g, sizeof(g));
 				memcpy(&fr[j], &f, sizeof(f));
-				off[2 * j] = t[0];
-				off[2 * j + 1] = t[2];
-				off[2 * j + 2] = t[4];
-				off[2 * j + 3] = t[6];
+				off[2 * j] = (int32_t)t[0];
+				off[2 * j + 1] = (int32_t)t[2];
+				off[2 * j + 2] = (int32_t)t[4];
+				off[2 * j + 3] = (int32_t)t[6];
 			}
 			j = 0;
 			if (bilinear && !(out[0] | out[1] | out[2] | out[3] |
@@ -835,8 +838,6 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 				}
 			}
 			for (; j < n; j++, o += 6) {
-				const float *qa = p->g + off[2 * j];
-				const float *qb = p->g + off[2 * j + 1];
 				v4f lo, hi;
 
 				if (!inside2(&gi[j], &lim4)) {
@@ -845,14 +846,16 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 				} else if (bilinear) {
 					v8f t;
 
-					blend2(qa, qb, p->gstride, fr[j], &t);
+					blend2(p->g + off[2 * j],
+					       p->g + off[2 * j + 1],
+					       p->gstride, fr[j], &t);
 					memcpy(&lo, &t, sizeof(lo));
 					memcpy(&hi,
 					       (const char *)&t + sizeof(lo),
 					       sizeof(hi));
 				} else {
-					LOAD(lo, qa);
-					LOAD(hi, qb);
+					LOAD(lo, p->g + off[2 * j]);
+					LOAD(hi, p->g + off[2 * j + 1]);
 				}
 				store_px(o, SHUF4(lo, hi, 0, 1, 2, 4),
 					 SHUF4(hi, hi, 1, 2, 1, 2), 6,
