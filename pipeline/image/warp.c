@@ -646,38 +646,21 @@ INLINE bool inside2(const v4i *g, const v4i *lim)
 }
 
 /*
- * Whether the grid points at a are all off the grid on one side, that is
- * (for the constant fill) all the fill.
+ * Whether bilinear's grid points at a are all off the grid on one side,
+ * that is (for the constant fill) all the fill.
  */
-INLINE bool off_grid(const struct pass *p, const struct at *a, bool bilinear)
+INLINE bool off_grid(const struct pass *p, const struct at *a)
 {
-	int32_t r = bilinear ? 1 : 0;
-
-	return a->gx < -r || a->gx > p->hi[0] - p->lo[0] || a->gy < -r ||
+	return a->gx < -1 || a->gx > p->hi[0] - p->lo[0] || a->gy < -1 ||
 	       a->gy > p->hi[1] - p->lo[1];
 }
 
-#define SPLAT4(f) ((v4f){ (f), (f), (f), (f) })
-
 /*
- * Bilinear's sum, the same for every pixel: each column's two points
- * blended by fy (t0 + fy (t1 - t0)), then the two columns by fx. The
- * columns' points sit in the halves of t0 (first row) and t1 (second).
- */
-INLINE v4f blend(v8f t0, v8f t1, float fx, float fy)
-{
-	v8f t = t0 + SPLAT8(fy) * (t1 - t0);
-	v4f lo, hi;
-
-	memcpy(&lo, &t, sizeof(lo));
-	memcpy(&hi, (const char *)&t + sizeof(lo), sizeof(hi));
-	return lo + SPLAT4(fx) * (hi - lo);
-}
-
-/*
- * Two pixels' blend() at once (their first rows' points from qa and qb,
- * the second rows gstride on), f = [fx fy fx' fy']: both pixels' columns
- * blended in one vector, *out = [r g b - r' g' b' -].
+ * Bilinear's sum, the same for every pixel, for two pixels at once (their
+ * first rows' points from qa and qb, the second rows gstride on; f = [fx
+ * fy fx' fy']): each column's two points blended by fy (t0 + fy (t1 -
+ * t0)), then the two columns by fx, both pixels' columns in one vector:
+ * *out = [r g b - r' g' b' -].
  */
 INLINE void blend2(const float *qa, const float *qb, size_t gstride, v4f f,
 		   v8f *out)
@@ -713,21 +696,21 @@ INLINE v4f point(const struct pass *p, int32_t gx, int32_t gy)
 }
 
 /*
- * Any pixel, each of its grid points through the fill mode: the same sum
- * as blend2() (a zero fraction weighs the second point's value, whatever
- * the fill made of it, to nothing).
+ * Any pixel, each of its grid points through the fill mode, then summed
+ * by blend2() as a pixel inside is (a zero fraction weighs the second
+ * point's value, whatever the fill made of it, to nothing).
  */
 INLINE v4f pixel_any(const struct pass *p, struct at a)
 {
 	int32_t s = (int32_t)p->s, x = a.gx + p->lo[0], y = a.gy + p->lo[1];
 	int32_t c0, c1, k0, k1;
-	v8f t0, t1;
-	v4f v[4];
+	v4f v[4], r;
+	v8f t;
 
 	if (!p->bilinear)
 		return point(p, fold(x, s, p->lo[0], p->hi[0], p->fill),
 			     fold(y, s, p->lo[1], p->hi[1], p->fill));
-	if (p->fill == ISPEC_FILL_CONSTANT && off_grid(p, &a, true))
+	if (p->fill == ISPEC_FILL_CONSTANT && off_grid(p, &a))
 		return p->fillv;
 	c0 = fold(x, s, p->lo[0], p->hi[0], p->fill);
 	c1 = fold(x + 1, s, p->lo[0], p->hi[0], p->fill);
@@ -737,9 +720,11 @@ INLINE v4f pixel_any(const struct pass *p, struct at a)
 	v[1] = point(p, c1, k0);
 	v[2] = point(p, c0, k1);
 	v[3] = point(p, c1, k1);
-	memcpy(&t0, v, sizeof(t0));
-	memcpy(&t1, v + 2, sizeof(t1));
-	return blend(t0, t1, a.fx, a.fy);
+	/* the four as a two-column G of their own, taken as both pixels */
+	blend2((const float *)v, (const float *)v, 8,
+	       (v4f){ a.fx, a.fy, a.fx, a.fy }, &t);
+	memcpy(&r, &t, sizeof(r));
+	return r;
 }
 
 /*
@@ -770,9 +755,8 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 	uint8_t *end = p->out + (size_t)p->s * p->s * 3;
 	int32_t r = bilinear && !p->copy_ok;
 	uint32_t gs = (uint32_t)p->gstride;
-	const v8u lim = { p->nx - r, p->ny - r, p->nx - r, p->ny - r,
-			  p->nx - r, p->ny - r, p->nx - r, p->ny - r };
 	const v4i lim4 = { p->nx - r, p->ny - r, p->nx - r, p->ny - r };
+	v8u lim;
 	const v8u mul = { 4, gs, 4, gs, 4, gs, 4, gs };
 	const v8i low = { -1, -1, -1, -1, 0, 0, 0, 0 };
 	const v8f cmax = { p->nx - 1, p->ny - 1, p->nx - 1, p->ny - 1,
@@ -782,6 +766,8 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 	const v8f four = SPLAT8(4.0f);
 	const v4f zero = { 0, 0, 0, 0 };
 
+	memcpy(&lim, &lim4, sizeof(lim4)); /* per pair, twice */
+	memcpy((char *)&lim + sizeof(lim4), &lim4, sizeof(lim4));
 	for (uint32_t v = 0; v < p->s; v++) {
 		/* pixel u's point: row v's first, plus u steps, in float */
 		float x = (float)(m[0] * 0.5 + m[1] * (v + 0.5) + m[2] - 0.5 -
