@@ -415,14 +415,31 @@ static void plan_warp(const struct geom_draws *gd, bool flip, bool vflip,
 		warp_compose(pl->m, gd->step[pl->first].m);
 }
 
+static bool tight_request = true; /* tests turn it off to compare */
+
+void imgpipe_test_tight(bool on)
+{
+	tight_request = on;
+}
+
 /*
- * A fused warp decodes what its map reads: the source pixels of the grid
- * rows and columns warp_reach() gives, widened by the filter's reach (a
- * grid step, or 8 pixels where a 1/8 scale makes a pixel that wide),
- * within the image. That is less than the crop when the map zooms in or
- * moves the crop partly out (fill constant), and the pixels around the
- * crop for fill context. The other fills fold every point back into the
- * crop, anywhere in it: they decode the crop, as geometry() asks.
+ * A fused warp decodes what its map reads: the source pixels of the
+ * grid rows and columns warp_reach() gives, widened by what the filter
+ * reads around them, within the image.
+ *
+ * Fill context reads around the crop too: its margin is 9 pixels beyond
+ * a grid step, enough at any scale. Fill constant and nearest (which
+ * takes a point beyond the crop onto its edge) read only the grid points
+ * of the crop the map reaches, so never more than geometry()'s request q
+ * (the crop and what its filter reads beyond it), and less where the map
+ * zooms in or moves the crop partly out. Their request is pinned to the
+ * scale q would get, num / 8 (so that the pixels never depend on how
+ * much is decoded), where grid point g's window is centred at source x +
+ * (g + 0.5) kx, kx either way (the scale leaves at least one decoded
+ * pixel a grid step), its ends rounded to decoded pixels (half of one,
+ * 0.5 * 8 / num source pixels); the region takes one more decoded pixel
+ * and one more source pixel on each side. Reflect and wrap may fold a
+ * point anywhere in the crop: they decode q as it is.
  */
 static void warp_request(const struct imgpipe *ip, const double m[6],
 			 const struct augment_rect *rect, uint32_t width,
@@ -430,16 +447,32 @@ static void warp_request(const struct imgpipe *ip, const double m[6],
 {
 	uint32_t s = ip->sp.size;
 	int32_t lo[2], hi[2];
-	double kx = rect->w / s, ky = rect->h / s, x0, y0, x1, y1;
+	double kx = rect->w / s, ky = rect->h / s, x0, y0, x1, y1, e;
+	struct jroi_req c = *q;
 
-	if (ip->sp.fill != ISPEC_FILL_CONSTANT &&
-	    ip->sp.fill != ISPEC_FILL_CONTEXT)
+	if (ip->sp.fill == ISPEC_FILL_CONTEXT) {
+		warp_reach(&ip->sp, m, s, lo, hi);
+		x0 = floor(rect->x + lo[0] * kx - kx - 9);
+		y0 = floor(rect->y + lo[1] * ky - ky - 9);
+		x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 9);
+		y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 9);
+	} else if ((ip->sp.fill == ISPEC_FILL_CONSTANT ||
+		    ip->sp.fill == ISPEC_FILL_NEAREST) &&
+		   tight_request) {
+		warp_reach(&ip->sp, m, s, lo, hi);
+		fit_scale(ip, &c, width, height, ip->warp_side);
+		e = 1.5 * JROI_DENOM / c.scale_num + 1;
+		x0 = floor(rect->x + (lo[0] + 0.5) * kx - kx - e);
+		y0 = floor(rect->y + (lo[1] + 0.5) * ky - ky - e);
+		x1 = ceil(rect->x + (hi[0] + 0.5) * kx + kx + e);
+		y1 = ceil(rect->y + (hi[1] + 0.5) * ky + ky + e);
+		x0 = x0 < q->x ? q->x : x0;
+		y0 = y0 < q->y ? q->y : y0;
+		x1 = x1 > (double)q->x + q->w ? (double)q->x + q->w : x1;
+		y1 = y1 > (double)q->y + q->h ? (double)q->y + q->h : y1;
+	} else {
 		return;
-	warp_reach(&ip->sp, m, s, lo, hi);
-	x0 = floor(rect->x + lo[0] * kx - kx - 9);
-	y0 = floor(rect->y + lo[1] * ky - ky - 9);
-	x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 9);
-	y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 9);
+	}
 	x0 = x0 < 0 ? 0 : x0 >= width ? width - 1 : x0;
 	y0 = y0 < 0 ? 0 : y0 >= height ? height - 1 : y0;
 	x1 = x1 > width ? width : x1 <= x0 ? x0 + 1 : x1;
@@ -451,6 +484,7 @@ static void warp_request(const struct imgpipe *ip, const double m[6],
 	/* the crop still gets its size x size pixels */
 	q->min_w = (uint32_t)ceil(s * (x1 - x0) / rect->w);
 	q->min_h = (uint32_t)ceil(s * (y1 - y0) / rect->h);
+	q->scale_num = c.scale_num; /* 0 but where pinned above */
 }
 
 /* RandomVerticalFlip: the rows of an s x s RGB image in reverse order. */

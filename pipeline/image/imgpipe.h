@@ -123,4 +123,12 @@ int imgpipe_explain(const struct imgpipe *ip, struct imgpipe_ws *ws,
 		    const void *jpeg, size_t len, uint64_t seed, char *buf,
 		    size_t n, struct diag *d);
 
+/*
+ * Tests only: false makes a fused warp with fill constant or nearest
+ * decode the whole crop (and what its filter reads around it) instead of
+ * only what its map reaches (the default, true); the bytes are the same
+ * either way. Not thread-safe.
+ */
+void imgpipe_test_tight(bool on);
+
 #endif /* LD_IMGPIPE_H */

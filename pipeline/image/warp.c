@@ -84,9 +84,14 @@ void warp_reach(const struct ispec *sp, const double m[6], uint32_t s,
 			mn = v < mn ? v : mn;
 			mx = v > mx ? v : mx;
 		}
-		/* nearest, reflect and wrap fold every point inside */
+		/*
+		 * Nearest takes a point beyond an edge onto that edge, so
+		 * within the map's own reach as clamped; reflect and wrap
+		 * fold points anywhere inside.
+		 */
 		if (sp->fill == ISPEC_FILL_CONSTANT ||
-		    sp->fill == ISPEC_FILL_CONTEXT) {
+		    sp->fill == ISPEC_FILL_CONTEXT ||
+		    sp->fill == ISPEC_FILL_NEAREST) {
 			mn = floor(mn) - 1;
 			mx = ceil(mx) + 1;
 			mn = mn < a ? a : mn > b ? b : mn;
@@ -598,10 +603,11 @@ struct at {
  * fractions fr: rounded half to even (nearest, as torch's nearbyint) by
  * adding and taking away 2^23 + 2^22, which rounds in float whatever the
  * instruction set, and floored (bilinear) from there. The points are
- * first clamped: onto [0, cmax] with cmax (fill nearest, whose reach is
- * the whole grid: the nearest grid point's value beyond the edge, as the
- * fill extends it), else onto +-2^21, where that rounding holds and
- * every grid is far behind.
+ * first clamped: onto [0, cmax] with cmax (fill nearest: its reach stops
+ * short of an edge only where no point passes that edge, so a point
+ * beyond the reach is beyond the crop, and takes the edge's value, as the
+ * fill extends it), else onto +-2^21, where that rounding holds and every
+ * grid is far behind.
  */
 INLINE void locate4(v8f xy, bool bilinear, const v8f *cmax, v8i *gi, v8f *fr)
 {
@@ -993,6 +999,7 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	     const struct ispec *sp, uint8_t *out, void *scratch, size_t cap)
 {
 	int32_t lo[2], hi[2], clo, chi, taps, ch = (int32_t)src->ch, n = 1;
+	uint32_t side;
 	struct axis ax, ay;
 	struct pass p;
 	unsigned char *base = scratch;
@@ -1014,7 +1021,12 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 		return 0;
 	}
 	warp_reach(sp, m, s, lo, hi);
-	taps = (int32_t)max_taps(src->w > src->h ? src->w : src->h, s);
+	/* the filter's width is the crop's, which may pass the region's */
+	side = src->w > src->h ? src->w : src->h;
+	for (unsigned k = 0; k < 2; k++)
+		if (src->box[k + 2] - src->box[k] > side)
+			side = (uint32_t)ceil(src->box[k + 2] - src->box[k]);
+	taps = (int32_t)max_taps(side, s);
 	ax = (struct axis){ .lo = lo[0],
 			    .count = hi[0] - lo[0] + 1,
 			    .taps = taps };

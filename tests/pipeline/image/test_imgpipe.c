@@ -497,6 +497,78 @@ Test(imgpipe, segments_match_region_path)
 }
 
 /*
+ * A fused warp with fill constant or nearest decodes only the part of
+ * the crop its map reaches (and the filter's reach around it): the same
+ * bytes as decoding the whole crop, at every DCT scale, from the file as
+ * it is and from restart segments.
+ */
+Test(imgpipe, tight_warp_request_changes_nothing)
+{
+	static const char *const specs[] = {
+		"decode | resize 256 | center 224 | flip 0.5 | affine rotate 20 translate 0.1 0.1 zoom 0.8 1.2 shear 0.2 interp bilinear fill nearest | u8 | nhwc",
+		"decode | resize 256 | center 224 | affine rotate 30 translate 0.3 0.3 zoom 0.4 1.1 fill 0 | u8 | nhwc",
+		"decode | rrc 96 scale 0.01 1 | rotate 30 interp bilinear | u8 | nhwc",
+		"decode | rrc 64 | vflip 0.5 | affine rotate 45 translate 0.2 0.2 zoom 0.3 0.9 interp bilinear fill nearest | u8 | nhwc",
+		"decode | rrc 48 scale 0.5 1 | affine rotate 10 scale 1.5 3 fill 9,8,7 | u8 | nhwc",
+	};
+	static const struct {
+		uint32_t w, h;
+		int subsamp;
+	} cases[] = {
+		{ 500, 375, TJSAMP_420 },
+		{ 375, 500, TJSAMP_444 },
+		{ 1600, 1200, TJSAMP_420 },
+		{ 2400, 1800, TJSAMP_422 },
+	};
+
+	for (size_t si = 0; si < sizeof(specs) / sizeof(specs[0]); si++) {
+		struct imgpipe *ip = make_pipe(specs[si]);
+		size_t n = ispec_out_bytes(imgpipe_spec(ip));
+		unsigned char *x = malloc(n), *y = malloc(n);
+		struct imgpipe_ws *ws;
+
+		cr_assert(x && y);
+		cr_assert_eq(imgpipe_ws_new(ip, false, &ws), 0);
+		for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]);
+		     ci++) {
+			unsigned long len;
+			size_t rlen;
+			unsigned char *jpg = make_jpeg(
+				cases[ci].w, cases[ci].h, TJPF_RGB,
+				cases[ci].subsamp, (unsigned)(ci + 7), &len);
+			unsigned char *rst =
+				ut_restart_copy(jpg, len, 1, true, &rlen);
+
+			for (uint64_t seed = 0; seed < 24; seed++) {
+				const unsigned char *f = seed & 1 ? rst : jpg;
+				size_t fl = seed & 1 ? rlen : len;
+				struct diag d = { 0 };
+
+				imgpipe_test_tight(false);
+				cr_assert_eq(
+					imgpipe_run(ip, ws, f, fl, seed, x, &d),
+					0, "%s", d.msg);
+				imgpipe_test_tight(true);
+				cr_assert_eq(
+					imgpipe_run(ip, ws, f, fl, seed, y, &d),
+					0, "%s", d.msg);
+				cr_assert_eq(
+					memcmp(x, y, n), 0,
+					"%s on %ux%u, seed %llu: decoding the whole crop gives other bytes",
+					specs[si], cases[ci].w, cases[ci].h,
+					(unsigned long long)seed);
+			}
+			free(rst);
+			tjFree(jpg);
+		}
+		imgpipe_ws_free(ws);
+		imgpipe_free(ip);
+		free(x);
+		free(y);
+	}
+}
+
+/*
  * A spec with schedules: the pipeline made for its largest epoch, and
  * each epoch's derived from it (imgpipe_derive(), as the assembler does),
  * run on the first one's worker states, give the bytes of a pipeline
