@@ -405,14 +405,16 @@ static void grid_pad(const struct pass *p)
 	       p->gstride * sizeof(float));
 }
 
-static void grid_base(const struct pass *p)
+/* G's rows k0 to k1 (and the copy past the last, with the last). */
+static void grid_base(const struct pass *p, int32_t k0, int32_t k1)
 {
-	for (int32_t k = 0; k < p->ny; k++) {
+	for (int32_t k = k0; k < k1; k++) {
 		vrow_cols(p, k, 0, p->ncols);
 		vrow_pad(p);
 		hrow_any(p, k);
 	}
-	grid_pad(p);
+	if (k1 == p->ny)
+		grid_pad(p);
 }
 
 #if defined(__x86_64__)
@@ -497,13 +499,14 @@ AVX2_FMA __attribute__((noinline)) static void vrow_avx2(const struct pass *p,
 }
 
 /* Not FMA: hrow_any()'s sums must round as the portable loop's. */
-AVX2 static void grid_avx2(const struct pass *p)
+AVX2 static void grid_avx2(const struct pass *p, int32_t k0, int32_t k1)
 {
-	for (int32_t k = 0; k < p->ny; k++) {
+	for (int32_t k = k0; k < k1; k++) {
 		vrow_avx2(p, k);
 		hrow_any(p, k);
 	}
-	grid_pad(p);
+	if (k1 == p->ny)
+		grid_pad(p);
 }
 #endif
 
@@ -586,6 +589,44 @@ INLINE void store8(uint8_t *o, const v8f t[4], bool room)
 	(void)room;
 #endif
 }
+
+#if defined(__x86_64__)
+/*
+ * store8() in AVX2, the same bytes: each pair's four lanes rounded and
+ * packed to a 32-bit word, the words put in pixel order, each lane's
+ * four compacted to 12 bytes.
+ */
+AVX2 static inline void store8_avx2(uint8_t *o, const v8f t[4], bool room)
+{
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	const __m256i rgb = _mm256_setr_epi8(
+		0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2,
+		4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	__m256i a = _mm256_cvtps_epi32((__m256)t[0]);
+	__m256i b = _mm256_cvtps_epi32((__m256)t[1]);
+	__m256i c = _mm256_cvtps_epi32((__m256)t[2]);
+	__m256i d = _mm256_cvtps_epi32((__m256)t[3]);
+	/* lanes: pixels 0 2 4 6, then 1 3 5 7, a word each */
+	__m256i q = _mm256_packus_epi16(_mm256_packs_epi32(a, b),
+					_mm256_packs_epi32(c, d));
+
+	q = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(q, order), rgb);
+	if (room) {
+		_mm_storeu_si128((__m128i *)(void *)o,
+				 _mm256_castsi256_si128(q));
+		_mm_storeu_si128((__m128i *)(void *)(o + 12),
+				 _mm256_extracti128_si256(q, 1));
+		return;
+	}
+	{
+		uint8_t x[32];
+
+		_mm256_storeu_si256((__m256i *)(void *)x, q);
+		memcpy(o, x, 12);
+		memcpy(o + 12, x + 16, 12);
+	}
+}
+#endif
 
 /*
  * Where an output pixel's point falls: the grid point (bilinear: the
@@ -750,7 +791,8 @@ typedef v4f pixel_fn(const struct pass *p, struct at a);
  * are all there, through the general path (one, the same instruction
  * set's) where not.
  */
-INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
+INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one,
+			bool avx2, uint32_t v0, uint32_t v1)
 {
 	/*
 	 * A copy that the byte stores cannot touch (as far as the compiler
@@ -774,7 +816,7 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 
 	memcpy(&lim, &lim4, sizeof(lim4)); /* per pair, twice */
 	memcpy((char *)&lim + sizeof(lim4), &lim4, sizeof(lim4));
-	for (uint32_t v = 0; v < p->s; v++) {
+	for (uint32_t v = v0; v < v1; v++) {
 		/* pixel u's point: row v's first, plus u steps, in float */
 		float x = (float)(m[0] * 0.5 + m[1] * (v + 0.5) + m[2] - 0.5 -
 				  p->lo[0]);
@@ -826,7 +868,13 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one)
 								  1],
 						       p->gstride, fr[j + k],
 						       &t[k]);
-					store8(o, t, o + 28 <= end);
+#if defined(__x86_64__)
+					if (avx2)
+						store8_avx2(o, t,
+							    o + 28 <= end);
+					else
+#endif
+						store8(o, t, o + 28 <= end);
 				}
 			}
 			for (; j < n; j++, o += 6) {
@@ -878,12 +926,12 @@ AVX2 __attribute__((noinline)) static v4f pixel_avx2(const struct pass *p,
 	return pixel_any(p, a);
 }
 
-AVX2 static void pixels_avx2(const struct pass *p)
+AVX2 static void pixels_avx2(const struct pass *p, uint32_t v0, uint32_t v1)
 {
 	if (p->bilinear)
-		pixels_body(p, true, pixel_avx2);
+		pixels_body(p, true, pixel_avx2, true, v0, v1);
 	else
-		pixels_body(p, false, pixel_avx2);
+		pixels_body(p, false, pixel_avx2, true, v0, v1);
 }
 #endif
 
@@ -893,12 +941,12 @@ __attribute__((noinline)) static v4f pixel_base(const struct pass *p,
 	return pixel_any(p, a);
 }
 
-static void pixels_base(const struct pass *p)
+static void pixels_base(const struct pass *p, uint32_t v0, uint32_t v1)
 {
 	if (p->bilinear)
-		pixels_body(p, true, pixel_base);
+		pixels_body(p, true, pixel_base, false, v0, v1);
 	else
-		pixels_body(p, false, pixel_base);
+		pixels_body(p, false, pixel_base, false, v0, v1);
 }
 
 static bool warp_simd = true, warp_shift = true;
@@ -973,9 +1021,10 @@ static void shift_run(const struct warp_src *src, int32_t dx, int32_t dy,
 	}
 }
 
-typedef void pass_fn(const struct pass *);
+typedef void grid_fn(const struct pass *, int32_t, int32_t);
+typedef void pixels_fn(const struct pass *, uint32_t, uint32_t);
 
-static void pick(pass_fn **grid, pass_fn **pixels)
+static void pick(grid_fn **grid, pixels_fn **pixels)
 {
 	*grid = grid_base;
 	*pixels = pixels_base;
@@ -989,6 +1038,34 @@ static void pick(pass_fn **grid, pass_fn **pixels)
 }
 
 /* base + n bytes, rounded up to an address that is a multiple of 32. */
+/*
+ * Output rows a band of the pixel pass makes at a time; G's rows are made
+ * just before the first band that reads them, so that the pixel pass
+ * finds them still in cache (G is larger than a core's L2).
+ */
+#define BAND 8
+
+/*
+ * How many of G's rows output rows v0 to v1 need made (from the first):
+ * past the lowest point of their rows (in float, as the pixel pass finds
+ * it, so with two rows to spare), the row bilinear reads below it. Fill
+ * nearest, constant and context read no row below that (a point beyond
+ * the last row takes that row, the fill, or the row past it, which is
+ * made with the last); reflect and wrap fold a point onto any row.
+ */
+static int32_t rows_needed(const struct pass *p, uint32_t v0, uint32_t v1)
+{
+	const double *m = p->m;
+	double u = m[3] > 0 ? p->s - 0.5 : 0.5, y0, y1, y;
+
+	if (p->fill == ISPEC_FILL_REFLECT || p->fill == ISPEC_FILL_WRAP)
+		return p->ny;
+	y0 = m[3] * u + m[4] * (v0 + 0.5) + m[5] - 0.5 - p->lo[1];
+	y1 = m[3] * u + m[4] * (v1 - 0.5) + m[5] - 0.5 - p->lo[1];
+	y = (y0 > y1 ? y0 : y1) + 3;
+	return y >= p->ny ? p->ny : y < 1 ? 1 : (int32_t)y;
+}
+
 static size_t align32(const void *base, size_t n)
 {
 	return (size_t)((((uintptr_t)base + n + 31) & ~(uintptr_t)31) -
@@ -1006,7 +1083,8 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	size_t used, off_at, wx_at, v_at, g_at;
 	int32_t *off;
 	float *wx;
-	pass_fn *grid, *pixels;
+	grid_fn *grid;
+	pixels_fn *pixels;
 	int err;
 
 	if ((ch != 1 && ch != 3) || !src->w || !src->h || !s ||
@@ -1111,7 +1189,15 @@ int warp_run(const struct warp_src *src, const double m[6], uint32_t s,
 	p.g = (void *)(base + g_at);
 
 	pick(&grid, &pixels);
-	grid(&p);
-	pixels(&p);
+	for (uint32_t v = 0, made = 0; v < s; v += BAND) {
+		uint32_t v1 = v + BAND < s ? v + BAND : s;
+		int32_t k = rows_needed(&p, v, v1);
+
+		if (k > (int32_t)made) {
+			grid(&p, (int32_t)made, k);
+			made = (uint32_t)k;
+		}
+		pixels(&p, v, v1);
+	}
 	return 0;
 }
