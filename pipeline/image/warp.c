@@ -650,8 +650,10 @@ struct at {
  * fill extends it), else onto +-2^21, where that rounding holds and every
  * grid is far behind.
  */
-INLINE void locate4(v8f xy, bool bilinear, const v8f *cmax, v8i *gi, v8f *fr)
+INLINE void locate4(const v8f *at, bool bilinear, const v8f *cmax, v8i *gi,
+		    v8f *fr)
 {
+	v8f xy = *at;
 	const v8f big = SPLAT8(0x1.8p23f), one = SPLAT8(1.0f);
 	const v8f far = SPLAT8(0x1p21f), lo = cmax ? SPLAT8(0.0f) : -far;
 	const v8f hi = cmax ? *cmax : far;
@@ -669,6 +671,33 @@ INLINE void locate4(v8f xy, bool bilinear, const v8f *cmax, v8i *gi, v8f *fr)
 	}
 	*gi = __builtin_convertvector(r, v8i);
 }
+
+#if defined(__x86_64__)
+/*
+ * locate4() in AVX2, the same values: the clamp as a max and a min, the
+ * rounding by the instruction (exact, as the sums are). Not inlined but
+ * into AVX2 callers.
+ */
+AVX2 static inline void locate4_avx2(const v8f *at, bool bilinear,
+				     const v8f *cmax, v8i *gi, v8f *fr)
+{
+	const __m256 far = _mm256_set1_ps(0x1p21f);
+	__m256 x = (__m256)*at, r;
+
+	x = _mm256_max_ps(x, cmax ? _mm256_setzero_ps() : -far);
+	x = _mm256_min_ps(x, cmax ? (__m256)*cmax : far);
+	if (bilinear) {
+		r = _mm256_round_ps(x,
+				    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+		*fr = (v8f)_mm256_sub_ps(x, r);
+	} else {
+		r = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT |
+					       _MM_FROUND_NO_EXC);
+		*fr = SPLAT8(0.0f);
+	}
+	*gi = (v8i)_mm256_cvtps_epi32(r);
+}
+#endif
 
 /* Pixel k (0 or 1) of a pair's points and fractions (locate4()). */
 INLINE struct at at_of(const v4i *gi, const v4f *fr, unsigned k)
@@ -836,12 +865,18 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one,
 
 			/* the points; whether any grid point is not in G */
 			for (; j < n; j += 2, u4 += four) {
+				const v8f at = base + u4 * step;
 				v8i g;
 				v8u t;
 				v8f f;
 
-				locate4(base + u4 * step, bilinear, clamp, &g,
-					&f);
+#if defined(__x86_64__)
+				if (avx2)
+					locate4_avx2(&at, bilinear, clamp, &g,
+						     &f);
+				else
+#endif
+					locate4(&at, bilinear, clamp, &g, &f);
 				/* wrapping where far out: used only inside */
 				t = (v8u)g * mul;
 				t += SHUF8(t, t, 1, 0, 3, 2, 5, 4, 7, 6);
@@ -862,6 +897,7 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one,
 				for (; j + 4 <= n; j += 4, o += 24) {
 					v8f t[4];
 
+#pragma GCC unroll 4
 					for (unsigned k = 0; k < 4; k++)
 						blend2(p->g + off[2 * (j + k)],
 						       p->g + off[2 * (j + k) +
@@ -905,12 +941,13 @@ INLINE void pixels_body(const struct pass *pp, bool bilinear, pixel_fn *one,
 		}
 		if (p->s & 1) {
 			const v8f ul = SPLAT8((float)(p->s - 1));
+			const v8f at = base + ul * step;
 			v8i g;
 			v8f f;
 			v4i g4;
 			v4f f4;
 
-			locate4(base + ul * step, bilinear, clamp, &g, &f);
+			locate4(&at, bilinear, clamp, &g, &f);
 			memcpy(&g4, &g, sizeof(g4));
 			memcpy(&f4, &f, sizeof(f4));
 			store_px(o, one(pp, at_of(&g4, &f4, 0)), zero, 3,
