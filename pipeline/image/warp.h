@@ -15,7 +15,9 @@
  * in float, rounded once, the fill applying where the composed map leaves
  * the crop. Making each grid point once, rather than inside every pixel
  * that reads it, is what keeps the pass at two loads and a blend a pixel
- * (warp_scratch_bytes() counts the grid).
+ * (warp_scratch_bytes() counts the grid). The grid's rows are made a few
+ * at a time, just before the first band of output rows that reads them,
+ * so that the pixels find them still in cache.
  *
  * Maps are 2 x 3 affine matrices m (x' = m0 x + m1 y + m2, y' = m3 x +
  * m4 y + m5) in area coordinates: pixel i covers [i, i + 1), its centre
