@@ -149,6 +149,35 @@ static struct imgpipe *make_pipe(const char *text)
 	return ip;
 }
 
+/*
+ * A spec's pipeline, a worker state and two outputs, for tests that run
+ * each sample twice and compare.
+ */
+struct twin {
+	struct imgpipe *ip;
+	struct imgpipe_ws *ws;
+	unsigned char *x, *y;
+	size_t n;
+};
+
+static void twin_open(struct twin *t, const char *spec)
+{
+	t->ip = make_pipe(spec);
+	t->n = ispec_out_bytes(imgpipe_spec(t->ip));
+	t->x = malloc(t->n);
+	t->y = malloc(t->n);
+	cr_assert(t->x && t->y);
+	cr_assert_eq(imgpipe_ws_new(t->ip, false, &t->ws), 0);
+}
+
+static void twin_close(struct twin *t)
+{
+	imgpipe_ws_free(t->ws);
+	imgpipe_free(t->ip);
+	free(t->x);
+	free(t->y);
+}
+
 struct rrc_case {
 	uint32_t w, h;
 	int pf, subsamp;
@@ -439,14 +468,10 @@ Test(imgpipe, segments_match_region_path)
 	uint64_t segs = 0, runs = 0;
 
 	for (size_t si = 0; si < sizeof(specs) / sizeof(specs[0]); si++) {
-		struct imgpipe *ip = make_pipe(specs[si]);
-		size_t n = ispec_out_bytes(imgpipe_spec(ip));
-		unsigned char *x = malloc(n), *y = malloc(n);
-		struct imgpipe_ws *ws;
+		struct twin tw;
 		struct imgpipe_times t0, t1;
 
-		cr_assert(x && y);
-		cr_assert_eq(imgpipe_ws_new(ip, false, &ws), 0);
+		twin_open(&tw, specs[si]);
 		for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]);
 		     ci++) {
 			unsigned long len;
@@ -459,36 +484,34 @@ Test(imgpipe, segments_match_region_path)
 				unsigned char *rst = ut_restart_copy(
 					jpg, len, iv, true, &rlen);
 
-				imgpipe_ws_times(ws, &t0);
+				imgpipe_ws_times(tw.ws, &t0);
 				for (uint64_t seed = 0; seed < 12; seed++) {
 					struct diag d = { 0 };
 
-					cr_assert_eq(imgpipe_run(ip, ws, jpg,
-								 len, seed, x,
-								 &d),
+					cr_assert_eq(imgpipe_run(tw.ip, tw.ws,
+								 jpg, len, seed,
+								 tw.x, &d),
 						     0, "%s", d.msg);
-					cr_assert_eq(imgpipe_run(ip, ws, rst,
-								 rlen, seed, y,
+					cr_assert_eq(imgpipe_run(tw.ip, tw.ws,
+								 rst, rlen,
+								 seed, tw.y,
 								 &d),
 						     0, "%s", d.msg);
 					cr_assert_eq(
-						memcmp(x, y, n), 0,
+						memcmp(tw.x, tw.y, tw.n), 0,
 						"%s on %ux%u (case %zu), %u MCUs a segment, seed %llu: outputs differ",
 						specs[si], cases[ci].w,
 						cases[ci].h, ci, iv,
 						(unsigned long long)seed);
 					runs++;
 				}
-				imgpipe_ws_times(ws, &t1);
+				imgpipe_ws_times(tw.ws, &t1);
 				segs += t1.segment_decodes - t0.segment_decodes;
 				free(rst);
 			}
 			tjFree(jpg);
 		}
-		imgpipe_ws_free(ws);
-		imgpipe_free(ip);
-		free(x);
-		free(y);
+		twin_close(&tw);
 	}
 	/* Only crops whose margin reaches over the whole image may not. */
 	cr_expect_gt(segs, runs * 8 / 10,
@@ -522,13 +545,9 @@ Test(imgpipe, tight_warp_request_changes_nothing)
 	};
 
 	for (size_t si = 0; si < sizeof(specs) / sizeof(specs[0]); si++) {
-		struct imgpipe *ip = make_pipe(specs[si]);
-		size_t n = ispec_out_bytes(imgpipe_spec(ip));
-		unsigned char *x = malloc(n), *y = malloc(n);
-		struct imgpipe_ws *ws;
+		struct twin tw;
 
-		cr_assert(x && y);
-		cr_assert_eq(imgpipe_ws_new(ip, false, &ws), 0);
+		twin_open(&tw, specs[si]);
 		for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]);
 		     ci++) {
 			unsigned long len;
@@ -545,15 +564,15 @@ Test(imgpipe, tight_warp_request_changes_nothing)
 				struct diag d = { 0 };
 
 				imgpipe_test_tight(false);
-				cr_assert_eq(
-					imgpipe_run(ip, ws, f, fl, seed, x, &d),
-					0, "%s", d.msg);
+				cr_assert_eq(imgpipe_run(tw.ip, tw.ws, f, fl,
+							 seed, tw.x, &d),
+					     0, "%s", d.msg);
 				imgpipe_test_tight(true);
+				cr_assert_eq(imgpipe_run(tw.ip, tw.ws, f, fl,
+							 seed, tw.y, &d),
+					     0, "%s", d.msg);
 				cr_assert_eq(
-					imgpipe_run(ip, ws, f, fl, seed, y, &d),
-					0, "%s", d.msg);
-				cr_assert_eq(
-					memcmp(x, y, n), 0,
+					memcmp(tw.x, tw.y, tw.n), 0,
 					"%s on %ux%u, seed %llu: decoding the whole crop gives other bytes",
 					specs[si], cases[ci].w, cases[ci].h,
 					(unsigned long long)seed);
@@ -561,10 +580,7 @@ Test(imgpipe, tight_warp_request_changes_nothing)
 			free(rst);
 			tjFree(jpg);
 		}
-		imgpipe_ws_free(ws);
-		imgpipe_free(ip);
-		free(x);
-		free(y);
+		twin_close(&tw);
 	}
 }
 
