@@ -1074,7 +1074,6 @@ static void pick(grid_fn **grid, pixels_fn **pixels)
 #endif
 }
 
-/* base + n bytes, rounded up to an address that is a multiple of 32. */
 /*
  * Output rows a band of the pixel pass makes at a time; G's rows are made
  * just before the first band that reads them, so that the pixel pass
@@ -1084,8 +1083,8 @@ static void pick(grid_fn **grid, pixels_fn **pixels)
 
 /*
  * How many of G's rows output rows v0 to v1 need made (from the first):
- * past the lowest point of their rows (in float, as the pixel pass finds
- * it, so with two rows to spare), the row bilinear reads below it. Fill
+ * past the lowest point of their rows, the row bilinear reads below it,
+ * and one more (the pixel pass finds its points in float). Fill
  * nearest, constant and context read no row below that (a point beyond
  * the last row takes that row, the fill, or the row past it, which is
  * made with the last); reflect and wrap fold a point onto any row.
@@ -1103,6 +1102,7 @@ static int32_t rows_needed(const struct pass *p, uint32_t v0, uint32_t v1)
 	return y >= p->ny ? p->ny : y < 1 ? 1 : (int32_t)y;
 }
 
+/* base + n bytes, rounded up to an address that is a multiple of 32. */
 static size_t align32(const void *base, size_t n)
 {
 	return (size_t)((((uintptr_t)base + n + 31) & ~(uintptr_t)31) -
