@@ -448,19 +448,21 @@ static void warp_request(const struct imgpipe *ip, const double m[6],
 	uint32_t s = ip->sp.size;
 	int32_t lo[2], hi[2];
 	double kx = rect->w / s, ky = rect->h / s, x0, y0, x1, y1, e;
+	bool ctx = ip->sp.fill == ISPEC_FILL_CONTEXT;
 	struct jroi_req c = *q;
 
-	if (ip->sp.fill == ISPEC_FILL_CONTEXT) {
-		warp_reach(&ip->sp, m, s, lo, hi);
+	if (!ctx && !(tight_request && (ip->sp.fill == ISPEC_FILL_CONSTANT ||
+					ip->sp.fill == ISPEC_FILL_NEAREST)))
+		return;
+	warp_reach(&ip->sp, m, s, lo, hi);
+	if (ctx) {
 		x0 = floor(rect->x + lo[0] * kx - kx - 9);
 		y0 = floor(rect->y + lo[1] * ky - ky - 9);
 		x1 = ceil(rect->x + (hi[0] + 1) * kx + kx + 9);
 		y1 = ceil(rect->y + (hi[1] + 1) * ky + ky + 9);
-	} else if ((ip->sp.fill == ISPEC_FILL_CONSTANT ||
-		    ip->sp.fill == ISPEC_FILL_NEAREST) &&
-		   tight_request) {
-		warp_reach(&ip->sp, m, s, lo, hi);
+	} else {
 		fit_scale(ip, &c, width, height, ip->warp_side);
+		q->scale_num = c.scale_num;
 		e = 1.5 * JROI_DENOM / c.scale_num + 1;
 		x0 = floor(rect->x + (lo[0] + 0.5) * kx - kx - e);
 		y0 = floor(rect->y + (lo[1] + 0.5) * ky - ky - e);
@@ -470,8 +472,6 @@ static void warp_request(const struct imgpipe *ip, const double m[6],
 		y0 = y0 < q->y ? q->y : y0;
 		x1 = x1 > (double)q->x + q->w ? (double)q->x + q->w : x1;
 		y1 = y1 > (double)q->y + q->h ? (double)q->y + q->h : y1;
-	} else {
-		return;
 	}
 	x0 = x0 < 0 ? 0 : x0 >= width ? width - 1 : x0;
 	y0 = y0 < 0 ? 0 : y0 >= height ? height - 1 : y0;
@@ -484,7 +484,6 @@ static void warp_request(const struct imgpipe *ip, const double m[6],
 	/* the crop still gets its size x size pixels */
 	q->min_w = (uint32_t)ceil(s * (x1 - x0) / rect->w);
 	q->min_h = (uint32_t)ceil(s * (y1 - y0) / rect->h);
-	q->scale_num = c.scale_num; /* 0 but where pinned above */
 }
 
 /* RandomVerticalFlip: the rows of an s x s RGB image in reverse order. */
